@@ -1,0 +1,105 @@
+// Buffers, backends and the scheduler.
+//
+// A buffer is memory owned by a backend (host RAM for the CPU, device memory for CUDA). A
+// backend runs graphs whose tensors live in its buffers. The scheduler takes a graph whose
+// weights live in different backends' buffers, assigns each op to the backend holding its
+// weights (or its inputs), splits the graph where the backend changes, copies the inputs each
+// split needs, and plans the intermediate memory of every split.
+#pragma once
+
+#include "ggml.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum ggml_status {
+    GGML_STATUS_ALLOC_FAILED = -2,
+    GGML_STATUS_FAILED       = -1,
+    GGML_STATUS_SUCCESS      = 0,
+    GGML_STATUS_ABORTED      = 1,
+};
+
+typedef struct ggml_backend_buffer_type * ggml_backend_buffer_type_t;
+typedef struct ggml_backend_buffer *      ggml_backend_buffer_t;
+typedef struct ggml_backend *             ggml_backend_t;
+typedef struct ggml_gallocr *             ggml_gallocr_t;
+typedef struct ggml_backend_sched *       ggml_backend_sched_t;
+
+enum ggml_backend_buffer_usage {
+    GGML_BACKEND_BUFFER_USAGE_ANY     = 0,
+    GGML_BACKEND_BUFFER_USAGE_WEIGHTS = 1,
+    GGML_BACKEND_BUFFER_USAGE_COMPUTE = 2,
+};
+
+// ---- buffer types
+const char *          ggml_backend_buft_name(ggml_backend_buffer_type_t buft);
+ggml_backend_buffer_t ggml_backend_buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t size);
+size_t                ggml_backend_buft_get_alignment(ggml_backend_buffer_type_t buft);
+size_t                ggml_backend_buft_get_max_size(ggml_backend_buffer_type_t buft);
+size_t                ggml_backend_buft_get_alloc_size(ggml_backend_buffer_type_t buft, const struct ggml_tensor * t);
+bool                  ggml_backend_buft_is_host(ggml_backend_buffer_type_t buft);
+
+// ---- buffers
+void         ggml_backend_buffer_free(ggml_backend_buffer_t buffer);
+void *       ggml_backend_buffer_get_base(ggml_backend_buffer_t buffer);
+size_t       ggml_backend_buffer_get_size(ggml_backend_buffer_t buffer);
+const char * ggml_backend_buffer_name(ggml_backend_buffer_t buffer);
+void         ggml_backend_buffer_clear(ggml_backend_buffer_t buffer, uint8_t value);
+bool         ggml_backend_buffer_is_host(ggml_backend_buffer_t buffer);
+void         ggml_backend_buffer_set_usage(ggml_backend_buffer_t buffer, enum ggml_backend_buffer_usage usage);
+enum ggml_backend_buffer_usage ggml_backend_buffer_get_usage(ggml_backend_buffer_t buffer);
+ggml_backend_buffer_type_t ggml_backend_buffer_get_type(ggml_backend_buffer_t buffer);
+size_t       ggml_backend_buffer_get_alignment(ggml_backend_buffer_t buffer);
+// place t at addr inside the buffer (addr between base and base + size)
+void         ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor * t, void * addr);
+// a view gets its data from its view_src
+void         ggml_backend_view_init(struct ggml_tensor * t);
+
+// ---- tensor data access (works for any backend's buffer)
+void ggml_backend_tensor_set(struct ggml_tensor * t, const void * data, size_t offset, size_t size);
+void ggml_backend_tensor_get(const struct ggml_tensor * t, void * data, size_t offset, size_t size);
+void ggml_backend_tensor_memset(struct ggml_tensor * t, uint8_t value, size_t offset, size_t size);
+void ggml_backend_tensor_copy(struct ggml_tensor * src, struct ggml_tensor * dst);
+
+// ---- backends
+const char * ggml_backend_name(ggml_backend_t backend);
+void         ggml_backend_free(ggml_backend_t backend);
+ggml_backend_buffer_type_t ggml_backend_get_default_buffer_type(ggml_backend_t backend);
+ggml_backend_buffer_t ggml_backend_alloc_buffer(ggml_backend_t backend, size_t size);
+enum ggml_status ggml_backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph * graph);
+bool ggml_backend_supports_op(ggml_backend_t backend, const struct ggml_tensor * op);
+bool ggml_backend_supports_buft(ggml_backend_t backend, ggml_backend_buffer_type_t buft);
+void ggml_backend_synchronize(ggml_backend_t backend);
+
+// Allocate all tensors of a context in one buffer of the given type (NULL if nothing to allocate).
+ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);
+ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, ggml_backend_t backend);
+
+// ---- graph memory planner (one buffer type)
+// Intermediate tensors get offsets in one buffer; a tensor's memory is reused once its last
+// consumer has run. Inputs (GGML_TENSOR_FLAG_INPUT) and outputs are never overwritten.
+ggml_gallocr_t ggml_gallocr_new(ggml_backend_buffer_type_t buft);
+void   ggml_gallocr_free(ggml_gallocr_t galloc);
+// size the buffer for the largest graph it will see (optional; alloc_graph grows it as needed)
+bool   ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
+bool   ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
+size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc);
+
+// ---- scheduler
+// backends in priority order; the last one must be the CPU backend (it runs what others can't).
+ggml_backend_sched_t ggml_backend_sched_new(ggml_backend_t * backends, int n_backends, size_t graph_size);
+void   ggml_backend_sched_free(ggml_backend_sched_t sched);
+bool   ggml_backend_sched_reserve(ggml_backend_sched_t sched, struct ggml_cgraph * measure_graph);
+bool   ggml_backend_sched_alloc_graph(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
+enum ggml_status ggml_backend_sched_graph_compute(ggml_backend_sched_t sched, struct ggml_cgraph * graph);
+void   ggml_backend_sched_reset(ggml_backend_sched_t sched);
+int    ggml_backend_sched_get_n_splits(ggml_backend_sched_t sched);
+int    ggml_backend_sched_get_n_copies(ggml_backend_sched_t sched);
+size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t sched, ggml_backend_t backend);
+void   ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node, ggml_backend_t backend);
+ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node);
+
+#ifdef __cplusplus
+}
+#endif

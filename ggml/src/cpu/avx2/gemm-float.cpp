@@ -1,0 +1,91 @@
+// AVX2 gemm kernels for f32, f16 and bf16 weights: tiles of up to 4 weight rows x 2 columns
+// (8 accumulators; AVX2 has 16 vector registers).
+#include "cpu-traits.h"
+#include "ggml-impl.h"
+
+#include <immintrin.h>
+
+namespace {
+
+struct load_f32 {
+    static constexpr size_t elem = 4;
+    static __m256 full(const void * p) { return _mm256_loadu_ps((const float *) p); }
+    static float one(const void * p, int64_t i) { return ((const float *) p)[i]; }
+};
+struct load_f16 {
+    static constexpr size_t elem = 2;
+    static __m256 full(const void * p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) p)); }
+    static float one(const void * p, int64_t i) { return ggml_compute_fp16_to_fp32(((const uint16_t *) p)[i]); }
+};
+struct load_bf16 {
+    static constexpr size_t elem = 2;
+    static __m256 full(const void * p) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) p)), 16));
+    }
+    static float one(const void * p, int64_t i) { return ggml_compute_bf16_to_fp32(((const uint16_t *) p)[i]); }
+};
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+template <typename L, int RR, int CC>
+inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * dst, size_t ds) {
+    __m256 acc[RR][CC];
+    for (int r = 0; r < RR; ++r)
+        for (int c = 0; c < CC; ++c) acc[r][c] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv[CC];
+        for (int c = 0; c < CC; ++c) xv[c] = L::full(x + c * xs + i * L::elem);
+        for (int r = 0; r < RR; ++r) {
+            const __m256 wv = L::full(w + r * ws + i * L::elem);
+            for (int c = 0; c < CC; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < RR; ++r) {
+        for (int c = 0; c < CC; ++c) {
+            float s = hsum(acc[r][c]);
+            for (int64_t k = i; k < n; ++k) s += L::one(w + r * ws, k) * L::one(x + c * xs, k);
+            dst[c * ds + r] = s;
+        }
+    }
+}
+
+template <typename L, int RR>
+inline void row_block(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * dst, size_t ds, int nc) {
+    int c = 0;
+    for (; c + 2 <= nc; c += 2) tile<L, RR, 2>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
+    if (c < nc) tile<L, RR, 1>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
+}
+
+template <typename L>
+void gemm(int64_t n, const void * wv, size_t ws, const void * xv, size_t xs, float * dst, size_t ds, int nr, int nc) {
+    const char * w = (const char *) wv;
+    const char * x = (const char *) xv;
+    int r = 0;
+    for (; r + 4 <= nr; r += 4) row_block<L, 4>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
+    for (; r < nr; ++r) row_block<L, 1>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
+}
+
+void f32_to_f16_row(const float * x, void * yv, int64_t n) {
+    uint16_t * y = (uint16_t *) yv;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm_storeu_si128((__m128i *) (y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; ++i) y[i] = ggml_compute_fp32_to_fp16(x[i]);
+}
+
+void register_avx2_float_gemms() {
+    ggml_cpu_register_gemm(GGML_TYPE_F32, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, gemm<load_f32>);
+    ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, GGML_TYPE_F16, gemm<load_f16>);
+    ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX2, GGML_TYPE_BF16, gemm<load_bf16>);
+    ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, f32_to_f16_row);
+}
+GGML_REGISTER(register_avx2_float_gemms);
+
+} // namespace

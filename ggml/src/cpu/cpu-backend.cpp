@@ -1,0 +1,250 @@
+// The CPU backend: host buffers, a persistent thread pool, and graph execution.
+//
+// Threads stay alive between graphs. While a graph runs, all threads walk the node list
+// together and meet at a barrier after each op; between graphs they spin briefly, then sleep
+// on an atomic wait, so short decode steps don't pay a wake-up per op.
+#include "cpu-ops.h"
+#include "cpu-traits.h"
+#include "ggml-backend-impl.h"
+#include "ggml-cpu.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CPU_RELAX() ((void) 0)
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Thread pool
+
+struct ggml_cpu_threadpool {
+    int n_threads = 1;
+    std::vector<std::thread> workers;
+
+    // the job: a graph and its scratch
+    ggml_cgraph * graph = nullptr;
+    void * wdata = nullptr;
+    size_t wsize = 0;
+
+    std::atomic<int> job_gen{ 0 };       // bumped for every new graph (workers wait on it)
+    std::atomic<int> n_done{ 0 };        // workers finished with the current graph
+    std::atomic<bool> stop{ false };
+
+    // barrier
+    std::atomic<int> arrived{ 0 };
+    std::atomic<int> phase{ 0 };
+
+    void barrier(int nth) {
+        if (nth == 1) return;
+        const int p = phase.load(std::memory_order_acquire);
+        if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == nth) {
+            arrived.store(0, std::memory_order_relaxed);
+            phase.fetch_add(1, std::memory_order_acq_rel);
+            return;
+        }
+        int spins = 0;
+        while (phase.load(std::memory_order_acquire) == p) {
+            if (++spins < 1 << 16) {
+                CPU_RELAX();
+            } else {
+                std::this_thread::yield();   // the machine is oversubscribed: let others run
+            }
+        }
+    }
+
+    void run_graph(int ith) {
+        const int nth = n_threads;
+        ggml_compute_params params{ ith, nth, wdata, wsize, this };
+        const int n = ggml_graph_n_nodes(graph);
+        for (int i = 0; i < n; ++i) {
+            ggml_tensor * node = ggml_graph_node(graph, i);
+            if (ggml_is_view_op(node->op) || node->op == GGML_OP_NONE) continue;
+            if (ggml_nelements(node) == 0) continue;
+            ggml_cpu_compute_op(&params, node);
+            barrier(nth);
+        }
+    }
+
+    void worker_main(int ith) {
+        int seen = 0;
+        for (;;) {
+            int spins = 0;
+            int g;
+            while ((g = job_gen.load(std::memory_order_acquire)) == seen) {
+                if (stop.load(std::memory_order_acquire)) return;
+                if (++spins < 1 << 14) {
+                    CPU_RELAX();
+                } else {
+                    job_gen.wait(seen, std::memory_order_acquire);
+                }
+            }
+            if (stop.load(std::memory_order_acquire)) return;
+            seen = g;
+            run_graph(ith);
+            n_done.fetch_add(1, std::memory_order_acq_rel);
+        }
+    }
+
+    void resize(int n) {
+        if (n == n_threads && (int) workers.size() == n - 1) return;
+        shutdown();
+        n_threads = n;
+        stop.store(false);
+        for (int i = 1; i < n; ++i) workers.emplace_back([this, i] { worker_main(i); });
+    }
+
+    void shutdown() {
+        stop.store(true, std::memory_order_release);
+        job_gen.fetch_add(1, std::memory_order_acq_rel);
+        job_gen.notify_all();
+        for (auto & w : workers) w.join();
+        workers.clear();
+    }
+
+    void compute(ggml_cgraph * g, void * wd, size_t ws) {
+        graph = g;
+        wdata = wd;
+        wsize = ws;
+        n_done.store(0, std::memory_order_relaxed);
+        job_gen.fetch_add(1, std::memory_order_acq_rel);
+        job_gen.notify_all();
+        run_graph(0);
+        while (n_done.load(std::memory_order_acquire) < n_threads - 1) CPU_RELAX();
+    }
+
+    ~ggml_cpu_threadpool() { shutdown(); }
+};
+
+void ggml_cpu_barrier(const ggml_compute_params * params) { params->pool->barrier(params->nth); }
+
+// ---------------------------------------------------------------------------------------------
+// Buffers
+
+namespace {
+
+const char * cpu_buft_name(ggml_backend_buffer_type_t) { return "CPU"; }
+size_t cpu_buft_alignment(ggml_backend_buffer_type_t) { return GGML_MEM_ALIGN; }
+bool cpu_buft_is_host(ggml_backend_buffer_type_t) { return true; }
+
+void * cpu_buffer_base(ggml_backend_buffer_t b) { return b->context; }
+void cpu_buffer_free(ggml_backend_buffer_t b) { std::free(b->context); }
+void cpu_buffer_set(ggml_backend_buffer_t, ggml_tensor * t, const void * data, size_t offset, size_t size) {
+    std::memcpy((char *) t->data + offset, data, size);
+}
+void cpu_buffer_get(ggml_backend_buffer_t, const ggml_tensor * t, void * data, size_t offset, size_t size) {
+    std::memcpy(data, (const char *) t->data + offset, size);
+}
+void cpu_buffer_memset(ggml_backend_buffer_t, ggml_tensor * t, uint8_t v, size_t offset, size_t size) {
+    std::memset((char *) t->data + offset, v, size);
+}
+void cpu_buffer_clear(ggml_backend_buffer_t b, uint8_t v) { std::memset(b->context, v, b->size); }
+
+const ggml_backend_buffer_i k_cpu_buffer_iface = {
+    cpu_buffer_free, cpu_buffer_base, nullptr, cpu_buffer_memset, cpu_buffer_set, cpu_buffer_get, cpu_buffer_clear,
+};
+// memory the caller owns (mmap): not freed by us
+const ggml_backend_buffer_i k_cpu_ptr_buffer_iface = {
+    nullptr, cpu_buffer_base, nullptr, cpu_buffer_memset, cpu_buffer_set, cpu_buffer_get, cpu_buffer_clear,
+};
+
+ggml_backend_buffer_t cpu_buft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
+    void * mem = std::aligned_alloc(GGML_MEM_ALIGN, ggml_pad(std::max<size_t>(size, 1), GGML_MEM_ALIGN));
+    if (!mem) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "CPU: failed to allocate a buffer of %.2f MiB\n", size / 1048576.0);
+        return nullptr;
+    }
+    return ggml_backend_buffer_init(buft, k_cpu_buffer_iface, mem, size);
+}
+
+ggml_backend_buffer_type g_cpu_buft = {
+    { cpu_buft_name, cpu_buft_alloc, cpu_buft_alignment, nullptr, nullptr, cpu_buft_is_host },
+    nullptr,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Backend
+
+struct cpu_backend_context {
+    int n_threads = 1;
+    ggml_cpu_threadpool pool;
+    std::vector<uint8_t> work;   // grows to the largest graph's need, then stays
+};
+
+const char * cpu_name(ggml_backend_t) { return "CPU"; }
+
+void cpu_free(ggml_backend_t b) {
+    delete (cpu_backend_context *) b->context;
+    delete b;
+}
+
+ggml_backend_buffer_type_t cpu_default_buft(ggml_backend_t) { return &g_cpu_buft; }
+
+ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
+    auto * ctx = (cpu_backend_context *) b->context;
+    const int nth = std::max(1, ctx->n_threads);
+    size_t need = 0;
+    const int n = ggml_graph_n_nodes(graph);
+    for (int i = 0; i < n; ++i) {
+        ggml_tensor * node = ggml_graph_node(graph, i);
+        if (ggml_is_view_op(node->op) || node->op == GGML_OP_NONE) continue;
+        if (!ggml_cpu_supports_op(node)) {
+            ggml_log(GGML_LOG_LEVEL_ERROR, "CPU backend: unsupported op %s on %s (%s)\n", ggml_op_desc(node),
+                     node->name, ggml_type_name(node->src[0] ? node->src[0]->type : node->type));
+            return GGML_STATUS_FAILED;
+        }
+        need = std::max(need, ggml_cpu_op_work_size(node, nth));
+    }
+    if (need > 0) need += 64 * nth + 4096;   // room for per-thread alignment
+    if (ctx->work.size() < need) ctx->work.resize(need);
+    ctx->pool.resize(nth);
+    ctx->pool.compute(graph, ctx->work.empty() ? nullptr : ctx->work.data(), ctx->work.size());
+    return GGML_STATUS_SUCCESS;
+}
+
+bool cpu_supports_op(ggml_backend_t, const ggml_tensor * op) { return ggml_cpu_supports_op(op); }
+bool cpu_supports_buft(ggml_backend_t, ggml_backend_buffer_type_t buft) { return ggml_backend_buft_is_host(buft); }
+
+} // namespace
+
+extern "C" {
+
+ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void) { return &g_cpu_buft; }
+
+ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size) {
+    GGML_ASSERT(((uintptr_t) ptr % 32) == 0 && "buffer pointer must be aligned");
+    return ggml_backend_buffer_init(&g_cpu_buft, k_cpu_ptr_buffer_iface, ptr, size);
+}
+
+ggml_backend_t ggml_backend_cpu_init(void) {
+    auto * ctx = new cpu_backend_context;
+    auto * b = new ggml_backend{
+        { cpu_name, cpu_free, cpu_default_buft, cpu_graph_compute, cpu_supports_op, cpu_supports_buft, nullptr },
+        ctx,
+    };
+    return b;
+}
+
+bool ggml_backend_is_cpu(ggml_backend_t backend) { return backend && backend->iface.get_name == cpu_name; }
+
+void ggml_backend_cpu_set_n_threads(ggml_backend_t backend, int n_threads) {
+    GGML_ASSERT(ggml_backend_is_cpu(backend));
+    ((cpu_backend_context *) backend->context)->n_threads = std::max(1, n_threads);
+}
+
+ggml_status ggml_graph_compute_cpu(ggml_cgraph * graph, int n_threads) {
+    ggml_backend_t b = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(b, n_threads);
+    const ggml_status st = cpu_graph_compute(b, graph);
+    ggml_backend_free(b);
+    return st;
+}
+
+} // extern "C"

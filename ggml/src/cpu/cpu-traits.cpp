@@ -1,0 +1,58 @@
+// Registry of CPU kernels per type and instruction-set level, and run-time selection.
+#include "cpu-traits.h"
+#include "ggml-impl.h"
+
+namespace {
+ggml_cpu_type_traits * cpu_table() {
+    static ggml_cpu_type_traits t[GGML_TYPE_COUNT];
+    return t;
+}
+
+// x86 levels are ordered; NEON stands alone.
+template <typename Fn>
+Fn pick(Fn const * fns, ggml_cpu_isa cap) {
+    if (cap == GGML_CPU_ISA_NEON) {
+        return fns[GGML_CPU_ISA_NEON] ? fns[GGML_CPU_ISA_NEON] : fns[GGML_CPU_ISA_SCALAR];
+    }
+    for (int i = (int) cap; i >= 0; --i) {
+        if (fns[i]) return fns[i];
+    }
+    return nullptr;
+}
+} // namespace
+
+ggml_cpu_type_traits * ggml_cpu_type_traits_mut(ggml_type type) {
+    GGML_ASSERT(type >= 0 && type < GGML_TYPE_COUNT);
+    return &cpu_table()[type];
+}
+
+const ggml_cpu_type_traits * ggml_cpu_get_type_traits(ggml_type type) {
+    return ggml_cpu_type_traits_mut(type);
+}
+
+void ggml_cpu_register_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn) {
+    auto * t = ggml_cpu_type_traits_mut(type);
+    t->vec_dot_type = vec_dot_type;
+    t->gemm[isa] = fn;
+}
+
+void ggml_cpu_register_from_float(ggml_type type, ggml_cpu_isa isa, ggml_from_float_t fn) {
+    ggml_cpu_type_traits_mut(type)->from_float[isa] = fn;
+}
+
+ggml_gemm_t ggml_cpu_gemm(ggml_type type) {
+    return pick(ggml_cpu_get_type_traits(type)->gemm, ggml_cpu_get_isa());
+}
+
+ggml_from_float_t ggml_cpu_from_float(ggml_type type) {
+    ggml_from_float_t f = pick(ggml_cpu_get_type_traits(type)->from_float, ggml_cpu_get_isa());
+    return f ? f : ggml_get_type_traits(type)->from_float_ref;
+}
+
+ggml_gemm_t ggml_cpu_gemm_at(ggml_type type, ggml_cpu_isa isa) {
+    return ggml_cpu_get_type_traits(type)->gemm[isa];
+}
+
+ggml_from_float_t ggml_cpu_from_float_at(ggml_type type, ggml_cpu_isa isa) {
+    return ggml_cpu_get_type_traits(type)->from_float[isa];
+}

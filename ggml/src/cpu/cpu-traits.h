@@ -1,0 +1,42 @@
+// What each tensor type provides to the CPU backend's matrix products, per instruction set.
+//
+// A matrix product W [K, M] x X [K, N] first converts X to the weight type's activation type
+// (vec_dot_type: f32, f16, bf16, q8_0, q8_1, q8_K ...) once per product, then calls the type's
+// gemm on tiles. A gemm computes a block of nr weight rows times nc activation columns and is
+// free to tile registers inside it; the backend only splits the work over threads.
+#pragma once
+
+#include "ggml.h"
+#include "ggml-cpu.h"
+
+#include <cstddef>
+#include <cstdint>
+
+// dst[c * dst_stride + r] = dot(row r of w, column c of x), r < nr, c < nc.
+// w: weight rows (w_stride bytes apart, per-row metadata included);
+// x: activation rows in vec_dot_type (x_stride bytes apart); n: row length in elements.
+typedef void (*ggml_gemm_t)(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride,
+                            float * dst, size_t dst_stride, int nr, int nc);
+
+struct ggml_cpu_type_traits {
+    ggml_type         vec_dot_type = GGML_TYPE_F32;
+    // the kernels registered per ISA level (NULL where none); index by ggml_cpu_isa
+    ggml_gemm_t       gemm[GGML_CPU_ISA_COUNT] = {};
+    // activation encoders (only for types used as vec_dot_type), per ISA level
+    ggml_from_float_t from_float[GGML_CPU_ISA_COUNT] = {};
+    // preferred rows per gemm call (multiple of the kernel's register tile); 0 = backend default
+    int               rows_per_call = 0;
+};
+
+ggml_cpu_type_traits * ggml_cpu_type_traits_mut(ggml_type type);
+const ggml_cpu_type_traits * ggml_cpu_get_type_traits(ggml_type type);
+
+void ggml_cpu_register_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn);
+void ggml_cpu_register_from_float(ggml_type type, ggml_cpu_isa isa, ggml_from_float_t fn);
+
+// The best kernel at or below the current ISA cap (ggml_cpu_get_isa()); NULL if none at all.
+ggml_gemm_t       ggml_cpu_gemm(ggml_type type);
+ggml_from_float_t ggml_cpu_from_float(ggml_type type);
+// The kernel registered for exactly this level (tests).
+ggml_gemm_t       ggml_cpu_gemm_at(ggml_type type, ggml_cpu_isa isa);
+ggml_from_float_t ggml_cpu_from_float_at(ggml_type type, ggml_cpu_isa isa);

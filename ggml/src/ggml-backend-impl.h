@@ -1,0 +1,54 @@
+// The interfaces a backend implements (CPU now, CUDA later). Internal to the tensor library.
+#pragma once
+
+#include "ggml-backend.h"
+
+struct ggml_backend_buffer_type_i {
+    const char *          (*get_name)(ggml_backend_buffer_type_t buft);
+    ggml_backend_buffer_t (*alloc_buffer)(ggml_backend_buffer_type_t buft, size_t size);
+    size_t                (*get_alignment)(ggml_backend_buffer_type_t buft);
+    size_t                (*get_max_size)(ggml_backend_buffer_type_t buft);     // optional
+    size_t                (*get_alloc_size)(ggml_backend_buffer_type_t buft, const ggml_tensor * t); // optional
+    bool                  (*is_host)(ggml_backend_buffer_type_t buft);
+};
+
+struct ggml_backend_buffer_type {
+    ggml_backend_buffer_type_i iface;
+    void * context;
+};
+
+struct ggml_backend_buffer_i {
+    void   (*free_buffer)(ggml_backend_buffer_t buffer);                  // optional
+    void * (*get_base)(ggml_backend_buffer_t buffer);
+    void   (*init_tensor)(ggml_backend_buffer_t buffer, ggml_tensor * t); // optional
+    void   (*memset_tensor)(ggml_backend_buffer_t buffer, ggml_tensor * t, uint8_t value, size_t offset, size_t size);
+    void   (*set_tensor)(ggml_backend_buffer_t buffer, ggml_tensor * t, const void * data, size_t offset, size_t size);
+    void   (*get_tensor)(ggml_backend_buffer_t buffer, const ggml_tensor * t, void * data, size_t offset, size_t size);
+    void   (*clear)(ggml_backend_buffer_t buffer, uint8_t value);
+};
+
+struct ggml_backend_buffer {
+    ggml_backend_buffer_i iface;
+    ggml_backend_buffer_type_t buft;
+    void * context;
+    size_t size;
+    ggml_backend_buffer_usage usage;
+};
+
+ggml_backend_buffer_t ggml_backend_buffer_init(ggml_backend_buffer_type_t buft, ggml_backend_buffer_i iface,
+                                               void * context, size_t size);
+
+struct ggml_backend_i {
+    const char * (*get_name)(ggml_backend_t backend);
+    void         (*free)(ggml_backend_t backend);
+    ggml_backend_buffer_type_t (*get_default_buffer_type)(ggml_backend_t backend);
+    ggml_status  (*graph_compute)(ggml_backend_t backend, ggml_cgraph * graph);
+    bool         (*supports_op)(ggml_backend_t backend, const ggml_tensor * op);
+    bool         (*supports_buft)(ggml_backend_t backend, ggml_backend_buffer_type_t buft);
+    void         (*synchronize)(ggml_backend_t backend);   // optional
+};
+
+struct ggml_backend {
+    ggml_backend_i iface;
+    void * context;
+};

@@ -1,0 +1,248 @@
+// Matrix products (mul_mat, mul_mat_id, fused MoE gate/up) against a double-precision reference,
+// for f32/f16/bf16 weights, awkward shapes, broadcasting, non-contiguous activations, 1 and 2
+// threads, and every instruction-set level the CPU has.
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "testing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+struct ctx_guard {
+    ggml_context * ctx;
+    explicit ctx_guard(size_t mem) { ctx = ggml_init({ mem, nullptr, false }); }
+    ~ctx_guard() { ggml_free(ctx); }
+};
+
+void fill(ggml_tensor * t, uint32_t seed) {
+    const int64_t n = ggml_nelements(t);
+    std::vector<float> v = kiln_test::random_floats(n, seed);
+    // write through the tensor's type, row by row with its strides (tensors here are contiguous)
+    for (int64_t i = 0; i < n; ++i) {
+        switch (t->type) {
+            case GGML_TYPE_F32: ((float *) t->data)[i] = v[i]; break;
+            case GGML_TYPE_F16: ((uint16_t *) t->data)[i] = ggml_fp32_to_fp16(v[i]); break;
+            case GGML_TYPE_BF16: ((uint16_t *) t->data)[i] = ggml_fp32_to_bf16(v[i]); break;
+            default: FAIL();
+        }
+    }
+}
+
+double value_at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const char * p = (const char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    switch (t->type) {
+        case GGML_TYPE_F32: return *(const float *) p;
+        case GGML_TYPE_F16: return ggml_fp16_to_fp32(*(const uint16_t *) p);
+        case GGML_TYPE_BF16: return ggml_bf16_to_fp32(*(const uint16_t *) p);
+        default: return NAN;
+    }
+}
+
+// activations rounded like the kernel rounds them (f16/bf16 weights take f16/bf16 activations)
+double act_rounded(ggml_type wtype, double x) {
+    if (wtype == GGML_TYPE_F16) return ggml_fp16_to_fp32(ggml_fp32_to_fp16((float) x));
+    if (wtype == GGML_TYPE_BF16) return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) x));
+    return x;
+}
+
+ggml_status run(ggml_context * ctx, ggml_tensor * out, int n_threads) {
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    return ggml_graph_compute_cpu(g, n_threads);
+}
+
+struct mm_case {
+    ggml_type type;
+    int64_t K, M, N, a2, a3, b2, b3;
+    bool transpose_b;   // activations as a transposed (non-contiguous) view
+};
+
+class MatMul : public ::testing::TestWithParam<std::tuple<ggml_type, int, int>> {};
+
+TEST_P(MatMul, MatchesDoubleReference) {
+    const auto [type, n_threads, isa] = GetParam();
+    if (isa > (int) ggml_cpu_detected_isa() || isa == GGML_CPU_ISA_NEON) GTEST_SKIP() << "ISA not available";
+    ggml_cpu_set_isa((ggml_cpu_isa) isa);
+
+    const mm_case cases[] = {
+        { type, 1, 1, 1, 1, 1, 1, 1, false },
+        { type, 17, 5, 3, 1, 1, 1, 1, false },
+        { type, 64, 33, 7, 1, 1, 1, 1, false },
+        { type, 130, 67, 1, 1, 1, 1, 1, false },
+        { type, 256, 19, 70, 1, 1, 1, 1, false },
+        { type, 48, 9, 5, 2, 1, 6, 2, false },     // broadcast a over b's dims 2 and 3
+        { type, 40, 12, 11, 1, 1, 1, 1, true },    // transposed activations
+    };
+    for (const auto & c : cases) {
+        ctx_guard g(64 * 1024 * 1024);
+        ggml_tensor * a = ggml_new_tensor_4d(g.ctx, c.type, c.K, c.M, c.a2, c.a3);
+        ggml_tensor * b;
+        if (c.transpose_b) {
+            ggml_tensor * bt = ggml_new_tensor_4d(g.ctx, GGML_TYPE_F32, c.N, c.K, c.b2, c.b3);
+            fill(bt, 7);
+            b = ggml_transpose(g.ctx, bt);
+        } else {
+            b = ggml_new_tensor_4d(g.ctx, GGML_TYPE_F32, c.K, c.N, c.b2, c.b3);
+            fill(b, 7);
+        }
+        fill(a, 3);
+        ggml_tensor * out = ggml_mul_mat(g.ctx, a, b);
+        ASSERT_EQ(run(g.ctx, out, n_threads), GGML_STATUS_SUCCESS);
+
+        double max_err = 0;
+        for (int64_t i3 = 0; i3 < c.b3; ++i3)
+            for (int64_t i2 = 0; i2 < c.b2; ++i2)
+                for (int64_t n = 0; n < c.N; ++n)
+                    for (int64_t m = 0; m < c.M; ++m) {
+                        double ref = 0, mag = 0;
+                        for (int64_t k = 0; k < c.K; ++k) {
+                            const double av = value_at(a, k, m, i2 / (c.b2 / c.a2), i3 / (c.b3 / c.a3));
+                            const double bv = act_rounded(c.type, value_at(b, k, n, i2, i3));
+                            ref += av * bv;
+                            mag += std::fabs(av * bv);
+                        }
+                        const double got = value_at(out, m, n, i2, i3);
+                        max_err = std::max(max_err, std::fabs(got - ref) / (mag + 1e-30));
+                    }
+        EXPECT_LT(max_err, 1e-5) << ggml_type_name(c.type) << " K=" << c.K << " M=" << c.M << " N=" << c.N
+                                 << " isa=" << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " threads=" << n_threads;
+    }
+    ggml_cpu_set_isa(ggml_cpu_detected_isa());
+}
+
+INSTANTIATE_TEST_SUITE_P(Float, MatMul,
+                         ::testing::Combine(::testing::Values(GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16),
+                                            ::testing::Values(1, 2),
+                                            ::testing::Values((int) GGML_CPU_ISA_SCALAR, (int) GGML_CPU_ISA_AVX2,
+                                                              (int) GGML_CPU_ISA_AVX512)));
+
+// Expert-routed products: every (slot, token) equals the plain product with the chosen expert.
+class MatMulId : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(MatMulId, MatchesPerTokenProducts) {
+    const auto [n_threads, n_b_shared] = GetParam();
+    const int64_t K = 37, M = 23, n_expert = 6, n_used = 3, n_tokens = 9;
+    const int64_t n_b = n_b_shared ? 1 : n_used;
+    ctx_guard g(64 * 1024 * 1024);
+    ggml_tensor * as = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, K, M, n_expert);
+    ggml_tensor * gate = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, K, M, n_expert);
+    ggml_tensor * b = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, K, n_b, n_tokens);
+    ggml_tensor * ids = ggml_new_tensor_2d(g.ctx, GGML_TYPE_I32, n_used, n_tokens);
+    fill(as, 11);
+    fill(gate, 12);
+    fill(b, 13);
+    // experts 4 and 5 unused; the same expert may appear for many tokens
+    const int32_t choice[9][3] = { { 0, 1, 2 }, { 2, 1, 0 }, { 3, 0, 1 }, { 1, 3, 2 }, { 0, 2, 3 },
+                                   { 3, 2, 1 }, { 1, 0, 3 }, { 2, 3, 0 }, { 0, 1, 3 } };
+    for (int t = 0; t < n_tokens; ++t)
+        for (int i = 0; i < n_used; ++i) ((int32_t *) ids->data)[t * n_used + i] = choice[t][i];
+
+    ggml_tensor * out = ggml_mul_mat_id(g.ctx, as, b, ids);
+    ggml_tensor * fused = ggml_moe_up_gate(g.ctx, as, gate, b, ids, GGML_GLU_OP_SWIGLU);
+    ASSERT_EQ(run(g.ctx, out, n_threads), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(run(g.ctx, fused, n_threads), GGML_STATUS_SUCCESS);
+
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t i = 0; i < n_used; ++i) {
+            const int e = choice[t][i];
+            for (int64_t m = 0; m < M; ++m) {
+                double up = 0, gt = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                    const double bv = value_at(b, k, i % n_b, t, 0);
+                    up += value_at(as, k, m, e, 0) * bv;
+                    gt += value_at(gate, k, m, e, 0) * bv;
+                }
+                EXPECT_NEAR(value_at(out, m, i, t, 0), up, 1e-4);
+                const double silu = gt / (1 + std::exp(-gt));
+                EXPECT_NEAR(value_at(fused, m, i, t, 0), silu * up, 1e-4);
+            }
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Experts, MatMulId, ::testing::Combine(::testing::Values(1, 2), ::testing::Values(0, 1)));
+
+// The planner reuses memory: a chain of products needs far less than the sum of its nodes.
+TEST(Allocator, ReusesIntermediateMemory) {
+    ggml_context * wctx = ggml_init({ 16 * 1024 * 1024, nullptr, false });
+    ggml_tensor * w = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, 256, 256);
+    fill(w, 5);
+    ggml_context * ctx = ggml_init({ 1024 * 1024, nullptr, true });
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 256, 64);
+    ggml_set_input(x);
+    ggml_tensor * cur = x;
+    for (int i = 0; i < 10; ++i) cur = ggml_mul_mat(ctx, w, cur);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, cur);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, g));
+    const size_t one = 256 * 64 * sizeof(float);
+    EXPECT_LE(ggml_gallocr_get_buffer_size(ga), 4 * one);   // input + two live intermediates (+ output)
+    std::vector<float> xv = kiln_test::random_floats(256 * 64, 9, -0.1f, 0.1f);
+    ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+    ASSERT_EQ(ggml_graph_compute_cpu(g, 2), GGML_STATUS_SUCCESS);
+    // first column through ten products in double
+    std::vector<double> v(xv.begin(), xv.begin() + 256), nv(256);
+    for (int i = 0; i < 10; ++i) {
+        for (int m = 0; m < 256; ++m) {
+            double s = 0;
+            for (int k = 0; k < 256; ++k) s += value_at(w, k, m, 0, 0) * v[k];
+            nv[m] = s;
+        }
+        v = nv;
+    }
+    for (int m = 0; m < 256; ++m) EXPECT_NEAR(value_at(cur, m, 0, 0, 0), v[m], 1e-3 * (std::fabs(v[m]) + 1e-3));
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+    ggml_free(wctx);
+}
+
+// The scheduler runs a CPU-only graph with weights in a WEIGHTS buffer, repeatedly, without growing.
+TEST(Scheduler, RunsGraphsAndKeepsItsBuffer) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(cpu, 2);
+    ggml_context * wctx = ggml_init({ ggml_tensor_overhead() * 4, nullptr, true });
+    ggml_tensor * w = ggml_new_tensor_2d(wctx, GGML_TYPE_F16, 64, 32);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors(wctx, cpu);
+    ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    std::vector<uint16_t> wv(64 * 32);
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = ggml_fp32_to_fp16((float) ((i * 7) % 13) / 13.0f - 0.5f);
+    ggml_backend_tensor_set(w, wv.data(), 0, wv.size() * 2);
+
+    ggml_backend_sched_t sched = ggml_backend_sched_new(&cpu, 1, 256);
+    size_t first_size = 0;
+    for (int iter = 0; iter < 3; ++iter) {
+        ggml_context * ctx = ggml_init({ ggml_tensor_overhead() * 16 + ggml_graph_overhead(), nullptr, true });
+        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 64, 5);
+        ggml_set_input(x);
+        ggml_tensor * y = ggml_mul_mat(ctx, w, x);
+        ggml_cgraph * g = ggml_new_graph(ctx);
+        ggml_build_forward_expand(g, y);
+        ggml_backend_sched_reset(sched);
+        ASSERT_TRUE(ggml_backend_sched_alloc_graph(sched, g));
+        std::vector<float> xv(64 * 5, 0.25f);
+        ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * 4);
+        ASSERT_EQ(ggml_backend_sched_graph_compute(sched, g), GGML_STATUS_SUCCESS);
+        EXPECT_EQ(ggml_backend_sched_get_n_splits(sched), 1);
+        std::vector<float> yv(32 * 5);
+        ggml_backend_tensor_get(y, yv.data(), 0, yv.size() * 4);
+        for (int m = 0; m < 32; ++m) {
+            double s = 0;
+            for (int k = 0; k < 64; ++k) s += ggml_fp16_to_fp32(wv[m * 64 + k]) * 0.25;
+            EXPECT_NEAR(yv[m], s, 1e-3);
+        }
+        const size_t sz = ggml_backend_sched_get_buffer_size(sched, cpu);
+        if (iter == 0) first_size = sz; else EXPECT_EQ(sz, first_size);
+        ggml_free(ctx);
+    }
+    ggml_backend_sched_free(sched);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+    ggml_backend_free(cpu);
+}
+
+} // namespace
