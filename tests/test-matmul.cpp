@@ -43,9 +43,8 @@ double value_at(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64
     }
 }
 
-// activations rounded like the kernel rounds them (f16/bf16 weights take f16/bf16 activations)
+// activations rounded like the kernel rounds them (bf16 weights take bf16 activations; f16 and f32 weights f32)
 double act_rounded(ggml_type wtype, double x) {
-    if (wtype == GGML_TYPE_F16) return ggml_fp16_to_fp32(ggml_fp32_to_fp16((float) x));
     if (wtype == GGML_TYPE_BF16) return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) x));
     return x;
 }

@@ -73,8 +73,8 @@ struct ggml_cpu_threadpool {
         }
     }
 
-    void worker_main(int ith) {
-        int seen = 0;
+    // seen: the job generation when the worker started (older jobs are not its business)
+    void worker_main(int ith, int seen) {
         for (;;) {
             int spins = 0;
             int g;
@@ -98,7 +98,8 @@ struct ggml_cpu_threadpool {
         shutdown();
         n_threads = n;
         stop.store(false);
-        for (int i = 1; i < n; ++i) workers.emplace_back([this, i] { worker_main(i); });
+        const int gen = job_gen.load(std::memory_order_acquire);
+        for (int i = 1; i < n; ++i) workers.emplace_back([this, i, gen] { worker_main(i, gen); });
     }
 
     void shutdown() {

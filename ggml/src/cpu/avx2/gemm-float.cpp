@@ -32,7 +32,7 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-template <typename L, int RR, int CC>
+template <typename L, typename LX, int RR, int CC>
 inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * dst, size_t ds) {
     __m256 acc[RR][CC];
     for (int r = 0; r < RR; ++r)
@@ -40,7 +40,7 @@ inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 xv[CC];
-        for (int c = 0; c < CC; ++c) xv[c] = L::full(x + c * xs + i * L::elem);
+        for (int c = 0; c < CC; ++c) xv[c] = LX::full(x + c * xs + i * LX::elem);
         for (int r = 0; r < RR; ++r) {
             const __m256 wv = L::full(w + r * ws + i * L::elem);
             for (int c = 0; c < CC; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
@@ -49,26 +49,26 @@ inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs
     for (int r = 0; r < RR; ++r) {
         for (int c = 0; c < CC; ++c) {
             float s = hsum(acc[r][c]);
-            for (int64_t k = i; k < n; ++k) s += L::one(w + r * ws, k) * L::one(x + c * xs, k);
+            for (int64_t k = i; k < n; ++k) s += L::one(w + r * ws, k) * LX::one(x + c * xs, k);
             dst[c * ds + r] = s;
         }
     }
 }
 
-template <typename L, int RR>
+template <typename L, typename LX, int RR>
 inline void row_block(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * dst, size_t ds, int nc) {
     int c = 0;
-    for (; c + 2 <= nc; c += 2) tile<L, RR, 2>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
-    if (c < nc) tile<L, RR, 1>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
+    for (; c + 2 <= nc; c += 2) tile<L, LX, RR, 2>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
+    if (c < nc) tile<L, LX, RR, 1>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
 }
 
-template <typename L>
+template <typename L, typename LX = L>
 void gemm(int64_t n, const void * wv, size_t ws, const void * xv, size_t xs, float * dst, size_t ds, int nr, int nc) {
     const char * w = (const char *) wv;
     const char * x = (const char *) xv;
     int r = 0;
-    for (; r + 4 <= nr; r += 4) row_block<L, 4>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
-    for (; r < nr; ++r) row_block<L, 1>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
+    for (; r + 4 <= nr; r += 4) row_block<L, LX, 4>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
+    for (; r < nr; ++r) row_block<L, LX, 1>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
 }
 
 void f32_to_f16_row(const float * x, void * yv, int64_t n) {
@@ -82,7 +82,7 @@ void f32_to_f16_row(const float * x, void * yv, int64_t n) {
 
 void register_avx2_float_gemms() {
     ggml_cpu_register_gemm(GGML_TYPE_F32, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, gemm<load_f32>);
-    ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, GGML_TYPE_F16, gemm<load_f16>);
+    ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, gemm<load_f16, load_f32>);
     ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX2, GGML_TYPE_BF16, gemm<load_bf16>);
     ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, f32_to_f16_row);
 }

@@ -25,7 +25,7 @@ struct load_bf16 {
     static __m512 part(const void * p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
-template <typename L, int RR, int CC>
+template <typename L, typename LX, int RR, int CC>
 inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * dst, size_t ds) {
     __m512 acc[RR][CC];
     for (int r = 0; r < RR; ++r)
@@ -33,7 +33,7 @@ inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 xv[CC];
-        for (int c = 0; c < CC; ++c) xv[c] = L::full(x + c * xs + i * L::elem);
+        for (int c = 0; c < CC; ++c) xv[c] = LX::full(x + c * xs + i * LX::elem);
         for (int r = 0; r < RR; ++r) {
             const __m512 wv = L::full(w + r * ws + i * L::elem);
             for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
@@ -42,7 +42,7 @@ inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs
     if (i < n) {
         const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
         __m512 xv[CC];
-        for (int c = 0; c < CC; ++c) xv[c] = L::part(x + c * xs + i * L::elem, m);
+        for (int c = 0; c < CC; ++c) xv[c] = LX::part(x + c * xs + i * LX::elem, m);
         for (int r = 0; r < RR; ++r) {
             const __m512 wv = L::part(w + r * ws + i * L::elem, m);
             for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
@@ -52,28 +52,28 @@ inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs
         for (int c = 0; c < CC; ++c) dst[c * ds + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
-template <typename L, int RR>
+template <typename L, typename LX, int RR>
 inline void row_block(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * dst, size_t ds, int nc) {
     int c = 0;
-    for (; c + 4 <= nc; c += 4) tile<L, RR, 4>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
+    for (; c + 4 <= nc; c += 4) tile<L, LX, RR, 4>(n, w, ws, x + c * xs, xs, dst + c * ds, ds);
     switch (nc - c) {
-        case 3: tile<L, RR, 3>(n, w, ws, x + c * xs, xs, dst + c * ds, ds); break;
-        case 2: tile<L, RR, 2>(n, w, ws, x + c * xs, xs, dst + c * ds, ds); break;
-        case 1: tile<L, RR, 1>(n, w, ws, x + c * xs, xs, dst + c * ds, ds); break;
+        case 3: tile<L, LX, RR, 3>(n, w, ws, x + c * xs, xs, dst + c * ds, ds); break;
+        case 2: tile<L, LX, RR, 2>(n, w, ws, x + c * xs, xs, dst + c * ds, ds); break;
+        case 1: tile<L, LX, RR, 1>(n, w, ws, x + c * xs, xs, dst + c * ds, ds); break;
         default: break;
     }
 }
 
-template <typename L>
+template <typename L, typename LX = L>
 void gemm(int64_t n, const void * wv, size_t ws, const void * xv, size_t xs, float * dst, size_t ds, int nr, int nc) {
     const char * w = (const char *) wv;
     const char * x = (const char *) xv;
     int r = 0;
-    for (; r + 4 <= nr; r += 4) row_block<L, 4>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
+    for (; r + 4 <= nr; r += 4) row_block<L, LX, 4>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
     switch (nr - r) {
-        case 3: row_block<L, 3>(n, w + r * ws, ws, x, xs, dst + r, ds, nc); break;
-        case 2: row_block<L, 2>(n, w + r * ws, ws, x, xs, dst + r, ds, nc); break;
-        case 1: row_block<L, 1>(n, w + r * ws, ws, x, xs, dst + r, ds, nc); break;
+        case 3: row_block<L, LX, 3>(n, w + r * ws, ws, x, xs, dst + r, ds, nc); break;
+        case 2: row_block<L, LX, 2>(n, w + r * ws, ws, x, xs, dst + r, ds, nc); break;
+        case 1: row_block<L, LX, 1>(n, w + r * ws, ws, x, xs, dst + r, ds, nc); break;
         default: break;
     }
 }
@@ -129,7 +129,7 @@ void f32_to_f16_row(const float * x, void * yv, int64_t n) {
 
 void register_avx512_float_gemms() {
     ggml_cpu_register_gemm(GGML_TYPE_F32, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, gemm<load_f32>);
-    ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX512, GGML_TYPE_F16, gemm<load_f16>);
+    ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, gemm<load_f16, load_f32>);
     ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX512, f32_to_f16_row);
     if (ggml_cpu_has_avx512_bf16()) {
         ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX512, GGML_TYPE_BF16, gemm_bf16dp);

@@ -1,0 +1,549 @@
+// The flag table and the parser. Values are checked when parsed (numbers are whole numbers,
+// enumerations are one of their names, files exist) so a bad command line fails up front with a
+// message that names the flag.
+#include "arg.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <sstream>
+
+namespace {
+
+constexpr uint32_t CLI  = COMMON_TOOL_CLI;
+constexpr uint32_t SRV  = COMMON_TOOL_SERVER;
+constexpr uint32_t PPL  = COMMON_TOOL_PERPLEXITY;
+constexpr uint32_t SWB  = COMMON_TOOL_SWEEP_BENCH;
+constexpr uint32_t BNC  = COMMON_TOOL_BENCH;
+constexpr uint32_t IMX  = COMMON_TOOL_IMATRIX;
+constexpr uint32_t ALL  = COMMON_TOOL_ALL;
+constexpr uint32_t GEN  = CLI | SRV;   // tools that sample text
+
+// ---- value parsing ----------------------------------------------------------------------------
+
+int64_t parse_i64(const std::string & v) {
+    if (v.empty()) throw common_arg_error("expected an integer");
+    errno = 0;
+    char * end = nullptr;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (end != v.c_str() + v.size() || errno == ERANGE) throw common_arg_error("expected an integer");
+    return x;
+}
+
+int32_t parse_int(const std::string & v, int64_t lo = INT32_MIN, int64_t hi = INT32_MAX) {
+    const int64_t x = parse_i64(v);
+    if (x < lo || x > hi) {
+        throw common_arg_error("out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+    }
+    return (int32_t) x;
+}
+
+float parse_float(const std::string & v) {
+    if (v.empty()) throw common_arg_error("expected a number");
+    errno = 0;
+    char * end = nullptr;
+    const float x = std::strtof(v.c_str(), &end);
+    if (end != v.c_str() + v.size() || errno == ERANGE || !std::isfinite(x)) throw common_arg_error("expected a number");
+    return x;
+}
+
+std::vector<std::string> split(const std::string & s, char sep) {
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : s) {
+        if (c == sep) {
+            parts.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    parts.push_back(cur);
+    return parts;
+}
+
+std::string read_file_or_throw(const std::string & path) {
+    std::string text, err;
+    if (!common_read_file(path, text, err)) throw common_arg_error(err);
+    return text;
+}
+
+enum llama_flash_attn_type parse_flash_attn(const std::string & v) {
+    // bare -fa means on, as in llama.cpp before the value was added
+    if (v.empty() || v == "on" || v == "1" || v == "true" || v == "enabled") return LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    if (v == "off" || v == "0" || v == "false" || v == "disabled") return LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    if (v == "auto") return LLAMA_FLASH_ATTN_TYPE_AUTO;
+    throw common_arg_error("expected on, off or auto");
+}
+
+std::string parse_cache_type(const std::string & v) {
+    if (common_kv_cache_type_from_str(v) == GGML_TYPE_COUNT) {
+        throw common_arg_error("unknown cache type (allowed: " + common_kv_cache_type_names() + ")");
+    }
+    return v;
+}
+
+std::string parse_choice(const std::string & v, std::initializer_list<const char *> choices) {
+    std::string list;
+    for (const char * c : choices) {
+        if (v == c) return v;
+        if (!list.empty()) list += ", ";
+        list += c;
+    }
+    throw common_arg_error("expected one of: " + list);
+}
+
+// -ot "regex=buffer[,regex=buffer...]"
+void add_tensor_overrides(common_params & p, const std::string & v) {
+    for (const std::string & item : split(v, ',')) {
+        const size_t eq = item.rfind('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+            throw common_arg_error("expected PATTERN=BUFFER_TYPE, got '" + item + "'");
+        }
+        std::string pattern = item.substr(0, eq);
+        try {
+            std::regex re(pattern);
+        } catch (const std::regex_error & e) {
+            throw common_arg_error("invalid regular expression '" + pattern + "': " + e.what());
+        }
+        p.tensor_overrides.push_back({ std::move(pattern), item.substr(eq + 1) });
+    }
+}
+
+// ---- table construction helpers ---------------------------------------------------------------
+
+common_arg sw(std::vector<std::string> names, uint32_t tools, std::string help,
+              std::function<void(common_params &)> set) {
+    common_arg a;
+    a.names = std::move(names);
+    a.tools = tools;
+    a.help  = std::move(help);
+    a.kind  = common_arg_kind::none;
+    a.set   = [set = std::move(set)](common_params & p, const std::string &) { set(p); };
+    return a;
+}
+
+common_arg val(std::vector<std::string> names, std::string hint, uint32_t tools, std::string help,
+               std::function<void(common_params &, const std::string &)> set,
+               common_arg_kind kind = common_arg_kind::required) {
+    common_arg a;
+    a.names      = std::move(names);
+    a.value_hint = std::move(hint);
+    a.tools      = tools;
+    a.help       = std::move(help);
+    a.kind       = kind;
+    a.set        = std::move(set);
+    return a;
+}
+
+std::vector<common_arg> build_table() {
+    std::vector<common_arg> t;
+
+    // ---- general
+    t.push_back(sw({ "-h", "--help", "--usage" }, ALL, "print this help and exit", [](common_params &) {}));
+    t.push_back(sw({ "--version" }, ALL, "print the version and exit", [](common_params &) {}));
+    t.push_back(sw({ "-v", "--verbose" }, ALL, "print debug messages", [](common_params & p) { p.verbosity = 1; }));
+    t.push_back(sw({ "--log-disable" }, ALL, "print errors only", [](common_params & p) { p.verbosity = -1; }));
+    t.push_back(sw({ "--demo" }, ALL, "run on a small synthetic model (no -m needed)",
+                   [](common_params & p) { p.demo = true; }));
+
+    // ---- model and input
+    t.push_back(val({ "-m", "--model" }, "FNAME", ALL, "model file (GGUF)",
+                    [](common_params & p, const std::string & v) { p.model = v; }));
+    t.push_back(val({ "-p", "--prompt" }, "PROMPT", CLI | BNC, "prompt to start generation with",
+                    [](common_params & p, const std::string & v) {
+                        p.prompt = v;
+                        p.prompt_file.clear();
+                    }));
+    t.push_back(val({ "-f", "--file" }, "FNAME", CLI | PPL | IMX, "read the prompt (or the text to evaluate) from a file",
+                    [](common_params & p, const std::string & v) {
+                        p.prompt = read_file_or_throw(v);
+                        p.prompt_file = v;
+                    }));
+    t.push_back(val({ "-n", "--n-predict", "--predict" }, "N", GEN | BNC | SWB,
+                    "tokens to predict (default: -1, -1 = until end of generation, -2 = until the context is full)",
+                    [](common_params & p, const std::string & v) { p.n_predict = parse_int(v, -2); }));
+    t.push_back(val({ "--keep" }, "N", CLI | SRV, "tokens of the prompt to keep when the context is shifted (default: 0, -1 = all)",
+                    [](common_params & p, const std::string & v) { p.n_keep = parse_int(v, -1); }));
+
+    // ---- context, batching, threads
+    t.push_back(val({ "-c", "--ctx-size" }, "N", ALL, "size of the context (default: 4096, 0 = from the model)",
+                    [](common_params & p, const std::string & v) { p.n_ctx = parse_int(v, 0); }));
+    t.push_back(val({ "-b", "--batch-size" }, "N", ALL, "logical maximum batch size (default: 2048)",
+                    [](common_params & p, const std::string & v) { p.n_batch = parse_int(v, 1); }));
+    t.push_back(val({ "-ub", "--ubatch-size" }, "N", ALL, "physical maximum batch size (default: 512)",
+                    [](common_params & p, const std::string & v) { p.n_ubatch = parse_int(v, 1); }));
+    t.push_back(val({ "-t", "--threads" }, "N", ALL, "threads for generation (default: -1 = all cores)",
+                    [](common_params & p, const std::string & v) {
+                        const int32_t n = parse_int(v, -1);
+                        if (n == 0) throw common_arg_error("must be at least 1 (or -1 for all cores)");
+                        p.n_threads = n;
+                    }));
+    t.push_back(val({ "-tb", "--threads-batch" }, "N", ALL, "threads for batch and prompt processing (default: same as -t)",
+                    [](common_params & p, const std::string & v) {
+                        const int32_t n = parse_int(v, -1);
+                        if (n == 0) throw common_arg_error("must be at least 1 (or -1 for the -t value)");
+                        p.n_threads_batch = n;
+                    }));
+    t.push_back(val({ "-np", "--parallel" }, "N", SRV | PPL, "number of parallel sequences / server slots (default: 1)",
+                    [](common_params & p, const std::string & v) { p.n_parallel = parse_int(v, 1, 4096); }));
+    t.push_back(val({ "-fa", "--flash-attn" }, "[on|off|auto]", ALL,
+                    "flash attention (default: auto; a bare -fa means on)",
+                    [](common_params & p, const std::string & v) { p.flash_attn_type = parse_flash_attn(v); },
+                    common_arg_kind::optional));
+    t.push_back(val({ "-ctk", "--cache-type-k" }, "TYPE", ALL, "KV cache type for K (default: f16)",
+                    [](common_params & p, const std::string & v) { p.cache_type_k = parse_cache_type(v); }));
+    t.push_back(val({ "-ctv", "--cache-type-v" }, "TYPE", ALL, "KV cache type for V (default: f16; quantized V needs -fa)",
+                    [](common_params & p, const std::string & v) { p.cache_type_v = parse_cache_type(v); }));
+    t.push_back(val({ "--rope-freq-base" }, "F", ALL, "RoPE base frequency (default: from the model)",
+                    [](common_params & p, const std::string & v) { p.rope_freq_base = parse_float(v); }));
+    t.push_back(val({ "--rope-freq-scale" }, "F", ALL, "RoPE frequency scale (default: from the model)",
+                    [](common_params & p, const std::string & v) { p.rope_freq_scale = parse_float(v); }));
+    t.push_back(sw({ "--no-warmup" }, ALL, "skip the warm-up run", [](common_params & p) { p.warmup = false; }));
+    t.push_back(sw({ "--no-perf" }, ALL, "do not collect timings", [](common_params & p) { p.no_perf = true; }));
+
+    // ---- model loading and placement
+    t.push_back(sw({ "--no-mmap" }, ALL, "read the model into memory instead of mapping it",
+                   [](common_params & p) { p.use_mmap = false; }));
+    t.push_back(sw({ "--mlock" }, ALL, "keep the model in RAM (no swapping)", [](common_params & p) { p.use_mlock = true; }));
+    t.push_back(sw({ "--check-tensors" }, ALL, "check tensor data for NaN / inf while loading",
+                   [](common_params & p) { p.check_tensors = true; }));
+    t.push_back(val({ "-ngl", "--gpu-layers", "--n-gpu-layers" }, "N", ALL,
+                    "layers to offload to the GPU (accepted; this build runs on the CPU)",
+                    [](common_params & p, const std::string & v) {
+                        if (v == "all" || v == "auto") p.n_gpu_layers = v == "all" ? 9999 : -1;
+                        else p.n_gpu_layers = parse_int(v, -1);
+                    }));
+    t.push_back(val({ "-sm", "--split-mode" }, "MODE", ALL, "how to split the model across GPUs: none, layer, row, graph",
+                    [](common_params & p, const std::string & v) {
+                        p.split_mode = parse_choice(v, { "none", "layer", "row", "graph" });
+                    }));
+    t.push_back(val({ "-ts", "--tensor-split" }, "N0,N1,...", ALL, "fraction of the model per GPU",
+                    [](common_params & p, const std::string & v) {
+                        for (const std::string & part : split(v, v.find('/') != std::string::npos ? '/' : ',')) {
+                            if (parse_float(part) < 0.0f) throw common_arg_error("fractions must not be negative");
+                        }
+                        p.tensor_split = v;
+                    }));
+    t.push_back(val({ "-mg", "--main-gpu" }, "N", ALL, "the GPU for intermediate results (default: 0)",
+                    [](common_params & p, const std::string & v) { p.main_gpu = parse_int(v, 0); }));
+    t.push_back(val({ "-ot", "--override-tensor" }, "PATTERN=TYPE,...", ALL,
+                    "place tensors whose name matches the regex in that buffer type (repeatable)",
+                    [](common_params & p, const std::string & v) { add_tensor_overrides(p, v); }));
+    t.push_back(sw({ "-rtr", "--run-time-repack" }, ALL, "repack weights into interleaved layouts at load",
+                   [](common_params & p) { p.repack_tensors = true; }));
+
+    // ---- MoE / MLA
+    t.push_back(val({ "-mla", "--mla-use" }, "N", ALL, "MLA attention mode 0..3 (default: the model's)",
+                    [](common_params & p, const std::string & v) { p.mla_attn = parse_int(v, 0, 3); }));
+    t.push_back(val({ "-amb", "--attention-max-batch" }, "N", ALL, "cap the attention work buffer at N MiB (default: 0 = no cap)",
+                    [](common_params & p, const std::string & v) { p.attn_max_batch = parse_int(v, 0); }));
+    t.push_back(sw({ "-fmoe", "--fused-moe" }, ALL, "fused MoE up/gate computation (default: on)",
+                   [](common_params & p) { p.fused_moe = true; }));
+    t.push_back(sw({ "-no-fmoe", "--no-fused-moe" }, ALL, "disable fused MoE", [](common_params & p) { p.fused_moe = false; }));
+    t.push_back(val({ "-ser", "--smart-expert-reduction" }, "K,T", ALL,
+                    "use at least K experts, dropping the weakest below cumulative weight T (default: off)",
+                    [](common_params & p, const std::string & v) {
+                        const auto parts = split(v, ',');
+                        if (parts.size() != 2) throw common_arg_error("expected K,T (an integer and a number)");
+                        p.ser_n_min     = parse_int(parts[0], -1);
+                        p.ser_threshold = parse_float(parts[1]);
+                    }));
+
+    // ---- sampling
+    t.push_back(val({ "-s", "--seed" }, "SEED", GEN, "random seed (default: -1 = random)",
+                    [](common_params & p, const std::string & v) {
+                        const int64_t s = parse_i64(v);
+                        if (s == -1) p.sampling.seed = LLAMA_DEFAULT_SEED;
+                        else if (s < 0 || s > (int64_t) UINT32_MAX) throw common_arg_error("expected -1 or 0 to 4294967295");
+                        else p.sampling.seed = (uint32_t) s;
+                    }));
+    t.push_back(val({ "--temp" }, "T", GEN, "temperature (default: 0.8, <= 0 = greedy)",
+                    [](common_params & p, const std::string & v) { p.sampling.temp = parse_float(v); }));
+    t.push_back(val({ "--top-k" }, "N", GEN, "top-k sampling (default: 40, 0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.top_k = parse_int(v); }));
+    t.push_back(val({ "--top-p" }, "P", GEN, "top-p sampling (default: 0.95, 1.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.top_p = parse_float(v); }));
+    t.push_back(val({ "--min-p" }, "P", GEN, "min-p sampling (default: 0.05, 0.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.min_p = parse_float(v); }));
+    t.push_back(val({ "--typical" }, "P", GEN, "locally typical sampling (default: 1.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.typ_p = parse_float(v); }));
+    t.push_back(val({ "--min-keep" }, "N", GEN, "samplers keep at least N tokens (default: 0)",
+                    [](common_params & p, const std::string & v) { p.sampling.min_keep = parse_int(v, 0); }));
+    t.push_back(val({ "--repeat-penalty" }, "F", GEN, "penalize repeated tokens (default: 1.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.penalty_repeat = parse_float(v); }));
+    t.push_back(val({ "--repeat-last-n" }, "N", GEN, "tokens considered by the penalties (default: 64, 0 = off, -1 = context size)",
+                    [](common_params & p, const std::string & v) { p.sampling.penalty_last_n = parse_int(v, -1); }));
+    t.push_back(val({ "--presence-penalty" }, "F", GEN, "presence penalty (default: 0.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.penalty_present = parse_float(v); }));
+    t.push_back(val({ "--frequency-penalty" }, "F", GEN, "frequency penalty (default: 0.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.penalty_freq = parse_float(v); }));
+    t.push_back(sw({ "--ignore-eos" }, GEN, "keep generating after end-of-generation tokens",
+                   [](common_params & p) { p.sampling.ignore_eos = true; }));
+
+    // ---- cli
+    t.push_back(sw({ "-cnv", "--conversation" }, CLI, "conversation mode with the chat template",
+                   [](common_params & p) { p.conversation_mode = COMMON_CONVERSATION_MODE_ENABLED; }));
+    t.push_back(sw({ "-no-cnv", "--no-conversation" }, CLI, "run the prompt once and exit",
+                   [](common_params & p) { p.conversation_mode = COMMON_CONVERSATION_MODE_DISABLED; }));
+    t.push_back(sw({ "-e", "--escape" }, CLI, "process escapes (\\n, \\t, \\xNN, ...) in the prompt (default: on)",
+                   [](common_params & p) { p.escape = true; }));
+    t.push_back(sw({ "--no-escape" }, CLI, "do not process escapes", [](common_params & p) { p.escape = false; }));
+    t.push_back(sw({ "--verbose-prompt" }, CLI, "print the prompt's tokens before generating",
+                   [](common_params & p) { p.verbose_prompt = true; }));
+    t.push_back(val({ "-r", "--reverse-prompt" }, "PROMPT", CLI, "stop generating when the output ends with PROMPT (repeatable)",
+                    [](common_params & p, const std::string & v) {
+                        if (v.empty()) throw common_arg_error("the reverse prompt must not be empty");
+                        p.antiprompt.push_back(v);
+                    }));
+    t.push_back(sw({ "--no-display-prompt" }, CLI, "do not print the prompt before the generation",
+                   [](common_params & p) { p.display_prompt = false; }));
+    t.push_back(sw({ "--simple-io" }, CLI, "accepted for compatibility (output is always plain)", [](common_params &) {}));
+    t.push_back(sw({ "-sp", "--special" }, CLI, "print special tokens", [](common_params & p) { p.special = true; }));
+
+    // ---- chat templates (cli and server)
+    t.push_back(val({ "--chat-template" }, "JINJA_TEMPLATE", GEN, "chat template (a built-in name or Jinja source)",
+                    [](common_params & p, const std::string & v) { p.chat_template = v; }));
+    t.push_back(val({ "--chat-template-file" }, "FNAME", GEN, "read the chat template from a file",
+                    [](common_params & p, const std::string & v) { p.chat_template = read_file_or_throw(v); }));
+    t.push_back(sw({ "--jinja" }, GEN, "use the Jinja chat template engine", [](common_params & p) { p.use_jinja = true; }));
+    t.push_back(sw({ "--no-jinja" }, GEN, "do not use the Jinja engine", [](common_params & p) { p.use_jinja = false; }));
+    t.push_back(val({ "--reasoning-format" }, "FORMAT", GEN, "where reasoning goes: none, auto, deepseek, deepseek-legacy (default: auto)",
+                    [](common_params & p, const std::string & v) {
+                        const std::string f = parse_choice(v, { "none", "auto", "deepseek", "deepseek-legacy" });
+                        p.reasoning_format = f == "none"     ? COMMON_REASONING_FORMAT_NONE
+                                           : f == "auto"     ? COMMON_REASONING_FORMAT_AUTO
+                                           : f == "deepseek" ? COMMON_REASONING_FORMAT_DEEPSEEK
+                                                             : COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
+                    }));
+
+    // ---- server
+    t.push_back(val({ "--host" }, "HOST", SRV, "address to listen on (default: 127.0.0.1)",
+                    [](common_params & p, const std::string & v) {
+                        if (v.empty()) throw common_arg_error("expected a host name or address");
+                        p.hostname = v;
+                    }));
+    t.push_back(val({ "--port" }, "PORT", SRV, "port to listen on (default: 8080)",
+                    [](common_params & p, const std::string & v) { p.port = parse_int(v, 0, 65535); }));
+    t.push_back(val({ "-a", "--alias" }, "NAME", SRV, "model name reported by the API",
+                    [](common_params & p, const std::string & v) { p.model_alias = v; }));
+    t.push_back(val({ "--api-key" }, "KEY", SRV, "API key(s) clients must send (comma-separated; repeatable)",
+                    [](common_params & p, const std::string & v) {
+                        for (const std::string & k : split(v, ',')) {
+                            if (!k.empty()) p.api_keys.push_back(k);
+                        }
+                    }));
+    t.push_back(val({ "--api-key-file" }, "FNAME", SRV, "file with one API key per line",
+                    [](common_params & p, const std::string & v) {
+                        std::istringstream in(read_file_or_throw(v));
+                        std::string line;
+                        while (std::getline(in, line)) {
+                            while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+                            if (!line.empty()) p.api_keys.push_back(line);
+                        }
+                    }));
+    t.push_back(val({ "-to", "--timeout" }, "N", SRV, "read/write timeout in seconds (default: 600)",
+                    [](common_params & p, const std::string & v) { p.timeout_read = p.timeout_write = parse_int(v, 0); }));
+    t.push_back(sw({ "--metrics" }, SRV, "enable the Prometheus /metrics endpoint",
+                   [](common_params & p) { p.endpoint_metrics = true; }));
+    t.push_back(sw({ "--slots" }, SRV, "enable the /slots endpoint (default: on)", [](common_params & p) { p.endpoint_slots = true; }));
+    t.push_back(sw({ "--no-slots" }, SRV, "disable the /slots endpoint", [](common_params & p) { p.endpoint_slots = false; }));
+    t.push_back(sw({ "-cb", "--cont-batching" }, SRV, "continuous batching (default: on)",
+                   [](common_params & p) { p.cont_batching = true; }));
+    t.push_back(sw({ "-nocb", "--no-cont-batching" }, SRV, "disable continuous batching",
+                   [](common_params & p) { p.cont_batching = false; }));
+
+    // ---- perplexity / imatrix
+    t.push_back(val({ "--chunks" }, "N", PPL | IMX, "process at most N chunks (default: -1 = all)",
+                    [](common_params & p, const std::string & v) { p.n_chunks = parse_int(v, -1); }));
+    t.push_back(val({ "--kl-divergence-base" }, "FNAME", PPL, "file of base logits to write (or to read with --kl-divergence)",
+                    [](common_params & p, const std::string & v) { p.logits_file = v; }));
+    t.push_back(sw({ "--kl-divergence" }, PPL, "compare with the base logits of --kl-divergence-base",
+                   [](common_params & p) { p.kl_divergence = true; }));
+    t.push_back(val({ "--ppl-stride" }, "N", PPL, "stride for perplexity (default: 0 = chunks)",
+                    [](common_params & p, const std::string & v) { p.ppl_stride = parse_int(v, 0); }));
+    t.push_back(val({ "-o", "--output", "--output-file" }, "FNAME", IMX, "output file",
+                    [](common_params & p, const std::string & v) { p.out_file = v; }));
+
+    // ---- benchmarks
+    t.push_back(val({ "-o", "--output-format" }, "FORMAT", BNC, "output format: csv, json, jsonl, md, sql (default: md)",
+                    [](common_params & p, const std::string & v) {
+                        p.output_format = parse_choice(v, { "csv", "json", "jsonl", "md", "sql" });
+                    }));
+    t.push_back(val({ "-r", "--repetitions" }, "N", BNC, "repetitions of each test (default: 5)",
+                    [](common_params & p, const std::string & v) { p.repetitions = parse_int(v, 1); }));
+    t.push_back(sw({ "-wb", "--warmup-batch" }, SWB | BNC, "warm up with a full batch before measuring",
+                   [](common_params & p) { p.warmup_batch = true; }));
+
+    return t;
+}
+
+const common_arg * find_arg(common_tool tool, const std::string & name, bool * other_tool) {
+    *other_tool = false;
+    for (const common_arg & a : common_arg_table()) {
+        if (!a.has_name(name)) continue;
+        if (a.for_tool(tool)) return &a;
+        *other_tool = true;
+    }
+    return nullptr;
+}
+
+std::string names_of(const common_arg & a) {
+    std::string s;
+    for (const std::string & n : a.names) {
+        if (!s.empty()) s += ", ";
+        s += n;
+    }
+    return s;
+}
+
+} // namespace
+
+const char * common_tool_name(common_tool tool) {
+    switch (tool) {
+        case COMMON_TOOL_CLI:         return "llama-cli";
+        case COMMON_TOOL_SERVER:      return "llama-server";
+        case COMMON_TOOL_PERPLEXITY:  return "llama-perplexity";
+        case COMMON_TOOL_SWEEP_BENCH: return "llama-sweep-bench";
+        case COMMON_TOOL_BENCH:       return "llama-bench";
+        case COMMON_TOOL_IMATRIX:     return "llama-imatrix";
+        default:                      return "kiln";
+    }
+}
+
+bool common_arg::has_name(const std::string & name) const {
+    return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+const std::vector<common_arg> & common_arg_table() {
+    static const std::vector<common_arg> table = build_table();
+    return table;
+}
+
+std::vector<const common_arg *> common_args_for_tool(common_tool tool) {
+    std::vector<const common_arg *> out;
+    for (const common_arg & a : common_arg_table()) {
+        if (a.for_tool(tool)) out.push_back(&a);
+    }
+    return out;
+}
+
+std::string common_version_text() {
+    return "version: kiln 0.1\nbuilt with " + std::string(__VERSION__) + "\n";
+}
+
+std::string common_params_usage(common_tool tool) {
+    std::string out = "usage: " + std::string(common_tool_name(tool)) + " [options]\n\noptions:\n";
+    for (const common_arg * a : common_args_for_tool(tool)) {
+        std::string left = "  " + names_of(*a);
+        if (!a->value_hint.empty()) left += " " + a->value_hint;
+        if (left.size() < 36) left.resize(36, ' ');
+        else left += "\n" + std::string(36, ' ');
+        out += left + a->help + "\n";
+    }
+    return out;
+}
+
+common_parse_result common_params_parse_args(const std::vector<std::string> & args, common_params & params,
+                                             common_tool tool) {
+    common_parse_result res;
+    auto fail = [&](std::string msg) {
+        res.status  = common_parse_result::error;
+        res.message = std::move(msg);
+        return res;
+    };
+
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string name = args[i];
+        std::string value;
+        bool has_inline_value = false;
+        // --name=value for long flags
+        if (name.rfind("--", 0) == 0) {
+            const size_t eq = name.find('=');
+            if (eq != std::string::npos) {
+                value = name.substr(eq + 1);
+                name  = name.substr(0, eq);
+                has_inline_value = true;
+            }
+        }
+        if (name.empty() || name[0] != '-' || name == "-") {
+            return fail("unexpected argument '" + args[i] + "' (flags start with '-'; see --help)");
+        }
+
+        bool other_tool = false;
+        const common_arg * a = find_arg(tool, name, &other_tool);
+        if (!a) {
+            if (other_tool) {
+                return fail("argument " + name + " is not supported by " + common_tool_name(tool));
+            }
+            return fail("unknown argument: " + name);
+        }
+        if (a->has_name("-h")) {
+            res.status  = common_parse_result::help;
+            res.message = common_params_usage(tool);
+            return res;
+        }
+        if (a->has_name("--version")) {
+            res.status  = common_parse_result::version;
+            res.message = common_version_text();
+            return res;
+        }
+
+        switch (a->kind) {
+            case common_arg_kind::none:
+                if (has_inline_value) return fail("argument " + name + " does not take a value");
+                break;
+            case common_arg_kind::required:
+                if (!has_inline_value) {
+                    if (i + 1 >= args.size()) {
+                        return fail("argument " + name + " needs a value (" + a->value_hint + ")");
+                    }
+                    value = args[++i];
+                }
+                break;
+            case common_arg_kind::optional:
+                if (!has_inline_value && i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') {
+                    value = args[++i];
+                }
+                break;
+        }
+
+        try {
+            a->set(params, value);
+        } catch (const common_arg_error & e) {
+            return fail("invalid value '" + value + "' for " + name + ": " + e.what());
+        } catch (const std::exception & e) {
+            return fail("invalid value '" + value + "' for " + name + ": " + e.what());
+        }
+    }
+
+    if (params.escape && params.prompt_file.empty()) common_process_escapes(params.prompt);
+    if (params.ser_n_min >= 0 && params.ser_threshold < 0.0f) {
+        return fail("invalid value for -ser: the threshold must not be negative");
+    }
+    common_log_set_verbosity(params.verbosity);
+    return res;
+}
+
+bool common_params_parse(int argc, char ** argv, common_params & params, common_tool tool) {
+    std::vector<std::string> args;
+    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+    const common_parse_result r = common_params_parse_args(args, params, tool);
+    switch (r.status) {
+        case common_parse_result::ok:
+            return true;
+        case common_parse_result::help:
+        case common_parse_result::version:
+            std::fputs(r.message.c_str(), stdout);
+            std::fflush(stdout);
+            std::exit(0);
+        case common_parse_result::error:
+            break;
+    }
+    std::fprintf(stderr, "error: %s\n", r.message.c_str());
+    std::fprintf(stderr, "run '%s --help' for the list of options\n", common_tool_name(tool));
+    return false;
+}

@@ -1,0 +1,339 @@
+// Parameter conversions, sampler chain, token helpers and the stderr logger shared by the tools.
+#include "common.h"
+
+#include "ggml-cpu.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace {
+
+bool iequals(const std::string & a, const std::string & b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (std::tolower((unsigned char) a[i]) != std::tolower((unsigned char) b[i])) return false;
+    }
+    return true;
+}
+
+struct kv_type_name {
+    const char * name;
+    enum ggml_type type;
+};
+
+// KV cache types the tools accept (llama.cpp's list plus ik_llama.cpp's q6_0 and q8_KV).
+const kv_type_name kv_cache_types[] = {
+    { "f32",    GGML_TYPE_F32 },
+    { "f16",    GGML_TYPE_F16 },
+    { "bf16",   GGML_TYPE_BF16 },
+    { "q8_0",   GGML_TYPE_Q8_0 },
+    { "q4_0",   GGML_TYPE_Q4_0 },
+    { "q4_1",   GGML_TYPE_Q4_1 },
+    { "iq4_nl", GGML_TYPE_IQ4_NL },
+    { "q5_0",   GGML_TYPE_Q5_0 },
+    { "q5_1",   GGML_TYPE_Q5_1 },
+    { "q6_0",   GGML_TYPE_Q6_0 },
+    { "q8_KV",  GGML_TYPE_Q8_KV },
+};
+
+} // namespace
+
+int32_t common_default_n_threads() {
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+#endif
+    const unsigned n = std::thread::hardware_concurrency();
+    return n > 0 ? (int32_t) n : 4;
+}
+
+enum ggml_type common_kv_cache_type_from_str(const std::string & s) {
+    for (const auto & t : kv_cache_types) {
+        if (iequals(s, t.name)) return t.type;
+    }
+    return GGML_TYPE_COUNT;
+}
+
+std::string common_kv_cache_type_names() {
+    std::string out;
+    for (const auto & t : kv_cache_types) {
+        if (!out.empty()) out += ", ";
+        out += t.name;
+    }
+    return out;
+}
+
+bool common_model_params_to_llama(common_params & params, llama_model_params & out, std::string & err) {
+    out = llama_model_default_params();
+    out.n_gpu_layers  = params.n_gpu_layers;
+    out.use_mmap      = params.use_mmap;
+    out.use_mlock     = params.use_mlock;
+    out.check_tensors = params.check_tensors;
+
+    params.tensor_buft_storage.clear();
+    for (const auto & ov : params.tensor_overrides) {
+        ggml_backend_buffer_type_t buft = nullptr;
+        // Only the CPU exists in this build; GPU names are an error rather than silently ignored.
+        if (iequals(ov.buft, "CPU")) buft = ggml_backend_cpu_buffer_type();
+        if (!buft) {
+            err = "-ot " + ov.pattern + "=" + ov.buft + ": unknown buffer type '" + ov.buft + "' (available: CPU)";
+            params.tensor_buft_storage.clear();
+            return false;
+        }
+        params.tensor_buft_storage.push_back({ ov.pattern.c_str(), buft });
+    }
+    if (!params.tensor_buft_storage.empty()) {
+        params.tensor_buft_storage.push_back({ nullptr, nullptr });
+        out.tensor_buft_overrides = params.tensor_buft_storage.data();
+    } else {
+        out.tensor_buft_overrides = nullptr;
+    }
+    return true;
+}
+
+llama_context_params common_context_params_to_llama(const common_params & params) {
+    llama_context_params out = llama_context_default_params();
+    const int32_t n_threads = params.n_threads > 0 ? params.n_threads : common_default_n_threads();
+    out.n_ctx           = (uint32_t) std::max(params.n_ctx, 0);
+    out.n_batch         = (uint32_t) std::max(params.n_batch, 1);
+    out.n_ubatch        = (uint32_t) std::max(std::min(params.n_ubatch, params.n_batch), 1);
+    out.n_seq_max       = (uint32_t) std::max(params.n_parallel, 1);
+    out.n_threads       = n_threads;
+    out.n_threads_batch = params.n_threads_batch > 0 ? params.n_threads_batch : n_threads;
+    out.flash_attn_type = params.flash_attn_type;
+    const ggml_type tk  = common_kv_cache_type_from_str(params.cache_type_k);
+    const ggml_type tv  = common_kv_cache_type_from_str(params.cache_type_v);
+    out.type_k          = tk == GGML_TYPE_COUNT ? GGML_TYPE_F16 : tk;   // the parser rejected bad names
+    out.type_v          = tv == GGML_TYPE_COUNT ? GGML_TYPE_F16 : tv;
+    out.no_perf         = params.no_perf;
+    out.mla             = params.mla_attn;
+    out.attn_max_batch  = params.attn_max_batch;
+    out.fused_moe       = params.fused_moe;
+    out.ser_n_min       = params.ser_n_min;
+    out.ser_threshold   = params.ser_threshold;
+    out.rope_freq_base  = params.rope_freq_base;
+    out.rope_freq_scale = params.rope_freq_scale;
+    return out;
+}
+
+llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx) {
+    llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+    llama_sampler * chain = llama_sampler_chain_init(cp);
+    const size_t min_keep = (size_t) std::max(sp.min_keep, 0);
+
+    const int32_t last_n = sp.penalty_last_n < 0 ? std::max(n_ctx, 0) : sp.penalty_last_n;
+    if (last_n != 0 && (sp.penalty_repeat != 1.0f || sp.penalty_freq != 0.0f || sp.penalty_present != 0.0f)) {
+        llama_sampler_chain_add(chain, llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq,
+                                                                    sp.penalty_present));
+    }
+    if (sp.temp <= 0.0f) {
+        // greedy: the filters cannot change the argmax, so skip them
+        llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+        return chain;
+    }
+    llama_sampler_chain_add(chain, llama_sampler_init_top_k(sp.top_k));
+    llama_sampler_chain_add(chain, llama_sampler_init_typical(sp.typ_p, min_keep));
+    llama_sampler_chain_add(chain, llama_sampler_init_top_p(sp.top_p, min_keep));
+    llama_sampler_chain_add(chain, llama_sampler_init_min_p(sp.min_p, min_keep));
+    llama_sampler_chain_add(chain, llama_sampler_init_temp(sp.temp));
+    llama_sampler_chain_add(chain, llama_sampler_init_dist(sp.seed));
+    return chain;
+}
+
+void common_process_escapes(std::string & s) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '\\' || i + 1 >= s.size()) {
+            out += s[i];
+            continue;
+        }
+        const char c = s[++i];
+        switch (c) {
+            case 'n': out += '\n'; break;
+            case 't': out += '\t'; break;
+            case 'r': out += '\r'; break;
+            case 'a': out += '\a'; break;
+            case 'b': out += '\b'; break;
+            case 'f': out += '\f'; break;
+            case 'v': out += '\v'; break;
+            case '0': out += '\0'; break;
+            case '\\': out += '\\'; break;
+            case '"': out += '"'; break;
+            case '\'': out += '\''; break;
+            case 'x': {
+                auto hex = [](char h) -> int {
+                    if (h >= '0' && h <= '9') return h - '0';
+                    if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+                    if (h >= 'A' && h <= 'F') return h - 'A' + 10;
+                    return -1;
+                };
+                if (i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+                    out += (char) (hex(s[i + 1]) * 16 + hex(s[i + 2]));
+                    i += 2;
+                } else {
+                    out += "\\x";   // not a valid escape: keep it literally
+                }
+                break;
+            }
+            default:
+                out += '\\';
+                out += c;
+                break;
+        }
+    }
+    s = std::move(out);
+}
+
+bool common_read_file(const std::string & path, std::string & out, std::string & err) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+        err = "cannot open file '" + path + "': " + std::strerror(errno);
+        return false;
+    }
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    if (f.bad()) {
+        err = "error reading file '" + path + "'";
+        return false;
+    }
+    out = ss.str();
+    return true;
+}
+
+// ---- tokens ------------------------------------------------------------------------------------
+
+std::vector<llama_token> common_tokenize(const llama_vocab * vocab, const std::string & text, bool add_special,
+                                         bool parse_special) {
+    if (text.size() > (size_t) INT32_MAX) {
+        LOG_ERR("common_tokenize: text too long (%zu bytes)\n", text.size());
+        return {};
+    }
+    std::vector<llama_token> tokens(text.size() + 2 * (size_t) add_special + 1);
+    int32_t n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), tokens.data(), (int32_t) tokens.size(),
+                               add_special, parse_special);
+    if (n == INT32_MIN) {
+        LOG_ERR("common_tokenize: tokenization failed\n");
+        return {};
+    }
+    if (n < 0) {
+        tokens.resize((size_t) -n);
+        n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), tokens.data(), (int32_t) tokens.size(),
+                           add_special, parse_special);
+        if (n < 0) return {};
+    }
+    tokens.resize((size_t) n);
+    return tokens;
+}
+
+std::vector<llama_token> common_tokenize(const llama_context * ctx, const std::string & text, bool add_special,
+                                         bool parse_special) {
+    return common_tokenize(llama_model_get_vocab(llama_get_model(ctx)), text, add_special, parse_special);
+}
+
+std::string common_token_to_piece(const llama_vocab * vocab, llama_token token, bool special) {
+    std::string piece(16, '\0');
+    int32_t n = llama_token_to_piece(vocab, token, piece.data(), (int32_t) piece.size(), 0, special);
+    if (n < 0 && n != INT32_MIN) {
+        piece.resize((size_t) -n);
+        n = llama_token_to_piece(vocab, token, piece.data(), (int32_t) piece.size(), 0, special);
+    }
+    piece.resize(n > 0 ? (size_t) n : 0);
+    return piece;
+}
+
+std::string common_token_to_piece(const llama_context * ctx, llama_token token, bool special) {
+    return common_token_to_piece(llama_model_get_vocab(llama_get_model(ctx)), token, special);
+}
+
+std::string common_detokenize(const llama_vocab * vocab, const std::vector<llama_token> & tokens, bool special) {
+    std::string text(tokens.size() * 4 + 16, '\0');
+    int32_t n = llama_detokenize(vocab, tokens.data(), (int32_t) tokens.size(), text.data(), (int32_t) text.size(),
+                                 false, special);
+    if (n < 0 && n != INT32_MIN) {
+        text.resize((size_t) -n);
+        n = llama_detokenize(vocab, tokens.data(), (int32_t) tokens.size(), text.data(), (int32_t) text.size(),
+                             false, special);
+    }
+    text.resize(n > 0 ? (size_t) n : 0);
+    return text;
+}
+
+std::string common_detokenize(const llama_context * ctx, const std::vector<llama_token> & tokens, bool special) {
+    return common_detokenize(llama_model_get_vocab(llama_get_model(ctx)), tokens, special);
+}
+
+// ---- logging -------------------------------------------------------------------------------------
+
+namespace {
+
+std::mutex g_log_mutex;
+int g_log_verbosity = 0;
+
+bool log_enabled(enum ggml_log_level level) {
+    switch (level) {
+        case GGML_LOG_LEVEL_ERROR: return true;
+        case GGML_LOG_LEVEL_DEBUG: return g_log_verbosity >= 1;
+        default:                   return g_log_verbosity >= 0;
+    }
+}
+
+void log_text(enum ggml_log_level level, const char * text) {
+    if (!log_enabled(level)) return;
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    std::fputs(text, stderr);
+    std::fflush(stderr);
+}
+
+void log_callback(enum ggml_log_level level, const char * text, void *) { log_text(level, text); }
+
+} // namespace
+
+void common_log_set_verbosity(int verbosity) { g_log_verbosity = verbosity; }
+int  common_log_get_verbosity() { return g_log_verbosity; }
+
+void common_log(enum ggml_log_level level, const char * fmt, ...) {
+    if (!log_enabled(level)) return;
+    char small[512];
+    va_list args;
+    va_start(args, fmt);
+    va_list copy;
+    va_copy(copy, args);
+    const int n = std::vsnprintf(small, sizeof(small), fmt, args);
+    va_end(args);
+    if (n < 0) {
+        va_end(copy);
+        return;
+    }
+    if ((size_t) n < sizeof(small)) {
+        va_end(copy);
+        log_text(level, small);
+        return;
+    }
+    std::string big((size_t) n + 1, '\0');
+    std::vsnprintf(big.data(), big.size(), fmt, copy);
+    va_end(copy);
+    log_text(level, big.c_str());
+}
+
+void common_log_install() {
+    ggml_log_set(log_callback, nullptr);
+    llama_log_set(log_callback, nullptr);
+}

@@ -1,0 +1,188 @@
+// Things every tool shares: the parameters a command line can set (common_params), their
+// conversion to the libllama structs, the sampler chain built from them, tokenize / detokenize
+// helpers over std::string, and a small stderr logger.
+#pragma once
+
+#include "llama.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+// ---- parameters --------------------------------------------------------------------------------
+
+enum common_conversation_mode {
+    COMMON_CONVERSATION_MODE_DISABLED = 0,
+    COMMON_CONVERSATION_MODE_ENABLED  = 1,
+    COMMON_CONVERSATION_MODE_AUTO     = 2,   // on if the model has a chat template
+};
+
+enum common_reasoning_format {
+    COMMON_REASONING_FORMAT_NONE,              // leave <think> blocks in the content
+    COMMON_REASONING_FORMAT_AUTO,
+    COMMON_REASONING_FORMAT_DEEPSEEK,          // move them to reasoning_content
+    COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY,   // ... but also keep them in the stream
+};
+
+struct common_params_sampling {
+    uint32_t seed            = LLAMA_DEFAULT_SEED;
+    int32_t  top_k           = 40;
+    float    top_p           = 0.95f;
+    float    min_p           = 0.05f;
+    float    typ_p           = 1.0f;    // 1: typical sampling off
+    float    temp            = 0.8f;    // <= 0: greedy
+    int32_t  penalty_last_n  = 64;      // -1: the context size, 0: penalties off
+    float    penalty_repeat  = 1.0f;
+    float    penalty_freq    = 0.0f;
+    float    penalty_present = 0.0f;
+    int32_t  min_keep        = 0;
+    bool     ignore_eos      = false;
+};
+
+// -ot PATTERN=BUFFER_TYPE: tensors whose name matches the regex are placed in that buffer type.
+struct common_tensor_override {
+    std::string pattern;
+    std::string buft;
+};
+
+struct common_params {
+    // model and input
+    std::string model;
+    std::string model_alias;
+    std::string prompt;
+    std::string prompt_file;        // where -f read the prompt from (for messages)
+    int32_t n_predict  = -1;        // -1: until end of generation, -2: until the context is full
+    int32_t n_keep     = 0;
+
+    // context and batching
+    int32_t n_ctx      = 4096;      // 0: the model's training context
+    int32_t n_batch    = 2048;
+    int32_t n_ubatch   = 512;
+    int32_t n_parallel = 1;
+    int32_t n_threads       = -1;   // -1: the number of cores
+    int32_t n_threads_batch = -1;   // -1: same as n_threads
+    enum llama_flash_attn_type flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    std::string cache_type_k = "f16";
+    std::string cache_type_v = "f16";
+    float rope_freq_base  = 0.0f;
+    float rope_freq_scale = 0.0f;
+
+    // model loading and placement
+    int32_t n_gpu_layers = -1;      // accepted for compatibility; CPU only for now
+    std::string split_mode = "layer";
+    std::string tensor_split;
+    int32_t main_gpu = 0;
+    bool use_mmap      = true;
+    bool use_mlock     = false;
+    bool check_tensors = false;
+    bool repack_tensors = false;    // -rtr
+    std::vector<common_tensor_override> tensor_overrides;
+
+    // MoE / MLA (ik_llama.cpp)
+    int32_t mla_attn  = -1;         // -1: the model's default
+    int32_t attn_max_batch = 0;     // MiB, 0: no cap
+    bool    fused_moe = true;
+    int32_t ser_n_min = -1;         // -ser K,T; -1: off
+    float   ser_threshold = 0.0f;
+
+    common_params_sampling sampling;
+
+    // cli
+    enum common_conversation_mode conversation_mode = COMMON_CONVERSATION_MODE_AUTO;
+    bool escape         = true;     // process \n, \t, ... in the prompt
+    bool verbose_prompt = false;
+    bool special        = false;    // print special tokens
+    bool display_prompt = true;     // echo the prompt before the generation
+    std::vector<std::string> antiprompt;   // -r: stop when the output ends with one of these
+    bool warmup         = true;
+    bool no_perf        = false;
+    int32_t verbosity   = 0;
+    bool demo           = false;
+
+    // server
+    std::string hostname = "127.0.0.1";
+    int32_t port = 8080;
+    std::vector<std::string> api_keys;
+    std::string chat_template;      // a built-in template name or the Jinja source
+    bool use_jinja = false;
+    enum common_reasoning_format reasoning_format = COMMON_REASONING_FORMAT_AUTO;
+    int32_t timeout_read  = 600;    // seconds
+    int32_t timeout_write = 600;
+    bool endpoint_metrics = false;
+    bool endpoint_slots   = true;
+    bool cont_batching    = true;
+
+    // perplexity / KL-divergence
+    int32_t n_chunks = -1;
+    std::string logits_file;        // --kl-divergence-base
+    bool kl_divergence = false;
+    int32_t ppl_stride = 0;
+
+    // benchmarks
+    std::string output_format = "md";
+    std::string out_file;
+    int32_t repetitions = 5;
+    bool warmup_batch = false;
+
+    // Filled by common_model_params_to_llama: the NULL-terminated override array the model
+    // params point into (it must outlive model loading).
+    std::vector<llama_model_tensor_buft_override> tensor_buft_storage;
+};
+
+// ---- conversions -------------------------------------------------------------------------------
+
+// Number of threads for -t -1: the cores this process may use.
+int32_t common_default_n_threads();
+
+// ggml type of a -ctk / -ctv name (f32, f16, bf16, q8_0, q4_0, ...); GGML_TYPE_COUNT if unknown.
+enum ggml_type common_kv_cache_type_from_str(const std::string & s);
+// The names common_kv_cache_type_from_str accepts, for messages: "f32, f16, ...".
+std::string common_kv_cache_type_names();
+
+// Fills params.tensor_buft_storage. Returns false with err set if a -ot buffer type is unknown.
+bool common_model_params_to_llama(common_params & params, llama_model_params & out, std::string & err);
+llama_context_params common_context_params_to_llama(const common_params & params);
+
+// The sampler chain of the parameters, in llama.cpp's order: penalties, top-k, typical, top-p,
+// min-p, temperature, then dist (seeded) — or greedy when temp <= 0. n_ctx resolves a
+// penalty window of -1.
+llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx);
+
+// Replace \n \t \r \\ \" \' \a \b \f \v \0 and \xNN by the characters they name.
+void common_process_escapes(std::string & s);
+
+// Read a whole file; false with err naming the file on failure.
+bool common_read_file(const std::string & path, std::string & out, std::string & err);
+
+// ---- tokens --------------------------------------------------------------------------------------
+
+std::vector<llama_token> common_tokenize(const llama_vocab * vocab, const std::string & text, bool add_special,
+                                         bool parse_special = false);
+std::vector<llama_token> common_tokenize(const llama_context * ctx, const std::string & text, bool add_special,
+                                         bool parse_special = false);
+std::string common_token_to_piece(const llama_vocab * vocab, llama_token token, bool special = true);
+std::string common_token_to_piece(const llama_context * ctx, llama_token token, bool special = true);
+std::string common_detokenize(const llama_vocab * vocab, const std::vector<llama_token> & tokens,
+                              bool special = true);
+std::string common_detokenize(const llama_context * ctx, const std::vector<llama_token> & tokens,
+                              bool special = true);
+
+// ---- logging -------------------------------------------------------------------------------------
+
+// Messages go to stderr: errors always, info and warnings unless verbosity < 0 (--log-disable),
+// debug only with verbosity >= 1 (-v).
+void common_log_set_verbosity(int verbosity);
+int  common_log_get_verbosity();
+void common_log(enum ggml_log_level level, const char * fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+// Route ggml's and libllama's log messages through common_log.
+void common_log_install();
+
+#define LOG_DBG(...) common_log(GGML_LOG_LEVEL_DEBUG, __VA_ARGS__)
+#define LOG_INF(...) common_log(GGML_LOG_LEVEL_INFO, __VA_ARGS__)
+#define LOG_WRN(...) common_log(GGML_LOG_LEVEL_WARN, __VA_ARGS__)
+#define LOG_ERR(...) common_log(GGML_LOG_LEVEL_ERROR, __VA_ARGS__)

@@ -1,0 +1,291 @@
+// llama-cli: load a model, evaluate a prompt, and print the generated text as it is sampled.
+// The generation goes to stdout; everything else (load messages, timings) to stderr, so
+// `llama-cli ... > out.txt` captures just the text.
+#include "arg.h"
+#include "chat-template.h"
+#include "common.h"
+#include "llama.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+double now_ms() {
+    using clock = std::chrono::steady_clock;
+    return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
+}
+
+struct timings {
+    double t_start = 0, t_load = 0;
+    double t_prompt = 0, t_eval = 0, t_sample = 0;
+    int n_prompt = 0, n_eval = 0, n_sample = 0;
+};
+
+void print_rate_line(const char * what, double ms, int n, const char * unit) {
+    const double per_tok = n > 0 ? ms / n : 0.0;
+    const double per_sec = ms > 0 ? 1e3 * n / ms : 0.0;
+    LOG_INF("%s = %10.2f ms / %5d %s (%8.2f ms per token, %8.2f tokens per second)\n", what, ms, n, unit, per_tok,
+            per_sec);
+}
+
+void print_timings(const timings & t) {
+    LOG_INF("\n");
+    LOG_INF("llama_perf_context_print:        load time = %10.2f ms\n", t.t_load);
+    print_rate_line("llama_perf_context_print: prompt eval time", t.t_prompt, t.n_prompt, "tokens");
+    print_rate_line("llama_perf_context_print:        eval time", t.t_eval, t.n_eval, "runs  ");
+    LOG_INF("llama_perf_context_print:       total time = %10.2f ms / %5d tokens\n", now_ms() - t.t_start,
+            t.n_prompt + t.n_eval);
+    print_rate_line("llama_perf_sampler_print:    sampling time", t.t_sample, t.n_sample, "runs  ");
+}
+
+struct resources {
+    llama_model * model = nullptr;
+    llama_context * ctx = nullptr;
+    llama_sampler * smpl = nullptr;
+    ~resources() {
+        llama_sampler_free(smpl);
+        if (ctx) llama_free(ctx);
+        if (model) llama_model_free(model);
+        llama_backend_free();
+    }
+};
+
+// Evaluate tokens in chunks of at most n_batch; false (with a message) on failure.
+bool decode_in_batches(llama_context * ctx, std::vector<llama_token> & tokens, int32_t n_batch) {
+    for (size_t i = 0; i < tokens.size(); i += (size_t) n_batch) {
+        const int32_t n = (int32_t) std::min<size_t>((size_t) n_batch, tokens.size() - i);
+        const int32_t rc = llama_decode(ctx, llama_batch_get_one(tokens.data() + i, n));
+        if (rc != 0) {
+            LOG_ERR("error: llama_decode failed on prompt tokens %zu..%zu (code %d)%s%s\n", i, i + (size_t) n, rc,
+                    llama_last_error() && *llama_last_error() ? ": " : "", llama_last_error() ? llama_last_error() : "");
+            return false;
+        }
+    }
+    return true;
+}
+
+// -cnv: the prompt becomes one user message rendered with the chat template (--chat-template /
+// --chat-template-file, else the model's), ending with the assistant's turn.
+bool format_chat_prompt(const llama_model * model, const common_params & params, std::string & out, std::string & err) {
+    std::string source = params.chat_template;
+    if (source.empty()) {
+        const char * tmpl = llama_model_chat_template(model, nullptr);
+        if (!tmpl) {
+            err = "the model has no chat template (tokenizer.chat_template); give one with --chat-template-file";
+            return false;
+        }
+        source = tmpl;
+    }
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const llama_token bos = llama_vocab_bos(vocab), eos = llama_vocab_eos(vocab);
+    try {
+        kiln::chat_template tmpl(source, bos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, bos),
+                                 eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos));
+        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+        messages.push_back({ { "role", "user" }, { "content", params.prompt } });
+        out = tmpl.apply(messages, nullptr, true);
+    } catch (const std::exception & e) {
+        err = std::string("chat template: ") + e.what();
+        return false;
+    }
+    return true;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    timings tm;
+    tm.t_start = now_ms();
+
+    common_params params;
+    if (!common_params_parse(argc, argv, params, COMMON_TOOL_CLI)) return 1;
+    common_log_install();
+
+    if (params.model.empty()) {
+        if (params.demo) LOG_ERR("error: --demo is not available yet; give a model with -m\n");
+        else LOG_ERR("error: no model given (-m)\n");
+        return 1;
+    }
+    // Interactive chat is not implemented: -cnv renders the prompt as one user turn with the
+    // chat template and answers it once; the default (auto) runs the raw prompt.
+    const bool chat = params.conversation_mode == COMMON_CONVERSATION_MODE_ENABLED;
+
+    llama_backend_init();
+    resources res;
+
+    llama_model_params mparams;
+    std::string err;
+    if (!common_model_params_to_llama(params, mparams, err)) {
+        LOG_ERR("error: %s\n", err.c_str());
+        return 1;
+    }
+    res.model = llama_model_load_from_file(params.model.c_str(), mparams);
+    if (!res.model) {
+        const char * why = llama_last_error();
+        LOG_ERR("error: failed to load model '%s'%s%s\n", params.model.c_str(), why && *why ? ": " : "", why ? why : "");
+        return 1;
+    }
+    res.ctx = llama_init_from_model(res.model, common_context_params_to_llama(params));
+    if (!res.ctx) {
+        const char * why = llama_last_error();
+        LOG_ERR("error: failed to create the context%s%s\n", why && *why ? ": " : "", why ? why : "");
+        return 1;
+    }
+    llama_context * ctx = res.ctx;
+    const llama_vocab * vocab = llama_model_get_vocab(res.model);
+    const int32_t n_ctx   = (int32_t) llama_n_ctx(ctx);
+    const int32_t n_batch = (int32_t) std::max<uint32_t>(llama_n_batch(ctx), 1);
+    tm.t_load = now_ms() - tm.t_start;
+
+    LOG_INF("system_info: n_threads = %d / n_threads_batch = %d | %s\n",
+            common_context_params_to_llama(params).n_threads, common_context_params_to_llama(params).n_threads_batch,
+            llama_print_system_info());
+
+    // ---- prompt
+    std::string prompt_text = params.prompt;
+    if (chat) {
+        if (!format_chat_prompt(res.model, params, prompt_text, err)) {
+            LOG_ERR("error: %s\n", err.c_str());
+            return 1;
+        }
+        LOG_INF("conversation mode (one turn, not interactive); formatted prompt:\n%s\n", prompt_text.c_str());
+    }
+    std::vector<llama_token> prompt = common_tokenize(vocab, prompt_text, true, true);
+    // a template that writes the BOS itself would otherwise give two
+    if (prompt.size() >= 2 && prompt[0] == llama_vocab_bos(vocab) && prompt[1] == prompt[0]) prompt.erase(prompt.begin());
+    if (prompt.empty()) {
+        const llama_token bos = llama_vocab_bos(vocab);
+        if (bos == LLAMA_TOKEN_NULL) {
+            LOG_ERR("error: the prompt is empty and the model has no BOS token to start from\n");
+            return 1;
+        }
+        prompt.push_back(bos);
+    }
+    if ((int32_t) prompt.size() >= n_ctx) {
+        LOG_ERR("error: the prompt is too long (%zu tokens, the context holds %d; raise -c)\n", prompt.size(), n_ctx);
+        return 1;
+    }
+    if (params.verbose_prompt) {
+        LOG_INF("\nprompt: '%s'\nnumber of tokens in prompt = %zu\n", prompt_text.c_str(), prompt.size());
+        for (llama_token t : prompt) {
+            LOG_INF("%6d -> '%s'\n", t, common_token_to_piece(vocab, t, true).c_str());
+        }
+        LOG_INF("\n");
+    }
+
+    res.smpl = common_sampler_chain_from_params(params.sampling, n_ctx);
+    const auto & sp = params.sampling;
+    LOG_INF("sampler params: repeat_last_n = %d, repeat_penalty = %.3f, frequency_penalty = %.3f, "
+            "presence_penalty = %.3f\n\ttop_k = %d, top_p = %.3f, min_p = %.3f, typical_p = %.3f, temp = %.3f\n",
+            sp.penalty_last_n, sp.penalty_repeat, sp.penalty_freq, sp.penalty_present, sp.top_k, sp.top_p, sp.min_p,
+            sp.typ_p, sp.temp);
+    if (sp.seed == LLAMA_DEFAULT_SEED) LOG_INF("sampler seed: random\n");
+    else LOG_INF("sampler seed: %u\n", sp.seed);
+    LOG_INF("generate: n_ctx = %d, n_batch = %d, n_predict = %d\n\n", n_ctx, n_batch, params.n_predict);
+
+    // The prompt counts as history for the repetition penalties, as in llama.cpp.
+    for (llama_token t : prompt) llama_sampler_accept(res.smpl, t);
+
+    // EOG tokens that --ignore-eos must never let the sampler pick.
+    std::vector<llama_token> eog_tokens;
+    if (sp.ignore_eos) {
+        const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+        for (llama_token t = 0; t < n_vocab; ++t) {
+            if (llama_vocab_is_eog(vocab, t)) eog_tokens.push_back(t);
+        }
+    }
+
+    if (!chat && params.display_prompt) {   // in chat mode only the answer is printed
+        std::fputs(params.prompt.c_str(), stdout);
+        std::fflush(stdout);
+    }
+
+    // Warm-up: one token through the whole graph (allocations, page faults of an mmapped model)
+    // so the timings measure steady-state speed; the cache is cleared afterwards.
+    if (params.warmup) {
+        llama_token w = llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL ? llama_vocab_bos(vocab) : prompt[0];
+        if (llama_decode(ctx, llama_batch_get_one(&w, 1)) != 0) {
+            LOG_ERR("error: warm-up decode failed\n");
+            return 1;
+        }
+        llama_memory_clear(ctx);
+        llama_perf_context_reset(ctx);
+    }
+
+    double t0 = now_ms();
+    if (!decode_in_batches(ctx, prompt, n_batch)) return 1;
+    tm.t_prompt = now_ms() - t0;
+    tm.n_prompt = (int) prompt.size();
+
+    // ---- generation
+    int32_t n_past = (int32_t) prompt.size();
+    int32_t n_generated = 0;
+    bool hit_eog = false;
+    std::string output_tail;   // the end of the output, for the -r reverse prompts
+    while (params.n_predict < 0 || n_generated < params.n_predict) {
+        if (!eog_tokens.empty()) {
+            float * logits = llama_get_logits_ith(ctx, -1);
+            if (logits) {
+                for (llama_token t : eog_tokens) logits[t] = -std::numeric_limits<float>::infinity();
+            }
+        }
+        t0 = now_ms();
+        llama_token tok = llama_sampler_sample(res.smpl, ctx, -1);
+        tm.t_sample += now_ms() - t0;
+        tm.n_sample++;
+        if (tok == LLAMA_TOKEN_NULL) {
+            LOG_ERR("\nerror: sampling failed\n");
+            return 1;
+        }
+        if (llama_vocab_is_eog(vocab, tok)) {
+            hit_eog = true;
+            if (params.special) {
+                std::fputs(common_token_to_piece(vocab, tok, true).c_str(), stdout);
+            }
+            break;
+        }
+        const std::string piece = common_token_to_piece(vocab, tok, params.special);
+        std::fputs(piece.c_str(), stdout);
+        std::fflush(stdout);
+        ++n_generated;
+        if (!params.antiprompt.empty()) {
+            output_tail += piece;
+            bool stop = false;
+            size_t longest = 0;
+            for (const std::string & a : params.antiprompt) {
+                longest = std::max(longest, a.size());
+                stop = stop || (output_tail.size() >= a.size() &&
+                                output_tail.compare(output_tail.size() - a.size(), a.size(), a) == 0);
+            }
+            if (stop) break;
+            if (output_tail.size() > 2 * longest + 64) output_tail.erase(0, output_tail.size() - longest);
+        }
+        if (params.n_predict >= 0 && n_generated >= params.n_predict) break;
+        if (n_past + 1 > n_ctx) {
+            // no context shifting yet: stop cleanly when the cache is full
+            if (params.n_predict != -2) LOG_WRN("\n\nwarning: the context is full (%d tokens); stopping\n", n_ctx);
+            break;
+        }
+        t0 = now_ms();
+        const int32_t rc = llama_decode(ctx, llama_batch_get_one(&tok, 1));
+        tm.t_eval += now_ms() - t0;
+        tm.n_eval++;
+        if (rc != 0) {
+            LOG_ERR("\nerror: llama_decode failed at position %d (code %d)\n", n_past, rc);
+            return 1;
+        }
+        ++n_past;
+    }
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    if (hit_eog) LOG_INF(" [end of text]\n");
+
+    if (!params.no_perf) print_timings(tm);
+    return 0;
+}

@@ -1,0 +1,266 @@
+// Flash attention: softmax(q·kᵀ * scale [softcapped] + slope*mask) · v without materialising
+// the score matrix.
+//
+// Work is organised around KV tiles: a tile of T key/value rows is decoded to f32 once and used
+// by every query row that shares its KV head (all heads of the group and a block of queries),
+// so f16/bf16/q8_0 caches are converted once per tile instead of once per head. Each query row
+// keeps an online-softmax state (running max M, running sum S, unnormalised output acc).
+//
+// Threads: with many queries the (sequence, kv head, query block) units are dealt out to the
+// threads; for decode (one query) the KV length is split instead, every thread producing
+// partial states that are merged after a barrier (max-rescaled sums, as in split-K softmax).
+#include "ops-common.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace {
+
+constexpr int64_t k_tile = 32;          // KV rows per tile
+constexpr int64_t k_rows_target = 16;   // query rows (heads x queries) sharing a tile
+
+struct fa_plan {
+    int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, n_seq;
+    int64_t G;        // query heads per kv head
+    int64_t QB;       // queries per unit
+    int64_t R;        // query rows per unit (G * QB)
+    int64_t n_qb, n_units;
+    bool    split_kv;
+    size_t  per_thread;   // bytes of each thread's private scratch
+    size_t  partial;      // bytes of the shared partial states (split_kv)
+};
+
+size_t floats(int64_t n) { return ggml_pad(n * sizeof(float), 64); }
+
+fa_plan make_plan(const ggml_tensor * dst, int nth) {
+    const ggml_tensor * q = dst->src[0];
+    const ggml_tensor * k = dst->src[1];
+    const ggml_tensor * v = dst->src[2];
+    fa_plan p;
+    p.D = q->ne[0];
+    p.Dv = v->ne[0];
+    p.n_q = q->ne[1];
+    p.n_kv = k->ne[1];
+    p.n_head = q->ne[2];
+    p.n_head_kv = k->ne[2];
+    p.n_seq = q->ne[3];
+    p.G = p.n_head / p.n_head_kv;
+    p.QB = std::min(p.n_q, std::max<int64_t>(1, k_rows_target / p.G));
+    p.R = p.G * p.QB;
+    p.n_qb = (p.n_q + p.QB - 1) / p.QB;
+    p.n_units = p.n_seq * p.n_head_kv * p.n_qb;
+    p.split_kv = nth > 1 && (p.n_q == 1 || p.n_units < nth);
+    p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + floats(k_tile) +
+                   floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
+                   ggml_pad(p.R * 2 * sizeof(void *), 64) + floats(p.R);
+    p.partial = p.split_kv ? floats((int64_t) nth * p.n_seq * p.n_q * p.n_head * (p.Dv + 2)) : 0;
+    return p;
+}
+
+// The per-thread scratch carved out of wdata.
+struct fa_scratch {
+    float * q;              // R rows of D (decoded queries)
+    float * ktile;          // T rows of D
+    float * vtile;          // T rows of Dv
+    float * scores;         // T
+    float * state;          // R rows of (acc[Dv], M, S)
+    const float ** krow;    // T
+    const float ** vrow;    // T
+    const float ** qrow;    // R
+    const char ** mrow;     // R (mask rows, NULL without mask)
+    float * slope;          // R
+};
+
+fa_scratch carve(const fa_plan & p, char * base) {
+    fa_scratch s;
+    auto take = [&](size_t bytes) { char * r = base; base += bytes; return r; };
+    s.q = (float *) take(floats(p.R * p.D));
+    s.ktile = (float *) take(floats(k_tile * p.D));
+    s.vtile = (float *) take(floats(k_tile * p.Dv));
+    s.scores = (float *) take(floats(k_tile));
+    s.state = (float *) take(floats(p.R * (p.Dv + 2)));
+    s.krow = (const float **) take(ggml_pad(2 * k_tile * sizeof(void *), 64));
+    s.vrow = s.krow + k_tile;
+    s.qrow = (const float **) take(ggml_pad(p.R * 2 * sizeof(void *), 64));
+    s.mrow = (const char **) (s.qrow + p.R);
+    s.slope = (float *) take(floats(p.R));
+    return s;
+}
+
+struct fa_args {
+    const ggml_tensor *q, *k, *v, *mask;
+    float scale, max_bias, softcap;
+};
+
+float mask_value(const ggml_tensor * mask, const char * row, int64_t j) {
+    return mask->type == GGML_TYPE_F16 ? ggml_compute_fp16_to_fp32(((const uint16_t *) row)[j]) : ((const float *) row)[j];
+}
+
+// Online softmax over kv rows [kv0, kv1) for the query rows of one unit: queries [iq0, iq1)
+// of every head of kv head hk in sequence sq. Leaves (acc, M, S) per row in sc.state.
+void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t iq0,
+                 int64_t iq1, int64_t kv0, int64_t kv1) {
+    const auto & vec = ggml_cpu_vec();
+    const int64_t nq = iq1 - iq0;
+    const int64_t rows = nq * p.G;
+    const int64_t stride = p.Dv + 2;
+
+    for (int64_t ri = 0; ri < rows; ++ri) {
+        const int64_t iq = iq0 + ri / p.G;
+        const int64_t h = hk * p.G + ri % p.G;
+        sc.qrow[ri] = ggml_cpu_load_row(a.q, iq, h, sq, sc.q + ri * p.D);
+        sc.mrow[ri] = a.mask ? ggml_cpu_row_ptr(a.mask, iq, h % a.mask->ne[2], sq % a.mask->ne[3]) : nullptr;
+        sc.slope[ri] = a.mask ? ggml_cpu_alibi_slope(a.max_bias, p.n_head, h) : 1.0f;
+        float * st = sc.state + ri * stride;
+        std::memset(st, 0, p.Dv * sizeof(float));
+        st[p.Dv] = -INFINITY;
+        st[p.Dv + 1] = 0.0f;
+    }
+
+    for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
+        const int64_t nt = std::min(k_tile, kv1 - j0);
+        if (a.mask) {
+            // a tile every row masks out entirely is never decoded (causal prefill, padding)
+            bool any = false;
+            for (int64_t ri = 0; ri < rows && !any; ++ri) {
+                for (int64_t t = 0; t < nt && !any; ++t) any = mask_value(a.mask, sc.mrow[ri], j0 + t) != -INFINITY;
+            }
+            if (!any) continue;
+        }
+        for (int64_t t = 0; t < nt; ++t) {
+            sc.krow[t] = ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
+            sc.vrow[t] = ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
+        }
+        for (int64_t ri = 0; ri < rows; ++ri) {
+            float * s = sc.scores;
+            float tile_max = -INFINITY;
+            for (int64_t t = 0; t < nt; ++t) {
+                float mv = 0.0f;
+                if (sc.mrow[ri]) {
+                    mv = mask_value(a.mask, sc.mrow[ri], j0 + t);
+                    if (mv == -INFINITY) {
+                        s[t] = -INFINITY;
+                        continue;
+                    }
+                }
+                float x = vec.dot(p.D, sc.qrow[ri], sc.krow[t]) * a.scale;
+                if (a.softcap > 0.0f) x = a.softcap * std::tanh(x / a.softcap);
+                x += sc.slope[ri] * mv;
+                s[t] = x;
+                tile_max = std::max(tile_max, x);
+            }
+            if (tile_max == -INFINITY) continue;
+            float * st = sc.state + ri * stride;
+            float & M = st[p.Dv];
+            float & S = st[p.Dv + 1];
+            if (tile_max > M) {
+                if (M != -INFINITY) {
+                    const float r = std::exp(M - tile_max);
+                    S *= r;
+                    vec.scale_bias(p.Dv, st, st, r, 0.0f);
+                }
+                M = tile_max;
+            }
+            S += vec.exp_sum(nt, s, s, M);
+            for (int64_t t = 0; t < nt; ++t) {
+                if (s[t] != 0.0f) vec.axpy(p.Dv, st, s[t], sc.vrow[t]);
+            }
+        }
+    }
+}
+
+void write_output(const fa_plan & p, ggml_tensor * dst, const float * st, int64_t h, int64_t iq, int64_t sq) {
+    float * out = (float *) ggml_cpu_row_ptr(dst, h, iq, sq);
+    const float S = st[p.Dv + 1];
+    // a row with every key masked has no weights: zeros, not NaN
+    const float inv = S > 0.0f ? 1.0f / S : 0.0f;
+    ggml_cpu_vec().scale_bias(p.Dv, out, st, inv, 0.0f);
+}
+
+} // namespace
+
+size_t ggml_cpu_flash_attn_work_size(const ggml_tensor * dst, int nth) {
+    const fa_plan p = make_plan(dst, nth);
+    return p.per_thread * nth + p.partial + 128;
+}
+
+void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * params, ggml_tensor * dst) {
+    fa_args a;
+    a.q = dst->src[0];
+    a.k = dst->src[1];
+    a.v = dst->src[2];
+    a.mask = dst->src[3];
+    a.scale = ggml_get_op_params_f32(dst, 0);
+    a.max_bias = ggml_get_op_params_f32(dst, 1);
+    a.softcap = ggml_get_op_params_f32(dst, 2);
+    GGML_ASSERT(dst->type == GGML_TYPE_F32 && ggml_cpu_is_f32_dense_rows(dst));
+    GGML_ASSERT(a.q->ne[2] % a.k->ne[2] == 0 && a.k->ne[2] == a.v->ne[2] && a.k->ne[1] == a.v->ne[1]);
+    GGML_ASSERT(!a.mask || (a.mask->ne[0] == a.k->ne[1] && a.mask->ne[1] >= a.q->ne[1]));
+    GGML_ASSERT(!a.mask || a.mask->nb[0] == ggml_type_size(a.mask->type));
+
+    const int ith = params->ith, nth = params->nth;
+    const fa_plan p = make_plan(dst, nth);
+    GGML_ASSERT(params->wdata && params->wsize >= p.per_thread * nth + p.partial + 64 && "flash_attn: scratch too small");
+    char * base = (char *) ggml_pad((uintptr_t) params->wdata, 64);
+    fa_scratch sc = carve(p, base + p.per_thread * ith);
+    const int64_t stride = p.Dv + 2;
+
+    if (!p.split_kv) {
+        // units dealt round-robin: later query blocks of a causal mask cost more
+        for (int64_t u = ith; u < p.n_units; u += nth) {
+            const int64_t qb = u % p.n_qb;
+            const int64_t hk = (u / p.n_qb) % p.n_head_kv;
+            const int64_t sq = u / (p.n_qb * p.n_head_kv);
+            const int64_t iq0 = qb * p.QB, iq1 = std::min(p.n_q, iq0 + p.QB);
+            attend_unit(p, a, sc, sq, hk, iq0, iq1, 0, p.n_kv);
+            for (int64_t ri = 0; ri < (iq1 - iq0) * p.G; ++ri) {
+                write_output(p, dst, sc.state + ri * stride, hk * p.G + ri % p.G, iq0 + ri / p.G, sq);
+            }
+        }
+        return;
+    }
+
+    // split the KV length: partial states per thread, then merge
+    float * partial = (float *) (base + p.per_thread * nth);
+    const int64_t rows_total = p.n_seq * p.n_q * p.n_head;
+    auto global_row = [&](int64_t sq, int64_t iq, int64_t h) { return (sq * p.n_q + iq) * p.n_head + h; };
+    int64_t kv0, kv1;
+    ggml_cpu_split_rows(p.n_kv, ith, nth, kv0, kv1);
+    for (int64_t u = 0; u < p.n_units; ++u) {
+        const int64_t qb = u % p.n_qb;
+        const int64_t hk = (u / p.n_qb) % p.n_head_kv;
+        const int64_t sq = u / (p.n_qb * p.n_head_kv);
+        const int64_t iq0 = qb * p.QB, iq1 = std::min(p.n_q, iq0 + p.QB);
+        attend_unit(p, a, sc, sq, hk, iq0, iq1, kv0, kv1);
+        for (int64_t ri = 0; ri < (iq1 - iq0) * p.G; ++ri) {
+            const int64_t g = global_row(sq, iq0 + ri / p.G, hk * p.G + ri % p.G);
+            std::memcpy(partial + (ith * rows_total + g) * stride, sc.state + ri * stride, stride * sizeof(float));
+        }
+    }
+    ggml_cpu_barrier(params);
+
+    const auto & vec = ggml_cpu_vec();
+    float * merged = sc.state;   // one row of (acc, M, S)
+    int64_t g0, g1;
+    ggml_cpu_split_rows(rows_total, ith, nth, g0, g1);
+    for (int64_t g = g0; g < g1; ++g) {
+        float M = -INFINITY;
+        for (int t = 0; t < nth; ++t) M = std::max(M, partial[(t * rows_total + g) * stride + p.Dv]);
+        std::memset(merged, 0, stride * sizeof(float));
+        float S = 0.0f;
+        if (M != -INFINITY) {
+            for (int t = 0; t < nth; ++t) {
+                const float * st = partial + (t * rows_total + g) * stride;
+                if (st[p.Dv] == -INFINITY) continue;
+                const float w = std::exp(st[p.Dv] - M);
+                S += w * st[p.Dv + 1];
+                vec.axpy(p.Dv, merged, w, st);
+            }
+        }
+        merged[p.Dv + 1] = S;
+        const int64_t h = g % p.n_head;
+        const int64_t iq = (g / p.n_head) % p.n_q;
+        const int64_t sq = g / (p.n_head * p.n_q);
+        write_output(p, dst, merged, h, iq, sq);
+    }
+}

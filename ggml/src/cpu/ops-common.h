@@ -1,0 +1,90 @@
+// Shared pieces of the CPU op kernels (ops-*.cpp): row addressing, row loading/storing in any
+// float type, per-thread scratch, and the table of vector primitives that each instruction set
+// fills (scalar reference in ops-vec.cpp, SIMD in avx2/ops-vec.cpp and avx512/ops-vec.cpp).
+#pragma once
+
+#include "cpu-ops.h"
+#include "ggml-cpu.h"
+
+#include <cstdint>
+
+// Vector primitives on dense f32 rows. Every entry has a scalar reference; an ISA level may
+// replace any subset. Kernels fetch the table once per op with ggml_cpu_vec(), which honours
+// the ISA cap (ggml_cpu_set_isa), so tests can compare paths.
+struct ggml_cpu_vec_fns {
+    void (*add)(int64_t n, float * z, const float * x, const float * y);
+    void (*sub)(int64_t n, float * z, const float * x, const float * y);
+    void (*mul)(int64_t n, float * z, const float * x, const float * y);
+    void (*div)(int64_t n, float * z, const float * x, const float * y);
+    void (*scale_bias)(int64_t n, float * y, const float * x, float s, float b);  // y = s*x + b
+    void (*silu)(int64_t n, float * y, const float * x);
+    void (*gelu)(int64_t n, float * y, const float * x);
+    void (*swiglu)(int64_t n, float * z, const float * gate, const float * up);
+    float (*sum)(int64_t n, const float * x);
+    float (*sum_sq)(int64_t n, const float * x);
+    float (*max)(int64_t n, const float * x);
+    // y = exp(x - m); returns the sum of y (x may alias y)
+    float (*exp_sum)(int64_t n, float * y, const float * x, float m);
+    float (*dot)(int64_t n, const float * x, const float * y);
+    void (*axpy)(int64_t n, float * y, float a, const float * x);     // y += a*x
+    void (*f16_to_f32)(int64_t n, float * y, const uint16_t * x);
+    void (*f32_to_f16)(int64_t n, uint16_t * y, const float * x);
+    void (*bf16_to_f32)(int64_t n, float * y, const uint16_t * x);
+    // NEOX pairing: (y0, y1) = (x0*c - x1*s, x0*s + x1*c) elementwise over n
+    void (*rope_neox)(int64_t n, float * y0, float * y1, const float * x0, const float * x1, const float * c,
+                      const float * s);
+    // adjacent pairing over n (even) values: y = x*cc + swap_pairs(x)*ss, where cc holds each
+    // cos twice and ss holds (-sin, +sin) per pair
+    void (*rope_norm)(int64_t n, float * y, const float * x, const float * cc, const float * ss);
+};
+
+// Entries an ISA level provides (NULL entries fall back to the next lower level).
+void ggml_cpu_register_vec(ggml_cpu_isa isa, const ggml_cpu_vec_fns & fns);
+// The table for the current ISA cap / for a given level.
+const ggml_cpu_vec_fns & ggml_cpu_vec();
+const ggml_cpu_vec_fns & ggml_cpu_vec_at(ggml_cpu_isa isa);
+
+// ---- addressing
+
+struct ggml_row_coord {
+    int64_t i1, i2, i3;
+};
+
+// Row r (0 <= r < ne1*ne2*ne3) of t as (i1, i2, i3).
+static inline ggml_row_coord ggml_cpu_row_coord(const ggml_tensor * t, int64_t r) {
+    ggml_row_coord c;
+    c.i1 = r % t->ne[1];
+    r /= t->ne[1];
+    c.i2 = r % t->ne[2];
+    c.i3 = r / t->ne[2];
+    return c;
+}
+
+static inline char * ggml_cpu_row_ptr(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return (char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+static inline bool ggml_cpu_is_f32_dense_rows(const ggml_tensor * t) {
+    return t->type == GGML_TYPE_F32 && (t->nb[0] == sizeof(float) || t->ne[0] == 1);
+}
+
+// One element of a non-quantized tensor as f32 (f32, f16, bf16, i32, i16, i8).
+float ggml_cpu_get_f32(ggml_type type, const void * p);
+void  ggml_cpu_set_f32(ggml_type type, void * p, float v);
+
+// The f32 values of row (i1, i2, i3) of t: a pointer into t when it is f32 with dense rows,
+// otherwise tmp (ne0 floats) filled by conversion (any stride; quantized rows must be dense).
+const float * ggml_cpu_load_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3, float * tmp);
+// Write ne0 f32 values into row (i1, i2, i3) of t, converting to its type.
+void ggml_cpu_store_row(const ggml_tensor * t, int64_t i1, int64_t i2, int64_t i3, const float * src);
+// Where an op can write row (i1, i2, i3) of dst directly (f32 dense rows), or tmp otherwise;
+// call ggml_cpu_finish_row afterwards.
+float * ggml_cpu_out_row(const ggml_tensor * dst, int64_t i1, int64_t i2, int64_t i3, float * tmp);
+void ggml_cpu_finish_row(const ggml_tensor * dst, int64_t i1, int64_t i2, int64_t i3, const float * row);
+
+// Per-thread scratch that grows to the largest request and then stays (no allocation per token).
+// slot selects one of a few independent buffers.
+float * ggml_cpu_thread_scratch(int slot, size_t n_floats);
+
+// Slopes of ALiBi (max_bias > 0): head h of n_head; 1 when max_bias == 0.
+float ggml_cpu_alibi_slope(float max_bias, int64_t n_head, int64_t h);

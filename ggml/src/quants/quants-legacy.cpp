@@ -1,0 +1,452 @@
+// The 32-value "legacy" formats q4_0, q4_1, q5_0, q5_1, q6_0 and q8_0 (as a weight type):
+// decoders, reference encoders, the imatrix-weighted quantizers (the same search as llama.cpp's
+// make_qx_quants / make_qkx3_quants, so that files come out alike), and the scalar gemm kernels
+// that define what the SIMD kernels must compute.
+#include "quants-legacy.h"
+#include "quants-search.h"
+
+#include "cpu-traits.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// decoders
+
+void q4_0_to_float(const void * vx, float * y, int64_t n) {
+    const auto * x = (const block_q4_0 *) vx;
+    for (int64_t ib = 0; ib < n / QK4_0; ++ib, y += QK4_0) {
+        const float d = GGML_FP16_TO_FP32(x[ib].d);
+        for (int j = 0; j < 16; ++j) {
+            y[j]      = ((x[ib].qs[j] & 0xF) - 8) * d;
+            y[j + 16] = ((x[ib].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+void q4_1_to_float(const void * vx, float * y, int64_t n) {
+    const auto * x = (const block_q4_1 *) vx;
+    for (int64_t ib = 0; ib < n / QK4_1; ++ib, y += QK4_1) {
+        const float d = GGML_FP16_TO_FP32(x[ib].d);
+        const float m = GGML_FP16_TO_FP32(x[ib].m);
+        for (int j = 0; j < 16; ++j) {
+            y[j]      = (x[ib].qs[j] & 0xF) * d + m;
+            y[j + 16] = (x[ib].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+inline uint32_t load_u32(const uint8_t * p) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+void q5_0_to_float(const void * vx, float * y, int64_t n) {
+    const auto * x = (const block_q5_0 *) vx;
+    for (int64_t ib = 0; ib < n / QK5_0; ++ib, y += QK5_0) {
+        const float d = GGML_FP16_TO_FP32(x[ib].d);
+        const uint32_t qh = load_u32(x[ib].qh);
+        for (int j = 0; j < 16; ++j) {
+            const int q0 = (x[ib].qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+            const int q1 = (x[ib].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+            y[j]      = (q0 - 16) * d;
+            y[j + 16] = (q1 - 16) * d;
+        }
+    }
+}
+
+void q5_1_to_float(const void * vx, float * y, int64_t n) {
+    const auto * x = (const block_q5_1 *) vx;
+    for (int64_t ib = 0; ib < n / QK5_1; ++ib, y += QK5_1) {
+        const float d = GGML_FP16_TO_FP32(x[ib].d);
+        const float m = GGML_FP16_TO_FP32(x[ib].m);
+        const uint32_t qh = load_u32(x[ib].qh);
+        for (int j = 0; j < 16; ++j) {
+            const int q0 = (x[ib].qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+            const int q1 = (x[ib].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+            y[j]      = q0 * d + m;
+            y[j + 16] = q1 * d + m;
+        }
+    }
+}
+
+void q6_0_to_float(const void * vx, float * y, int64_t n) {
+    const auto * x = (const block_q6_0 *) vx;
+    for (int64_t ib = 0; ib < n / QK6_0; ++ib, y += QK6_0) {
+        const float d = GGML_FP16_TO_FP32(x[ib].d);
+        for (int j = 0; j < 16; ++j) {
+            const int shift = 4 * (j / 8);
+            const int h = x[ib].qh[j % 8] >> shift;
+            const int q0 = (x[ib].qs[j] & 0xF) | ((h & 3) << 4);
+            const int q1 = (x[ib].qs[j] >> 4) | (((h >> 2) & 3) << 4);
+            y[j]      = (q0 - 32) * d;
+            y[j + 16] = (q1 - 32) * d;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// reference encoders (no importance weights): the simple round-to-grid of ggml
+
+// The signed value of largest magnitude (first one on ties).
+inline float signed_absmax(const float * x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; ++j) {
+        if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
+    }
+    return max;
+}
+
+// 1/d, or 0 when d is 0 or so small that 1/d overflows (the stored fp16 scale is 0 then too).
+inline float safe_inverse(float d) { return std::fabs(d) >= FLT_MIN ? 1.0f / d : 0.0f; }
+
+void q4_0_from_float(const float * x, void * vy, int64_t n) {
+    auto * y = (block_q4_0 *) vy;
+    for (int64_t ib = 0; ib < n / QK4_0; ++ib, x += QK4_0) {
+        const float d  = signed_absmax(x, QK4_0) / -8;
+        const float id = safe_inverse(d);
+        y[ib].d = GGML_FP32_TO_FP16(d);
+        for (int j = 0; j < 16; ++j) {
+            const uint8_t q0 = (uint8_t) std::min(15, (int) (int8_t) (x[j] * id + 8.5f));
+            const uint8_t q1 = (uint8_t) std::min(15, (int) (int8_t) (x[j + 16] * id + 8.5f));
+            y[ib].qs[j] = q0 | (q1 << 4);
+        }
+    }
+}
+
+void min_max(const float * x, int n, float & min, float & max) {
+    min = FLT_MAX;
+    max = -FLT_MAX;
+    for (int j = 0; j < n; ++j) {
+        min = std::min(min, x[j]);
+        max = std::max(max, x[j]);
+    }
+}
+
+void q4_1_from_float(const float * x, void * vy, int64_t n) {
+    auto * y = (block_q4_1 *) vy;
+    for (int64_t ib = 0; ib < n / QK4_1; ++ib, x += QK4_1) {
+        float min, max;
+        min_max(x, QK4_1, min, max);
+        const float d  = (max - min) / 15;
+        const float id = safe_inverse(d);
+        y[ib].d = GGML_FP32_TO_FP16(d);
+        y[ib].m = GGML_FP32_TO_FP16(min);
+        for (int j = 0; j < 16; ++j) {
+            const uint8_t q0 = (uint8_t) std::min(15, (int) (int8_t) ((x[j] - min) * id + 0.5f));
+            const uint8_t q1 = (uint8_t) std::min(15, (int) (int8_t) ((x[j + 16] - min) * id + 0.5f));
+            y[ib].qs[j] = q0 | (q1 << 4);
+        }
+    }
+}
+
+// Pack 32 5-bit values (element j and j + 16 share a byte, 5th bits into qh).
+void pack_q5(const uint8_t * L, uint8_t * qs, uint8_t * qh_bytes) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        qs[j] = (L[j] & 0xF) | ((L[j + 16] & 0xF) << 4);
+        qh |= (uint32_t) ((L[j] >> 4) & 1) << j;
+        qh |= (uint32_t) ((L[j + 16] >> 4) & 1) << (j + 16);
+    }
+    std::memcpy(qh_bytes, &qh, sizeof(qh));
+}
+
+void pack_q6(const uint8_t * L, uint8_t * qs, uint8_t * qh) {
+    std::memset(qh, 0, QK6_0 / 4);
+    for (int j = 0; j < 16; ++j) {
+        qs[j] = (L[j] & 0xF) | ((L[j + 16] & 0xF) << 4);
+        const int shift = 4 * (j / 8);
+        qh[j % 8] |= (uint8_t) ((((L[j] >> 4) & 3) | (((L[j + 16] >> 4) & 3) << 2)) << shift);
+    }
+}
+
+void q5_0_from_float(const float * x, void * vy, int64_t n) {
+    auto * y = (block_q5_0 *) vy;
+    for (int64_t ib = 0; ib < n / QK5_0; ++ib, x += QK5_0) {
+        const float d  = signed_absmax(x, QK5_0) / -16;
+        const float id = safe_inverse(d);
+        y[ib].d = GGML_FP32_TO_FP16(d);
+        uint8_t L[QK5_0];
+        for (int j = 0; j < QK5_0; ++j) L[j] = (uint8_t) std::min(31, (int) (int8_t) (x[j] * id + 16.5f));
+        pack_q5(L, y[ib].qs, y[ib].qh);
+    }
+}
+
+void q5_1_from_float(const float * x, void * vy, int64_t n) {
+    auto * y = (block_q5_1 *) vy;
+    for (int64_t ib = 0; ib < n / QK5_1; ++ib, x += QK5_1) {
+        float min, max;
+        min_max(x, QK5_1, min, max);
+        const float d  = (max - min) / 31;
+        const float id = safe_inverse(d);
+        y[ib].d = GGML_FP32_TO_FP16(d);
+        y[ib].m = GGML_FP32_TO_FP16(min);
+        uint8_t L[QK5_1];
+        for (int j = 0; j < QK5_1; ++j) L[j] = (uint8_t) std::min(31, (int) ((x[j] - min) * id + 0.5f));
+        pack_q5(L, y[ib].qs, y[ib].qh);
+    }
+}
+
+void q6_0_from_float(const float * x, void * vy, int64_t n) {
+    auto * y = (block_q6_0 *) vy;
+    for (int64_t ib = 0; ib < n / QK6_0; ++ib, x += QK6_0) {
+        const float d  = signed_absmax(x, QK6_0) / -32;
+        const float id = safe_inverse(d);
+        y[ib].d = GGML_FP32_TO_FP16(d);
+        uint8_t L[QK6_0];
+        for (int j = 0; j < QK6_0; ++j) L[j] = (uint8_t) std::min(63, (int) (int8_t) (x[j] * id + 32.5f));
+        pack_q6(L, y[ib].qs, y[ib].qh);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// full quantizers (importance weights): per block, weight_j = imatrix_j * sqrt(sigma2 + x_j^2)
+// with sigma2 the row's mean square, then the weighted least-squares scale search.
+
+struct row_weights {
+    float sigma2;
+    row_weights(const float * x, int64_t n) {
+        float sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += x[j] * x[j];
+        sigma2 = sum / n;
+    }
+    void block(const float * xb, const float * qw, float * w, int n) const {
+        for (int j = 0; j < n; ++j) w[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+    }
+};
+
+// Symmetric formats: levels -nmax .. nmax-1 stored with offset nmax.
+template <int NMAX>
+void quantize_row_symmetric(const float * x, const float * imatrix, int64_t n, ggml_fp16_t * d_out, size_t stride,
+                            void (*pack)(const uint8_t *, uint8_t *, uint8_t *), size_t qs_off, size_t qh_off,
+                            bool x2_weights_without_imatrix) {
+    const row_weights rw(x, n);
+    uint8_t * base = (uint8_t *) d_out;
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const float * xb = x + 32 * ib;
+        float w[32];
+        if (imatrix) {
+            rw.block(xb, imatrix + 32 * ib, w, 32);
+        } else {
+            for (int j = 0; j < 32; ++j) w[j] = x2_weights_without_imatrix ? xb[j] * xb[j] : 1.0f;
+        }
+        int8_t L[32];
+        const float d = legacy_search::make_qx_quants(32, NMAX, xb, L, w);
+        uint8_t * blk = base + ib * stride;
+        const ggml_fp16_t dh = GGML_FP32_TO_FP16(d);
+        std::memcpy(blk, &dh, sizeof(dh));
+        pack((const uint8_t *) L, blk + qs_off, qh_off ? blk + qh_off : nullptr);
+    }
+}
+
+void pack_q4(const uint8_t * L, uint8_t * qs, uint8_t *) {
+    for (int j = 0; j < 16; ++j) qs[j] = L[j] | (L[j + 16] << 4);
+}
+
+// Asymmetric formats (q4_1, q5_1): levels 0 .. nmax with a min.
+template <int NMAX>
+void quantize_row_asymmetric(const float * x, const float * imatrix, int64_t n, void * vy, size_t stride,
+                             void (*pack)(const uint8_t *, uint8_t *, uint8_t *), size_t qs_off, size_t qh_off) {
+    const row_weights rw(x, n);
+    uint8_t * base = (uint8_t *) vy;
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const float * xb = x + 32 * ib;
+        float w[32];
+        rw.block(xb, imatrix + 32 * ib, w, 32);
+        uint8_t L[32], Laux[32];
+        float min;
+        const float d = legacy_search::make_qkx3_quants(32, NMAX, xb, w, L, &min, Laux, -0.9f, 0.05f, 36);
+        uint8_t * blk = base + ib * stride;
+        const ggml_fp16_t dh = GGML_FP32_TO_FP16(d), mh = GGML_FP32_TO_FP16(-min);
+        std::memcpy(blk, &dh, sizeof(dh));
+        std::memcpy(blk + 2, &mh, sizeof(mh));
+        pack(L, blk + qs_off, qh_off ? blk + qh_off : nullptr);
+    }
+}
+
+bool rows_finite(const float * x, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+        if (!std::isfinite(x[i])) return false;
+    }
+    return true;
+}
+
+template <typename Row>
+size_t quantize_rows(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row, Row row) {
+    if (!rows_finite(src, nrows * n_per_row)) return 0;
+    const size_t row_size = ggml_row_size(type, n_per_row);
+    for (int64_t r = 0; r < nrows; ++r) row(src + r * n_per_row, (uint8_t *) dst + r * row_size);
+    return nrows * row_size;
+}
+
+size_t quantize_q4_0(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
+    return quantize_rows(GGML_TYPE_Q4_0, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
+        if (!imatrix) return q4_0_from_float(x, y, n);
+        quantize_row_symmetric<8>(x, imatrix, n, (ggml_fp16_t *) y, sizeof(block_q4_0), pack_q4,
+                                  offsetof(block_q4_0, qs), 0, false);
+    });
+}
+
+size_t quantize_q5_0(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
+    return quantize_rows(GGML_TYPE_Q5_0, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
+        if (!imatrix) return q5_0_from_float(x, y, n);
+        quantize_row_symmetric<16>(x, imatrix, n, (ggml_fp16_t *) y, sizeof(block_q5_0), pack_q5,
+                                   offsetof(block_q5_0, qs), offsetof(block_q5_0, qh), false);
+    });
+}
+
+// q6_0 always searches the scale (x^2 weights without an imatrix), as ik_llama.cpp does.
+size_t quantize_q6_0(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
+    return quantize_rows(GGML_TYPE_Q6_0, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
+        quantize_row_symmetric<32>(x, imatrix, n, (ggml_fp16_t *) y, sizeof(block_q6_0), pack_q6,
+                                   offsetof(block_q6_0, qs), offsetof(block_q6_0, qh), true);
+    });
+}
+
+size_t quantize_q4_1(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
+    return quantize_rows(GGML_TYPE_Q4_1, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
+        if (!imatrix) return q4_1_from_float(x, y, n);
+        quantize_row_asymmetric<15>(x, imatrix, n, y, sizeof(block_q4_1), pack_q4, offsetof(block_q4_1, qs), 0);
+    });
+}
+
+size_t quantize_q5_1(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
+    return quantize_rows(GGML_TYPE_Q5_1, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
+        if (!imatrix) return q5_1_from_float(x, y, n);
+        quantize_row_asymmetric<31>(x, imatrix, n, y, sizeof(block_q5_1), pack_q5, offsetof(block_q5_1, qs),
+                                    offsetof(block_q5_1, qh));
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// scalar gemm: the reference the SIMD kernels are compared with. Each block's integer dot
+// product is exact; it is scaled once per block.
+
+struct dot_q4_0 {
+    using wblock = block_q4_0;
+    using xblock = block_q8_0;
+    static float block(const wblock & w, const xblock & x) {
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) {
+            sum += ((w.qs[j] & 0xF) - 8) * x.qs[j] + ((w.qs[j] >> 4) - 8) * x.qs[j + 16];
+        }
+        return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d);
+    }
+};
+
+struct dot_q4_1 {
+    using wblock = block_q4_1;
+    using xblock = block_q8_1;
+    static float block(const wblock & w, const xblock & x) {
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) sum += (w.qs[j] & 0xF) * x.qs[j] + (w.qs[j] >> 4) * x.qs[j + 16];
+        return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d) + GGML_FP16_TO_FP32(w.m) * GGML_FP16_TO_FP32(x.s);
+    }
+};
+
+struct dot_q5_0 {
+    using wblock = block_q5_0;
+    using xblock = block_q8_0;
+    static float block(const wblock & w, const xblock & x) {
+        const uint32_t qh = load_u32(w.qh);
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) {
+            const int q0 = ((w.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
+            const int q1 = ((w.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+            sum += q0 * x.qs[j] + q1 * x.qs[j + 16];
+        }
+        return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d);
+    }
+};
+
+struct dot_q5_1 {
+    using wblock = block_q5_1;
+    using xblock = block_q8_1;
+    static float block(const wblock & w, const xblock & x) {
+        const uint32_t qh = load_u32(w.qh);
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) {
+            const int q0 = (w.qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+            const int q1 = (w.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+            sum += q0 * x.qs[j] + q1 * x.qs[j + 16];
+        }
+        return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d) + GGML_FP16_TO_FP32(w.m) * GGML_FP16_TO_FP32(x.s);
+    }
+};
+
+struct dot_q6_0 {
+    using wblock = block_q6_0;
+    using xblock = block_q8_0;
+    static float block(const wblock & w, const xblock & x) {
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) {
+            const int h = w.qh[j % 8] >> (4 * (j / 8));
+            const int q0 = ((w.qs[j] & 0xF) | ((h & 3) << 4)) - 32;
+            const int q1 = ((w.qs[j] >> 4) | (((h >> 2) & 3) << 4)) - 32;
+            sum += q0 * x.qs[j] + q1 * x.qs[j + 16];
+        }
+        return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d);
+    }
+};
+
+struct dot_q8_0 {
+    using wblock = block_q8_0;
+    using xblock = block_q8_0;
+    static float block(const wblock & w, const xblock & x) {
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) sum += w.qs[j] * x.qs[j];
+        return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d);
+    }
+};
+
+template <typename Dot>
+void gemm_scalar(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                 size_t dst_stride, int nr, int nc) {
+    const int64_t nb = n / 32;
+    for (int c = 0; c < nc; ++c) {
+        const auto * xr = (const typename Dot::xblock *) ((const uint8_t *) x + c * x_stride);
+        for (int r = 0; r < nr; ++r) {
+            const auto * wr = (const typename Dot::wblock *) ((const uint8_t *) w + r * w_stride);
+            float sum = 0.0f;
+            for (int64_t ib = 0; ib < nb; ++ib) sum += Dot::block(wr[ib], xr[ib]);
+            dst[c * dst_stride + r] = sum;
+        }
+    }
+}
+
+void register_legacy_types() {
+    struct entry {
+        ggml_type t;
+        ggml_to_float_t to_float;
+        ggml_from_float_t from_float;
+        ggml_quantize_rows_t quantize;
+    };
+    const entry entries[] = {
+        { GGML_TYPE_Q4_0, q4_0_to_float, q4_0_from_float, quantize_q4_0 },
+        { GGML_TYPE_Q4_1, q4_1_to_float, q4_1_from_float, quantize_q4_1 },
+        { GGML_TYPE_Q5_0, q5_0_to_float, q5_0_from_float, quantize_q5_0 },
+        { GGML_TYPE_Q5_1, q5_1_to_float, q5_1_from_float, quantize_q5_1 },
+        { GGML_TYPE_Q6_0, q6_0_to_float, q6_0_from_float, quantize_q6_0 },
+    };
+    for (const entry & e : entries) {
+        auto * tt = ggml_type_traits_mut(e.t);
+        tt->to_float = e.to_float;
+        tt->from_float_ref = e.from_float;
+        tt->quantize = e.quantize;
+    }
+    // q8_0's decoder and encoder are registered with the activation types (quants-q8.cpp)
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_0, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, gemm_scalar<dot_q4_0>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_1, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_1, gemm_scalar<dot_q4_1>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_0, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, gemm_scalar<dot_q5_0>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_1, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_1, gemm_scalar<dot_q5_1>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_0, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, gemm_scalar<dot_q6_0>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q8_0, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, gemm_scalar<dot_q8_0>);
+}
+GGML_REGISTER(register_legacy_types);
+
+} // namespace

@@ -1,0 +1,220 @@
+// libllama: load a GGUF model, decode batches of tokens, get logits, tokenize, sample.
+// The names and semantics follow llama.cpp's C API so that tools written for it port directly.
+#pragma once
+
+#include "ggml.h"
+#include "ggml-backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LLAMA_DEFAULT_SEED 0xFFFFFFFF
+#define LLAMA_TOKEN_NULL -1
+
+typedef int32_t llama_token;
+typedef int32_t llama_pos;
+typedef int32_t llama_seq_id;
+
+struct llama_model;
+struct llama_context;
+struct llama_vocab;
+struct llama_sampler;
+
+enum llama_flash_attn_type {
+    LLAMA_FLASH_ATTN_TYPE_AUTO     = -1,
+    LLAMA_FLASH_ATTN_TYPE_DISABLED = 0,
+    LLAMA_FLASH_ATTN_TYPE_ENABLED  = 1,
+};
+
+// A tensor placement rule: tensors whose name matches the regex go to the named buffer type.
+struct llama_model_tensor_buft_override {
+    const char * pattern;
+    ggml_backend_buffer_type_t buft;
+};
+
+struct llama_model_params {
+    int32_t n_gpu_layers;
+    bool    use_mmap;
+    bool    use_mlock;
+    bool    check_tensors;   // validate tensor data (NaN/inf) at load
+    const struct llama_model_tensor_buft_override * tensor_buft_overrides;   // NULL-terminated
+    void (*progress_callback)(float progress, void * user_data);
+    void *  progress_callback_user_data;
+};
+
+struct llama_context_params {
+    uint32_t n_ctx;            // 0: from the model
+    uint32_t n_batch;          // logical batch: most tokens per llama_decode call
+    uint32_t n_ubatch;         // physical batch: most tokens per graph
+    uint32_t n_seq_max;        // sequences (server slots)
+    int32_t  n_threads;        // generation (1 token)
+    int32_t  n_threads_batch;  // prompt processing
+    enum llama_flash_attn_type flash_attn_type;
+    enum ggml_type type_k;
+    enum ggml_type type_v;
+    bool     embeddings;
+    bool     no_perf;
+    // MoE / MLA controls (ik_llama.cpp)
+    int32_t  mla;              // -1: default for the model
+    int32_t  attn_max_batch;   // -amb, MiB (0: no cap)
+    bool     fused_moe;        // -fmoe
+    int32_t  ser_n_min;        // -ser K,T: at least K experts ...
+    float    ser_threshold;    // ... dropping the weakest whose cumulative weight is below T
+    float    rope_freq_base;   // 0: from the model
+    float    rope_freq_scale;  // 0: from the model
+};
+
+struct llama_batch {
+    int32_t        n_tokens;
+    llama_token *  token;
+    float *        embd;
+    llama_pos *    pos;
+    int32_t *      n_seq_id;
+    llama_seq_id ** seq_id;
+    int8_t *       logits;    // non-zero: output logits for this token
+};
+
+// ---- lifetime
+void llama_backend_init(void);
+void llama_backend_free(void);
+void llama_log_set(ggml_log_callback cb, void * user_data);
+
+struct llama_model_params   llama_model_default_params(void);
+struct llama_context_params llama_context_default_params(void);
+
+// NULL on failure (the message was logged; llama_last_error() has it too).
+struct llama_model * llama_model_load_from_file(const char * path, struct llama_model_params params);
+void llama_model_free(struct llama_model * model);
+const char * llama_last_error(void);
+
+struct llama_context * llama_init_from_model(struct llama_model * model, struct llama_context_params params);
+void llama_free(struct llama_context * ctx);
+
+// ---- model info
+const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
+int32_t  llama_model_n_embd(const struct llama_model * model);
+int32_t  llama_model_n_layer(const struct llama_model * model);
+int32_t  llama_model_n_head(const struct llama_model * model);
+int32_t  llama_model_n_ctx_train(const struct llama_model * model);
+uint64_t llama_model_size(const struct llama_model * model);
+uint64_t llama_model_n_params(const struct llama_model * model);
+int32_t  llama_model_desc(const struct llama_model * model, char * buf, size_t buf_size);
+const char * llama_model_chat_template(const struct llama_model * model, const char * name);
+// metadata value as a string; -1 if absent
+int32_t  llama_model_meta_val_str(const struct llama_model * model, const char * key, char * buf, size_t buf_size);
+bool     llama_model_has_encoder(const struct llama_model * model);
+
+uint32_t llama_n_ctx(const struct llama_context * ctx);
+uint32_t llama_n_batch(const struct llama_context * ctx);
+uint32_t llama_n_ubatch(const struct llama_context * ctx);
+uint32_t llama_n_seq_max(const struct llama_context * ctx);
+const struct llama_model * llama_get_model(const struct llama_context * ctx);
+void llama_set_n_threads(struct llama_context * ctx, int32_t n_threads, int32_t n_threads_batch);
+
+// ---- batches
+struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
+void llama_batch_free(struct llama_batch batch);
+// A batch view over tokens of sequence 0 at the next positions (logits for the last token).
+struct llama_batch llama_batch_get_one(llama_token * tokens, int32_t n_tokens);
+
+// 0: success; 1: no KV slot for the batch (try a smaller batch or free space); < 0: error.
+int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
+
+// Logits of the i-th token of the last batch that asked for output (negative i counts from the end).
+float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
+// All output logits of the last batch, [n_outputs][n_vocab].
+float * llama_get_logits(struct llama_context * ctx);
+
+// ---- KV cache (memory) per sequence
+void llama_memory_clear(struct llama_context * ctx);
+// remove positions [p0, p1) of seq (seq < 0: all; p0 < 0: from 0; p1 < 0: to the end)
+bool llama_memory_seq_rm(struct llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1);
+void llama_memory_seq_cp(struct llama_context * ctx, llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1);
+void llama_memory_seq_keep(struct llama_context * ctx, llama_seq_id seq);
+// add delta to positions [p0, p1) of seq (RoPE shifted lazily before the next decode)
+void llama_memory_seq_add(struct llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta);
+llama_pos llama_memory_seq_pos_min(struct llama_context * ctx, llama_seq_id seq);
+llama_pos llama_memory_seq_pos_max(struct llama_context * ctx, llama_seq_id seq);
+// cells in use / total
+int32_t llama_memory_n_used(struct llama_context * ctx);
+size_t  llama_memory_size_bytes(struct llama_context * ctx);
+
+// ---- vocab
+enum llama_vocab_type { LLAMA_VOCAB_TYPE_NONE = 0, LLAMA_VOCAB_TYPE_SPM = 1, LLAMA_VOCAB_TYPE_BPE = 2, LLAMA_VOCAB_TYPE_WPM = 3 };
+enum llama_vocab_type llama_vocab_type(const struct llama_vocab * vocab);
+int32_t     llama_vocab_n_tokens(const struct llama_vocab * vocab);
+llama_token llama_vocab_bos(const struct llama_vocab * vocab);
+llama_token llama_vocab_eos(const struct llama_vocab * vocab);
+llama_token llama_vocab_eot(const struct llama_vocab * vocab);
+bool        llama_vocab_is_eog(const struct llama_vocab * vocab, llama_token token);
+bool        llama_vocab_is_control(const struct llama_vocab * vocab, llama_token token);
+bool        llama_vocab_get_add_bos(const struct llama_vocab * vocab);
+bool        llama_vocab_get_add_eos(const struct llama_vocab * vocab);
+const char * llama_vocab_get_text(const struct llama_vocab * vocab, llama_token token);
+
+// Returns the number of tokens, or -(needed) if n_tokens_max is too small.
+int32_t llama_tokenize(const struct llama_vocab * vocab, const char * text, int32_t text_len, llama_token * tokens,
+                       int32_t n_tokens_max, bool add_special, bool parse_special);
+// Bytes written (not NUL-terminated), or -(needed) if the buffer is too small.
+int32_t llama_token_to_piece(const struct llama_vocab * vocab, llama_token token, char * buf, int32_t length,
+                             int32_t lstrip, bool special);
+int32_t llama_detokenize(const struct llama_vocab * vocab, const llama_token * tokens, int32_t n_tokens, char * text,
+                         int32_t text_len_max, bool remove_special, bool unparse_special);
+
+// ---- sampling: a chain of samplers applied to a candidate array
+typedef struct llama_token_data {
+    llama_token id;
+    float logit;
+    float p;
+} llama_token_data;
+
+typedef struct llama_token_data_array {
+    llama_token_data * data;
+    size_t size;
+    int64_t selected;   // index in data of the chosen token, -1 if none
+    bool sorted;        // by logit, descending
+} llama_token_data_array;
+
+struct llama_sampler_chain_params { bool no_perf; };
+struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
+
+struct llama_sampler * llama_sampler_chain_init(struct llama_sampler_chain_params params);
+void llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler * smpl);   // takes ownership
+int  llama_sampler_chain_n(const struct llama_sampler * chain);
+
+struct llama_sampler * llama_sampler_init_greedy(void);
+struct llama_sampler * llama_sampler_init_dist(uint32_t seed);
+struct llama_sampler * llama_sampler_init_top_k(int32_t k);
+struct llama_sampler * llama_sampler_init_top_p(float p, size_t min_keep);
+struct llama_sampler * llama_sampler_init_min_p(float p, size_t min_keep);
+struct llama_sampler * llama_sampler_init_typical(float p, size_t min_keep);
+struct llama_sampler * llama_sampler_init_temp(float t);
+struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, float penalty_repeat, float penalty_freq,
+                                                    float penalty_present);
+
+const char * llama_sampler_name(const struct llama_sampler * smpl);
+void llama_sampler_accept(struct llama_sampler * smpl, llama_token token);
+void llama_sampler_apply(struct llama_sampler * smpl, llama_token_data_array * cur_p);
+void llama_sampler_reset(struct llama_sampler * smpl);
+void llama_sampler_free(struct llama_sampler * smpl);
+// Sample from the logits of output idx of the last batch, and accept the token.
+llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx);
+
+// ---- performance counters
+struct llama_perf_context_data {
+    double t_start_ms, t_load_ms, t_p_eval_ms, t_eval_ms;
+    int32_t n_p_eval, n_eval;
+};
+struct llama_perf_context_data llama_perf_context(const struct llama_context * ctx);
+void llama_perf_context_reset(struct llama_context * ctx);
+
+const char * llama_print_system_info(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,375 @@
+// The inference context: KV cache, scheduler, and llama_decode, which cuts a batch into
+// micro-batches, finds KV cells for them, builds and runs each graph and keeps the logits asked for.
+#include "llama-context.h"
+
+#include "ggml-cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+llama_context::~llama_context() {
+    if (sched) ggml_backend_sched_free(sched);
+    if (cpu) ggml_backend_free(cpu);
+}
+
+namespace {
+
+void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch & ub) {
+    if (g.inp_tokens) ggml_backend_tensor_set(g.inp_tokens, ub.token, 0, ub.n_tokens * sizeof(int32_t));
+    if (g.inp_pos) ggml_backend_tensor_set(g.inp_pos, ub.pos, 0, ub.n_tokens * sizeof(int32_t));
+    if (g.inp_kv_idx) {
+        auto & idx = lctx.scratch_i64;
+        idx.resize(ub.n_tokens);
+        for (uint32_t i = 0; i < ub.n_tokens; ++i) idx[i] = ub.cells[i];
+        ggml_backend_tensor_set(g.inp_kv_idx, idx.data(), 0, idx.size() * sizeof(int64_t));
+    }
+    if (g.inp_mask) {
+        // token i sees cell j if j holds one of i's sequences at a position <= i's position
+        auto & m = lctx.scratch_f32;
+        const int64_t n_kv = g.n_kv;
+        m.assign(n_kv * ub.n_tokens, -INFINITY);
+        for (uint32_t i = 0; i < ub.n_tokens; ++i) {
+            float * row = m.data() + i * n_kv;
+            for (int64_t j = 0; j < n_kv; ++j) {
+                const llama_kv_cell & c = lctx.kv.cells[j];
+                if (c.empty() || c.pos > ub.pos[i]) continue;
+                for (llama_seq_id s : ub.seq[i]) {
+                    if (c.seq.count(s)) {
+                        row[j] = 0.0f;
+                        break;
+                    }
+                }
+            }
+        }
+        ggml_backend_tensor_set(g.inp_mask, m.data(), 0, m.size() * sizeof(float));
+    }
+    if (g.inp_out_ids) ggml_backend_tensor_set(g.inp_out_ids, ub.out_rows.data(), 0, ub.out_rows.size() * sizeof(int32_t));
+}
+
+// Apply pending RoPE shifts (llama_memory_seq_add) to the cached keys.
+bool apply_kv_shift(llama_context & lctx) {
+    llama_kv_cache & kv = lctx.kv;
+    const llama_hparams & hp = lctx.model.hparams;
+    if (kv.type_k != GGML_TYPE_F32 && kv.type_k != GGML_TYPE_F16 && kv.type_k != GGML_TYPE_BF16) {
+        LLAMA_LOG_ERROR("llama_decode: shifting positions needs an f32/f16/bf16 K cache (have %s)\n", ggml_type_name(kv.type_k));
+        return false;
+    }
+    ggml_context * ctx = ggml_init({ lctx.graph_mem.size(), lctx.graph_mem.data(), true });
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
+    ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, kv.size);
+    ggml_set_input(pos);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        ggml_tensor * k = kv.k_l[il];
+        ggml_tensor * kv3 = ggml_view_3d(ctx, k, hp.n_embd_head_k, hp.n_head_kv, kv.size, ggml_row_size(k->type, hp.n_embd_head_k), k->nb[1], 0);
+        ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
+        const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
+        const float scale = lctx.cparams.rope_freq_scale > 0 ? lctx.cparams.rope_freq_scale : hp.rope_freq_scale;
+        ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, hp.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn, base, scale,
+                                        hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
+        ggml_build_forward_expand(gf, ggml_cpy(ctx, r, kv3));
+    }
+    ggml_backend_sched_reset(lctx.sched);
+    bool ok = ggml_backend_sched_alloc_graph(lctx.sched, gf);
+    if (ok) {
+        std::vector<int32_t> d(kv.size);
+        for (uint32_t i = 0; i < kv.size; ++i) d[i] = kv.cells[i].delta;
+        ggml_backend_tensor_set(pos, d.data(), 0, d.size() * sizeof(int32_t));
+        ggml_backend_cpu_set_n_threads(lctx.cpu, lctx.cparams.n_threads_batch);
+        ok = ggml_backend_sched_graph_compute(lctx.sched, gf) == GGML_STATUS_SUCCESS;
+    }
+    ggml_free(ctx);
+    for (auto & c : kv.cells) c.delta = 0;
+    kv.has_shift = false;
+    return ok;
+}
+
+} // namespace
+
+int32_t llama_context::decode(const llama_batch & batch) {
+    const llama_hparams & hp = model.hparams;
+    const int32_t n = batch.n_tokens;
+    if (n <= 0) {
+        LLAMA_LOG_ERROR("llama_decode: empty batch\n");
+        return -1;
+    }
+    if (!batch.token) {
+        LLAMA_LOG_ERROR("llama_decode: embeddings input is not supported\n");
+        return -1;
+    }
+    for (int32_t i = 0; i < n; ++i) {
+        if (batch.token[i] < 0 || (uint32_t) batch.token[i] >= hp.n_vocab) {
+            LLAMA_LOG_ERROR("llama_decode: token %d at index %d is out of the vocabulary (%u)\n", batch.token[i], i, hp.n_vocab);
+            return -1;
+        }
+        if (batch.seq_id) {
+            for (int32_t s = 0; s < batch.n_seq_id[i]; ++s) {
+                if (batch.seq_id[i][s] < 0 || (uint32_t) batch.seq_id[i][s] >= cparams.n_seq_max) {
+                    LLAMA_LOG_ERROR("llama_decode: sequence id %d at index %d is not in [0, %u)\n", batch.seq_id[i][s], i, cparams.n_seq_max);
+                    return -1;
+                }
+            }
+        }
+    }
+    if (kv.has_shift && !apply_kv_shift(*this)) return -3;
+
+    // positions and sequences, filled in when the batch leaves them out
+    std::vector<llama_pos> pos(n);
+    std::vector<std::vector<llama_seq_id>> seq(n);
+    std::vector<llama_pos> next_pos(cparams.n_seq_max, -1);
+    for (int32_t i = 0; i < n; ++i) {
+        if (batch.seq_id) {
+            seq[i].assign(batch.seq_id[i], batch.seq_id[i] + batch.n_seq_id[i]);
+        } else {
+            seq[i] = { 0 };
+        }
+        if (batch.pos) {
+            pos[i] = batch.pos[i];
+        } else {
+            llama_pos & np = next_pos[seq[i][0]];
+            if (np < 0) np = kv.seq_pos_max(seq[i][0]) + 1;
+            pos[i] = np++;
+        }
+    }
+    // outputs
+    std::vector<int32_t> out_idx;
+    for (int32_t i = 0; i < n; ++i) {
+        const bool want = batch.logits ? batch.logits[i] != 0 : i == n - 1;
+        if (want) out_idx.push_back(i);
+    }
+    const size_t n_vocab = hp.n_vocab;
+    logits.resize(out_idx.size() * n_vocab);
+    output_of.assign(n, -1);
+    for (size_t k = 0; k < out_idx.size(); ++k) output_of[out_idx[k]] = (int32_t) k;
+    n_outputs = (int32_t) out_idx.size();
+
+    const int64_t t_start = ggml_time_us();
+    int32_t out_done = 0;
+    for (int32_t i0 = 0; i0 < n; i0 += (int32_t) cparams.n_ubatch) {
+        const int32_t nt = std::min<int32_t>((int32_t) cparams.n_ubatch, n - i0);
+        llama_ubatch ub;
+        ub.n_tokens = nt;
+        ub.token = batch.token + i0;
+        ub.pos = pos.data() + i0;
+        ub.seq.assign(seq.begin() + i0, seq.begin() + i0 + nt);
+        for (int32_t i = 0; i < nt; ++i) {
+            if (output_of[i0 + i] >= 0) ub.out_rows.push_back(i);
+        }
+        if (!kv.find_slots(nt, ub.cells)) {
+            LLAMA_LOG_WARN("llama_decode: no room in the KV cache for %d tokens (%u of %u cells used)\n", nt, kv.used, kv.size);
+            return 1;
+        }
+        for (int32_t i = 0; i < nt; ++i) kv.assign(ub.cells[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
+
+        ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
+        ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
+        llm_graph_context g(model, cparams, ub, kv, ctx0, gf);
+        ggml_tensor * out = model.arch->build_graph(g);
+        ggml_build_forward_expand(gf, out);
+
+        ggml_backend_sched_reset(sched);
+        if (!ggml_backend_sched_alloc_graph(sched, gf)) {
+            ggml_free(ctx0);
+            LLAMA_LOG_ERROR("llama_decode: failed to allocate the compute graph\n");
+            return -2;
+        }
+        fill_inputs(*this, g, ub);
+        ggml_backend_cpu_set_n_threads(cpu, nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
+        if (ggml_backend_sched_graph_compute(sched, gf) != GGML_STATUS_SUCCESS) {
+            ggml_free(ctx0);
+            LLAMA_LOG_ERROR("llama_decode: graph computation failed\n");
+            return -3;
+        }
+        const size_t n_out = ub.out_rows.size();
+        if (n_out > 0) {
+            ggml_backend_tensor_get(out, logits.data() + out_done * n_vocab, 0, n_out * n_vocab * sizeof(float));
+            out_done += (int32_t) n_out;
+        }
+        ggml_free(ctx0);
+    }
+    const int64_t t_us = ggml_time_us() - t_start;
+    if (n == 1) {
+        t_eval_us += t_us;
+        n_eval += 1;
+    } else {
+        t_p_eval_us += t_us;
+        n_p_eval += n;
+    }
+    return 0;
+}
+
+// ---- C API
+
+extern "C" {
+
+llama_context_params llama_context_default_params(void) {
+    llama_context_params p{};
+    p.n_ctx = 4096;
+    p.n_batch = 2048;
+    p.n_ubatch = 512;
+    p.n_seq_max = 1;
+    p.n_threads = 4;
+    p.n_threads_batch = 4;
+    p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    p.type_k = GGML_TYPE_F16;
+    p.type_v = GGML_TYPE_F16;
+    p.mla = -1;
+    p.fused_moe = true;
+    return p;
+}
+
+llama_context * llama_init_from_model(llama_model * model, llama_context_params params) {
+    const llama_hparams & hp = model->hparams;
+    auto * ctx = new llama_context(*model);
+    llama_cparams & cp = ctx->cparams;
+    cp.n_ctx = params.n_ctx ? params.n_ctx : hp.n_ctx_train;
+    cp.n_seq_max = std::max<uint32_t>(1, params.n_seq_max);
+    cp.n_batch = std::max<uint32_t>(1, std::min(params.n_batch, cp.n_ctx));
+    cp.n_ubatch = std::max<uint32_t>(1, std::min(params.n_ubatch, cp.n_batch));
+    cp.n_threads = std::max(1, params.n_threads);
+    cp.n_threads_batch = std::max(1, params.n_threads_batch);
+    cp.flash_attn = params.flash_attn_type != LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.fused_moe = params.fused_moe;
+    cp.mla = params.mla < 0 ? 3 : params.mla;
+    cp.attn_max_batch = params.attn_max_batch;
+    cp.ser_n_min = params.ser_n_min;
+    cp.ser_threshold = params.ser_threshold;
+    cp.rope_freq_base = params.rope_freq_base;
+    cp.rope_freq_scale = params.rope_freq_scale;
+
+    if (!cp.flash_attn && ggml_is_quantized(params.type_v)) {
+        llama_set_last_error(llama_format("a quantized V cache (%s) needs flash attention (-fa on)", ggml_type_name(params.type_v)));
+        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", llama_last_error());
+        delete ctx;
+        return nullptr;
+    }
+    if (hp.n_embd_head_k % ggml_blck_size(params.type_k) != 0 || hp.n_embd_head_v % ggml_blck_size(params.type_v) != 0) {
+        llama_set_last_error(llama_format("KV cache types %s/%s need head sizes that are multiples of their block (heads are %u/%u)",
+                                          ggml_type_name(params.type_k), ggml_type_name(params.type_v), hp.n_embd_head_k, hp.n_embd_head_v));
+        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", llama_last_error());
+        delete ctx;
+        return nullptr;
+    }
+    std::string err;
+    if (!ctx->kv.init(hp, cp.n_ctx, params.type_k, params.type_v, err)) {
+        llama_set_last_error(err);
+        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
+        delete ctx;
+        return nullptr;
+    }
+    ctx->cpu = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(ctx->cpu, cp.n_threads);
+    ggml_backend_t backends[1] = { ctx->cpu };
+    ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 64 * hp.n_layer + 256);
+    ctx->sched = ggml_backend_sched_new(backends, 1, ctx->graph_size);
+    ctx->graph_mem.resize(ggml_tensor_overhead() * ctx->graph_size + ggml_graph_overhead_custom(ctx->graph_size) + 4096);
+
+    LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
+                   cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.flash_attn ? 1 : 0, cp.n_seq_max);
+    LLAMA_LOG_INFO("llama_init_from_model: KV cache %s/%s, %.2f MiB\n", ggml_type_name(params.type_k),
+                   ggml_type_name(params.type_v), ctx->kv.bytes() / 1048576.0);
+    ctx->t_start_us = ggml_time_us();
+    return ctx;
+}
+
+void llama_free(llama_context * ctx) { delete ctx; }
+
+uint32_t llama_n_ctx(const llama_context * ctx) { return ctx->cparams.n_ctx; }
+uint32_t llama_n_batch(const llama_context * ctx) { return ctx->cparams.n_batch; }
+uint32_t llama_n_ubatch(const llama_context * ctx) { return ctx->cparams.n_ubatch; }
+uint32_t llama_n_seq_max(const llama_context * ctx) { return ctx->cparams.n_seq_max; }
+const llama_model * llama_get_model(const llama_context * ctx) { return &ctx->model; }
+
+void llama_set_n_threads(llama_context * ctx, int32_t n_threads, int32_t n_threads_batch) {
+    ctx->cparams.n_threads = std::max(1, n_threads);
+    ctx->cparams.n_threads_batch = std::max(1, n_threads_batch);
+}
+
+llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max) {
+    llama_batch b{};
+    if (embd) {
+        b.embd = (float *) std::calloc((size_t) n_tokens * embd, sizeof(float));
+    } else {
+        b.token = (llama_token *) std::calloc(n_tokens, sizeof(llama_token));
+    }
+    b.pos = (llama_pos *) std::calloc(n_tokens, sizeof(llama_pos));
+    b.n_seq_id = (int32_t *) std::calloc(n_tokens, sizeof(int32_t));
+    b.seq_id = (llama_seq_id **) std::calloc(n_tokens + 1, sizeof(llama_seq_id *));
+    for (int32_t i = 0; i < n_tokens; ++i) b.seq_id[i] = (llama_seq_id *) std::calloc(n_seq_max, sizeof(llama_seq_id));
+    b.logits = (int8_t *) std::calloc(n_tokens, 1);
+    return b;
+}
+
+void llama_batch_free(llama_batch b) {
+    std::free(b.token);
+    std::free(b.embd);
+    std::free(b.pos);
+    std::free(b.n_seq_id);
+    if (b.seq_id) {
+        for (int32_t i = 0; b.seq_id[i]; ++i) std::free(b.seq_id[i]);
+        std::free(b.seq_id);
+    }
+    std::free(b.logits);
+}
+
+llama_batch llama_batch_get_one(llama_token * tokens, int32_t n_tokens) {
+    llama_batch b{};
+    b.n_tokens = n_tokens;
+    b.token = tokens;
+    return b;
+}
+
+int32_t llama_decode(llama_context * ctx, llama_batch batch) {
+    try {
+        return ctx->decode(batch);
+    } catch (const std::exception & e) {
+        LLAMA_LOG_ERROR("llama_decode: %s\n", e.what());
+        return -1;
+    }
+}
+
+float * llama_get_logits(llama_context * ctx) { return ctx->logits.empty() ? nullptr : ctx->logits.data(); }
+
+float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
+    const int32_t n_batch = (int32_t) ctx->output_of.size();
+    int32_t row;
+    if (i < 0) {
+        row = ctx->n_outputs + i;
+        if (row < 0) return nullptr;
+    } else {
+        if (i >= n_batch || ctx->output_of[i] < 0) {
+            LLAMA_LOG_ERROR("llama_get_logits_ith: no logits for batch index %d\n", i);
+            return nullptr;
+        }
+        row = ctx->output_of[i];
+    }
+    return ctx->logits.data() + (size_t) row * ctx->model.hparams.n_vocab;
+}
+
+void llama_memory_clear(llama_context * ctx) { ctx->kv.clear(); }
+bool llama_memory_seq_rm(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1) { return ctx->kv.seq_rm(seq, p0, p1); }
+void llama_memory_seq_cp(llama_context * ctx, llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) { ctx->kv.seq_cp(src, dst, p0, p1); }
+void llama_memory_seq_keep(llama_context * ctx, llama_seq_id seq) { ctx->kv.seq_keep(seq); }
+void llama_memory_seq_add(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) { ctx->kv.seq_add(seq, p0, p1, delta); }
+llama_pos llama_memory_seq_pos_min(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_min(seq); }
+llama_pos llama_memory_seq_pos_max(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_max(seq); }
+int32_t llama_memory_n_used(llama_context * ctx) { return (int32_t) ctx->kv.used; }
+size_t  llama_memory_size_bytes(llama_context * ctx) { return ctx->kv.bytes(); }
+
+llama_perf_context_data llama_perf_context(const llama_context * ctx) {
+    llama_perf_context_data d{};
+    d.t_start_ms = ctx->t_start_us / 1000.0;
+    d.t_load_ms = ctx->model.t_load_us / 1000.0;
+    d.t_p_eval_ms = ctx->t_p_eval_us / 1000.0;
+    d.t_eval_ms = ctx->t_eval_us / 1000.0;
+    d.n_p_eval = ctx->n_p_eval;
+    d.n_eval = ctx->n_eval;
+    return d;
+}
+
+void llama_perf_context_reset(llama_context * ctx) {
+    ctx->t_p_eval_us = ctx->t_eval_us = 0;
+    ctx->n_p_eval = ctx->n_eval = 0;
+}
+
+} // extern "C"

@@ -1,0 +1,34 @@
+// The inference context (see llama-context.cpp).
+#pragma once
+
+#include "llama-graph.h"
+#include "llama-kv-cache.h"
+#include "llama-model.h"
+
+#include <vector>
+
+struct llama_context {
+    explicit llama_context(llama_model & m) : model(m) {}
+    ~llama_context();
+
+    llama_model & model;
+    llama_cparams cparams;
+    llama_kv_cache kv;
+    ggml_backend_t cpu = nullptr;
+    ggml_backend_sched_t sched = nullptr;
+    size_t graph_size = 0;
+    std::vector<uint8_t> graph_mem;     // tensor metadata of the graph being built (reused)
+
+    std::vector<float> logits;          // [n_outputs][n_vocab] of the last batch
+    std::vector<int32_t> output_of;     // batch index -> output row (-1: none)
+    int32_t n_outputs = 0;
+
+    // reused input staging
+    std::vector<int64_t> scratch_i64;
+    std::vector<float> scratch_f32;
+
+    int64_t t_start_us = 0, t_p_eval_us = 0, t_eval_us = 0;
+    int32_t n_p_eval = 0, n_eval = 0;
+
+    int32_t decode(const llama_batch & batch);
+};

@@ -1,0 +1,271 @@
+// Model loading: metadata -> hyper-parameters, vocabulary, the architecture's tensors, and their
+// data mapped from the file(s).
+#include "llama-model.h"
+
+#include "ggml-cpu.h"
+#include "llama-model-loader.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <mutex>
+#include <unistd.h>
+
+// ---- architecture registry
+
+namespace {
+std::vector<llm_arch_impl> & arch_registry() {
+    static std::vector<llm_arch_impl> r;
+    return r;
+}
+thread_local std::string g_last_error;
+} // namespace
+
+void llm_arch_register(const llm_arch_impl & impl) { arch_registry().push_back(impl); }
+
+const llm_arch_impl * llm_arch_find(const std::string & name) {
+    for (const auto & a : arch_registry()) {
+        if (name == a.name) return &a;
+    }
+    return nullptr;
+}
+
+std::vector<std::string> llm_arch_names() {
+    std::vector<std::string> out;
+    for (const auto & a : arch_registry()) out.push_back(a.name);
+    return out;
+}
+
+void llama_set_last_error(const std::string & msg) { g_last_error = msg; }
+
+void llm_load_common_hparams(llama_model_loader & ml, llama_hparams & hp) {
+    hp.n_ctx_train = (uint32_t) ml.get_i64(ml.key("%s.context_length"));
+    hp.n_embd = (uint32_t) ml.get_i64(ml.key("%s.embedding_length"));
+    hp.n_layer = (uint32_t) ml.get_i64(ml.key("%s.block_count"));
+    hp.n_head = (uint32_t) ml.get_i64(ml.key("%s.attention.head_count"));
+    hp.n_head_kv = (uint32_t) ml.get_i64(ml.key("%s.attention.head_count_kv"), hp.n_head);
+    hp.n_ff = (uint32_t) ml.get_i64(ml.key("%s.feed_forward_length"), 0);
+    if (hp.n_head == 0 || hp.n_embd == 0 || hp.n_layer == 0) {
+        throw llama_error(llama_format("%s: embedding_length, block_count and head_count must be positive", ml.path.c_str()));
+    }
+    if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
+        throw llama_error(llama_format("%s: %s (%u) must divide head_count (%u)", ml.path.c_str(),
+                                       ml.key("%s.attention.head_count_kv").c_str(), hp.n_head_kv, hp.n_head));
+    }
+    hp.n_embd_head_k = (uint32_t) ml.get_i64(ml.key("%s.attention.key_length"), hp.n_embd / hp.n_head);
+    hp.n_embd_head_v = (uint32_t) ml.get_i64(ml.key("%s.attention.value_length"), hp.n_embd / hp.n_head);
+    hp.n_rot = (uint32_t) ml.get_i64(ml.key("%s.rope.dimension_count"), hp.n_embd_head_k);
+    if (hp.n_rot > hp.n_embd_head_k || hp.n_rot % 2 != 0) {
+        throw llama_error(llama_format("%s: %s (%u) must be even and at most the head size (%u)", ml.path.c_str(),
+                                       ml.key("%s.rope.dimension_count").c_str(), hp.n_rot, hp.n_embd_head_k));
+    }
+    hp.f_norm_rms_eps = (float) ml.get_f64(ml.key("%s.attention.layer_norm_rms_epsilon"), 1e-5);
+    hp.f_norm_eps = (float) ml.get_f64(ml.key("%s.attention.layer_norm_epsilon"), 1e-5);
+    hp.rope_freq_base = (float) ml.get_f64(ml.key("%s.rope.freq_base"), 10000.0);
+    const std::string scaling = ml.get_str(ml.key("%s.rope.scaling.type"), "none");
+    double factor = ml.get_f64(ml.key("%s.rope.scaling.factor"), 0.0);
+    if (ml.has(ml.key("%s.rope.scale_linear"))) factor = ml.get_f64(ml.key("%s.rope.scale_linear"));
+    hp.rope_freq_scale = (scaling != "none" && factor > 0) ? (float) (1.0 / factor) : 1.0f;
+    hp.n_ctx_orig_yarn = (uint32_t) ml.get_i64(ml.key("%s.rope.scaling.original_context_length"), hp.n_ctx_train);
+    hp.yarn_ext_factor = scaling == "yarn" ? 1.0f : 0.0f;
+    hp.yarn_beta_fast = (float) ml.get_f64(ml.key("%s.rope.scaling.yarn_beta_fast"), 32.0);
+    hp.yarn_beta_slow = (float) ml.get_f64(ml.key("%s.rope.scaling.yarn_beta_slow"), 1.0);
+    hp.yarn_log_mul = (float) ml.get_f64(ml.key("%s.rope.scaling.yarn_log_multiplier"), 0.0);
+    hp.f_attn_logit_softcap = (float) ml.get_f64(ml.key("%s.attn_logit_softcapping"), 0.0);
+}
+
+llama_model::~llama_model() {
+    for (auto * b : buffers) ggml_backend_buffer_free(b);
+    if (ctx) ggml_free(ctx);
+    for (auto * b : backends) ggml_backend_free(b);
+}
+
+// ---- loading
+
+namespace {
+
+std::string kv_to_string(const gguf_context * g, int64_t id) {
+    switch (gguf_get_kv_type(g, id)) {
+        case GGUF_TYPE_STRING: return std::string(gguf_get_val_str(g, id), gguf_get_val_str_len(g, id));
+        case GGUF_TYPE_ARRAY: return llama_format("[array of %zu]", gguf_get_arr_n(g, id));
+        case GGUF_TYPE_FLOAT32: return llama_format("%g", gguf_get_val_f32(g, id));
+        case GGUF_TYPE_FLOAT64: return llama_format("%g", gguf_get_val_f64(g, id));
+        case GGUF_TYPE_BOOL: return gguf_get_val_bool(g, id) ? "true" : "false";
+        case GGUF_TYPE_UINT8: return std::to_string(gguf_get_val_u8(g, id));
+        case GGUF_TYPE_INT8: return std::to_string(gguf_get_val_i8(g, id));
+        case GGUF_TYPE_UINT16: return std::to_string(gguf_get_val_u16(g, id));
+        case GGUF_TYPE_INT16: return std::to_string(gguf_get_val_i16(g, id));
+        case GGUF_TYPE_UINT32: return std::to_string(gguf_get_val_u32(g, id));
+        case GGUF_TYPE_INT32: return std::to_string(gguf_get_val_i32(g, id));
+        case GGUF_TYPE_UINT64: return std::to_string(gguf_get_val_u64(g, id));
+        case GGUF_TYPE_INT64: return std::to_string(gguf_get_val_i64(g, id));
+        default: return "?";
+    }
+}
+
+void read_exact(const std::string & path, size_t offs, void * dst, size_t size) {
+    const int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw llama_error(llama_format("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t n = pread(fd, (char *) dst + done, size - done, (off_t) (offs + done));
+        if (n <= 0) {
+            close(fd);
+            throw llama_error(llama_format("%s: read failed at offset %zu", path.c_str(), offs + done));
+        }
+        done += (size_t) n;
+    }
+    close(fd);
+}
+
+void load_model(llama_model & model, const std::string & path, const llama_model_params & params) {
+    const int64_t t0 = ggml_time_us();
+    llama_model_loader ml(path);
+    model.arch_name = ml.arch_name;
+    model.arch = llm_arch_find(ml.arch_name);
+    if (!model.arch) {
+        std::string known;
+        for (const auto & n : llm_arch_names()) known += (known.empty() ? "" : ", ") + n;
+        throw llama_error(llama_format("%s: unknown model architecture '%s' (Kiln knows: %s)", path.c_str(),
+                                       ml.arch_name.c_str(), known.c_str()));
+    }
+    model.name = ml.get_str("general.name", "");
+    model.chat_template = ml.get_str("tokenizer.chat_template", "");
+    for (int64_t i = 0; i < gguf_get_n_kv(ml.meta); ++i) {
+        model.meta.emplace_back(gguf_get_key(ml.meta, i), kv_to_string(ml.meta, i));
+    }
+
+    std::string err;
+    if (!model.vocab.load(ml.meta, err)) throw llama_error(llama_format("%s: %s", path.c_str(), err.c_str()));
+
+    llama_hparams & hp = model.hparams;
+    model.arch->load_hparams(ml, hp);
+    hp.n_vocab = model.vocab.n_tokens();
+
+    const size_t n_tensors = ml.tensors.size();
+    model.ctx = ggml_init({ ggml_tensor_overhead() * (n_tensors + 16), nullptr, true });
+    model.layers.resize(hp.n_layer);
+    model.arch->create_tensors(ml, model, model.ctx);
+    for (const auto & name : ml.unused()) {
+        LLAMA_LOG_WARN("%s: tensor %s is not used by the %s architecture\n", path.c_str(), name.c_str(), ml.arch_name.c_str());
+    }
+
+    // data: map each file and point the tensors into it, or read them into one buffer
+    std::map<ggml_type, int> type_counts;
+    if (params.use_mmap) {
+        std::vector<ggml_backend_buffer_t> part_buf(ml.part_paths.size(), nullptr);
+        for (size_t p = 0; p < ml.part_paths.size(); ++p) {
+            model.mmaps.push_back(std::make_unique<llama_mmap>(ml.part_paths[p]));
+            auto & mm = *model.mmaps.back();
+            part_buf[p] = ggml_backend_cpu_buffer_from_ptr(mm.addr, mm.size);
+            ggml_backend_buffer_set_usage(part_buf[p], GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+            model.buffers.push_back(part_buf[p]);
+        }
+        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
+            const auto * ti = ml.find(t->name);
+            GGML_ASSERT(ti);
+            t->buffer = part_buf[ti->part];
+            t->data = (char *) model.mmaps[ti->part]->addr + ti->offs;
+        }
+    } else {
+        ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(model.ctx, ggml_backend_cpu_buffer_type());
+        if (!buf) throw llama_error(llama_format("%s: cannot allocate memory for the weights", path.c_str()));
+        ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        model.buffers.push_back(buf);
+        size_t done = 0, total = 0;
+        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) total += ggml_nbytes(t);
+        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
+            const auto * ti = ml.find(t->name);
+            read_exact(ml.part_paths[ti->part], ti->offs, t->data, ggml_nbytes(t));
+            done += ggml_nbytes(t);
+            if (params.progress_callback) params.progress_callback((float) done / total, params.progress_callback_user_data);
+        }
+    }
+    for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
+        type_counts[t->type]++;
+        model.n_bytes += ggml_nbytes(t);
+        model.n_elements += ggml_nelements(t);
+    }
+    model.t_load_us = ggml_time_us() - t0;
+
+    LLAMA_LOG_INFO("llama_model_load: %s: arch = %s, %u layers, n_embd = %u, n_head = %u, n_head_kv = %u, n_vocab = %u\n",
+                   path.c_str(), ml.arch_name.c_str(), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab);
+    for (const auto & tc : type_counts) {
+        LLAMA_LOG_INFO("llama_model_load: - type %6s: %4d tensors\n", ggml_type_name(tc.first), tc.second);
+    }
+    LLAMA_LOG_INFO("llama_model_load: model size = %.2f MiB (%.2f BPW), %.2f M parameters, %s\n",
+                   model.n_bytes / 1048576.0, 8.0 * model.n_bytes / std::max<uint64_t>(model.n_elements, 1),
+                   model.n_elements / 1e6, params.use_mmap ? "mmap" : "read");
+}
+
+} // namespace
+
+// ---- C API
+
+extern "C" {
+
+const char * llama_last_error(void) { return g_last_error.c_str(); }
+
+void llama_backend_init(void) {}
+void llama_backend_free(void) {}
+void llama_log_set(ggml_log_callback cb, void * user_data) { ggml_log_set(cb, user_data); }
+
+llama_model_params llama_model_default_params(void) {
+    llama_model_params p{};
+    p.n_gpu_layers = 0;
+    p.use_mmap = true;
+    return p;
+}
+
+llama_model * llama_model_load_from_file(const char * path, llama_model_params params) {
+    auto * model = new llama_model;
+    try {
+        load_model(*model, path, params);
+        return model;
+    } catch (const std::exception & e) {
+        llama_set_last_error(e.what());
+        LLAMA_LOG_ERROR("error loading model: %s\n", e.what());
+        delete model;
+        return nullptr;
+    }
+}
+
+void llama_model_free(llama_model * model) { delete model; }
+
+const llama_vocab * llama_model_get_vocab(const llama_model * model) { return &model->vocab; }
+int32_t  llama_model_n_embd(const llama_model * model) { return (int32_t) model->hparams.n_embd; }
+int32_t  llama_model_n_layer(const llama_model * model) { return (int32_t) model->hparams.n_layer; }
+int32_t  llama_model_n_head(const llama_model * model) { return (int32_t) model->hparams.n_head; }
+int32_t  llama_model_n_ctx_train(const llama_model * model) { return (int32_t) model->hparams.n_ctx_train; }
+uint64_t llama_model_size(const llama_model * model) { return model->n_bytes; }
+uint64_t llama_model_n_params(const llama_model * model) { return model->n_elements; }
+bool     llama_model_has_encoder(const llama_model *) { return false; }
+
+int32_t llama_model_desc(const llama_model * model, char * buf, size_t buf_size) {
+    const char * ftype = "?";
+    for (const auto & kv : model->meta) {
+        if (kv.first == "general.file_type") ftype = kv.second.c_str();
+    }
+    const double params = model->n_elements / 1e9;
+    return std::snprintf(buf, buf_size, "%s %s%.2fB ftype %s", model->arch_name.c_str(), params < 1 ? "" : "",
+                         params, ftype);
+}
+
+const char * llama_model_chat_template(const llama_model * model, const char * name) {
+    (void) name;
+    return model->chat_template.empty() ? nullptr : model->chat_template.c_str();
+}
+
+int32_t llama_model_meta_val_str(const llama_model * model, const char * key, char * buf, size_t buf_size) {
+    for (const auto & kv : model->meta) {
+        if (kv.first == key) return std::snprintf(buf, buf_size, "%s", kv.second.c_str());
+    }
+    if (buf_size > 0) buf[0] = '\0';
+    return -1;
+}
+
+const char * llama_print_system_info(void) { return ggml_cpu_features(); }
+
+} // extern "C"

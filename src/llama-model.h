@@ -1,0 +1,121 @@
+// A loaded model: hyper-parameters, vocabulary, weights, and the architecture that builds its graph.
+#pragma once
+
+#include "ggml-backend.h"
+#include "llama-impl.h"
+#include "llama-vocab.h"
+#include "llama.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct llama_model_loader;
+struct llama_mmap;
+struct llm_graph_context;
+
+struct llama_hparams {
+    uint32_t n_ctx_train = 0;
+    uint32_t n_embd = 0;
+    uint32_t n_layer = 0;
+    uint32_t n_head = 0;
+    uint32_t n_head_kv = 0;
+    uint32_t n_embd_head_k = 0;
+    uint32_t n_embd_head_v = 0;
+    uint32_t n_ff = 0;
+    uint32_t n_rot = 0;
+    uint32_t n_vocab = 0;
+    float    f_norm_rms_eps = 1e-5f;
+    float    f_norm_eps = 1e-5f;
+    float    rope_freq_base = 10000.0f;
+    float    rope_freq_scale = 1.0f;
+    int      rope_type = GGML_ROPE_TYPE_NORMAL;
+    // YaRN
+    uint32_t n_ctx_orig_yarn = 0;
+    float    yarn_ext_factor = -1.0f;
+    float    yarn_attn_factor = 1.0f;
+    float    yarn_beta_fast = 32.0f;
+    float    yarn_beta_slow = 1.0f;
+    float    yarn_log_mul = 0.0f;
+    float    f_attn_logit_softcap = 0.0f;
+    // mixture of experts
+    uint32_t n_expert = 0;
+    uint32_t n_expert_used = 0;
+    uint32_t n_expert_shared = 0;
+    uint32_t n_ff_exp = 0;
+    uint32_t n_ff_shexp = 0;
+    uint32_t n_layer_dense_lead = 0;
+    float    expert_weights_scale = 1.0f;
+    bool     expert_weights_norm = false;
+    int      expert_gating_func = 1;   // 1 softmax, 2 sigmoid
+    // MLA
+    uint32_t n_lora_q = 0;
+    uint32_t n_lora_kv = 0;
+
+    uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
+    uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
+};
+
+// Every tensor any architecture's layer may have; each architecture fills what it uses.
+struct llama_layer {
+    ggml_tensor * attn_norm = nullptr;
+    ggml_tensor * attn_norm_b = nullptr;
+    ggml_tensor * wq = nullptr, * wk = nullptr, * wv = nullptr, * wo = nullptr, * wqkv = nullptr;
+    ggml_tensor * bq = nullptr, * bk = nullptr, * bv = nullptr, * bo = nullptr;
+    ggml_tensor * attn_q_norm = nullptr, * attn_k_norm = nullptr;
+    // MLA
+    ggml_tensor * wq_a = nullptr, * wq_b = nullptr, * attn_q_a_norm = nullptr;
+    ggml_tensor * wkv_a_mqa = nullptr, * attn_kv_a_norm = nullptr, * wkv_b = nullptr;
+    ggml_tensor * wk_b = nullptr, * wv_b = nullptr;
+    // feed-forward
+    ggml_tensor * ffn_norm = nullptr;
+    ggml_tensor * ffn_gate = nullptr, * ffn_up = nullptr, * ffn_down = nullptr;
+    // experts
+    ggml_tensor * ffn_gate_inp = nullptr;
+    ggml_tensor * ffn_gate_exps = nullptr, * ffn_up_exps = nullptr, * ffn_down_exps = nullptr;
+    ggml_tensor * ffn_exp_probs_b = nullptr;
+    ggml_tensor * ffn_gate_shexp = nullptr, * ffn_up_shexp = nullptr, * ffn_down_shexp = nullptr;
+    ggml_tensor * ffn_gate_inp_shexp = nullptr;
+};
+
+// What one architecture contributes (src/models/<arch>.cpp registers one of these).
+struct llm_arch_impl {
+    const char * name;
+    void (*load_hparams)(llama_model_loader & ml, llama_hparams & hp);
+    void (*create_tensors)(llama_model_loader & ml, llama_model & model, ggml_context * ctx);
+    ggml_tensor * (*build_graph)(llm_graph_context & g);   // returns the logits tensor
+};
+
+void llm_arch_register(const llm_arch_impl & impl);
+const llm_arch_impl * llm_arch_find(const std::string & name);
+std::vector<std::string> llm_arch_names();
+
+// Shared hyper-parameter reading for the common keys (each arch adds its own).
+void llm_load_common_hparams(llama_model_loader & ml, llama_hparams & hp);
+
+struct llama_model {
+    std::string arch_name;
+    const llm_arch_impl * arch = nullptr;
+    llama_hparams hparams;
+    llama_vocab vocab;
+    std::string name;
+    std::string chat_template;
+    std::vector<std::pair<std::string, std::string>> meta;   // metadata as strings (for the API)
+
+    ggml_tensor * tok_embd = nullptr;
+    ggml_tensor * output_norm = nullptr;
+    ggml_tensor * output_norm_b = nullptr;
+    ggml_tensor * output = nullptr;
+    std::vector<llama_layer> layers;
+
+    ggml_context * ctx = nullptr;                     // tensor metadata of the weights
+    std::vector<std::unique_ptr<llama_mmap>> mmaps;
+    std::vector<ggml_backend_buffer_t> buffers;
+    std::vector<ggml_backend_t> backends;             // the CPU backend last
+    uint64_t n_bytes = 0;
+    uint64_t n_elements = 0;
+    int64_t  t_load_us = 0;
+
+    ~llama_model();
+};

@@ -1,0 +1,24 @@
+// Samplers: small objects that narrow or reweight a candidate array (llama_token_data_array)
+// and, at the end of a chain, pick one token. The C API in include/llama.h wraps them.
+#pragma once
+
+#include "llama.h"
+
+#include <vector>
+
+struct llama_sampler {
+    virtual ~llama_sampler() = default;
+
+    virtual const char * name() const = 0;
+    // Called with every token that was chosen, so stateful samplers (penalties) see history.
+    virtual void accept(llama_token) {}
+    virtual void apply(llama_token_data_array * cur_p) = 0;
+    virtual void reset() {}
+
+    // Candidates for llama_sampler_sample, kept between calls so sampling a token does not
+    // allocate once the buffer has grown to n_vocab.
+    std::vector<llama_token_data> candidates;
+};
+
+// Turn logits into probabilities in place: sorts by logit (descending) if not sorted yet.
+void llama_sampler_softmax(llama_token_data_array * cur_p);

@@ -1,0 +1,647 @@
+// Every CPU op (except the matrix products, see test-matmul) against a double-precision
+// reference written here, on random data: contiguous and non-contiguous inputs (transposed,
+// permuted, sliced views), broadcast shapes, row lengths that are not multiples of any SIMD
+// width, with 1 and 2 threads, under every instruction-set level this CPU runs (the scalar
+// reference path included).
+#include "testing.h"
+
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ref_t = std::vector<double>;
+
+std::vector<ggml_cpu_isa> isas_here() {
+    std::vector<ggml_cpu_isa> out = { GGML_CPU_ISA_SCALAR };
+    const ggml_cpu_isa hw = ggml_cpu_detected_isa();
+    if (hw == GGML_CPU_ISA_NEON) {
+        out.push_back(hw);
+    } else {
+        for (int i = GGML_CPU_ISA_AVX2; i <= hw; ++i) out.push_back((ggml_cpu_isa) i);
+    }
+    return out;
+}
+
+// ---- element access in logical order, any layout
+
+double get(const ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const char * p = (const char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    switch (t->type) {
+        case GGML_TYPE_F32:  return *(const float *) p;
+        case GGML_TYPE_F16:  return ggml_fp16_to_fp32(*(const uint16_t *) p);
+        case GGML_TYPE_BF16: return ggml_bf16_to_fp32(*(const uint16_t *) p);
+        case GGML_TYPE_I32:  return *(const int32_t *) p;
+        case GGML_TYPE_I64:  return (double) *(const int64_t *) p;
+        default: break;
+    }
+    ADD_FAILURE() << "get: unsupported type " << ggml_type_name(t->type);
+    return 0;
+}
+
+void set(ggml_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double v) {
+    char * p = (char *) t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+    switch (t->type) {
+        case GGML_TYPE_F32:  *(float *) p = (float) v; break;
+        case GGML_TYPE_F16:  *(uint16_t *) p = ggml_fp32_to_fp16((float) v); break;
+        case GGML_TYPE_BF16: *(uint16_t *) p = ggml_fp32_to_bf16((float) v); break;
+        case GGML_TYPE_I32:  *(int32_t *) p = (int32_t) v; break;
+        case GGML_TYPE_I64:  *(int64_t *) p = (int64_t) v; break;
+        default: ADD_FAILURE() << "set: unsupported type " << ggml_type_name(t->type);
+    }
+}
+
+template <typename F>
+void for_each(const ggml_tensor * t, F f) {
+    for (int64_t i3 = 0; i3 < t->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < t->ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < t->ne[0]; ++i0) f(i0, i1, i2, i3);
+}
+
+// The values of t in logical order (quantized rows decoded with the type's to_float).
+ref_t values(const ggml_tensor * t) {
+    ref_t out;
+    out.reserve(ggml_nelements(t));
+    if (ggml_is_quantized(t->type)) {
+        std::vector<float> row(t->ne[0]);
+        for (int64_t i3 = 0; i3 < t->ne[3]; ++i3)
+            for (int64_t i2 = 0; i2 < t->ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < t->ne[1]; ++i1) {
+                    ggml_get_type_traits(t->type)->to_float(
+                        (const char *) t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3], row.data(), t->ne[0]);
+                    for (float x : row) out.push_back(x);
+                }
+        return out;
+    }
+    for_each(t, [&](int64_t a, int64_t b, int64_t c, int64_t d) { out.push_back(get(t, a, b, c, d)); });
+    return out;
+}
+
+void fill_random(ggml_tensor * t, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> d(lo, hi);
+    for_each(t, [&](int64_t a, int64_t b, int64_t c, int64_t e) { set(t, a, b, c, e, d(rng)); });
+}
+
+// How an input tensor of a given logical shape is laid out in memory.
+enum class layout { contiguous, transposed, permuted, sliced };
+const char * layout_name(layout l) {
+    switch (l) {
+        case layout::contiguous: return "contiguous";
+        case layout::transposed: return "transposed";
+        case layout::permuted:   return "permuted";
+        case layout::sliced:     return "sliced";
+    }
+    return "?";
+}
+const layout k_layouts[] = { layout::contiguous, layout::transposed, layout::permuted, layout::sliced };
+
+ggml_tensor * new_input(ggml_context * ctx, ggml_type type, const int64_t ne[4], layout l) {
+    switch (l) {
+        case layout::contiguous: return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
+        case layout::transposed: {
+            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[1], ne[0], ne[2], ne[3]);
+            return ggml_transpose(ctx, base);
+        }
+        case layout::permuted: {
+            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[0], ne[2], ne[1], ne[3]);
+            return ggml_permute(ctx, base, 0, 2, 1, 3);
+        }
+        case layout::sliced: {
+            ggml_tensor * base = ggml_new_tensor_4d(ctx, type, ne[0] + 3, ne[1] + 1, ne[2], ne[3]);
+            return ggml_view_4d(ctx, base, ne[0], ne[1], ne[2], ne[3], base->nb[1], base->nb[2], base->nb[3],
+                                base->nb[1] + ggml_type_size(type));
+        }
+    }
+    return nullptr;
+}
+
+std::string shape_str(const ggml_tensor * t) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "[%lld,%lld,%lld,%lld] %s", (long long) t->ne[0], (long long) t->ne[1],
+                  (long long) t->ne[2], (long long) t->ne[3], ggml_type_name(t->type));
+    return buf;
+}
+
+// |got - want| <= atol + rtol*|want| everywhere (NaN fails); reports the first offender.
+::testing::AssertionResult close_to(const ggml_tensor * out, const ref_t & want, double atol, double rtol) {
+    const ref_t got = values(out);
+    if (got.size() != want.size()) {
+        return ::testing::AssertionFailure() << "size " << got.size() << " vs reference " << want.size();
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double err = std::fabs(got[i] - want[i]);
+        const bool both_inf = std::isinf(got[i]) && std::isinf(want[i]) && (got[i] > 0) == (want[i] > 0);
+        if (!both_inf && !(err <= atol + rtol * std::fabs(want[i]))) {
+            return ::testing::AssertionFailure() << shape_str(out) << " element " << i << ": got " << got[i]
+                                                 << ", want " << want[i];
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
+class Ops : public ::testing::Test {
+protected:
+    ggml_context * ctx = nullptr;
+    ggml_backend_t backend = nullptr;
+
+    void SetUp() override {
+        ggml_init_params ip = { size_t(192) << 20, nullptr, false };
+        ctx = ggml_init(ip);
+        ASSERT_NE(ctx, nullptr);
+        backend = ggml_backend_cpu_init();
+    }
+    void TearDown() override {
+        ggml_cpu_set_isa(ggml_cpu_detected_isa());
+        ggml_backend_free(backend);
+        ggml_free(ctx);
+    }
+
+    void compute(ggml_tensor * out, int nth) {
+        ggml_cgraph * g = ggml_new_graph(ctx);
+        ggml_build_forward_expand(g, out);
+        ggml_backend_cpu_set_n_threads(backend, nth);
+        ASSERT_EQ(ggml_backend_graph_compute(backend, g), GGML_STATUS_SUCCESS);
+    }
+
+    // Computes out under every (ISA level, thread count) and runs check each time; reset (if
+    // given) restores inputs that an in-place op overwrote.
+    void each_config(ggml_tensor * out, const std::function<void(const std::string &)> & check,
+                     const std::function<void()> & reset = nullptr) {
+        for (ggml_cpu_isa isa : isas_here()) {
+            for (int nth : { 1, 2 }) {
+                if (reset) reset();
+                ggml_cpu_set_isa(isa);
+                // poison the output so a kernel that skips rows cannot pass on stale results
+                if (out->type == GGML_TYPE_F32 && ggml_is_contiguous(out) && out->op != GGML_OP_SET_ROWS &&
+                    out->op != GGML_OP_CPY && !out->view_src) {
+                    for (int64_t i = 0; i < ggml_nelements(out); ++i) ((float *) out->data)[i] = NAN;
+                }
+                compute(out, nth);
+                const std::string where = std::string(ggml_cpu_isa_name(isa)) + ", " + std::to_string(nth) + " thread(s)";
+                SCOPED_TRACE(where);
+                check(where);
+            }
+        }
+    }
+};
+
+const int64_t k_row_sizes[] = { 1, 3, 17, 67, 130 };
+
+// ================================================================================ binary ops
+
+double apply_binary(ggml_op op, double a, double b) {
+    switch (op) {
+        case GGML_OP_ADD: return a + b;
+        case GGML_OP_SUB: return a - b;
+        case GGML_OP_MUL: return a * b;
+        case GGML_OP_DIV: return a / b;
+        default: return NAN;
+    }
+}
+
+ref_t binary_ref(ggml_op op, const ggml_tensor * a, const ggml_tensor * b) {
+    ref_t out;
+    for_each(a, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        out.push_back(apply_binary(op, get(a, i0, i1, i2, i3),
+                                   get(b, i0 % b->ne[0], i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3])));
+    });
+    return out;
+}
+
+ggml_tensor * make_binary(ggml_context * ctx, ggml_op op, ggml_tensor * a, ggml_tensor * b) {
+    switch (op) {
+        case GGML_OP_ADD: return ggml_add(ctx, a, b);
+        case GGML_OP_SUB: return ggml_sub(ctx, a, b);
+        case GGML_OP_MUL: return ggml_mul(ctx, a, b);
+        default:          return ggml_div(ctx, a, b);
+    }
+}
+
+TEST_F(Ops, BinaryBroadcastAndLayouts) {
+    const ggml_op ops[] = { GGML_OP_ADD, GGML_OP_SUB, GGML_OP_MUL, GGML_OP_DIV };
+    uint32_t seed = 1;
+    for (int64_t n0 : k_row_sizes) {
+        const int64_t ne[4] = { n0, 3, 2, 2 };
+        // b shapes that broadcast to a: same, one row, a column of scalars, partial dims, one value
+        const int64_t bshapes[][4] = { { n0, 3, 2, 2 }, { n0, 1, 1, 1 }, { 1, 3, 2, 2 }, { n0, 3, 1, 2 }, { 1, 1, 2, 1 } };
+        for (layout la : k_layouts) {
+            for (const auto & bs : bshapes) {
+                for (ggml_op op : ops) {
+                    ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, la);
+                    // b non-contiguous too whenever it has a second row
+                    ggml_tensor * b = new_input(ctx, GGML_TYPE_F32, bs, bs[1] > 1 ? layout::sliced : layout::contiguous);
+                    fill_random(a, seed++);
+                    fill_random(b, seed++, 0.5, 2.0);
+                    ggml_tensor * out = make_binary(ctx, op, a, b);
+                    const ref_t want = binary_ref(op, a, b);
+                    SCOPED_TRACE(std::string(ggml_op_name(op)) + " a " + layout_name(la) + " " + shape_str(a) + " b " + shape_str(b));
+                    each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 1e-6, 1e-6)); });
+                }
+            }
+        }
+    }
+}
+
+TEST_F(Ops, BinaryHalfInputs) {
+    const int64_t ne[4] = { 67, 5, 1, 1 };
+    for (ggml_type ta : { GGML_TYPE_F16, GGML_TYPE_BF16 }) {
+        ggml_tensor * a = new_input(ctx, ta, ne, layout::contiguous);
+        const int64_t bs[4] = { 67, 1, 1, 1 };
+        ggml_tensor * b = new_input(ctx, GGML_TYPE_F16, bs, layout::contiguous);
+        fill_random(a, 11);
+        fill_random(b, 12);
+        ggml_tensor * out = ggml_add(ctx, a, b);
+        const ref_t want = binary_ref(GGML_OP_ADD, a, b);
+        each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 1e-6, 1e-6)); });
+    }
+}
+
+TEST_F(Ops, BinaryInPlace) {
+    for (int64_t n0 : k_row_sizes) {
+        for (bool mul : { false, true }) {
+            const int64_t ne[4] = { n0, 4, 3, 1 };
+            const int64_t bs[4] = { n0, 1, 3, 1 };
+            ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, layout::contiguous);
+            ggml_tensor * b = new_input(ctx, GGML_TYPE_F32, bs, layout::contiguous);
+            fill_random(a, 21);
+            fill_random(b, 22);
+            const ref_t a0 = values(a);
+            const ref_t want = binary_ref(mul ? GGML_OP_MUL : GGML_OP_ADD, a, b);
+            ggml_tensor * out = mul ? ggml_mul_inplace(ctx, a, b) : ggml_add_inplace(ctx, a, b);
+            ASSERT_EQ(out->data, a->data);
+            auto reset = [&] {
+                size_t k = 0;
+                for_each(a, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { set(a, i0, i1, i2, i3, a0[k++]); });
+            };
+            each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(a, want, 1e-6, 1e-6)); }, reset);
+        }
+    }
+}
+
+// ================================================================================ unary ops
+
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
+
+double unary_ref(ggml_unary_op op, double x) {
+    switch (op) {
+        case GGML_UNARY_OP_SILU:     return silu_ref(x);
+        case GGML_UNARY_OP_GELU:     return gelu_ref(x);
+        case GGML_UNARY_OP_SIGMOID:  return 1.0 / (1.0 + std::exp(-x));
+        case GGML_UNARY_OP_SOFTPLUS: return std::log1p(std::exp(x));
+        case GGML_UNARY_OP_RELU:     return x > 0 ? x : 0;
+        case GGML_UNARY_OP_TANH:     return std::tanh(x);
+        case GGML_UNARY_OP_NEG:      return -x;
+        case GGML_UNARY_OP_EXP:      return std::exp(x);
+        default:                     return NAN;
+    }
+}
+
+TEST_F(Ops, UnaryActivations) {
+    uint32_t seed = 100;
+    for (int op = 0; op < GGML_UNARY_OP_COUNT; ++op) {
+        for (int64_t n0 : k_row_sizes) {
+            for (layout l : k_layouts) {
+                const int64_t ne[4] = { n0, 3, 2, 1 };
+                ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+                // wide range: exercises the saturating ends of exp/tanh/sigmoid/softplus
+                fill_random(a, seed++, -30.0, 30.0);
+                if (n0 >= 3) {
+                    set(a, 0, 0, 0, 0, 0.0);
+                    set(a, 1, 0, 0, 0, 85.0);
+                    set(a, 2, 0, 0, 0, -85.0);
+                }
+                ggml_tensor * out = ggml_unary(ctx, a, (ggml_unary_op) op);
+                ref_t want;
+                for (double x : values(a)) want.push_back(unary_ref((ggml_unary_op) op, x));
+                SCOPED_TRACE(std::string(ggml_unary_op_name((ggml_unary_op) op)) + " " + layout_name(l) + " " + shape_str(a));
+                each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 1e-6, 2e-6)); });
+            }
+        }
+    }
+}
+
+TEST_F(Ops, ScaleClampSqrSqrt) {
+    uint32_t seed = 200;
+    for (int64_t n0 : k_row_sizes) {
+        for (layout l : k_layouts) {
+            const int64_t ne[4] = { n0, 2, 3, 2 };
+            ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+            fill_random(a, seed++, -3.0, 3.0);
+            const ref_t x = values(a);
+            ggml_tensor * abs_a = new_input(ctx, GGML_TYPE_F32, ne, l);
+            fill_random(abs_a, seed++, 0.0, 5.0);
+            const ref_t xa = values(abs_a);
+            struct cse { ggml_tensor * out; ref_t want; };
+            std::vector<cse> cases;
+            ref_t w;
+            for (double v : x) w.push_back(0.75 * v - 0.5);
+            cases.push_back({ ggml_scale_bias(ctx, a, 0.75f, -0.5f), w });
+            w.clear();
+            for (double v : x) w.push_back(std::min(1.25, std::max(-0.5, v)));
+            cases.push_back({ ggml_clamp(ctx, a, -0.5f, 1.25f), w });
+            w.clear();
+            for (double v : x) w.push_back(v * v);
+            cases.push_back({ ggml_sqr(ctx, a), w });
+            w.clear();
+            for (double v : xa) w.push_back(std::sqrt(v));
+            cases.push_back({ ggml_sqrt(ctx, abs_a), w });
+            for (auto & c : cases) {
+                SCOPED_TRACE(std::string(ggml_op_name(c.out->op)) + " " + layout_name(l) + " " + shape_str(a));
+                each_config(c.out, [&](const std::string &) { EXPECT_TRUE(close_to(c.out, c.want, 1e-6, 1e-6)); });
+            }
+        }
+    }
+}
+
+TEST_F(Ops, GatedUnits) {
+    uint32_t seed = 300;
+    for (int64_t n0 : k_row_sizes) {
+        for (layout l : { layout::contiguous, layout::sliced, layout::transposed }) {
+            for (int op = 0; op < GGML_GLU_OP_COUNT; ++op) {
+                const int64_t ne[4] = { n0, 5, 2, 1 };
+                ggml_tensor * g = new_input(ctx, GGML_TYPE_F32, ne, l);
+                ggml_tensor * u = new_input(ctx, GGML_TYPE_F32, ne, layout::contiguous);
+                fill_random(g, seed++, -8.0, 8.0);
+                fill_random(u, seed++, -2.0, 2.0);
+                ggml_tensor * out = ggml_glu_split(ctx, g, u, (ggml_glu_op) op);
+                const ref_t gv = values(g), uv = values(u);
+                ref_t want;
+                for (size_t i = 0; i < gv.size(); ++i) want.push_back((op == GGML_GLU_OP_SWIGLU ? silu_ref(gv[i]) : gelu_ref(gv[i])) * uv[i]);
+                SCOPED_TRACE(std::string(op == GGML_GLU_OP_SWIGLU ? "swiglu " : "geglu ") + layout_name(l) + " " + shape_str(g));
+                each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 1e-6, 2e-6)); });
+            }
+        }
+    }
+}
+
+TEST_F(Ops, RowReductions) {
+    uint32_t seed = 400;
+    for (int64_t n0 : { 1, 3, 17, 67, 130, 1000 }) {
+        for (layout l : k_layouts) {
+            const int64_t ne[4] = { n0, 4, 3, 2 };
+            ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+            fill_random(a, seed++);
+            ref_t sums, means;
+            for (int64_t i3 = 0; i3 < ne[3]; ++i3)
+                for (int64_t i2 = 0; i2 < ne[2]; ++i2)
+                    for (int64_t i1 = 0; i1 < ne[1]; ++i1) {
+                        double s = 0;
+                        for (int64_t i0 = 0; i0 < n0; ++i0) s += get(a, i0, i1, i2, i3);
+                        sums.push_back(s);
+                        means.push_back(s / n0);
+                    }
+            ggml_tensor * sr = ggml_sum_rows(ctx, a);
+            ggml_tensor * mn = ggml_mean(ctx, a);
+            SCOPED_TRACE(std::string(layout_name(l)) + " " + shape_str(a));
+            each_config(sr, [&](const std::string &) { EXPECT_TRUE(close_to(sr, sums, 1e-5, 1e-5)); });
+            each_config(mn, [&](const std::string &) { EXPECT_TRUE(close_to(mn, means, 1e-6, 1e-5)); });
+        }
+    }
+}
+
+TEST_F(Ops, Argmax) {
+    for (int64_t n0 : k_row_sizes) {
+        for (layout l : { layout::contiguous, layout::transposed }) {
+            const int64_t ne[4] = { n0, 7, 1, 1 };
+            ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+            fill_random(a, 500 + n0);
+            ref_t want;
+            for (int64_t r = 0; r < 7; ++r) {
+                int64_t best = 0;
+                for (int64_t i = 1; i < n0; ++i) if (get(a, i, r, 0, 0) > get(a, best, r, 0, 0)) best = i;
+                want.push_back(best);
+            }
+            ggml_tensor * out = ggml_argmax(ctx, a);
+            each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 0, 0)); });
+        }
+    }
+}
+
+// ================================================================================ norms
+
+TEST_F(Ops, Norms) {
+    uint32_t seed = 600;
+    const float eps = 1e-5f;
+    for (int64_t n0 : { 1, 3, 17, 67, 130, 4096 }) {
+        for (layout l : k_layouts) {
+            const int64_t ne[4] = { n0, 3, 2, 1 };
+            ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+            fill_random(a, seed++, -2.0, 3.0);
+            ref_t want_rms, want_norm;
+            for (int64_t i2 = 0; i2 < ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < ne[1]; ++i1) {
+                    double s = 0, s2 = 0;
+                    for (int64_t i = 0; i < n0; ++i) {
+                        const double x = get(a, i, i1, i2, 0);
+                        s += x;
+                        s2 += x * x;
+                    }
+                    const double mean = s / n0;
+                    double var = 0;
+                    for (int64_t i = 0; i < n0; ++i) var += (get(a, i, i1, i2, 0) - mean) * (get(a, i, i1, i2, 0) - mean);
+                    var /= n0;
+                    for (int64_t i = 0; i < n0; ++i) {
+                        const double x = get(a, i, i1, i2, 0);
+                        want_rms.push_back(x / std::sqrt(s2 / n0 + eps));
+                        want_norm.push_back((x - mean) / std::sqrt(var + eps));
+                    }
+                }
+            ggml_tensor * rms = ggml_rms_norm(ctx, a, eps);
+            ggml_tensor * nrm = ggml_norm(ctx, a, eps);
+            SCOPED_TRACE(std::string(layout_name(l)) + " " + shape_str(a));
+            each_config(rms, [&](const std::string &) { EXPECT_TRUE(close_to(rms, want_rms, 1e-5, 1e-5)); });
+            each_config(nrm, [&](const std::string &) { EXPECT_TRUE(close_to(nrm, want_norm, 1e-5, 1e-5)); });
+        }
+    }
+}
+
+// ================================================================================ rope
+
+struct rope_case {
+    int64_t head_dim, n_head, n_tok;
+    int n_dims, mode;
+    float base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+    int n_ctx_orig;
+    bool freq_factors, fused_view;
+};
+
+double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
+    return n_dims * std::log(n_ctx_orig / (n_rot * 2 * M_PI)) / (2 * std::log(base));
+}
+
+ref_t rope_ref(const rope_case & rc, const ggml_tensor * a, const std::vector<int32_t> & pos, const std::vector<float> & ff) {
+    ref_t out = values(a);
+    const int half = rc.n_dims / 2;
+    double low = 0, high = 0;
+    if (rc.ext_factor != 0) {
+        low = std::max(0.0, std::floor(yarn_corr_dim(rc.n_dims, rc.n_ctx_orig, rc.beta_fast, rc.base)));
+        high = std::min(rc.n_dims - 1.0, std::ceil(yarn_corr_dim(rc.n_dims, rc.n_ctx_orig, rc.beta_slow, rc.base)));
+    }
+    for (int64_t t = 0; t < rc.n_tok; ++t) {
+        for (int64_t h = 0; h < rc.n_head; ++h) {
+            double * row = out.data() + (t * rc.n_head + h) * rc.head_dim;
+            const ref_t x(row, row + rc.head_dim);
+            for (int i = 0; i < half; ++i) {
+                const double inv = std::pow((double) rc.base, -2.0 * i / rc.n_dims) / (rc.freq_factors ? ff[i] : 1.0);
+                const double extrap = pos[t] * inv;
+                const double interp = rc.freq_scale * extrap;
+                double theta = interp, mscale = rc.attn_factor;
+                if (rc.ext_factor != 0) {
+                    const double y = (i - low) / std::max(0.001, high - low);
+                    const double mix = (1 - std::min(1.0, std::max(0.0, y))) * rc.ext_factor;
+                    theta = interp * (1 - mix) + extrap * mix;
+                    mscale *= 1 + 0.1 * std::log(1.0 / rc.freq_scale);
+                }
+                const int j0 = rc.mode == GGML_ROPE_TYPE_NEOX ? i : 2 * i;
+                const int j1 = rc.mode == GGML_ROPE_TYPE_NEOX ? i + half : 2 * i + 1;
+                const double c = std::cos(theta) * mscale, s = std::sin(theta) * mscale;
+                row[j0] = x[j0] * c - x[j1] * s;
+                row[j1] = x[j0] * s + x[j1] * c;
+            }
+        }
+    }
+    return out;
+}
+
+TEST_F(Ops, Rope) {
+    const rope_case cases[] = {
+        { 64, 4, 5, 64, GGML_ROPE_TYPE_NORMAL, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 4096, false, false },
+        { 64, 4, 5, 64, GGML_ROPE_TYPE_NEOX, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 4096, false, false },
+        { 80, 3, 7, 32, GGML_ROPE_TYPE_NORMAL, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 4096, false, true },
+        { 80, 3, 7, 32, GGML_ROPE_TYPE_NEOX, 500000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 4096, false, true },
+        { 6, 2, 3, 4, GGML_ROPE_TYPE_NEOX, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 4096, false, false },
+        { 128, 2, 4, 128, GGML_ROPE_TYPE_NEOX, 1000000.0f, 0.25f, 1.0f, 1.0f, 32.0f, 1.0f, 4096, false, true },
+        { 128, 2, 4, 128, GGML_ROPE_TYPE_NORMAL, 10000.0f, 0.125f, 0.5f, 0.9f, 24.0f, 2.0f, 2048, false, false },
+        { 128, 3, 4, 96, GGML_ROPE_TYPE_NEOX, 500000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 8192, true, true },
+        { 64, 2, 3, 64, GGML_ROPE_TYPE_NORMAL, 10000.0f, 0.5f, 1.0f, 1.0f, 32.0f, 1.0f, 4096, true, false },
+    };
+    uint32_t seed = 700;
+    for (const rope_case & rc : cases) {
+        ggml_tensor * a;
+        if (rc.fused_view) {
+            // q inside a fused qkv projection: heads of one token are not followed by the next token
+            const int64_t n_kvh = 1;
+            ggml_tensor * qkv = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, rc.head_dim * (rc.n_head + 2 * n_kvh), rc.n_tok);
+            fill_random(qkv, seed++);
+            a = ggml_view_3d(ctx, qkv, rc.head_dim, rc.n_head, rc.n_tok, rc.head_dim * sizeof(float), qkv->nb[1],
+                             rc.head_dim * n_kvh * sizeof(float));
+        } else {
+            a = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, rc.head_dim, rc.n_head, rc.n_tok);
+            fill_random(a, seed++);
+        }
+        ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, rc.n_tok);
+        std::vector<int32_t> pv(rc.n_tok);
+        std::mt19937 rng(seed++);
+        for (int64_t t = 0; t < rc.n_tok; ++t) pv[t] = t == 0 ? 0 : (int32_t) (rng() % 6000);
+        std::memcpy(pos->data, pv.data(), pv.size() * sizeof(int32_t));
+        ggml_tensor * ff = nullptr;
+        std::vector<float> ffv;
+        if (rc.freq_factors) {
+            ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, rc.n_dims / 2);
+            ffv = kiln_test::random_floats(rc.n_dims / 2, seed++, 1.0f, 8.0f);
+            std::memcpy(ff->data, ffv.data(), ffv.size() * sizeof(float));
+        }
+        ggml_tensor * out = ggml_rope_ext(ctx, a, pos, ff, rc.n_dims, rc.mode, rc.n_ctx_orig, rc.base, rc.freq_scale,
+                                          rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow);
+        const ref_t want = rope_ref(rc, a, pv, ffv);
+        char name[160];
+        std::snprintf(name, sizeof(name), "rope %s head_dim %lld n_dims %d scale %g ext %g ff %d view %d",
+                      rc.mode == GGML_ROPE_TYPE_NEOX ? "neox" : "normal", (long long) rc.head_dim, rc.n_dims,
+                      rc.freq_scale, rc.ext_factor, rc.freq_factors, rc.fused_view);
+        SCOPED_TRACE(name);
+        each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 2e-5, 1e-5)); });
+    }
+}
+
+// ================================================================================ softmax
+
+double alibi_slope_ref(double max_bias, int64_t n_head, int64_t h) {
+    if (max_bias <= 0) return 1.0;
+    const int64_t n_log2 = int64_t(1) << (int64_t) std::floor(std::log2((double) n_head));
+    const double m0 = std::pow(2.0, -max_bias / n_log2);
+    const double m1 = std::pow(2.0, -(max_bias / 2) / n_log2);
+    return h < n_log2 ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n_log2) + 1);
+}
+
+// A causal mask with the query rows ending at the last key, small finite biases elsewhere.
+void fill_causal_mask(ggml_tensor * m, int64_t n_q, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> d(-0.5, 0.5);
+    for_each(m, [&](int64_t j, int64_t iq, int64_t i2, int64_t i3) {
+        const int64_t last = m->ne[0] - n_q + std::min(iq, n_q - 1);
+        set(m, j, iq, i2, i3, j > last ? -INFINITY : d(rng));
+    });
+}
+
+TEST_F(Ops, SoftMax) {
+    uint32_t seed = 800;
+    for (int64_t n_kv : { 1, 3, 17, 67, 130 }) {
+        for (ggml_type mt : { GGML_TYPE_COUNT, GGML_TYPE_F32, GGML_TYPE_F16 }) {
+            for (float max_bias : { 0.0f, 8.0f }) {
+                for (layout l : { layout::contiguous, layout::sliced, layout::permuted }) {
+                    if (mt == GGML_TYPE_COUNT && max_bias > 0) continue;
+                    const int64_t n_q = 4, n_head = 6;
+                    const int64_t ne[4] = { n_kv, n_q, n_head, 2 };
+                    ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+                    fill_random(a, seed++, -4.0, 4.0);
+                    ggml_tensor * mask = nullptr;
+                    if (mt != GGML_TYPE_COUNT) {
+                        // per-sequence masks (dim 3), shared by the heads; more rows than queries
+                        mask = ggml_new_tensor_4d(ctx, mt, n_kv, n_q + 3, 1, 2);
+                        fill_causal_mask(mask, n_q, seed++);
+                    }
+                    const float scale = 0.37f;
+                    ggml_tensor * out = ggml_soft_max_ext(ctx, a, mask, scale, max_bias);
+                    ref_t want;
+                    for (int64_t i3 = 0; i3 < ne[3]; ++i3)
+                        for (int64_t h = 0; h < n_head; ++h)
+                            for (int64_t iq = 0; iq < n_q; ++iq) {
+                                ref_t row(n_kv);
+                                double mx = -INFINITY;
+                                const double slope = alibi_slope_ref(max_bias, n_head, h);
+                                for (int64_t j = 0; j < n_kv; ++j) {
+                                    row[j] = get(a, j, iq, h, i3) * scale + (mask ? slope * get(mask, j, iq, 0, i3) : 0.0);
+                                    mx = std::max(mx, row[j]);
+                                }
+                                double sum = 0;
+                                for (double & x : row) sum += (x = std::exp(x - mx));
+                                for (double x : row) want.push_back(x / sum);
+                            }
+                    SCOPED_TRACE(std::string("soft_max ") + layout_name(l) + " " + shape_str(a) + " mask " +
+                                 (mask ? ggml_type_name(mt) : "none") + " max_bias " + std::to_string(max_bias));
+                    each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 1e-6, 1e-5)); });
+                }
+            }
+        }
+    }
+}
+
+TEST_F(Ops, DiagMaskInf) {
+    const int64_t ne[4] = { 9, 5, 3, 1 };
+    ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, layout::sliced);
+    fill_random(a, 900);
+    const int n_past = 3;
+    ggml_tensor * out = ggml_diag_mask_inf(ctx, a, n_past);
+    ref_t want;
+    for_each(a, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        want.push_back(i0 > n_past + i1 ? -INFINITY : get(a, i0, i1, i2, i3));
+    });
+    each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 0, 0)); });
+}
+
+} // namespace

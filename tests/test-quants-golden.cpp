@@ -1,0 +1,326 @@
+// Every quantization type against the reference's golden data (golden/quants.gguf and
+// quants-summary.json, see golden/README.md):
+//   - decoding the reference's blocks q.T / qw.T reproduces dq.T / dqw.T (at most 1 ulp);
+//   - our quantizer's error on src is at most 2% above the reference's (plain: rel_rmse,
+//     with imatrix: weighted_rel_rmse) and our blocks decode with our decoder;
+//   - our matmul of q.T with act (each registered ISA kernel) strays from the exact product of
+//     dq.T and act no further than the reference's matmul did (matmul_rel_err_vs_exact_dq).
+// The suite is type-agnostic: a type in the golden file without a registered decoder, quantizer
+// or gemm is skipped with a note, so a family is tested as soon as it registers.
+#include "testing.h"
+
+#include "cpu-traits.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "gguf.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct golden_tensor {
+    ggml_type            type = GGML_TYPE_F32;
+    std::vector<int64_t> ne;
+    std::vector<uint8_t> data;
+
+    const float * f32() const { return (const float *) data.data(); }
+    int64_t nelements() const {
+        int64_t n = 1;
+        for (auto e : ne) n *= e;
+        return n;
+    }
+};
+
+struct golden_data {
+    std::string                          error;   // non-empty when the files could not be read
+    std::map<std::string, golden_tensor> tensors;
+    nlohmann::json                       summary;
+    std::vector<std::string>             type_names;   // every T with a q.T or qw.T tensor
+
+    const golden_tensor * find(const std::string & name) const {
+        auto it = tensors.find(name);
+        return it == tensors.end() ? nullptr : &it->second;
+    }
+};
+
+golden_data load_golden() {
+    golden_data g;
+    const std::string path = kiln_test::shared_path("golden/quants.gguf");
+    gguf_init_params params = { /*no_alloc =*/ true, /*ctx =*/ nullptr };
+    gguf_context * ctx = gguf_init_from_file(path.c_str(), params);
+    if (!ctx) {
+        g.error = path + ": " + (gguf_last_error() ? gguf_last_error() : "cannot read");
+        return g;
+    }
+    std::ifstream in(path, std::ios::binary);
+    const size_t data_offset = gguf_get_data_offset(ctx);
+    for (int64_t i = 0; i < gguf_get_n_tensors(ctx); ++i) {
+        golden_tensor t;
+        t.type = gguf_get_tensor_type(ctx, i);
+        for (int d = 0; d < gguf_get_tensor_n_dims(ctx, i); ++d) t.ne.push_back(gguf_get_tensor_ne(ctx, i, d));
+        t.data.resize(gguf_get_tensor_size(ctx, i));
+        in.seekg((std::streamoff) (data_offset + gguf_get_tensor_offset(ctx, i)));
+        in.read((char *) t.data.data(), (std::streamsize) t.data.size());
+        if (!in) {
+            g.error = path + ": short read of tensor " + gguf_get_tensor_name(ctx, i);
+            break;
+        }
+        const std::string name = gguf_get_tensor_name(ctx, i);
+        for (const char * prefix : { "q.", "qw." }) {
+            if (name.rfind(prefix, 0) == 0) {
+                const std::string tn = name.substr(std::strlen(prefix));
+                if (std::find(g.type_names.begin(), g.type_names.end(), tn) == g.type_names.end()) g.type_names.push_back(tn);
+            }
+        }
+        g.tensors.emplace(name, std::move(t));
+    }
+    gguf_free(ctx);
+    std::ifstream js(kiln_test::shared_path("golden/quants-summary.json"));
+    if (!js) {
+        g.error = "cannot open golden/quants-summary.json";
+        return g;
+    }
+    g.summary = nlohmann::json::parse(js);
+    return g;
+}
+
+const golden_data & golden() {
+    static const golden_data g = load_golden();
+    return g;
+}
+
+// One form of a type: plain (q.T, no imatrix) or weighted (qw.T, with the imatrix).
+struct form {
+    const char * prefix;      // "" or "w"
+    const char * summary_key; // "plain" or "imatrix"
+    bool         weighted;
+};
+constexpr form k_forms[] = { { "", "plain", false }, { "w", "imatrix", true } };
+
+struct error_metrics {
+    double rel_rmse;
+    double weighted_rel_rmse;
+};
+
+// The summary's definitions (verified against the reference's own dq.T below):
+// rel_rmse = sqrt(sum (q - x)^2 / sum x^2); the weighted one weights column j by imatrix[j].
+error_metrics quant_error(const float * q, const float * x, const float * imatrix, int64_t nrows, int64_t ncols) {
+    double e = 0, s = 0, we = 0, ws = 0;
+    for (int64_t r = 0; r < nrows; ++r) {
+        for (int64_t j = 0; j < ncols; ++j) {
+            const double d = (double) q[r * ncols + j] - x[r * ncols + j];
+            const double v = x[r * ncols + j];
+            e += d * d;
+            s += v * v;
+            we += imatrix[j] * d * d;
+            ws += imatrix[j] * v * v;
+        }
+    }
+    return { std::sqrt(e / s), std::sqrt(we / ws) };
+}
+
+// sqrt(sum (mm - exact)^2 / sum exact^2) with exact[c][r] = dot(dq row r, act row c) in double.
+double matmul_error(const float * mm, const float * dq, const float * act, int64_t nrows, int64_t ncols, int64_t nact) {
+    double e = 0, s = 0;
+    for (int64_t c = 0; c < nact; ++c) {
+        for (int64_t r = 0; r < nrows; ++r) {
+            double exact = 0;
+            for (int64_t k = 0; k < ncols; ++k) exact += (double) dq[r * ncols + k] * act[c * ncols + k];
+            const double d = mm[c * nrows + r] - exact;
+            e += d * d;
+            s += exact * exact;
+        }
+    }
+    return std::sqrt(e / s);
+}
+
+int64_t ulp_distance(float a, float b) {
+    int32_t ia, ib;
+    std::memcpy(&ia, &a, 4);
+    std::memcpy(&ib, &b, 4);
+    if (ia < 0) ia = (int32_t) (0x80000000u - (uint32_t) ia);
+    if (ib < 0) ib = (int32_t) (0x80000000u - (uint32_t) ib);
+    return std::llabs((long long) ia - (long long) ib);
+}
+
+ggml_type type_of(const std::string & name) {
+    const golden_data & g = golden();
+    for (const char * prefix : { "q.", "qw." }) {
+        if (const golden_tensor * t = g.find(prefix + name)) return t->type;
+    }
+    return GGML_TYPE_COUNT;
+}
+
+// Decode nrows rows of type t; interleaved types decode groups of nrows_interleaved rows.
+bool decode_rows(ggml_type t, const uint8_t * data, int64_t nrows, int64_t ncols, std::vector<float> & out) {
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    if (!tt->to_float) return false;
+    const int64_t group = tt->nrows_interleaved > 1 ? tt->nrows_interleaved : 1;
+    const size_t row_size = ggml_row_size(t, ncols);
+    out.assign(nrows * ncols, NAN);
+    for (int64_t r = 0; r < nrows; r += group) {
+        tt->to_float(data + r * row_size, out.data() + r * ncols, ncols * group);
+    }
+    return true;
+}
+
+class QuantGolden : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        if (!golden().error.empty()) GTEST_SKIP() << "golden data unavailable: " << golden().error;
+    }
+};
+
+std::vector<std::string> golden_type_names() {
+    const golden_data & g = golden();
+    if (!g.error.empty()) return { "unavailable" };
+    return g.type_names;
+}
+
+TEST(QuantGoldenFile, HasInputsAndSummaryDefinitionsHold) {
+    const golden_data & g = golden();
+    ASSERT_TRUE(g.error.empty()) << g.error;
+    const golden_tensor * src = g.find("src");
+    const golden_tensor * im  = g.find("imatrix");
+    const golden_tensor * act = g.find("act");
+    ASSERT_TRUE(src && im && act);
+    ASSERT_EQ(src->ne, (std::vector<int64_t>{ 512, 32 }));
+    ASSERT_EQ(im->ne[0], 512);
+    ASSERT_EQ(act->ne[0], 512);
+    ASSERT_GE(g.type_names.size(), 20u);
+    // Recompute the reference's own metrics from its dq/mm tensors: this pins down the definitions
+    // used by the per-type checks.
+    int checked = 0;
+    for (const std::string & tn : g.type_names) {
+        for (const form & f : k_forms) {
+            const golden_tensor * dq = g.find(std::string("dq") + f.prefix + "." + tn);
+            const golden_tensor * mm = g.find(std::string("mm") + f.prefix + "." + tn);
+            if (!dq || !mm || !g.summary.contains(tn) || !g.summary[tn].contains(f.summary_key)) continue;
+            const auto & s = g.summary[tn][f.summary_key];
+            const error_metrics m = quant_error(dq->f32(), src->f32(), im->f32(), 32, 512);
+            EXPECT_NEAR(m.rel_rmse, s["rel_rmse"].get<double>(), 1e-5 * s["rel_rmse"].get<double>() + 1e-9) << tn;
+            EXPECT_NEAR(m.weighted_rel_rmse, s["weighted_rel_rmse"].get<double>(),
+                        1e-5 * s["weighted_rel_rmse"].get<double>() + 1e-9) << tn;
+            const double me = matmul_error(mm->f32(), dq->f32(), act->f32(), 32, 512, act->ne[1]);
+            const double ref = s["matmul_rel_err_vs_exact_dq"].get<double>();
+            // the reference computed its "exact" product in float (about 5e-7 of noise, visible for f16)
+            EXPECT_NEAR(me, ref, 1e-3 * ref + 1e-6) << tn << " " << f.summary_key;
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 20);
+}
+
+TEST_P(QuantGolden, DequantizeMatchesReference) {
+    const std::string tn = GetParam();
+    const ggml_type t = type_of(tn);
+    const golden_data & g = golden();
+    if (!ggml_get_type_traits(t)->to_float) GTEST_SKIP() << tn << ": no to_float registered yet";
+    for (const form & f : k_forms) {
+        const golden_tensor * q  = g.find(std::string("q") + f.prefix + "." + tn);
+        const golden_tensor * dq = g.find(std::string("dq") + f.prefix + "." + tn);
+        if (!q || !dq) continue;
+        const int64_t ncols = q->ne[0], nrows = q->ne[1];
+        ASSERT_EQ(q->data.size(), (size_t) nrows * ggml_row_size(t, ncols)) << tn;
+        std::vector<float> out;
+        ASSERT_TRUE(decode_rows(t, q->data.data(), nrows, ncols, out));
+        int64_t worst = 0, worst_i = 0, n_off = 0;
+        for (int64_t i = 0; i < nrows * ncols; ++i) {
+            const float ref = dq->f32()[i];
+            const int64_t u = std::isnan(out[i]) ? INT64_MAX : ulp_distance(out[i], ref);
+            if (u > 0) ++n_off;
+            if (u > worst) { worst = u; worst_i = i; }
+        }
+        EXPECT_LE(worst, 1) << tn << (f.weighted ? " (qw)" : " (q)") << ": " << n_off << " values differ; worst at row "
+                            << worst_i / ncols << " col " << worst_i % ncols << ": " << out[worst_i] << " vs "
+                            << dq->f32()[worst_i];
+    }
+}
+
+TEST_P(QuantGolden, QuantizeErrorNoWorseThanReference) {
+    const std::string tn = GetParam();
+    const ggml_type t = type_of(tn);
+    const golden_data & g = golden();
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    if (!tt->to_float) GTEST_SKIP() << tn << ": no to_float registered yet";
+    if (!tt->quantize && !tt->from_float_ref) GTEST_SKIP() << tn << ": no quantizer registered yet";
+    const golden_tensor * src = g.find("src");
+    const golden_tensor * im  = g.find("imatrix");
+    const int64_t ncols = src->ne[0], nrows = src->ne[1];
+    const size_t row_size = ggml_row_size(t, ncols);
+    for (const form & f : k_forms) {
+        if (!g.summary.contains(tn) || !g.summary[tn].contains(f.summary_key)) continue;
+        if (!f.weighted && tt->requires_imatrix) continue;
+        std::vector<uint8_t> q(nrows * row_size + 64, 0xA5);
+        const size_t written = ggml_quantize_chunk(t, src->f32(), q.data(), 0, nrows, ncols, f.weighted ? im->f32() : nullptr);
+        ASSERT_EQ(written, nrows * row_size) << tn;
+        for (size_t i = written; i < q.size(); ++i) ASSERT_EQ(q[i], 0xA5) << tn << ": quantizer wrote past its rows";
+        std::vector<float> out;
+        ASSERT_TRUE(decode_rows(t, q.data(), nrows, ncols, out));
+        for (float v : out) ASSERT_TRUE(std::isfinite(v)) << tn << ": our blocks decode to non-finite values";
+        const error_metrics m = quant_error(out.data(), src->f32(), im->f32(), nrows, ncols);
+        const auto & s = g.summary[tn][f.summary_key];
+        // plain quantization is judged by the plain error, imatrix quantization by the weighted one
+        const double ours = f.weighted ? m.weighted_rel_rmse : m.rel_rmse;
+        const double ref  = s[f.weighted ? "weighted_rel_rmse" : "rel_rmse"].get<double>();
+        std::printf("[ quant    ] %-10s %-7s ours %.6f ref %.6f ratio %.4f (other metric: ours %.6f ref %.6f)\n",
+                    tn.c_str(), f.summary_key, ours, ref, ours / ref, f.weighted ? m.rel_rmse : m.weighted_rel_rmse,
+                    s[f.weighted ? "rel_rmse" : "weighted_rel_rmse"].get<double>());
+        EXPECT_LE(ours, 1.02 * ref + 1e-7) << tn << " " << f.summary_key;
+    }
+}
+
+TEST_P(QuantGolden, MatmulNoFurtherFromExactThanReference) {
+    const std::string tn = GetParam();
+    const ggml_type t = type_of(tn);
+    const golden_data & g = golden();
+    const golden_tensor * act = g.find("act");
+    const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
+    const ggml_cpu_isa hw = ggml_cpu_detected_isa();
+    int ran = 0;
+    for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
+        const ggml_gemm_t gemm = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+        if (!gemm) continue;
+        const bool runs_here = isa == GGML_CPU_ISA_SCALAR || (hw == GGML_CPU_ISA_NEON ? isa == GGML_CPU_ISA_NEON
+                                                                                   : (isa <= hw && isa != GGML_CPU_ISA_NEON));
+        if (!runs_here) continue;
+        const ggml_type vdt = ct->vec_dot_type;
+        ggml_from_float_t enc = ggml_cpu_from_float_at(vdt, (ggml_cpu_isa) isa);
+        if (!enc) enc = ggml_get_type_traits(vdt)->from_float_ref;
+        ASSERT_TRUE(enc) << tn << ": activation type " << ggml_type_name(vdt) << " has no encoder";
+        const int64_t ncols = act->ne[0], nact = act->ne[1];
+        const size_t act_row = ggml_row_size(vdt, ncols);
+        std::vector<uint8_t> xq(nact * act_row);
+        for (int64_t c = 0; c < nact; ++c) enc(act->f32() + c * ncols, xq.data() + c * act_row, ncols);
+        for (const form & f : k_forms) {
+            const golden_tensor * q  = g.find(std::string("q") + f.prefix + "." + tn);
+            const golden_tensor * dq = g.find(std::string("dq") + f.prefix + "." + tn);
+            if (!q || !dq || !g.summary.contains(tn) || !g.summary[tn].contains(f.summary_key)) continue;
+            const int64_t nrows = q->ne[1];
+            std::vector<float> mm(nact * nrows, NAN);
+            gemm(ncols, q->data.data(), ggml_row_size(t, ncols), xq.data(), act_row, mm.data(), nrows, (int) nrows, (int) nact);
+            const double ours = matmul_error(mm.data(), dq->f32(), act->f32(), nrows, ncols, nact);
+            const double ref  = g.summary[tn][f.summary_key]["matmul_rel_err_vs_exact_dq"].get<double>();
+            std::printf("[ matmul   ] %-10s %-7s %-6s (x %s) ours %.3g ref %.3g ratio %.3f\n", tn.c_str(), f.summary_key,
+                        ggml_cpu_isa_name((ggml_cpu_isa) isa), ggml_type_name(vdt), ours, ref, ours / ref);
+            EXPECT_LE(ours, 1.1 * ref + 1e-6) << tn << " " << f.summary_key << " on " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+            ++ran;
+        }
+    }
+    if (!ran) GTEST_SKIP() << tn << ": no gemm registered yet";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantGolden, ::testing::ValuesIn(golden_type_names()),
+                         [](const ::testing::TestParamInfo<std::string> & info) { return info.param; });
+
+} // namespace

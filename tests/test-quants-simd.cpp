@@ -1,0 +1,253 @@
+// Every SIMD kernel agrees with the scalar one: for each type with a scalar gemm and a gemm at a
+// SIMD level this CPU runs, on random data of awkward shapes (row counts that are not multiples
+// of any register tile, 1..17 activation columns, row strides larger than the rows); and every
+// SIMD activation encoder reproduces the reference encoder byte for byte. The scalar gemm itself
+// is checked against a double-precision product of the decoded operands. Type-agnostic: kernels
+// of any family are picked up from the registry.
+#include "testing.h"
+
+#include "cpu-traits.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool isa_runs_here(ggml_cpu_isa isa) {
+    const ggml_cpu_isa hw = ggml_cpu_detected_isa();
+    if (isa == GGML_CPU_ISA_SCALAR) return true;
+    if (hw == GGML_CPU_ISA_NEON) return isa == GGML_CPU_ISA_NEON;
+    return isa != GGML_CPU_ISA_NEON && isa <= hw;
+}
+
+std::vector<ggml_type> types_with_gemm() {
+    std::vector<ggml_type> out;
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        if (ggml_type_is_valid(t) && ggml_cpu_gemm_at((ggml_type) t, GGML_CPU_ISA_SCALAR)) out.push_back((ggml_type) t);
+    }
+    return out;
+}
+
+// Weight-like data: mostly gaussian with a few larger values per row.
+std::vector<float> weight_data(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (auto & x : v) x = nd(rng);
+    for (int64_t i = 0; i < n; i += 97) v[i] *= 6.0f;
+    return v;
+}
+
+struct operand {
+    std::vector<uint8_t> bytes;   // rows at `stride` bytes apart
+    std::vector<float>   decoded; // rows of n values (empty if the type has no decoder)
+    size_t               stride = 0;
+};
+
+// Quantize nrows rows to type t with a row stride larger than the row (extra bytes are garbage).
+bool make_weights(ggml_type t, int64_t nrows, int64_t n, uint32_t seed, operand & w) {
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    if (!tt->quantize && !tt->from_float_ref) return false;
+    const std::vector<float> src = weight_data(nrows * n, seed);
+    std::vector<float> imatrix(n);
+    for (int64_t j = 0; j < n; ++j) imatrix[j] = 0.5f + (float) ((j * 37) % 11);
+    const size_t row = ggml_row_size(t, n);
+    std::vector<uint8_t> packed(nrows * row);
+    const size_t written = ggml_quantize_chunk(t, src.data(), packed.data(), 0, nrows, n,
+                                               tt->requires_imatrix ? imatrix.data() : nullptr);
+    if (written != nrows * row) return false;
+    w.stride = row + 40;
+    w.bytes.assign(nrows * w.stride, 0xCD);
+    for (int64_t r = 0; r < nrows; ++r) std::memcpy(w.bytes.data() + r * w.stride, packed.data() + r * row, row);
+    if (tt->to_float) {
+        w.decoded.resize(nrows * n);
+        const int64_t group = tt->nrows_interleaved > 1 ? tt->nrows_interleaved : 1;
+        for (int64_t r = 0; r < nrows; r += group) tt->to_float(packed.data() + r * row, w.decoded.data() + r * n, n * group);
+    }
+    return true;
+}
+
+// Encode nc activation rows with the given encoder, row stride larger than the row.
+void make_activations(ggml_type vdt, ggml_from_float_t enc, int64_t nc, int64_t n, uint32_t seed, operand & x) {
+    const std::vector<float> src = kiln_test::random_floats(nc * n, seed, -2.0f, 2.0f);
+    const size_t row = ggml_row_size(vdt, n);
+    x.stride = row + 24;
+    x.bytes.assign(nc * x.stride, 0xEF);
+    for (int64_t c = 0; c < nc; ++c) enc(src.data() + c * n, x.bytes.data() + c * x.stride, n);
+    const ggml_to_float_t dec = ggml_get_type_traits(vdt)->to_float;
+    x.decoded.clear();
+    if (dec) {
+        x.decoded.resize(nc * n);
+        for (int64_t c = 0; c < nc; ++c) dec(x.bytes.data() + c * x.stride, x.decoded.data() + c * n, n);
+    }
+}
+
+TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
+    const int64_t n = 768;   // a multiple of every block size (32 and 256)
+    const int row_counts[] = { 1, 3, 13, 37 };
+    const int col_counts[] = { 1, 2, 3, 5, 7, 16, 17 };
+    int compared = 0;
+    std::string tested;
+    for (ggml_type t : types_with_gemm()) {
+        const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
+        const ggml_type vdt = ct->vec_dot_type;
+        const ggml_from_float_t enc = ggml_get_type_traits(vdt)->from_float_ref;
+        ASSERT_TRUE(enc) << ggml_type_name(t) << ": activation type " << ggml_type_name(vdt) << " has no reference encoder";
+        const int group = std::max(1, ggml_get_type_traits(t)->nrows_interleaved);
+        for (int nr0 : row_counts) {
+            const int nr = (nr0 + group - 1) / group * group;
+            operand w;
+            if (!make_weights(t, nr, n, 1000 + nr, w)) {
+                std::printf("[ skip     ] %s: no quantizer to make test weights\n", ggml_type_name(t));
+                break;
+            }
+            for (int nc : col_counts) {
+                operand x;
+                make_activations(vdt, enc, nc, n, 77 + nc, x);
+                const size_t dst_stride = nr + 3;
+                std::vector<float> ref(nc * dst_stride, -7.0f);
+                ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR)(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, ref.data(),
+                                                         dst_stride, nr, nc);
+                // |error| bound per output: a small multiple of sum |w_k x_k|
+                std::vector<double> bound(nc * dst_stride, 0.0), exact(nc * dst_stride, 0.0);
+                const bool have_decoded = !w.decoded.empty() && !x.decoded.empty();
+                for (int c = 0; c < nc; ++c) {
+                    for (int r = 0; r < nr; ++r) {
+                        double b = 0, e = 0;
+                        if (have_decoded) {
+                            for (int64_t k = 0; k < n; ++k) {
+                                const double p = (double) w.decoded[r * n + k] * x.decoded[c * n + k];
+                                e += p;
+                                b += std::fabs(p);
+                            }
+                        } else {
+                            b = std::fabs(ref[c * dst_stride + r]) + 1.0;
+                        }
+                        bound[c * dst_stride + r] = b;
+                        exact[c * dst_stride + r] = e;
+                        ASSERT_TRUE(std::isfinite(ref[c * dst_stride + r])) << ggml_type_name(t);
+                        if (have_decoded) {
+                            // scalar = exact product of the decoded operands up to float rounding (and the
+                            // fp16 rounding of q8_1's precomputed sums)
+                            ASSERT_NEAR(ref[c * dst_stride + r], e, 2e-3 * b + 1e-6)
+                                << ggml_type_name(t) << " scalar vs double: row " << r << " col " << c;
+                        }
+                    }
+                    for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(ref[c * dst_stride + r], -7.0f) << "wrote past nr";
+                }
+                for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                    const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+                    if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
+                    std::vector<float> got(nc * dst_stride, -7.0f);
+                    fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, got.data(), dst_stride, nr, nc);
+                    for (int c = 0; c < nc; ++c) {
+                        for (int r = 0; r < nr; ++r) {
+                            const size_t i = c * dst_stride + r;
+                            ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-6)
+                                << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nr=" << nr
+                                << " nc=" << nc << " row " << r << " col " << c;
+                        }
+                        for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(got[c * dst_stride + r], -7.0f) << "wrote past nr";
+                    }
+                    ++compared;
+                    if (nr0 == row_counts[0] && nc == col_counts[0]) {
+                        tested += std::string(" ") + ggml_type_name(t) + "/" + ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                    }
+                }
+            }
+        }
+    }
+    std::printf("[ compared ]%s\n", tested.c_str());
+    if (compared == 0) GTEST_SKIP() << "no type has both a scalar and a SIMD gemm this CPU runs";
+}
+
+// Activation rows that exercise rounding ties, zero blocks and sign choices of the encoders.
+std::vector<float> encoder_data(int64_t n, uint32_t seed) {
+    std::vector<float> v = kiln_test::random_floats(n, seed, -3.0f, 3.0f);
+    // block 0 (32 values): max 127 -> scale 1, so x.5 values are exact rounding ties
+    for (int j = 0; j < 32; ++j) v[j] = (j % 2 ? -1.0f : 1.0f) * (0.5f + (float) (j * 3 % 120));
+    v[5] = 127.0f;
+    // block 1: all zero
+    for (int j = 32; j < 64; ++j) v[j] = 0.0f;
+    // first 256-block for q8_K: its largest magnitude is -127 (scale 1), ties again; and a
+    // second element of the same magnitude with the other sign comes later (the first wins)
+    v[70] = -127.0f;
+    v[200] = 127.0f;
+    // a 256-block that is all zero (the third one)
+    for (int j = 512; j < 768; ++j) v[j] = 0.0f;
+    // tiny values (subnormal scales)
+    for (int j = 768; j < 800; ++j) v[j] = 1e-39f * (float) (j - 780);
+    return v;
+}
+
+TEST(QuantSimd, ActivationEncodersMatchReference) {
+    const int64_t n = 1024;
+    int compared = 0;
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        if (!ggml_type_is_valid(t)) continue;
+        const ggml_type type = (ggml_type) t;
+        const ggml_from_float_t ref_fn = ggml_get_type_traits(type)->from_float_ref;
+        for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+            const ggml_from_float_t fn = ggml_cpu_from_float_at(type, (ggml_cpu_isa) isa);
+            if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
+            ASSERT_TRUE(ref_fn) << ggml_type_name(type) << ": SIMD encoder without a reference";
+            for (uint32_t seed = 1; seed <= 4; ++seed) {
+                std::vector<float> x = encoder_data(n, seed);
+                const size_t row = ggml_row_size(type, n);
+                std::vector<uint8_t> a(row + 16, 0x11), b(row + 16, 0x11);
+                ref_fn(x.data(), a.data(), n);
+                fn(x.data(), b.data(), n);
+                size_t first = row;
+                for (size_t i = 0; i < row; ++i) {
+                    if (a[i] != b[i]) { first = i; break; }
+                }
+                EXPECT_EQ(first, row) << ggml_type_name(type) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa)
+                                      << ": first differing byte " << first << " of " << row << " (seed " << seed << ")";
+                for (size_t i = row; i < b.size(); ++i) ASSERT_EQ(b[i], 0x11) << "encoder wrote past its row";
+            }
+            ++compared;
+            std::printf("[ encoder  ] %s %s matches the reference\n", ggml_type_name(type), ggml_cpu_isa_name((ggml_cpu_isa) isa));
+        }
+    }
+    if (compared == 0) GTEST_SKIP() << "no SIMD encoder this CPU runs";
+}
+
+// The reference encoders of the activation types decode back to within half a step.
+TEST(QuantSimd, ActivationReferenceEncodersRoundTrip) {
+    const int64_t n = 1024;
+    const std::vector<float> x = encoder_data(n, 9);
+    for (ggml_type t : { GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q8_K }) {
+        const ggml_type_traits * tt = ggml_get_type_traits(t);
+        if (!tt->from_float_ref || !tt->to_float) continue;
+        std::vector<uint8_t> q(ggml_row_size(t, n));
+        std::vector<float> y(n);
+        tt->from_float_ref(x.data(), q.data(), n);
+        tt->to_float(q.data(), y.data(), n);
+        const int64_t blk = tt->blck_size;
+        for (int64_t b = 0; b < n / blk; ++b) {
+            float amax = 0;
+            for (int64_t j = 0; j < blk; ++j) amax = std::max(amax, std::fabs(x[b * blk + j]));
+            const double step = amax / 127.0;
+            for (int64_t j = 0; j < blk; ++j) {
+                // half a step, plus the fp16 rounding of the scale (relative 2^-11) over 127 steps
+                ASSERT_NEAR(y[b * blk + j], x[b * blk + j], 0.5 * step * 1.0001 + amax * 1e-3 + 1e-30)
+                    << ggml_type_name(t) << " block " << b << " elem " << j;
+            }
+        }
+        if (t == GGML_TYPE_Q8_0) {
+            // ties round away from zero: 0.5 -> 1, -2.5 -> -3 (block 0 has scale exactly 1)
+            EXPECT_EQ(y[0], 1.0f);
+            EXPECT_EQ(y[1], -4.0f);   // -(0.5 + 3) = -3.5 -> -4
+        }
+    }
+}
+
+} // namespace

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# llama-cli end to end on stories260K: greedy output is deterministic and the same across thread
+# counts and batch sizes, a seed reproduces a sampled run, -n bounds the output, and bad command
+# lines exit non-zero with a message naming the flag. Usage: cli.sh <build>/bin <shared dir>
+set -u
+
+BIN="${1:?usage: cli.sh <build>/bin <shared dir>}"
+SHARED="${2:?usage: cli.sh <build>/bin <shared dir>}"
+TOOL="$BIN/llama-cli"
+[ -x "$TOOL" ] || { echo "FAIL: $TOOL not built"; exit 1; }
+MODEL="$SHARED/models/stories260K.gguf"
+
+TMP=$(mktemp -d /tmp/kiln-cli-sh-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+fails=0
+passes=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { passes=$((passes + 1)); }
+
+# expect_err PATTERN CMD...: non-zero exit, PATTERN in stderr
+expect_err() {
+    local pattern="$1"; shift
+    if "$@" >"$TMP/out" 2>"$TMP/err"; then
+        fail "$* exited 0, expected an error"
+    elif ! grep -q -- "$pattern" "$TMP/err"; then
+        fail "$*: stderr lacks '$pattern': $(head -c 300 "$TMP/err")"
+    else
+        pass
+    fi
+}
+
+# run NAME ARGS...: run the tool, stdout to $TMP/NAME.out; a failure is reported
+run() {
+    local name="$1"; shift
+    if "$TOOL" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+        pass
+    else
+        fail "llama-cli $* exited non-zero: $(tail -c 300 "$TMP/$name.err")"
+    fi
+}
+
+same() {
+    if cmp -s "$TMP/$1.out" "$TMP/$2.out"; then pass; else
+        fail "outputs differ ($1 vs $2): '$(head -c 200 "$TMP/$1.out")' vs '$(head -c 200 "$TMP/$2.out")'"
+    fi
+}
+
+if [ -f "$MODEL" ]; then
+    P="Once upon a time"
+    # one thread unless the thread count is what is tested: the machine may be busy
+    T="-t 1"
+    run greedy   -m "$MODEL" -p "$P" -n 32 --temp 0 $T
+    run greedy2  -m "$MODEL" -p "$P" -n 32 --temp 0 $T
+    run greedy_t1 -m "$MODEL" -p "$P" -n 32 --temp 0 -t 1
+    run greedy_t2 -m "$MODEL" -p "$P" -n 32 --temp 0 -t 2
+    run greedy_b1 -m "$MODEL" -p "$P" -n 32 --temp 0 -b 1 -ub 1 $T
+    run greedy_b2 -m "$MODEL" -p "$P" -n 32 --temp 0 -b 2 $T
+    same greedy greedy2
+    same greedy greedy_t1
+    same greedy greedy_t2
+    same greedy greedy_b1
+    same greedy greedy_b2
+    run nowarm -m "$MODEL" -p "$P" -n 32 --temp 0 --no-warmup $T
+    same greedy nowarm
+    grep -q "^$P" "$TMP/greedy.out" || fail "the output does not start with the prompt"
+    [ "$(wc -c <"$TMP/greedy.out")" -gt $(( ${#P} + 40 )) ] || fail "greedy output is too short: $(cat "$TMP/greedy.out")"
+    grep -q "prompt eval time = .* tokens per second" "$TMP/greedy.err" || fail "no prompt timing line"
+    grep -q "eval time = .* runs .* tokens per second" "$TMP/greedy.err" || fail "no eval timing line"
+
+    run seed_a -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 $T
+    run seed_b -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 -t 1
+    same seed_a seed_b
+
+    # -n bounds the generation: 4 tokens give less text than 32
+    run short -m "$MODEL" -p "$P" -n 4 --temp 0 $T
+    [ "$(wc -c <"$TMP/short.out")" -lt "$(wc -c <"$TMP/greedy.out")" ] || fail "-n 4 printed as much as -n 32"
+    head -c "$(( $(wc -c <"$TMP/short.out") - 1 ))" "$TMP/short.out" >"$TMP/short.prefix"
+    grep -qF "$(cat "$TMP/short.prefix")" "$TMP/greedy.out" || fail "-n 4 output is not a prefix of the -n 32 output"
+
+    printf '%s' "$P" >"$TMP/prompt.txt"
+    run file -m "$MODEL" -f "$TMP/prompt.txt" -n 32 --temp 0 $T
+    same greedy file
+
+    expect_err "no chat template" "$TOOL" -m "$MODEL" -p "$P" -cnv -n 4 $T
+    tmpl="$TMP/chat.jinja"
+    printf '%s' '{% for m in messages %}[{{ m.role }}] {{ m.content }}
+{% endfor %}[assistant]' >"$tmpl"
+    run chat -m "$MODEL" -p "$P" -cnv --chat-template-file "$tmpl" -n 8 --temp 0 $T
+    grep -q "^\[user\] $P" "$TMP/chat.err" || fail "-cnv did not log the formatted prompt"
+    if grep -q "^$P" "$TMP/chat.out"; then fail "-cnv echoed the raw prompt"; else pass; fi
+    expect_err "prompt is too long" "$TOOL" -m "$MODEL" -p "$P $P $P $P" -c 8 -n 1 $T
+fi
+
+expect_err "no model given (-m)" "$TOOL" -p "hello"
+expect_err "unknown argument: --frobnicate" "$TOOL" --frobnicate
+expect_err "'abc' for -c" "$TOOL" -m "$MODEL" -c abc
+expect_err "needs a value" "$TOOL" -m "$MODEL" -c
+expect_err "-ctk" "$TOOL" -m "$MODEL" -ctk q9_9
+expect_err "-fa" "$TOOL" -m "$MODEL" -fa sometimes
+expect_err "not supported by llama-cli" "$TOOL" -m "$MODEL" --port 8080
+expect_err "$TMP/missing.txt" "$TOOL" -m "$MODEL" -f "$TMP/missing.txt"
+expect_err "$TMP/missing.gguf" "$TOOL" -m "$TMP/missing.gguf"
+if "$TOOL" --help >"$TMP/help.out" 2>&1 && grep -q -- "--ctx-size" "$TMP/help.out"; then pass; else fail "--help"; fi
+
+echo "cli.sh: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
