@@ -35,12 +35,17 @@ struct ggml_cpu_threadpool {
     size_t wsize = 0;
 
     std::atomic<int> job_gen{ 0 };       // bumped for every new graph (workers wait on it)
+    std::atomic<int> idle_sleepers{ 0 };  // workers asleep on job_gen
     std::atomic<int> n_done{ 0 };        // workers finished with the current graph
     std::atomic<bool> stop{ false };
 
-    // barrier
+    // barrier: spin briefly (ops take microseconds), then sleep on the phase word so that an
+    // oversubscribed machine (more threads than free cores) does not burn the time slices the
+    // late thread needs. The last thread to arrive wakes sleepers only if there are any.
     std::atomic<int> arrived{ 0 };
     std::atomic<int> phase{ 0 };
+    std::atomic<int> sleepers{ 0 };
+    static constexpr int k_spin = 1 << 12;
 
     void barrier(int nth) {
         if (nth == 1) return;
@@ -48,16 +53,16 @@ struct ggml_cpu_threadpool {
         if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == nth) {
             arrived.store(0, std::memory_order_relaxed);
             phase.fetch_add(1, std::memory_order_acq_rel);
+            if (sleepers.load(std::memory_order_acquire) > 0) phase.notify_all();
             return;
         }
-        int spins = 0;
-        while (phase.load(std::memory_order_acquire) == p) {
-            if (++spins < 1 << 16) {
-                CPU_RELAX();
-            } else {
-                std::this_thread::yield();   // the machine is oversubscribed: let others run
-            }
+        for (int spins = 0; spins < k_spin; ++spins) {
+            if (phase.load(std::memory_order_acquire) != p) return;
+            CPU_RELAX();
         }
+        sleepers.fetch_add(1, std::memory_order_acq_rel);
+        while (phase.load(std::memory_order_acquire) == p) phase.wait(p, std::memory_order_acquire);
+        sleepers.fetch_sub(1, std::memory_order_acq_rel);
     }
 
     void run_graph(int ith) {
@@ -80,10 +85,14 @@ struct ggml_cpu_threadpool {
             int g;
             while ((g = job_gen.load(std::memory_order_acquire)) == seen) {
                 if (stop.load(std::memory_order_acquire)) return;
-                if (++spins < 1 << 14) {
+                if (++spins < k_spin) {
                     CPU_RELAX();
                 } else {
-                    job_gen.wait(seen, std::memory_order_acquire);
+                    idle_sleepers.fetch_add(1, std::memory_order_acq_rel);
+                    if (job_gen.load(std::memory_order_acquire) == seen && !stop.load(std::memory_order_acquire)) {
+                        job_gen.wait(seen, std::memory_order_acquire);
+                    }
+                    idle_sleepers.fetch_sub(1, std::memory_order_acq_rel);
                 }
             }
             if (stop.load(std::memory_order_acquire)) return;
@@ -116,9 +125,11 @@ struct ggml_cpu_threadpool {
         wsize = ws;
         n_done.store(0, std::memory_order_relaxed);
         job_gen.fetch_add(1, std::memory_order_acq_rel);
-        job_gen.notify_all();
+        if (idle_sleepers.load(std::memory_order_acquire) > 0) job_gen.notify_all();
         run_graph(0);
-        while (n_done.load(std::memory_order_acquire) < n_threads - 1) CPU_RELAX();
+        for (int spins = 0; n_done.load(std::memory_order_acquire) < n_threads - 1; ++spins) {
+            if (spins < k_spin) CPU_RELAX(); else std::this_thread::yield();
+        }
     }
 
     ~ggml_cpu_threadpool() { shutdown(); }

@@ -1,0 +1,242 @@
+// llama_decode behaviour: the same logits whether a prompt is decoded at once, in chunks or token
+// by token; greedy generation identical across thread counts; several sequences in one batch; KV
+// cache edits (remove, copy, shift); clear errors for bad batches.
+#include "llama.h"
+#include "testing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+namespace {
+
+struct model_deleter {
+    void operator()(llama_model * m) const { llama_model_free(m); }
+};
+struct context_deleter {
+    void operator()(llama_context * c) const { llama_free(c); }
+};
+using model_ptr = std::unique_ptr<llama_model, model_deleter>;
+using context_ptr = std::unique_ptr<llama_context, context_deleter>;
+
+model_ptr load(const char * name) {
+    llama_model_params mp = llama_model_default_params();
+    return model_ptr(llama_model_load_from_file(kiln_test::shared_path(std::string("models/") + name).c_str(), mp));
+}
+
+context_ptr make_ctx(llama_model * m, int n_threads, bool fa, int n_ubatch = 512, int n_seq = 1, int n_ctx = 256) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_ctx;
+    cp.n_ubatch = n_ubatch;
+    cp.n_seq_max = n_seq;
+    cp.n_threads = cp.n_threads_batch = n_threads;
+    cp.flash_attn_type = fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    return context_ptr(llama_init_from_model(m, cp));
+}
+
+std::vector<llama_token> prompt_tokens(const llama_model * m, int n) {
+    const llama_vocab * v = llama_model_get_vocab(m);
+    const int n_vocab = llama_vocab_n_tokens(v);
+    std::vector<llama_token> t(n);
+    for (int i = 0; i < n; ++i) t[i] = (llama_token) ((i * 7919 + 13) % n_vocab);
+    if (llama_vocab_get_add_bos(v)) t[0] = llama_vocab_bos(v);
+    return t;
+}
+
+// decode tokens [start, start + n) of seq at their positions, logits for all
+void decode_range(llama_context * ctx, const std::vector<llama_token> & toks, int start, int n, llama_seq_id seq = 0) {
+    llama_batch b = llama_batch_init(n, 0, 1);
+    b.n_tokens = n;
+    for (int i = 0; i < n; ++i) {
+        b.token[i] = toks[start + i];
+        b.pos[i] = start + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = 1;
+    }
+    ASSERT_EQ(llama_decode(ctx, b), 0);
+    llama_batch_free(b);
+}
+
+double rel_diff(const float * a, const float * b, int n) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; ++i) {
+        num = std::max(num, (double) std::fabs(a[i] - b[i]));
+        den = std::max(den, (double) std::fabs(b[i]));
+    }
+    return num / std::max(den, 1e-12);
+}
+
+class Decode : public ::testing::TestWithParam<std::tuple<const char *, bool>> {};
+
+TEST_P(Decode, OneBatchChunksAndSingleTokensAgree) {
+    const auto [name, fa] = GetParam();
+    model_ptr m = load(name);
+    ASSERT_TRUE(m) << llama_last_error();
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    const int n = 40;
+    const auto toks = prompt_tokens(m.get(), n);
+
+    context_ptr whole = make_ctx(m.get(), 2, fa);
+    decode_range(whole.get(), toks, 0, n);
+    std::vector<float> ref((size_t) n * n_vocab);
+    for (int i = 0; i < n; ++i) std::copy_n(llama_get_logits_ith(whole.get(), i), n_vocab, ref.begin() + (size_t) i * n_vocab);
+
+    context_ptr chunked = make_ctx(m.get(), 2, fa);
+    for (int s = 0; s < n; s += 9) {
+        const int len = std::min(9, n - s);
+        decode_range(chunked.get(), toks, s, len);
+        for (int i = 0; i < len; ++i) {
+            EXPECT_LT(rel_diff(llama_get_logits_ith(chunked.get(), i), &ref[(size_t) (s + i) * n_vocab], n_vocab), 1e-4)
+                << "chunked, token " << s + i;
+        }
+    }
+
+    context_ptr single = make_ctx(m.get(), 1, fa);
+    for (int s = 0; s < n; ++s) {
+        decode_range(single.get(), toks, s, 1);
+        EXPECT_LT(rel_diff(llama_get_logits_ith(single.get(), 0), &ref[(size_t) s * n_vocab], n_vocab), 1e-4)
+            << "token by token, token " << s;
+    }
+}
+
+// Greedy continuation of a prompt, n tokens, with the given thread count.
+std::vector<llama_token> greedy(llama_model * m, int n_threads, bool fa, int n_gen) {
+    context_ptr ctx = make_ctx(m, n_threads, fa);
+    auto toks = prompt_tokens(m, 12);
+    decode_range(ctx.get(), toks, 0, (int) toks.size());
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    std::vector<llama_token> out;
+    const float * logits = llama_get_logits_ith(ctx.get(), -1);
+    for (int i = 0; i < n_gen; ++i) {
+        const llama_token t = (llama_token) (std::max_element(logits, logits + n_vocab) - logits);
+        out.push_back(t);
+        toks.push_back(t);
+        decode_range(ctx.get(), toks, (int) toks.size() - 1, 1);
+        logits = llama_get_logits_ith(ctx.get(), 0);
+    }
+    return out;
+}
+
+TEST_P(Decode, GreedyGenerationIdenticalAcrossThreadCounts) {
+    const auto [name, fa] = GetParam();
+    model_ptr m = load(name);
+    ASSERT_TRUE(m);
+    const auto a = greedy(m.get(), 1, fa, 24);
+    const auto b = greedy(m.get(), 2, fa, 24);
+    const auto c = greedy(m.get(), 2, fa, 24);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(b, c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Decode,
+                         ::testing::Combine(::testing::Values("stories260K.gguf", "synth-qwen3-f16.gguf"), ::testing::Bool()));
+
+// Two sequences decoded together give the logits each gives alone; removing and copying
+// sequence ranges and shifting positions behave as the llama.cpp API promises.
+TEST(DecodeSequences, InterleavedSequencesMatchSeparateRuns) {
+    model_ptr m = load("synth-qwen3-f16.gguf");
+    ASSERT_TRUE(m);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    auto t0 = prompt_tokens(m.get(), 10);
+    std::vector<llama_token> t1(10);
+    for (int i = 0; i < 10; ++i) t1[i] = (t0[i] * 31 + 5) % n_vocab;
+
+    context_ptr alone = make_ctx(m.get(), 2, true);
+    decode_range(alone.get(), t1, 0, 10);
+    std::vector<float> ref(llama_get_logits_ith(alone.get(), 9), llama_get_logits_ith(alone.get(), 9) + n_vocab);
+
+    context_ptr both = make_ctx(m.get(), 2, true, 512, 2);
+    llama_batch b = llama_batch_init(20, 0, 1);
+    b.n_tokens = 20;
+    for (int i = 0; i < 20; ++i) {
+        const int s = i % 2, p = i / 2;
+        b.token[i] = s ? t1[p] : t0[p];
+        b.pos[i] = p;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = s;
+        b.logits[i] = i == 19;
+    }
+    ASSERT_EQ(llama_decode(both.get(), b), 0);
+    EXPECT_LT(rel_diff(llama_get_logits_ith(both.get(), 19), ref.data(), n_vocab), 1e-4);
+    llama_batch_free(b);
+
+    // drop sequence 0: positions of seq 1 stay
+    EXPECT_EQ(llama_memory_seq_pos_max(both.get(), 0), 9);
+    llama_memory_seq_rm(both.get(), 0, -1, -1);
+    EXPECT_EQ(llama_memory_seq_pos_max(both.get(), 0), -1);
+    EXPECT_EQ(llama_memory_seq_pos_max(both.get(), 1), 9);
+    EXPECT_EQ(llama_memory_n_used(both.get()), 10);
+
+    // copy seq 1 into seq 0 and continue seq 0: same as continuing seq 1 alone
+    llama_memory_seq_cp(both.get(), 1, 0, -1, -1);
+    t1.push_back(7);
+    decode_range(both.get(), t1, 10, 1, 0);
+    decode_range(alone.get(), t1, 10, 1, 0);
+    EXPECT_LT(rel_diff(llama_get_logits_ith(both.get(), 0), llama_get_logits_ith(alone.get(), 0), n_vocab), 1e-4);
+}
+
+// Shifting cached positions (context shift) re-rotates the cached keys: decoding at positions
+// 0..19 and then moving them to 100..119 must equal decoding at 100..119 directly, since
+// attention with RoPE depends only on relative positions. Removing a range keeps the rest.
+void decode_at(llama_context * ctx, const std::vector<llama_token> & toks, int start, int n, int pos0) {
+    llama_batch b = llama_batch_init(n, 0, 1);
+    b.n_tokens = n;
+    for (int i = 0; i < n; ++i) {
+        b.token[i] = toks[start + i];
+        b.pos[i] = pos0 + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = 1;
+    }
+    ASSERT_EQ(llama_decode(ctx, b), 0);
+    llama_batch_free(b);
+}
+
+TEST(DecodeSequences, PositionShiftMatchesDecodingAtShiftedPositions) {
+    model_ptr m = load("synth-qwen3-f16.gguf");
+    ASSERT_TRUE(m);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    auto toks = prompt_tokens(m.get(), 30);
+
+    context_ptr shifted = make_ctx(m.get(), 2, true);
+    decode_at(shifted.get(), toks, 0, 20, 0);
+    llama_memory_seq_add(shifted.get(), 0, 0, -1, 100);
+    EXPECT_EQ(llama_memory_seq_pos_min(shifted.get(), 0), 100);
+    EXPECT_EQ(llama_memory_seq_pos_max(shifted.get(), 0), 119);
+    decode_at(shifted.get(), toks, 20, 5, 120);
+
+    context_ptr direct = make_ctx(m.get(), 2, true);
+    decode_at(direct.get(), toks, 0, 25, 100);
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_LT(rel_diff(llama_get_logits_ith(shifted.get(), i), llama_get_logits_ith(direct.get(), 20 + i), n_vocab), 1e-3)
+            << "token " << i;
+    }
+
+    // dropping positions 100..109 leaves 110..124 for the sequence
+    llama_memory_seq_rm(shifted.get(), 0, 100, 110);
+    EXPECT_EQ(llama_memory_seq_pos_min(shifted.get(), 0), 110);
+    EXPECT_EQ(llama_memory_n_used(shifted.get()), 15);
+}
+
+TEST(DecodeErrors, BadBatchesAreRejected) {
+    model_ptr m = load("stories260K.gguf");
+    ASSERT_TRUE(m);
+    context_ptr ctx = make_ctx(m.get(), 1, true, 512, 1, 32);
+    llama_token bad = 1 << 20;
+    EXPECT_LT(llama_decode(ctx.get(), llama_batch_get_one(&bad, 1)), 0);   // token out of range
+    EXPECT_LT(llama_decode(ctx.get(), llama_batch_get_one(&bad, 0)), 0);   // empty batch
+    // more tokens than the cache holds: 1 (no slot), not a crash
+    std::vector<llama_token> many(40, 1);
+    EXPECT_EQ(llama_decode(ctx.get(), llama_batch_get_one(many.data(), 32)), 0);
+    EXPECT_EQ(llama_decode(ctx.get(), llama_batch_get_one(many.data(), 8)), 1);
+    // a model file that does not exist
+    llama_model_params mp = llama_model_default_params();
+    EXPECT_EQ(llama_model_load_from_file("/nonexistent/model.gguf", mp), nullptr);
+    EXPECT_NE(std::string(llama_last_error()).find("/nonexistent/model.gguf"), std::string::npos);
+}
+
+} // namespace
