@@ -147,7 +147,7 @@ std::vector<common_arg> build_table() {
     t.push_back(sw({ "--version" }, ALL, "print the version and exit", [](common_params &) {}));
     t.push_back(sw({ "-v", "--verbose" }, ALL, "print debug messages", [](common_params & p) { p.verbosity = 1; }));
     t.push_back(sw({ "--log-disable" }, ALL, "print errors only", [](common_params & p) { p.verbosity = -1; }));
-    t.push_back(sw({ "--demo" }, ALL, "run on a small synthetic model (no -m needed)",
+    t.push_back(sw({ "--demo" }, ALL, "run on a small synthetic model (not available yet)",
                    [](common_params & p) { p.demo = true; }));
 
     // ---- model and input
@@ -373,6 +373,8 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) {
                         p.output_format = parse_choice(v, { "csv", "json", "jsonl", "md", "sql" });
                     }));
+    t.push_back(val({ "--output-format" }, "FORMAT", SWB, "output format: table or jsonl (default: table)",
+                    [](common_params & p, const std::string & v) { p.output_format = parse_choice(v, { "table", "jsonl" }); }));
     t.push_back(val({ "-r", "--repetitions" }, "N", BNC, "repetitions of each test (default: 5)",
                     [](common_params & p, const std::string & v) { p.repetitions = parse_int(v, 1); }));
     t.push_back(sw({ "-wb", "--warmup-batch" }, SWB | BNC, "warm up with a full batch before measuring",

@@ -47,6 +47,13 @@ struct llama_model_params {
     void *  progress_callback_user_data;
 };
 
+// Graph evaluation callback (llama.cpp's cb_eval). For every node of every graph llama_decode
+// builds, it is first called with ask = true: returning true asks to observe that node. After the
+// graph has been computed it is called again with ask = false for each node it asked for, with the
+// node's data and its sources' data readable (host memory); returning false stops the reports for
+// that graph. The sources of observed nodes are kept alive until then (not reused by the planner).
+typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor * t, bool ask, void * user_data);
+
 struct llama_context_params {
     uint32_t n_ctx;            // 0: from the model
     uint32_t n_batch;          // logical batch: most tokens per llama_decode call
@@ -67,6 +74,8 @@ struct llama_context_params {
     float    ser_threshold;    // ... dropping the weakest whose cumulative weight is below T
     float    rope_freq_base;   // 0: from the model
     float    rope_freq_scale;  // 0: from the model
+    ggml_backend_sched_eval_callback cb_eval;   // NULL: none
+    void *   cb_eval_user_data;
 };
 
 struct llama_batch {

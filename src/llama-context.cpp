@@ -45,6 +45,7 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
         ggml_backend_tensor_set(g.inp_mask, m.data(), 0, m.size() * sizeof(float));
     }
     if (g.inp_out_ids) ggml_backend_tensor_set(g.inp_out_ids, ub.out_rows.data(), 0, ub.out_rows.size() * sizeof(int32_t));
+    for (const auto & c : g.const_inputs) ggml_backend_tensor_set(c.first, c.second.data(), 0, c.second.size() * sizeof(float));
 }
 
 // Apply pending RoPE shifts (llama_memory_seq_add) to the cached keys.
@@ -59,13 +60,16 @@ bool apply_kv_shift(llama_context & lctx) {
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
     ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, kv.size);
     ggml_set_input(pos);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
+    const float scale = lctx.cparams.rope_freq_scale > 0 ? lctx.cparams.rope_freq_scale : hp.rope_freq_scale;
+    for (size_t il = 0; il < kv.k_l.size(); ++il) {
+        const llama_kv_layer_shape & sh = kv.shapes[il];
+        if (sh.n_rot == 0) continue;
         ggml_tensor * k = kv.k_l[il];
-        ggml_tensor * kv3 = ggml_view_3d(ctx, k, hp.n_embd_head_k, hp.n_head_kv, kv.size, ggml_row_size(k->type, hp.n_embd_head_k), k->nb[1], 0);
+        // the RoPE'd leading part of every head, as [n_rot, n_head, cells]
+        ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv.size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
         ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
-        const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
-        const float scale = lctx.cparams.rope_freq_scale > 0 ? lctx.cparams.rope_freq_scale : hp.rope_freq_scale;
-        ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, hp.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn, base, scale,
+        ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, sh.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn, base, scale,
                                         hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
         ggml_build_forward_expand(gf, ggml_cpy(ctx, r, kv3));
     }
@@ -82,6 +86,37 @@ bool apply_kv_shift(llama_context & lctx) {
     for (auto & c : kv.cells) c.delta = 0;
     kv.has_shift = false;
     return ok;
+}
+
+} // namespace
+
+namespace {
+
+// Graph observation for cb_eval. The CPU backend runs a whole graph at once and the planner
+// reuses an intermediate's memory after its last consumer, so the nodes the callback asks for
+// (and the tensors their sources view) are flagged as outputs before allocation; once the graph
+// has run, every asked-for node is reported with its inputs intact.
+void observe_mark(llama_context & lctx, ggml_cgraph * gf) {
+    lctx.observed.clear();
+    const int n = ggml_graph_n_nodes(gf);
+    for (int i = 0; i < n; ++i) {
+        ggml_tensor * node = ggml_graph_node(gf, i);
+        if (!lctx.cb_eval(node, true, lctx.cb_eval_user_data)) continue;
+        lctx.observed.push_back(node);
+        ggml_set_output(node);
+        for (ggml_tensor * s : node->src) {
+            if (!s) continue;
+            while (s->view_src) s = s->view_src;
+            if (s->op != GGML_OP_NONE) ggml_set_output(s);   // weights and inputs keep their memory anyway
+        }
+    }
+}
+
+void observe_report(llama_context & lctx) {
+    for (ggml_tensor * node : lctx.observed) {
+        if (!lctx.cb_eval(node, false, lctx.cb_eval_user_data)) break;
+    }
+    lctx.observed.clear();
 }
 
 } // namespace
@@ -166,6 +201,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
         llm_graph_context g(model, cparams, ub, kv, ctx0, gf);
         ggml_tensor * out = model.arch->build_graph(g);
         ggml_build_forward_expand(gf, out);
+        if (cb_eval) observe_mark(*this, gf);
 
         ggml_backend_sched_reset(sched);
         if (!ggml_backend_sched_alloc_graph(sched, gf)) {
@@ -180,6 +216,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
             LLAMA_LOG_ERROR("llama_decode: graph computation failed\n");
             return -3;
         }
+        if (cb_eval) observe_report(*this);
         const size_t n_out = ub.out_rows.size();
         if (n_out > 0) {
             ggml_backend_tensor_get(out, logits.data() + out_done * n_vocab, 0, n_out * n_vocab * sizeof(float));
@@ -196,6 +233,29 @@ int32_t llama_context::decode(const llama_batch & batch) {
         n_p_eval += n;
     }
     return 0;
+}
+
+bool llama_context::reserve() {
+    const uint32_t nt = cparams.n_ubatch;
+    std::vector<llama_token> tokens(nt, 0);
+    std::vector<llama_pos> pos(nt);
+    llama_ubatch ub;
+    ub.n_tokens = nt;
+    ub.token = tokens.data();
+    for (uint32_t i = 0; i < nt; ++i) pos[i] = (llama_pos) i;
+    ub.pos = pos.data();
+    ub.seq.assign(nt, std::vector<llama_seq_id>{ 0 });
+    for (uint32_t i = 0; i < nt; ++i) ub.out_rows.push_back((int32_t) i);
+    ub.cells.resize(nt);
+    kv.reserve_full = true;
+    ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
+    llm_graph_context g(model, cparams, ub, kv, ctx0, gf);
+    ggml_build_forward_expand(gf, model.arch->build_graph(g));
+    const bool ok = ggml_backend_sched_reserve(sched, gf);
+    kv.reserve_full = false;
+    ggml_free(ctx0);
+    return ok;
 }
 
 // ---- C API
@@ -236,38 +296,64 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     cp.ser_threshold = params.ser_threshold;
     cp.rope_freq_base = params.rope_freq_base;
     cp.rope_freq_scale = params.rope_freq_scale;
+    ctx->cb_eval = params.cb_eval;
+    ctx->cb_eval_user_data = params.cb_eval_user_data;
 
-    if (!cp.flash_attn && ggml_is_quantized(params.type_v)) {
-        llama_set_last_error(llama_format("a quantized V cache (%s) needs flash attention (-fa on)", ggml_type_name(params.type_v)));
-        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", llama_last_error());
-        delete ctx;
-        return nullptr;
+    if (model->arch->adjust_cparams) model->arch->adjust_cparams(*model, cp);
+    std::vector<llama_kv_layer_shape> shapes;
+    if (model->arch->kv_shapes) {
+        model->arch->kv_shapes(*model, cp, shapes);
+    } else {
+        shapes = llama_kv_default_shapes(hp);
     }
-    if (hp.n_embd_head_k % ggml_blck_size(params.type_k) != 0 || hp.n_embd_head_v % ggml_blck_size(params.type_v) != 0) {
-        llama_set_last_error(llama_format("KV cache types %s/%s need head sizes that are multiples of their block (heads are %u/%u)",
-                                          ggml_type_name(params.type_k), ggml_type_name(params.type_v), hp.n_embd_head_k, hp.n_embd_head_v));
-        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", llama_last_error());
+    bool has_v = false;
+    for (const auto & s : shapes) has_v |= s.n_embd_v > 0;
+    auto fail = [&](const std::string & msg) {
+        llama_set_last_error(msg);
+        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", msg.c_str());
         delete ctx;
         return nullptr;
+    };
+    if (has_v && !cp.flash_attn && ggml_is_quantized(params.type_v)) {
+        return fail(llama_format("a quantized V cache (%s) needs flash attention (-fa on)", ggml_type_name(params.type_v)));
+    }
+    if (!has_v && !cp.flash_attn && ggml_is_quantized(params.type_k)) {
+        return fail(llama_format("this model reads V from the K cache: a quantized K cache (%s) needs flash attention (-fa on)",
+                                 ggml_type_name(params.type_k)));
+    }
+    if (has_v && (hp.n_embd_head_k % ggml_blck_size(params.type_k) != 0 || hp.n_embd_head_v % ggml_blck_size(params.type_v) != 0)) {
+        return fail(llama_format("KV cache types %s/%s need head sizes that are multiples of their block (heads are %u/%u)",
+                                 ggml_type_name(params.type_k), ggml_type_name(params.type_v), hp.n_embd_head_k, hp.n_embd_head_v));
     }
     std::string err;
-    if (!ctx->kv.init(hp, cp.n_ctx, params.type_k, params.type_v, err)) {
-        llama_set_last_error(err);
-        LLAMA_LOG_ERROR("llama_init_from_model: %s\n", err.c_str());
-        delete ctx;
-        return nullptr;
-    }
+    if (!ctx->kv.init(shapes, cp.n_ctx, params.type_k, params.type_v, err)) return fail(err);
     ctx->cpu = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(ctx->cpu, cp.n_threads);
     ggml_backend_t backends[1] = { ctx->cpu };
-    ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 64 * hp.n_layer + 256);
+    ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 96 * hp.n_layer + 256);
     ctx->sched = ggml_backend_sched_new(backends, 1, ctx->graph_size);
     ctx->graph_mem.resize(ggml_tensor_overhead() * ctx->graph_size + ggml_graph_overhead_custom(ctx->graph_size) + 4096);
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
                    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.flash_attn ? 1 : 0, cp.n_seq_max);
-    LLAMA_LOG_INFO("llama_init_from_model: KV cache %s/%s, %.2f MiB\n", ggml_type_name(params.type_k),
-                   ggml_type_name(params.type_v), ctx->kv.bytes() / 1048576.0);
+    if (hp.n_expert > 0) {
+        LLAMA_LOG_INFO("llama_init_from_model: fused_moe = %d, ser = %d,%g\n", cp.fused_moe ? 1 : 0, cp.ser_n_min,
+                       cp.ser_threshold);
+    }
+    if (!has_v) {
+        LLAMA_LOG_INFO("llama_init_from_model: KV cache %s, MLA mode %d: latent cache of %u values per token and layer, "
+                       "%.2f MiB (%.1f KiB per token)\n",
+                       ggml_type_name(params.type_k), cp.mla, shapes.empty() ? 0 : shapes[0].n_embd_k, ctx->kv.bytes() / 1048576.0,
+                       ctx->kv.bytes() / 1024.0 / std::max<uint32_t>(cp.n_ctx, 1));
+    } else {
+        LLAMA_LOG_INFO("llama_init_from_model: KV cache %s/%s, %.2f MiB (%.1f KiB per token)\n", ggml_type_name(params.type_k),
+                       ggml_type_name(params.type_v), ctx->kv.bytes() / 1048576.0,
+                       ctx->kv.bytes() / 1024.0 / std::max<uint32_t>(cp.n_ctx, 1));
+    }
+    // size the compute buffer with the worst case: a full micro-batch attending to the whole cache
+    if (!ctx->reserve()) return fail("cannot allocate the compute buffer");
+    LLAMA_LOG_INFO("llama_init_from_model: compute buffer (CPU) %.2f MiB\n",
+                   ggml_backend_sched_get_buffer_size(ctx->sched, ctx->cpu) / 1048576.0);
     ctx->t_start_us = ggml_time_us();
     return ctx;
 }

@@ -30,5 +30,11 @@ struct llama_context {
     int64_t t_start_us = 0, t_p_eval_us = 0, t_eval_us = 0;
     int32_t n_p_eval = 0, n_eval = 0;
 
+    // graph observation (llama_context_params.cb_eval); observed: nodes asked for in this graph
+    ggml_backend_sched_eval_callback cb_eval = nullptr;
+    void * cb_eval_user_data = nullptr;
+    std::vector<ggml_tensor *> observed;
+
     int32_t decode(const llama_batch & batch);
+    bool reserve();   // size the scheduler's buffers for the largest graph
 };

@@ -46,10 +46,15 @@ ggml_tensor * llm_graph_context::build_lin(ggml_tensor * w, ggml_tensor * b, ggm
     return b ? ggml_add(ctx0, r, b) : r;
 }
 
-ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale) {
-    const int64_t hd_k = q->ne[0], n_head = q->ne[1];
-    const int64_t hd_v = v->ne[0], n_head_kv = k->ne[1];
+ggml_tensor * llm_graph_context::build_const(std::vector<float> data, int64_t ne0, int64_t ne1, int64_t ne2) {
+    GGML_ASSERT((int64_t) data.size() == ne0 * ne1 * ne2);
+    ggml_tensor * t = ggml_new_tensor_3d(ctx0, GGML_TYPE_F32, ne0, ne1, ne2);
+    ggml_set_input(t);
+    const_inputs.emplace_back(t, std::move(data));
+    return t;
+}
 
+ggml_tensor * llm_graph_context::build_kv_store(ggml_tensor * cache, ggml_tensor * rows) {
     if (!inp_kv_idx) {
         inp_kv_idx = ggml_new_tensor_1d(ctx0, GGML_TYPE_I64, n_tokens);
         ggml_set_name(inp_kv_idx, "inp_kv_idx");
@@ -58,27 +63,58 @@ ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor
         ggml_set_name(inp_mask, "inp_kq_mask");
         ggml_set_input(inp_mask);
     }
+    if (!ggml_is_contiguous(rows)) rows = ggml_cont(ctx0, rows);
+    ggml_tensor * written = ggml_set_rows(ctx0, cache, ggml_reshape_2d(ctx0, rows, cache->ne[0], n_tokens), inp_kv_idx);
+    ggml_build_forward_expand(gf, written);
+    return written;
+}
 
-    // write this batch's K and V rows into their cells; views of the results order reads after writes
+ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale) {
+    const int64_t hd_k = q->ne[0], n_head = q->ne[1];
+    const int64_t hd_v = v->ne[0], n_head_kv = k->ne[1];
     ggml_tensor * k_cache = kv.k_l[il];
     ggml_tensor * v_cache = kv.v_l[il];
-    if (!ggml_is_contiguous(k)) k = ggml_cont(ctx0, k);
-    if (!ggml_is_contiguous(v)) v = ggml_cont(ctx0, v);
-    ggml_tensor * k_written = ggml_set_rows(ctx0, k_cache, ggml_reshape_2d(ctx0, k, hd_k * n_head_kv, n_tokens), inp_kv_idx);
-    ggml_tensor * v_written = ggml_set_rows(ctx0, v_cache, ggml_reshape_2d(ctx0, v, hd_v * n_head_kv, n_tokens), inp_kv_idx);
-    ggml_build_forward_expand(gf, k_written);
-    ggml_build_forward_expand(gf, v_written);
-
+    GGML_ASSERT(v_cache && "build_attn: this layer's cache has no V rows");
+    // views of the written caches order the reads after the writes
+    ggml_tensor * k_written = build_kv_store(k_cache, k);
+    ggml_tensor * v_written = build_kv_store(v_cache, v);
     ggml_tensor * kc = ggml_view_3d(ctx0, k_written, hd_k, n_kv, n_head_kv, k_cache->nb[1], ggml_row_size(k_cache->type, hd_k), 0);
     ggml_tensor * vc = ggml_view_3d(ctx0, v_written, hd_v, n_kv, n_head_kv, v_cache->nb[1], ggml_row_size(v_cache->type, hd_v), 0);
     ggml_tensor * qp = ggml_permute(ctx0, q, 0, 2, 1, 3);   // [hd, n_tokens, n_head]
+    ggml_tensor * out = build_attn_core(qp, kc, vc, kq_scale);
+    return ggml_reshape_2d(ctx0, out, hd_v * n_head, n_tokens);
+}
 
-    ggml_tensor * out;
-    if (cp.flash_attn) {
-        out = ggml_flash_attn_ext(ctx0, qp, kc, vc, inp_mask, kq_scale, 0.0f, hp.f_attn_logit_softcap);
-        out = ggml_reshape_2d(ctx0, out, hd_v * n_head, n_tokens);
-    } else {
-        ggml_tensor * kq = ggml_mul_mat(ctx0, kc, qp);   // [n_kv, n_tokens, n_head]
+ggml_tensor * llm_graph_context::build_attn_core(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale,
+                                                 ggml_tensor * q2, ggml_tensor * k2, bool force_explicit) {
+    const int64_t hd_v = v->ne[0];
+    const int64_t n_head = q->ne[2], n_head_kv = k->ne[2];
+    if (cp.flash_attn && !q2 && !force_explicit) {
+        ggml_tensor * out = ggml_flash_attn_ext(ctx0, q, k, v, inp_mask, kq_scale, 0.0f, hp.f_attn_logit_softcap);
+        return out;   // [hd_v, n_head, n_tokens]
+    }
+
+    // Explicit scores, softmax, weighted values. Heads are processed in groups so the score
+    // buffer (n_kv x n_tokens x heads floats) stays under -amb MiB; a group spans whole KV heads.
+    const int64_t G = n_head_kv == 1 ? 1 : n_head / n_head_kv;
+    int64_t per_group = n_head;
+    if (cp.attn_max_batch > 0) {
+        const double head_bytes = (double) n_kv * n_tokens * sizeof(float);
+        const double cap = (double) cp.attn_max_batch * 1024.0 * 1024.0;
+        if (head_bytes * n_head > cap) per_group = std::max<int64_t>(G, (int64_t) (cap / head_bytes) / G * G);
+    }
+    // V^T with contiguous rows over the cells: [n_kv, hd_v, n_head_kv]
+    ggml_tensor * vt = ggml_cont(ctx0, ggml_permute(ctx0, v, 1, 0, 2, 3));
+    auto head_view = [&](ggml_tensor * t, int64_t h0, int64_t nh) {
+        if (t->ne[2] == 1) return t;   // shared by every head (MQA / MLA latent)
+        return ggml_view_3d(ctx0, t, t->ne[0], t->ne[1], nh, t->nb[1], t->nb[2], h0 * t->nb[2]);
+    };
+    ggml_tensor * out = nullptr;
+    for (int64_t h0 = 0; h0 < n_head; h0 += per_group) {
+        const int64_t nh = std::min(per_group, n_head - h0);
+        const int64_t hk0 = n_head_kv == 1 ? 0 : h0 / G, nhk = n_head_kv == 1 ? 1 : nh / G;
+        ggml_tensor * kq = ggml_mul_mat(ctx0, head_view(k, hk0, nhk), per_group == n_head ? q : head_view(q, h0, nh));
+        if (q2) kq = ggml_add(ctx0, kq, ggml_mul_mat(ctx0, head_view(k2, hk0, nhk), per_group == n_head ? q2 : head_view(q2, h0, nh)));
         if (hp.f_attn_logit_softcap > 0) {
             kq = ggml_scale(ctx0, kq, kq_scale / hp.f_attn_logit_softcap);
             kq = ggml_tanh(ctx0, kq);
@@ -87,18 +123,77 @@ ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor
         } else {
             kq = ggml_soft_max_ext(ctx0, kq, inp_mask, kq_scale, 0.0f);
         }
-        // V^T with contiguous rows over the cells: [n_kv, hd_v, n_head_kv]
-        ggml_tensor * vt = ggml_cont(ctx0, ggml_permute(ctx0, vc, 1, 0, 2, 3));
-        ggml_tensor * kqv = ggml_mul_mat(ctx0, vt, kq);  // [hd_v, n_tokens, n_head]
-        out = ggml_cont_2d(ctx0, ggml_permute(ctx0, kqv, 0, 2, 1, 3), hd_v * n_head, n_tokens);
+        ggml_tensor * kqv = ggml_mul_mat(ctx0, head_view(vt, hk0, nhk), kq);   // [hd_v, n_tokens, nh]
+        out = out ? ggml_concat(ctx0, out, kqv, 2) : kqv;
     }
-    return out;
+    return ggml_cont_3d(ctx0, ggml_permute(ctx0, out, 0, 2, 1, 3), hd_v, n_head, n_tokens);
 }
 
 ggml_tensor * llm_graph_context::build_ffn_swiglu(ggml_tensor * cur, ggml_tensor * up, ggml_tensor * gate, ggml_tensor * down) {
     ggml_tensor * u = ggml_mul_mat(ctx0, up, cur);
     ggml_tensor * g = ggml_mul_mat(ctx0, gate, cur);
     return ggml_mul_mat(ctx0, down, ggml_swiglu_split(ctx0, g, u));
+}
+
+ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * gate_inp, ggml_tensor * up_exps,
+                                               ggml_tensor * gate_exps, ggml_tensor * down_exps, ggml_tensor * probs_bias,
+                                               int64_t n_expert, int64_t n_used, moe_gating gating, bool norm_w,
+                                               float w_scale) {
+    const int64_t n_embd = cur->ne[0];
+    ggml_tensor * logits = ggml_mul_mat(ctx0, gate_inp, cur);   // [n_expert, n_tokens]
+    ggml_tensor * probs = gating == MOE_GATING_SIGMOID ? ggml_sigmoid(ctx0, logits) : ggml_soft_max(ctx0, logits);
+    // the bias steers the choice only; the weights come from the unbiased probabilities
+    ggml_tensor * choice = probs_bias ? ggml_add(ctx0, probs, probs_bias) : probs;
+    ggml_tensor * ids = ggml_top_k(ctx0, choice, (int) n_used);   // I32 [n_used, n_tokens]
+    ggml_tensor * w = ggml_get_rows(ctx0, ggml_reshape_3d(ctx0, probs, 1, n_expert, n_tokens), ids);   // [1, n_used, n_tokens]
+    if (norm_w) {
+        ggml_tensor * w2 = ggml_reshape_2d(ctx0, w, n_used, n_tokens);
+        ggml_tensor * sum = ggml_clamp(ctx0, ggml_sum_rows(ctx0, w2), 6.103515625e-5f, INFINITY);   // no 0/0
+        w = ggml_reshape_3d(ctx0, ggml_div(ctx0, w2, sum), 1, n_used, n_tokens);
+    }
+    if (w_scale != 0.0f && w_scale != 1.0f) w = ggml_scale(ctx0, w, w_scale);
+
+    // smart expert reduction: beyond the ser_n_min strongest experts, drop every expert whose
+    // weight together with all weaker ones' is below ser_threshold of the total
+    if (cp.ser_n_min > 0 && cp.ser_n_min < n_used) {
+        const float big = 1e30f;
+        auto step = [&](ggml_tensor * x) {   // 1 where x >= 0, else 0
+            return ggml_clamp(ctx0, ggml_scale_bias(ctx0, x, big, 1.0f), 0.0f, 1.0f);
+        };
+        ggml_tensor * wj = ggml_reshape_3d(ctx0, w, n_used, 1, n_tokens);   // w[j] along dim 0
+        ggml_tensor * zeros = build_const(std::vector<float>((size_t) (n_used * n_used * n_tokens), 0.0f), n_used, n_used, n_tokens);
+        // le[j, i] = 1 when w[j] <= w[i]
+        ggml_tensor * le = step(ggml_sub(ctx0, ggml_neg(ctx0, ggml_add(ctx0, zeros, wj)), ggml_neg(ctx0, w)));
+        ggml_tensor * tail = ggml_sum_rows(ctx0, ggml_mul(ctx0, le, wj));            // [1, n_used, n_tokens]
+        ggml_tensor * n_le = ggml_sum_rows(ctx0, le);                                 // how many are not stronger
+        ggml_tensor * total = ggml_sum_rows(ctx0, ggml_reshape_2d(ctx0, w, n_used, n_tokens));   // [1, n_tokens]
+        ggml_tensor * rel = ggml_div(ctx0, ggml_reshape_2d(ctx0, tail, n_used, n_tokens), total);
+        ggml_tensor * keep_mass = step(ggml_scale_bias(ctx0, rel, 1.0f, -cp.ser_threshold));
+        // rank from the top = n_used - n_le; among the first ser_n_min when n_le > n_used - ser_n_min
+        ggml_tensor * keep_rank = step(ggml_scale_bias(ctx0, ggml_reshape_2d(ctx0, n_le, n_used, n_tokens), 1.0f,
+                                                       -(float) (n_used - cp.ser_n_min) - 0.5f));
+        ggml_tensor * keep = ggml_clamp(ctx0, ggml_add(ctx0, keep_mass, keep_rank), 0.0f, 1.0f);
+        w = ggml_mul(ctx0, w, ggml_reshape_3d(ctx0, keep, 1, n_used, n_tokens));
+    }
+
+    ggml_tensor * x = ggml_reshape_3d(ctx0, cur, n_embd, 1, n_tokens);
+    ggml_tensor * par;
+    if (cp.fused_moe) {
+        par = ggml_moe_up_gate(ctx0, up_exps, gate_exps, x, ids, GGML_GLU_OP_SWIGLU);   // [n_ff, n_used, n_tokens]
+    } else {
+        ggml_tensor * up = ggml_mul_mat_id(ctx0, up_exps, x, ids);
+        ggml_tensor * gate = ggml_mul_mat_id(ctx0, gate_exps, x, ids);
+        par = ggml_swiglu_split(ctx0, gate, up);
+    }
+    ggml_tensor * experts = ggml_mul_mat_id(ctx0, down_exps, par, ids);   // [n_embd, n_used, n_tokens]
+    experts = ggml_mul(ctx0, experts, w);
+    ggml_tensor * out = nullptr;
+    for (int64_t i = 0; i < n_used; ++i) {
+        ggml_tensor * e = ggml_view_2d(ctx0, experts, n_embd, n_tokens, experts->nb[2], i * experts->nb[1]);
+        out = out ? ggml_add(ctx0, out, e) : e;
+    }
+    if (n_used == 1) out = ggml_cont(ctx0, out);
+    return out;
 }
 
 ggml_tensor * llm_graph_context::build_output(ggml_tensor * cur) {

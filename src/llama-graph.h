@@ -56,6 +56,8 @@ struct llm_graph_context {
     ggml_tensor * inp_mask = nullptr;     // F32 [n_kv, n_tokens]
     ggml_tensor * inp_kv_idx = nullptr;   // I64 [n_tokens]
     ggml_tensor * inp_out_ids = nullptr;  // I32 [n_outputs]
+    // constant inputs built by the graph (masks, index helpers), set after allocation
+    std::vector<std::pair<ggml_tensor *, std::vector<float>>> const_inputs;
 
     llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u, llama_kv_cache & k,
                       ggml_context * ctx, ggml_cgraph * g);
@@ -67,7 +69,28 @@ struct llm_graph_context {
     // Store k/v of this micro-batch in the cache and attend. q [hd, n_head, n_tokens],
     // k [hd, n_head_kv, n_tokens], v [hdv, n_head_kv, n_tokens]. Returns [hdv * n_head, n_tokens].
     ggml_tensor * build_attn(int il, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale);
+    // The pieces of build_attn, for architectures with their own cache rows (MLA):
+    // write rows [n, n_tokens] of this micro-batch into a cache tensor; returns the cache as
+    // written (views of it are read after the write).
+    ggml_tensor * build_kv_store(ggml_tensor * cache, ggml_tensor * rows);
+    // Attention of q [hd, n_tokens, n_head] over k [hd, n_kv, n_head_kv], v [hdv, n_kv, n_head_kv]
+    // (views of the cache), flash or explicit per cparams. With q2/k2 the scores are q·k + q2·k2
+    // (explicit path only: split keys, e.g. MLA's no-RoPE and RoPE parts). The explicit path caps
+    // its score buffer at -amb MiB by attending in groups of heads. Returns [hdv, n_head, n_tokens].
+    ggml_tensor * build_attn_core(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale,
+                                  ggml_tensor * q2 = nullptr, ggml_tensor * k2 = nullptr, bool force_explicit = false);
     ggml_tensor * build_ffn_swiglu(ggml_tensor * cur, ggml_tensor * up, ggml_tensor * gate, ggml_tensor * down);
+    // Routed experts. cur [n_embd, n_tokens] -> [n_embd, n_tokens], the weighted sum of the
+    // n_expert_used experts the router picks per token. The router's probabilities (softmax or
+    // sigmoid of gate_inp·cur) weight the experts; probs_bias (DeepSeek-V3's exp_probs_b) is added
+    // only for choosing them. norm_w renormalizes the chosen weights to sum 1, w_scale scales them.
+    // cparams: fused_moe picks the fused gate/up op; ser_n_min/ser_threshold drop weak experts.
+    enum moe_gating { MOE_GATING_SOFTMAX = 1, MOE_GATING_SIGMOID = 2 };
+    ggml_tensor * build_moe_ffn(ggml_tensor * cur, ggml_tensor * gate_inp, ggml_tensor * up_exps, ggml_tensor * gate_exps,
+                                ggml_tensor * down_exps, ggml_tensor * probs_bias, int64_t n_expert, int64_t n_used,
+                                moe_gating gating, bool norm_w, float w_scale);
+    // A graph constant (f32), filled after allocation.
+    ggml_tensor * build_const(std::vector<float> data, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1);
     // Selects the wanted output rows, applies the final norm and the LM head.
     ggml_tensor * build_output(ggml_tensor * cur);
     // Linear layer with optional bias

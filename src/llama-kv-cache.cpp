@@ -7,10 +7,22 @@
 #include <algorithm>
 #include <climits>
 
-bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, std::string & err) {
+std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & hp) {
+    llama_kv_layer_shape s;
+    s.n_embd_k = hp.n_embd_k_gqa();
+    s.n_embd_v = hp.n_embd_v_gqa();
+    s.n_head_k = hp.n_head_kv;
+    s.head_dim_k = hp.n_embd_head_k;
+    s.n_rot = hp.n_rot;
+    return std::vector<llama_kv_layer_shape>(hp.n_layer, s);
+}
+
+bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, ggml_type tk,
+                          ggml_type tv, std::string & err) {
     size = n_ctx;
     type_k = tk;
     type_v = tv;
+    shapes = layer_shapes;
     cells.assign(size, {});
     for (ggml_type t : { tk, tv }) {
         const ggml_type_traits * tt = ggml_get_type_traits(t);
@@ -19,17 +31,24 @@ bool llama_kv_cache::init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk
             return false;
         }
     }
-    if (hp.n_embd_k_gqa() % ggml_blck_size(tk) != 0 || hp.n_embd_v_gqa() % ggml_blck_size(tv) != 0) {
-        err = llama_format("KV cache types %s/%s do not fit rows of %u/%u values", ggml_type_name(tk), ggml_type_name(tv),
-                           hp.n_embd_k_gqa(), hp.n_embd_v_gqa());
-        return false;
+    for (size_t il = 0; il < shapes.size(); ++il) {
+        const auto & s = shapes[il];
+        if (s.n_embd_k % ggml_blck_size(tk) != 0 || (s.n_embd_v && s.n_embd_v % ggml_blck_size(tv) != 0) ||
+            (s.n_embd_v == 0 && (s.n_rot % ggml_blck_size(tk)) != 0)) {
+            err = llama_format("KV cache types %s/%s do not fit layer %zu's rows of %u/%u values", ggml_type_name(tk),
+                               ggml_type_name(tv), il, s.n_embd_k, s.n_embd_v);
+            return false;
+        }
     }
-    ctx = ggml_init({ ggml_tensor_overhead() * (2 * hp.n_layer + 4), nullptr, true });
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        ggml_tensor * k = ggml_new_tensor_2d(ctx, tk, hp.n_embd_k_gqa(), size);
-        ggml_tensor * v = ggml_new_tensor_2d(ctx, tv, hp.n_embd_v_gqa(), size);
-        ggml_format_name(k, "cache_k_l%u", il);
-        ggml_format_name(v, "cache_v_l%u", il);
+    ctx = ggml_init({ ggml_tensor_overhead() * (2 * shapes.size() + 4), nullptr, true });
+    for (size_t il = 0; il < shapes.size(); ++il) {
+        ggml_tensor * k = ggml_new_tensor_2d(ctx, tk, shapes[il].n_embd_k, size);
+        ggml_format_name(k, "cache_k_l%zu", il);
+        ggml_tensor * v = nullptr;
+        if (shapes[il].n_embd_v > 0) {
+            v = ggml_new_tensor_2d(ctx, tv, shapes[il].n_embd_v, size);
+            ggml_format_name(v, "cache_v_l%zu", il);
+        }
         k_l.push_back(k);
         v_l.push_back(v);
     }
@@ -70,6 +89,7 @@ void llama_kv_cache::assign(uint32_t cell, llama_pos pos, const llama_seq_id * s
 }
 
 uint32_t llama_kv_cache::n_kv() const {
+    if (reserve_full) return size;
     uint32_t last = 0;
     for (uint32_t i = size; i > 0; --i) {
         if (!cells[i - 1].empty()) {

@@ -1,6 +1,10 @@
 // The KV cache: per layer, K and V rows for kv_size cells. Each cell holds one token's K/V for a
 // set of sequences at a position. A batch's tokens take any free cells (written with set_rows),
 // so sequences interleave freely; the attention mask says which cells each token sees.
+//
+// What a row holds is up to the architecture (llama_kv_layer_shape): per-head K and V for plain
+// attention, or one shared row (MLA's compressed latent with its RoPE key) and no V tensor, in
+// which case attention reads V out of the K row.
 #pragma once
 
 #include "ggml-backend.h"
@@ -11,6 +15,18 @@
 #include <vector>
 
 struct llama_hparams;
+
+struct llama_kv_layer_shape {
+    uint32_t n_embd_k = 0;     // values of K per cell
+    uint32_t n_embd_v = 0;     // values of V per cell; 0: no V tensor (V lives in the K row)
+    // the K row as heads, for shifting positions: the first n_rot values of each head are RoPE'd
+    uint32_t n_head_k = 1;
+    uint32_t head_dim_k = 0;
+    uint32_t n_rot = 0;
+};
+
+// Plain attention: per-head K and V as the hyper-parameters say.
+std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & hp);
 
 struct llama_kv_cell {
     llama_pos pos = -1;
@@ -23,13 +39,17 @@ struct llama_kv_cache {
     uint32_t size = 0;
     ggml_type type_k = GGML_TYPE_F16, type_v = GGML_TYPE_F16;
     std::vector<llama_kv_cell> cells;
-    std::vector<ggml_tensor *> k_l, v_l;   // [n_embd_k_gqa, size], [n_embd_v_gqa, size] per layer
+    std::vector<llama_kv_layer_shape> shapes;
+    std::vector<ggml_tensor *> k_l, v_l;   // [n_embd_k, size], [n_embd_v, size] per layer (v_l NULL: none)
     ggml_context * ctx = nullptr;
     ggml_backend_buffer_t buf = nullptr;
     bool has_shift = false;
     uint32_t used = 0;
 
-    bool init(const llama_hparams & hp, uint32_t n_ctx, ggml_type tk, ggml_type tv, std::string & err);
+    bool reserve_full = false;   // n_kv() reports the whole cache (sizing the worst-case graph)
+
+    bool init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, ggml_type tk, ggml_type tv,
+              std::string & err);
     ~llama_kv_cache();
 
     void clear();

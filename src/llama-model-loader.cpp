@@ -190,6 +190,37 @@ ggml_tensor * llama_model_loader::create(ggml_context * ctx, const std::string &
     return t;
 }
 
+ggml_tensor * llama_model_loader::create_as(ggml_context * ctx, const std::string & name, std::initializer_list<int64_t> ne,
+                                            bool optional) {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) {
+        if (optional) return nullptr;
+        throw llama_error(llama_format("%s: missing tensor %s", path.c_str(), name.c_str()));
+    }
+    tensor_info & ti = it->second;
+    int64_t want = 1, have = 1;
+    for (int64_t v : ne) want *= v;
+    for (int d = 0; d < GGML_MAX_DIMS; ++d) have *= ti.ne[d];
+    if (want != have || ti.ne[0] != *ne.begin()) {
+        throw llama_error(llama_format("%s: tensor %s has shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                                       "], expected rows of %" PRId64 " and %" PRId64 " values",
+                                       path.c_str(), name.c_str(), ti.ne[0], ti.ne[1], ti.ne[2], ti.ne[3], *ne.begin(), want));
+    }
+    const int64_t saved[GGML_MAX_DIMS] = { ti.ne[0], ti.ne[1], ti.ne[2], ti.ne[3] };
+    int d = 0;
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) ti.ne[i] = 1;
+    for (int64_t v : ne) ti.ne[d++] = v;
+    ggml_tensor * t = nullptr;
+    try {
+        t = create(ctx, name, ne, optional);
+    } catch (...) {
+        for (int i = 0; i < GGML_MAX_DIMS; ++i) ti.ne[i] = saved[i];
+        throw;
+    }
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) ti.ne[i] = saved[i];
+    return t;
+}
+
 std::vector<std::string> llama_model_loader::unused() const {
     std::vector<std::string> out;
     for (const auto & kv : tensors) {

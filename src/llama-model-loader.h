@@ -60,6 +60,9 @@ struct llama_model_loader {
     // the ggml tensor of the given name and shape, created in ctx; throws if missing (unless
     // optional, then NULL) or if the shape differs
     ggml_tensor * create(ggml_context * ctx, const std::string & name, std::initializer_list<int64_t> ne, bool optional = false);
+    // like create, but any file shape with the same row length and element count is accepted
+    // and viewed as ne (e.g. [a, b*c] stored, [a, b, c] wanted)
+    ggml_tensor * create_as(ggml_context * ctx, const std::string & name, std::initializer_list<int64_t> ne, bool optional = false);
     // names of tensors in the file that no architecture code asked for
     std::vector<std::string> unused() const;
 };

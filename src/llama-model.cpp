@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <unistd.h>
 
 // ---- architecture registry
@@ -76,9 +77,22 @@ void llm_load_common_hparams(llama_model_loader & ml, llama_hparams & hp) {
     hp.f_attn_logit_softcap = (float) ml.get_f64(ml.key("%s.attn_logit_softcapping"), 0.0);
 }
 
+ggml_tensor * llama_model::new_derived(ggml_type type, std::initializer_list<int64_t> ne, const std::string & name,
+                                       std::function<void(ggml_tensor *)> fill) {
+    if (!ctx_derived) ctx_derived = ggml_init({ ggml_tensor_overhead() * (4 * layers.size() + 16), nullptr, true });
+    int64_t dims[GGML_MAX_DIMS] = { 1, 1, 1, 1 };
+    int n = 0;
+    for (int64_t v : ne) dims[n++] = v;
+    ggml_tensor * t = ggml_new_tensor(ctx_derived, type, n, dims);
+    ggml_set_name(t, name.c_str());
+    derived.push_back({ t, std::move(fill) });
+    return t;
+}
+
 llama_model::~llama_model() {
     for (auto * b : buffers) ggml_backend_buffer_free(b);
     if (ctx) ggml_free(ctx);
+    if (ctx_derived) ggml_free(ctx_derived);
     for (auto * b : backends) ggml_backend_free(b);
 }
 
@@ -152,9 +166,64 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         LLAMA_LOG_WARN("%s: tensor %s is not used by the %s architecture\n", path.c_str(), name.c_str(), ml.arch_name.c_str());
     }
 
-    // data: map each file and point the tensors into it, or read them into one buffer
     std::map<ggml_type, int> type_counts;
-    if (params.use_mmap) {
+    auto pad = [](size_t n, size_t a) { return (n + a - 1) / a * a; };
+    // placement: -ot rules (first match wins), else mapped from the file (mmap) or read into CPU memory
+    struct placement_rule {
+        std::string pattern;
+        std::regex re;
+        ggml_backend_buffer_type_t buft;
+    };
+    std::vector<placement_rule> rules;
+    for (const llama_model_tensor_buft_override * o = params.tensor_buft_overrides; o && o->pattern; ++o) {
+        if (!o->buft) throw llama_error(llama_format("tensor override '%s': no buffer type given", o->pattern));
+        if (!ggml_backend_buft_is_host(o->buft)) {
+            throw llama_error(llama_format("tensor override '%s': buffer type %s is not usable in this build (only CPU)",
+                                           o->pattern, ggml_backend_buft_name(o->buft)));
+        }
+        try {
+            rules.push_back({ o->pattern, std::regex(o->pattern), o->buft });
+        } catch (const std::regex_error & e) {
+            throw llama_error(llama_format("tensor override '%s': invalid regular expression: %s", o->pattern, e.what()));
+        }
+    }
+    std::vector<std::pair<ggml_backend_buffer_type_t, std::vector<ggml_tensor *>>> groups;
+    auto group_of = [&](ggml_backend_buffer_type_t buft) -> std::vector<ggml_tensor *> & {
+        for (auto & g : groups) {
+            if (g.first == buft) return g.second;
+        }
+        groups.emplace_back(buft, std::vector<ggml_tensor *>());
+        return groups.back().second;
+    };
+    std::vector<ggml_tensor *> mapped;
+    size_t n_overridden = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
+        const placement_rule * rule = nullptr;
+        for (const auto & r : rules) {
+            if (std::regex_search(t->name, r.re)) {
+                rule = &r;
+                break;
+            }
+        }
+        if (rule) {
+            LLAMA_LOG_INFO("llama_model_load: tensor override: %s (%s, %.2f MiB) -> %s (pattern '%s')\n", t->name,
+                           ggml_type_name(t->type), ggml_nbytes(t) / 1048576.0, ggml_backend_buft_name(rule->buft),
+                           rule->pattern.c_str());
+            group_of(rule->buft).push_back(t);
+            ++n_overridden;
+        } else if (params.use_mmap) {
+            mapped.push_back(t);
+        } else {
+            group_of(ggml_backend_cpu_buffer_type()).push_back(t);
+        }
+    }
+    if (!rules.empty()) {
+        LLAMA_LOG_INFO("llama_model_load: %zu tensors overridden by %zu rule(s)\n", n_overridden, rules.size());
+    }
+
+    size_t total = 0, done = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) total += ggml_nbytes(t);
+    if (!mapped.empty()) {
         std::vector<ggml_backend_buffer_t> part_buf(ml.part_paths.size(), nullptr);
         for (size_t p = 0; p < ml.part_paths.size(); ++p) {
             model.mmaps.push_back(std::make_unique<llama_mmap>(ml.part_paths[p]));
@@ -163,25 +232,56 @@ void load_model(llama_model & model, const std::string & path, const llama_model
             ggml_backend_buffer_set_usage(part_buf[p], GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
             model.buffers.push_back(part_buf[p]);
         }
-        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
+        for (ggml_tensor * t : mapped) {
             const auto * ti = ml.find(t->name);
             GGML_ASSERT(ti);
             t->buffer = part_buf[ti->part];
             t->data = (char *) model.mmaps[ti->part]->addr + ti->offs;
+            done += ggml_nbytes(t);
         }
-    } else {
-        ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(model.ctx, ggml_backend_cpu_buffer_type());
-        if (!buf) throw llama_error(llama_format("%s: cannot allocate memory for the weights", path.c_str()));
+    }
+    std::vector<uint8_t> staging;
+    for (auto & g : groups) {
+        const size_t align = ggml_backend_buft_get_alignment(g.first);
+        size_t size = 0;
+        for (ggml_tensor * t : g.second) size += pad(ggml_backend_buft_get_alloc_size(g.first, t), align);
+        ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(g.first, std::max<size_t>(size, 1));
+        if (!buf) {
+            throw llama_error(llama_format("%s: cannot allocate %.2f MiB of %s memory for the weights", path.c_str(),
+                                           size / 1048576.0, ggml_backend_buft_name(g.first)));
+        }
         ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         model.buffers.push_back(buf);
-        size_t done = 0, total = 0;
-        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) total += ggml_nbytes(t);
-        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
+        char * base = (char *) ggml_backend_buffer_get_base(buf);
+        size_t offs = 0;
+        for (ggml_tensor * t : g.second) {
+            ggml_backend_tensor_alloc(buf, t, base + offs);
+            offs += pad(ggml_backend_buft_get_alloc_size(g.first, t), align);
             const auto * ti = ml.find(t->name);
-            read_exact(ml.part_paths[ti->part], ti->offs, t->data, ggml_nbytes(t));
+            staging.resize(ggml_nbytes(t));
+            read_exact(ml.part_paths[ti->part], ti->offs, staging.data(), staging.size());
+            ggml_backend_tensor_set(t, staging.data(), 0, staging.size());
             done += ggml_nbytes(t);
             if (params.progress_callback) params.progress_callback((float) done / total, params.progress_callback_user_data);
         }
+    }
+
+    // weights derived from others, now that their sources are in place
+    if (model.ctx_derived) {
+        ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(model.ctx_derived, ggml_backend_cpu_buffer_type());
+        if (!buf) throw llama_error(llama_format("%s: cannot allocate memory for derived weights", path.c_str()));
+        ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        model.buffers.push_back(buf);
+        size_t bytes = 0;
+        for (auto & d : model.derived) {
+            d.fill(d.t);
+            bytes += ggml_nbytes(d.t);
+            type_counts[d.t->type]++;
+            model.n_bytes += ggml_nbytes(d.t);
+            model.n_elements += ggml_nelements(d.t);
+        }
+        LLAMA_LOG_INFO("llama_model_load: computed %zu tensors at load (%.2f MiB), e.g. %s %s\n", model.derived.size(),
+                       bytes / 1048576.0, model.derived[0].t->name, ggml_type_name(model.derived[0].t->type));
     }
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
         type_counts[t->type]++;
@@ -192,6 +292,17 @@ void load_model(llama_model & model, const std::string & path, const llama_model
 
     LLAMA_LOG_INFO("llama_model_load: %s: arch = %s, %u layers, n_embd = %u, n_head = %u, n_head_kv = %u, n_vocab = %u\n",
                    path.c_str(), ml.arch_name.c_str(), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab);
+    if (hp.n_expert > 0) {
+        LLAMA_LOG_INFO("llama_model_load: experts: %u, used per token: %u, shared: %u, expert n_ff = %u, leading dense layers: %u, "
+                       "gating: %s%s, weights scale %g\n",
+                       hp.n_expert, hp.n_expert_used, hp.n_expert_shared, hp.n_ff_exp, hp.n_layer_dense_lead,
+                       hp.expert_gating_func == 2 ? "sigmoid" : "softmax", hp.expert_weights_norm ? " (normalized)" : "",
+                       hp.expert_weights_scale);
+    }
+    if (hp.n_lora_kv > 0) {
+        LLAMA_LOG_INFO("llama_model_load: MLA: q_lora_rank = %u, kv_lora_rank = %u, rope dims = %u, key length %u, value length %u\n",
+                       hp.n_lora_q, hp.n_lora_kv, hp.n_rot, hp.n_embd_head_k, hp.n_embd_head_v);
+    }
     for (const auto & tc : type_counts) {
         LLAMA_LOG_INFO("llama_model_load: - type %6s: %4d tensors\n", ggml_type_name(tc.first), tc.second);
     }

@@ -14,6 +14,8 @@
 struct llama_model_loader;
 struct llama_mmap;
 struct llm_graph_context;
+struct llama_cparams;
+struct llama_kv_layer_shape;
 
 struct llama_hparams {
     uint32_t n_ctx_train = 0;
@@ -85,6 +87,10 @@ struct llm_arch_impl {
     void (*load_hparams)(llama_model_loader & ml, llama_hparams & hp);
     void (*create_tensors)(llama_model_loader & ml, llama_model & model, ggml_context * ctx);
     ggml_tensor * (*build_graph)(llm_graph_context & g);   // returns the logits tensor
+    // Optional: what the KV cache holds per layer (NULL: per-head K and V from the hparams).
+    void (*kv_shapes)(const llama_model & model, const llama_cparams & cp, std::vector<llama_kv_layer_shape> & out) = nullptr;
+    // Optional: settle context parameters for this model (e.g. the MLA mode), logging changes.
+    void (*adjust_cparams)(const llama_model & model, llama_cparams & cp) = nullptr;
 };
 
 void llm_arch_register(const llm_arch_impl & impl);
@@ -108,6 +114,17 @@ struct llama_model {
     ggml_tensor * output_norm_b = nullptr;
     ggml_tensor * output = nullptr;
     std::vector<llama_layer> layers;
+
+    // Weights computed at load from others (e.g. MLA's attn_k_b from attn_kv_b): created with
+    // new_derived while the tensors are created, filled once the file data is in place.
+    struct derived_tensor {
+        ggml_tensor * t;
+        std::function<void(ggml_tensor * dst)> fill;   // writes dst->data (host memory)
+    };
+    ggml_context * ctx_derived = nullptr;
+    std::vector<derived_tensor> derived;
+    ggml_tensor * new_derived(ggml_type type, std::initializer_list<int64_t> ne, const std::string & name,
+                              std::function<void(ggml_tensor *)> fill);
 
     ggml_context * ctx = nullptr;                     // tensor metadata of the weights
     std::vector<std::unique_ptr<llama_mmap>> mmaps;

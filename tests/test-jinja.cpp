@@ -324,6 +324,32 @@ TEST(Jinja, ErrorMessagesNameTheLine) {
     EXPECT_EQ(error_of("{% set %}").line(), 1);
 }
 
+TEST(Jinja, Jinja2Quirks) {
+    EXPECT_EQ(render("{{ '  a  b  '.split(None, 1) }}|{{ '  a  b  '.rsplit(None, 1) }}|{{ 'a b '.split(None, 5) }}"),
+              "['a', 'b  ']|['  a', 'b']|['a', 'b']");
+    EXPECT_EQ(render("{{ [1].append is defined }}|{{ [1].index is defined }}|{{ {}.update is defined }}"), "False|True|False");
+    EXPECT_EQ(render("{{ [3, 1, 2]|sort(attribute='x') }}|{{ ['a', 1]|unique|list }}"), "[3, 1, 2]|['a', 1]");
+    EXPECT_EQ(error_of("{{ {'a': 1}|items|length }}").message(), "object of type 'generator' has no len()");
+    EXPECT_EQ(error_of("{{ [3, 1]|max(attribute='x') }}").message(), "'int object' has no attribute 'x'");
+    EXPECT_EQ(error_of("{{ [1][5].role }}").message(), "list object has no element 5");
+    EXPECT_EQ(error_of("{{ 'a' * 'b' }}").message(), "can't multiply sequence by non-int of type 'str'");
+    EXPECT_EQ(error_of("{% for a, b in [1] %}{% endfor %}").message(), "cannot unpack non-iterable int object");
+    EXPECT_EQ(render("a\n  {% if true %}\n  b\n  {% endif %}\n  c"), "a\n  b\n  c");
+    EXPECT_EQ(render("{%- for m in [1, 2] %}\n  {{- m }}\n{% endfor -%}\n[end]"), "1\n2\n[end]");
+    EXPECT_EQ(render("x  {# c #}\ny|{% raw %}\n  {{ a }}\n{% endraw %}\nq"), "x  y|\n  {{ a }}\nq");
+}
+
+// Hostile templates get an error, never a crash, a wrapped integer or an exhausted machine.
+TEST(Jinja, LimitsAreErrors) {
+    EXPECT_EQ(error_of("{{ 9223372036854775807 + 1 }}").message(), "integer overflow (values beyond 64 bits are not supported)");
+    EXPECT_EQ(error_of("{{ 2 ** 64 }}").message(), "integer overflow (values beyond 64 bits are not supported)");
+    EXPECT_EQ(error_of("{{ 'x' * 1000000000000 }}").message(), "result too large (over 256 MiB)");
+    EXPECT_EQ(error_of("{{ range(1000000)|length }}").message(), "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    EXPECT_EQ(error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").message(), "template nested too deeply");
+    EXPECT_EQ(error_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").message(), "maximum macro recursion depth exceeded in 'f'");
+    EXPECT_EQ(render("{{ -9223372036854775807 - 1 }}"), "-9223372036854775808");
+}
+
 TEST(Jinja, ValueFormatting) {
     EXPECT_EQ(kiln::jinja::format_float(0.1), "0.1");
     EXPECT_EQ(kiln::jinja::format_float(1e22), "1e+22");

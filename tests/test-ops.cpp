@@ -8,6 +8,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "ops-common.h"
 
 #include <gtest/gtest.h>
 
@@ -153,6 +154,15 @@ std::string shape_str(const ggml_tensor * t) {
     return ::testing::AssertionSuccess();
 }
 
+// NaN in float outputs, -1 in integer ones (no kernel here produces either on purpose)
+void poison(ggml_tensor * t) {
+    if (t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16) {
+        for_each(t, [&](int64_t a, int64_t b, int64_t c, int64_t d) { set(t, a, b, c, d, NAN); });
+    } else {
+        std::memset(t->data, 0xff, ggml_nbytes(t));
+    }
+}
+
 class Ops : public ::testing::Test {
 protected:
     ggml_context * ctx = nullptr;
@@ -186,10 +196,8 @@ protected:
                 if (reset) reset();
                 ggml_cpu_set_isa(isa);
                 // poison the output so a kernel that skips rows cannot pass on stale results
-                if (out->type == GGML_TYPE_F32 && ggml_is_contiguous(out) && out->op != GGML_OP_SET_ROWS &&
-                    out->op != GGML_OP_CPY && !out->view_src) {
-                    for (int64_t i = 0; i < ggml_nelements(out); ++i) ((float *) out->data)[i] = NAN;
-                }
+                // (outputs that are views of another tensor are reset by the test itself)
+                if (!out->view_src) poison(out);
                 compute(out, nth);
                 const std::string where = std::string(ggml_cpu_isa_name(isa)) + ", " + std::to_string(nth) + " thread(s)";
                 SCOPED_TRACE(where);
@@ -618,9 +626,10 @@ TEST_F(Ops, SoftMax) {
                                     row[j] = get(a, j, iq, h, i3) * scale + (mask ? slope * get(mask, j, iq, 0, i3) : 0.0);
                                     mx = std::max(mx, row[j]);
                                 }
+                                // a fully masked row is defined as zeros (no NaN leaks into the next op)
                                 double sum = 0;
-                                for (double & x : row) sum += (x = std::exp(x - mx));
-                                for (double x : row) want.push_back(x / sum);
+                                for (double & x : row) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - mx));
+                                for (double x : row) want.push_back(sum > 0 ? x / sum : 0.0);
                             }
                     SCOPED_TRACE(std::string("soft_max ") + layout_name(l) + " " + shape_str(a) + " mask " +
                                  (mask ? ggml_type_name(mt) : "none") + " max_bias " + std::to_string(max_bias));
@@ -642,6 +651,485 @@ TEST_F(Ops, DiagMaskInf) {
         want.push_back(i0 > n_past + i1 ? -INFINITY : get(a, i0, i1, i2, i3));
     });
     each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 0, 0)); });
+}
+
+// ================================================================================ copies
+
+// v as stored in a tensor of type t (f32 exact, f16/bf16 rounded)
+double stored_as(ggml_type t, double v) {
+    switch (t) {
+        case GGML_TYPE_F16:  return ggml_fp16_to_fp32(ggml_fp32_to_fp16((float) v));
+        case GGML_TYPE_BF16: return ggml_bf16_to_fp32(ggml_fp32_to_bf16((float) v));
+        default:             return (float) v;
+    }
+}
+
+TEST_F(Ops, CpyBetweenFloatTypesAndLayouts) {
+    const ggml_type types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    uint32_t seed = 1000;
+    for (int64_t n0 : k_row_sizes) {
+        for (ggml_type ts : types) {
+            for (ggml_type td : types) {
+                for (layout ls : k_layouts) {
+                    for (layout ld : { layout::contiguous, layout::transposed }) {
+                        const int64_t ne[4] = { n0, 3, 2, 2 };
+                        ggml_tensor * a = new_input(ctx, ts, ne, ls);
+                        ggml_tensor * b = new_input(ctx, td, ne, ld);
+                        fill_random(a, seed++, -100.0, 100.0);
+                        ggml_tensor * out = ggml_cpy(ctx, a, b);
+                        ref_t want;
+                        for (double v : values(a)) want.push_back(stored_as(td, v));
+                        SCOPED_TRACE(std::string("cpy ") + layout_name(ls) + " " + shape_str(a) + " -> " + layout_name(ld) + " " + shape_str(b));
+                        each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(b, want, 0, 0)); },
+                                    [&] { poison(b); });
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_F(Ops, ContAndReshapingCont) {
+    uint32_t seed = 1100;
+    for (int64_t n0 : k_row_sizes) {
+        for (layout l : k_layouts) {
+            const int64_t ne[4] = { n0, 3, 4, 2 };
+            ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+            fill_random(a, seed++);
+            const ref_t want = values(a);
+            ggml_tensor * c = ggml_cont(ctx, a);
+            ggml_tensor * c2 = ggml_cont_2d(ctx, a, n0 * 3, 8);   // rows of a different length
+            ggml_tensor * c1 = ggml_cont_4d(ctx, a, 4 * n0 * 3 * 2, 1, 1, 1);
+            SCOPED_TRACE(std::string("cont ") + layout_name(l) + " " + shape_str(a));
+            each_config(c, [&](const std::string &) { EXPECT_TRUE(close_to(c, want, 0, 0)); });
+            each_config(c2, [&](const std::string &) { EXPECT_TRUE(close_to(c2, want, 0, 0)); });
+            each_config(c1, [&](const std::string &) { EXPECT_TRUE(close_to(c1, want, 0, 0)); });
+        }
+    }
+}
+
+TEST_F(Ops, CpyToAndFromQuantized) {
+    const ggml_type qt = GGML_TYPE_Q8_0;
+    const auto * tt = ggml_get_type_traits(qt);
+    ASSERT_TRUE(tt->to_float && tt->from_float_ref);
+    for (layout l : { layout::contiguous, layout::sliced, layout::permuted }) {
+        const int64_t ne[4] = { 96, 5, 3, 1 };
+        ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+        fill_random(a, 1200);
+        ggml_tensor * q = ggml_new_tensor_4d(ctx, qt, ne[0], ne[1], ne[2], ne[3]);
+        ggml_tensor * out = ggml_cpy(ctx, a, q);
+        // expected: each row quantized by the reference encoder, then decoded
+        const ref_t av = values(a);
+        ref_t want;
+        std::vector<float> row(ne[0]), dec(ne[0]);
+        std::vector<uint8_t> blk(ggml_row_size(qt, ne[0]));
+        for (size_t r = 0; r < av.size() / ne[0]; ++r) {
+            for (int64_t i = 0; i < ne[0]; ++i) row[i] = (float) av[r * ne[0] + i];
+            tt->from_float_ref(row.data(), blk.data(), ne[0]);
+            tt->to_float(blk.data(), dec.data(), ne[0]);
+            for (float x : dec) want.push_back(x);
+        }
+        SCOPED_TRACE(std::string("f32 -> q8_0 ") + layout_name(l));
+        each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(q, want, 1e-6, 1e-6)); },
+                    [&] { std::memset(q->data, 0x5a, ggml_nbytes(q)); });
+        // and back: q8_0 -> f32 and f16 (decode, then round)
+        ggml_tensor * back = ggml_cast(ctx, q, GGML_TYPE_F32);
+        ggml_tensor * back16 = ggml_cast(ctx, q, GGML_TYPE_F16);
+        ref_t want16;
+        for (double v : want) want16.push_back(stored_as(GGML_TYPE_F16, v));
+        each_config(back, [&](const std::string &) { EXPECT_TRUE(close_to(back, want, 0, 0)); });
+        each_config(back16, [&](const std::string &) { EXPECT_TRUE(close_to(back16, want16, 0, 0)); });
+    }
+}
+
+TEST_F(Ops, GetRows) {
+    uint32_t seed = 1300;
+    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0 }) {
+        for (int64_t n0 : { 32, 64, 160 }) {
+            const int64_t n_rows = 11;
+            ggml_tensor * a = ggml_new_tensor_3d(ctx, t, n0, n_rows, 2);
+            ref_t av;
+            if (t == GGML_TYPE_Q8_0) {
+                const std::vector<float> src = kiln_test::random_floats(n0 * n_rows * 2, seed++);
+                for (int64_t r = 0; r < n_rows * 2; ++r) {
+                    ggml_get_type_traits(t)->from_float_ref(src.data() + r * n0, (char *) a->data + r * a->nb[1], n0);
+                }
+            } else {
+                fill_random(a, seed++);
+            }
+            av = values(a);
+            ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 7, 2);
+            std::mt19937 rng(seed++);
+            for (int64_t i = 0; i < 14; ++i) ((int32_t *) ids->data)[i] = (int32_t) (rng() % n_rows);
+            ggml_tensor * out = ggml_get_rows(ctx, a, ids);
+            ref_t want;
+            for (int64_t s = 0; s < 2; ++s)
+                for (int64_t i = 0; i < 7; ++i) {
+                    const int64_t r = ((int32_t *) ids->data)[s * 7 + i];
+                    for (int64_t k = 0; k < n0; ++k) want.push_back(av[(s * n_rows + r) * n0 + k]);
+                }
+            SCOPED_TRACE(std::string("get_rows ") + shape_str(a));
+            each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 0, 0)); });
+        }
+    }
+}
+
+TEST_F(Ops, SetRowsKvCacheWrite) {
+    uint32_t seed = 1400;
+    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0 }) {
+        for (ggml_type it : { GGML_TYPE_I64, GGML_TYPE_I32 }) {
+            for (bool broadcast : { false, true }) {
+                const int64_t n0 = 64, n_cache = 13, n_new = 4, n2 = 2;
+                ggml_tensor * cache = ggml_new_tensor_3d(ctx, t, n0, n_cache, n2);
+                ggml_tensor * rows = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n0, n_new, n2);
+                fill_random(rows, seed++);
+                // one index row shared by both dim-2 slices, or one per slice
+                ggml_tensor * ids = ggml_new_tensor_2d(ctx, it, n_new, broadcast ? 1 : n2);
+                std::vector<int64_t> perm(n_cache);
+                for (int64_t i = 0; i < n_cache; ++i) perm[i] = i;
+                std::mt19937 rng(seed++);
+                for (int64_t s = 0; s < ids->ne[1]; ++s) {
+                    std::shuffle(perm.begin(), perm.end(), rng);   // distinct destinations
+                    for (int64_t i = 0; i < n_new; ++i) set(ids, i, s, 0, 0, (double) perm[i]);
+                }
+                std::vector<uint8_t> init(ggml_nbytes(cache));
+                for (size_t i = 0; i < init.size(); ++i) init[i] = (uint8_t) (rng() & 0x3f);   // finite garbage
+                ggml_tensor * out = ggml_set_rows(ctx, cache, rows, ids);
+                auto reset = [&] { std::memcpy(cache->data, init.data(), init.size()); };
+                reset();
+                ref_t want = values(cache);
+                const auto * tt = ggml_get_type_traits(t);
+                std::vector<float> row(n0), dec(n0);
+                std::vector<uint8_t> enc(ggml_row_size(t, n0));
+                for (int64_t s = 0; s < n2; ++s)
+                    for (int64_t i = 0; i < n_new; ++i) {
+                        const int64_t dst_row = (int64_t) get(ids, i, broadcast ? 0 : s, 0, 0);
+                        for (int64_t k = 0; k < n0; ++k) row[k] = (float) get(rows, k, i, s, 0);
+                        tt->from_float_ref(row.data(), enc.data(), n0);
+                        tt->to_float(enc.data(), dec.data(), n0);
+                        for (int64_t k = 0; k < n0; ++k) want[(s * n_cache + dst_row) * n0 + k] = dec[k];
+                    }
+                SCOPED_TRACE(std::string("set_rows into ") + shape_str(cache) + " ids " + ggml_type_name(it) +
+                             (broadcast ? " broadcast" : ""));
+                each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(cache, want, 1e-6, 1e-6)); }, reset);
+            }
+        }
+    }
+}
+
+TEST_F(Ops, Concat) {
+    uint32_t seed = 1500;
+    for (int dim = 0; dim < 4; ++dim) {
+        for (layout l : k_layouts) {
+            for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16 }) {
+                int64_t na[4] = { 17, 3, 2, 2 }, nb[4] = { 17, 3, 2, 2 };
+                nb[dim] = dim == 0 ? 5 : 1 + dim;
+                ggml_tensor * a = new_input(ctx, t, na, l);
+                ggml_tensor * b = new_input(ctx, t, nb, layout::contiguous);
+                fill_random(a, seed++);
+                fill_random(b, seed++);
+                ggml_tensor * out = ggml_concat(ctx, a, b, dim);
+                ref_t want;
+                for_each(out, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+                    int64_t i[4] = { i0, i1, i2, i3 };
+                    if (i[dim] < na[dim]) {
+                        want.push_back(get(a, i[0], i[1], i[2], i[3]));
+                    } else {
+                        i[dim] -= na[dim];
+                        want.push_back(get(b, i[0], i[1], i[2], i[3]));
+                    }
+                });
+                SCOPED_TRACE("concat dim " + std::to_string(dim) + " " + layout_name(l) + " " + shape_str(a));
+                each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 0, 0)); });
+            }
+        }
+    }
+}
+
+// ================================================================================ sorting
+
+TEST_F(Ops, ArgsortAndTopK) {
+    uint32_t seed = 1600;
+    for (int64_t n0 : { 1, 3, 17, 67, 130, 256 }) {
+        for (layout l : { layout::contiguous, layout::transposed }) {
+            const int64_t ne[4] = { n0, 5, 2, 1 };
+            ggml_tensor * a = new_input(ctx, GGML_TYPE_F32, ne, l);
+            fill_random(a, seed++, -10.0, 10.0);
+            if (l == layout::transposed) {
+                // whole numbers: many ties, which must keep index order
+                for_each(a, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+                    set(a, i0, i1, i2, i3, std::round(get(a, i0, i1, i2, i3)));
+                });
+            }
+            auto sorted = [&](bool desc) {
+                ref_t out;
+                for (int64_t i2 = 0; i2 < ne[2]; ++i2)
+                    for (int64_t i1 = 0; i1 < ne[1]; ++i1) {
+                        std::vector<int64_t> idx(n0);
+                        for (int64_t i = 0; i < n0; ++i) idx[i] = i;
+                        std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) {
+                            const double vx = get(a, x, i1, i2, 0), vy = get(a, y, i1, i2, 0);
+                            return desc ? vx > vy : vx < vy;
+                        });
+                        for (int64_t v : idx) out.push_back((double) v);
+                    }
+                return out;
+            };
+            SCOPED_TRACE(std::string("argsort ") + layout_name(l) + " " + shape_str(a));
+            ggml_tensor * asc = ggml_argsort(ctx, a, GGML_SORT_ORDER_ASC);
+            ggml_tensor * desc = ggml_argsort(ctx, a, GGML_SORT_ORDER_DESC);
+            const ref_t want_asc = sorted(false), want_desc = sorted(true);
+            each_config(asc, [&](const std::string &) { EXPECT_TRUE(close_to(asc, want_asc, 0, 0)); });
+            each_config(desc, [&](const std::string &) { EXPECT_TRUE(close_to(desc, want_desc, 0, 0)); });
+            for (int64_t k : { int64_t(1), std::min<int64_t>(5, n0), n0 }) {
+                ggml_tensor * top = ggml_top_k(ctx, a, (int) k);
+                ref_t want;
+                for (int64_t r = 0; r < ne[1] * ne[2]; ++r)
+                    for (int64_t i = 0; i < k; ++i) want.push_back(want_desc[r * n0 + i]);
+                SCOPED_TRACE("top_k " + std::to_string(k));
+                each_config(top, [&](const std::string &) { EXPECT_TRUE(close_to(top, want, 0, 0)); });
+            }
+        }
+    }
+}
+
+// ================================================================================ attention
+
+struct fa_case {
+    int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, n_seq;
+    ggml_type kv_type;
+    ggml_type mask_type;   // GGML_TYPE_COUNT: no mask
+    float scale, max_bias, softcap;
+    bool q_permuted;       // q as a permuted view of [D, n_head, n_q, n_seq], as models build it
+    bool dead_row;         // one query row masked entirely
+    int64_t mask_ne2 = 1;  // mask dims 2 and 3 (broadcast over heads and sequences by modulo)
+    int64_t mask_ne3 = 1;
+};
+
+std::string fa_name(const fa_case & c) {
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "fa D %lld Dv %lld n_q %lld n_kv %lld heads %lld/%lld seq %lld kv %s mask %s bias %g cap %g qperm %d",
+                  (long long) c.D, (long long) c.Dv, (long long) c.n_q, (long long) c.n_kv, (long long) c.n_head,
+                  (long long) c.n_head_kv, (long long) c.n_seq, ggml_type_name(c.kv_type),
+                  c.mask_type == GGML_TYPE_COUNT ? "none" : ggml_type_name(c.mask_type), c.max_bias, c.softcap, c.q_permuted);
+    return buf;
+}
+
+void fill_kv(ggml_tensor * t, uint32_t seed) {
+    if (!ggml_is_quantized(t->type)) {
+        fill_random(t, seed);
+        return;
+    }
+    const std::vector<float> src = kiln_test::random_floats(ggml_nelements(t), seed);
+    const int64_t nr = ggml_nrows(t);
+    for (int64_t r = 0; r < nr; ++r) {
+        ggml_get_type_traits(t->type)->from_float_ref(src.data() + r * t->ne[0], (char *) t->data + r * t->nb[1], t->ne[0]);
+    }
+}
+
+TEST_F(Ops, FlashAttention) {
+    const ggml_type none = GGML_TYPE_COUNT;
+    const fa_case cases[] = {
+        // decode: one query, KV split across threads
+        { 64, 64, 1, 67, 4, 4, 1, GGML_TYPE_F32, none, 0.125f, 0.0f, 0.0f, false, false },
+        { 128, 128, 1, 300, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.088f, 0.0f, 0.0f, true, false },
+        { 64, 64, 1, 1, 2, 1, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, false, false },
+        { 96, 64, 1, 130, 6, 3, 2, GGML_TYPE_BF16, GGML_TYPE_F16, 0.1f, 0.0f, 30.0f, true, false },
+        { 64, 64, 1, 77, 4, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, false, false },
+        // prefill: many queries, causal masks with -inf, GQA
+        { 64, 64, 17, 17, 4, 2, 1, GGML_TYPE_F32, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false },
+        { 128, 128, 33, 70, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.088f, 0.0f, 0.0f, true, false },
+        { 64, 32, 20, 45, 4, 4, 2, GGML_TYPE_F16, GGML_TYPE_F16, 0.2f, 8.0f, 0.0f, false, false },
+        { 80, 80, 9, 40, 16, 1, 1, GGML_TYPE_F32, GGML_TYPE_F16, 0.11f, 0.0f, 50.0f, true, true },
+        { 64, 64, 5, 100, 3, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, false, true },
+        { 32, 32, 7, 3, 2, 2, 1, GGML_TYPE_F32, none, 0.3f, 0.0f, 0.0f, false, false },
+        // a mask per head and per sequence (dims 2 and 3)
+        { 64, 64, 6, 50, 4, 2, 2, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 4, 2 },
+        { 64, 64, 1, 90, 4, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, false, false, 2, 2 },
+    };
+    uint32_t seed = 1700;
+    for (const fa_case & c : cases) {
+        SCOPED_TRACE(fa_name(c));
+        ggml_tensor * q;
+        if (c.q_permuted) {
+            ggml_tensor * qb = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, c.D, c.n_head, c.n_q, c.n_seq);
+            q = ggml_permute(ctx, qb, 0, 2, 1, 3);
+        } else {
+            q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, c.D, c.n_q, c.n_head, c.n_seq);
+        }
+        fill_random(q, seed++);
+        ggml_tensor * k = ggml_new_tensor_4d(ctx, c.kv_type, c.D, c.n_kv, c.n_head_kv, c.n_seq);
+        ggml_tensor * v = ggml_new_tensor_4d(ctx, c.kv_type, c.Dv, c.n_kv, c.n_head_kv, c.n_seq);
+        fill_kv(k, seed++);
+        fill_kv(v, seed++);
+        ggml_tensor * mask = nullptr;
+        if (c.mask_type != none) {
+            mask = ggml_new_tensor_4d(ctx, c.mask_type, c.n_kv, c.n_q + 5, c.mask_ne2, c.mask_ne3);
+            fill_causal_mask(mask, c.n_q, seed++);
+            if (c.dead_row) {
+                for (int64_t j = 0; j < c.n_kv; ++j) set(mask, j, c.n_q / 2, 0, 0, -INFINITY);
+            }
+        }
+        ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, c.scale, c.max_bias, c.softcap);
+        ASSERT_EQ(out->ne[0], c.Dv);
+        ASSERT_EQ(out->ne[1], c.n_head);
+        ASSERT_EQ(out->ne[2], c.n_q);
+
+        const ref_t kv_k = values(k), kv_v = values(v);
+        const int64_t G = c.n_head / c.n_head_kv;
+        ref_t want(c.Dv * c.n_head * c.n_q * c.n_seq, 0.0);
+        for (int64_t s = 0; s < c.n_seq; ++s)
+            for (int64_t iq = 0; iq < c.n_q; ++iq)
+                for (int64_t h = 0; h < c.n_head; ++h) {
+                    const int64_t hk = h / G;
+                    const double slope = alibi_slope_ref(c.max_bias, c.n_head, h);
+                    ref_t sc(c.n_kv, -INFINITY);
+                    double mx = -INFINITY;
+                    for (int64_t j = 0; j < c.n_kv; ++j) {
+                        const double mv = mask ? get(mask, j, iq, h % c.mask_ne2, s % c.mask_ne3) : 0.0;
+                        if (mv == -INFINITY) continue;
+                        double dot = 0;
+                        for (int64_t d = 0; d < c.D; ++d) {
+                            dot += get(q, d, iq, h, s) * kv_k[((s * c.n_head_kv + hk) * c.n_kv + j) * c.D + d];
+                        }
+                        double x = dot * c.scale;
+                        if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
+                        sc[j] = x + slope * mv;
+                        mx = std::max(mx, sc[j]);
+                    }
+                    if (mx == -INFINITY) continue;   // every key masked: zeros
+                    double sum = 0;
+                    for (double & x : sc) sum += (x = std::exp(x - mx));
+                    double * o = want.data() + ((s * c.n_q + iq) * c.n_head + h) * c.Dv;
+                    for (int64_t j = 0; j < c.n_kv; ++j) {
+                        for (int64_t d = 0; d < c.Dv; ++d) o[d] += sc[j] / sum * kv_v[((s * c.n_head_kv + hk) * c.n_kv + j) * c.Dv + d];
+                    }
+                }
+        each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 2e-5, 1e-4)); });
+    }
+}
+
+// ================================================================================ allocator
+
+// The same chain of ops planned by ggml_gallocr in a no_alloc context gives the same result.
+TEST(OpsAlloc, GraphAllocatorChain) {
+    ggml_init_params ip = { 64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 67, 5);
+    ggml_tensor * w = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 67);
+    ggml_set_input(x);
+    ggml_set_input(w);
+    ggml_tensor * y = ggml_mul(ctx, ggml_rms_norm(ctx, x, 1e-6f), w);
+    y = ggml_add(ctx, ggml_silu(ctx, y), x);
+    y = ggml_soft_max(ctx, ggml_scale(ctx, y, 2.0f));
+    ggml_set_output(y);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, y);
+    ggml_backend_t be = ggml_backend_cpu_init();
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, g));
+    const std::vector<float> xv = kiln_test::random_floats(67 * 5, 1), wv = kiln_test::random_floats(67, 2);
+    ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+    ggml_backend_tensor_set(w, wv.data(), 0, wv.size() * sizeof(float));
+    ggml_backend_cpu_set_n_threads(be, 2);
+    ASSERT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_SUCCESS);
+    std::vector<float> got(67 * 5);
+    ggml_backend_tensor_get(y, got.data(), 0, got.size() * sizeof(float));
+    for (int r = 0; r < 5; ++r) {
+        const float * xr = xv.data() + r * 67;
+        double ss = 0;
+        for (int i = 0; i < 67; ++i) ss += (double) xr[i] * xr[i];
+        const double inv = 1.0 / std::sqrt(ss / 67 + 1e-6);
+        std::vector<double> z(67);
+        double mx = -INFINITY, sum = 0;
+        for (int i = 0; i < 67; ++i) {
+            const double n = xr[i] * inv * wv[i];
+            z[i] = 2.0 * (n / (1 + std::exp(-n)) + xr[i]);
+            mx = std::max(mx, z[i]);
+        }
+        for (double & e : z) sum += (e = std::exp(e - mx));
+        for (int i = 0; i < 67; ++i) EXPECT_NEAR(got[r * 67 + i], z[i] / sum, 1e-6) << "row " << r << " col " << i;
+    }
+    ggml_gallocr_free(ga);
+    ggml_backend_free(be);
+    ggml_free(ctx);
+}
+
+// ================================================================================ vector primitives
+
+// Each ISA level's primitives against double references directly (row lengths around every
+// register width, -inf and overflow inputs for exp), and proof that SIMD entries are registered.
+TEST(OpsVec, PrimitivesPerIsa) {
+    const ggml_cpu_vec_fns & ref = ggml_cpu_vec_at(GGML_CPU_ISA_SCALAR);
+    for (ggml_cpu_isa isa : isas_here()) {
+        SCOPED_TRACE(ggml_cpu_isa_name(isa));
+        const ggml_cpu_vec_fns & f = ggml_cpu_vec_at(isa);
+        if (isa == GGML_CPU_ISA_AVX2 || isa == GGML_CPU_ISA_AVX512) {
+            EXPECT_NE((void *) f.silu, (void *) ref.silu) << "no SIMD silu registered";
+            EXPECT_NE((void *) f.dot, (void *) ref.dot) << "no SIMD dot registered";
+            EXPECT_NE((void *) f.exp_sum, (void *) ref.exp_sum) << "no SIMD exp registered";
+        }
+        for (int64_t n = 1; n <= 70; ++n) {
+            const std::vector<float> x = kiln_test::random_floats(n, (uint32_t) n, -20.0f, 20.0f);
+            const std::vector<float> y = kiln_test::random_floats(n, (uint32_t) n + 1000, 0.5f, 2.0f);
+            std::vector<float> z(n + 1, 123.0f);   // one guard element past the end
+            double sdot = 0, ssq = 0, ssum = 0, smax = -INFINITY;
+            for (int64_t i = 0; i < n; ++i) {
+                sdot += (double) x[i] * y[i];
+                ssq += (double) x[i] * x[i];
+                ssum += x[i];
+                smax = std::max(smax, (double) x[i]);
+            }
+            EXPECT_NEAR(f.dot(n, x.data(), y.data()), sdot, 1e-4 * (1 + std::fabs(sdot)));
+            EXPECT_NEAR(f.sum_sq(n, x.data()), ssq, 1e-5 * ssq);
+            EXPECT_NEAR(f.sum(n, x.data()), ssum, 1e-4 * (1 + std::fabs(ssum)));
+            EXPECT_EQ(f.max(n, x.data()), smax);
+            f.swiglu(n, z.data(), x.data(), y.data());
+            for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(z[i], silu_ref(x[i]) * y[i], 2e-6 * (1 + std::fabs(x[i] * y[i])));
+            EXPECT_EQ(z[n], 123.0f) << "wrote past the end, n = " << n;
+            f.gelu(n, z.data(), x.data());
+            for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(z[i], gelu_ref(x[i]), 2e-6 * (1 + std::fabs(x[i])));
+            f.div(n, z.data(), x.data(), y.data());
+            for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(z[i], x[i] / y[i]);
+            EXPECT_EQ(z[n], 123.0f);
+            // exp with a masked (-inf) entry and one far below the max; callers never pass a row
+            // that is all -inf, so the max stays finite
+            std::vector<float> xe(x);
+            if (n > 1) {
+                xe[0] = -INFINITY;
+                xe[1] = -100.0f;
+            }
+            const float me = *std::max_element(xe.begin(), xe.end());
+            const float sum = f.exp_sum(n, z.data(), xe.data(), me);
+            double want_sum = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                const double e = std::exp((double) (xe[i] - me));   // the difference is taken in float
+                want_sum += e;
+                EXPECT_NEAR(z[i], e, 1e-6 * e + 1e-30) << "exp at " << i;
+            }
+            if (n > 1) EXPECT_EQ(z[0], 0.0f);
+            EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum);
+            EXPECT_EQ(z[n], 123.0f);
+            // f16 round trip is exact for values that f16 holds
+            std::vector<uint16_t> h(n), h_ref(n);
+            f.f32_to_f16(n, h.data(), x.data());
+            ref.f32_to_f16(n, h_ref.data(), x.data());
+            EXPECT_EQ(h, h_ref);
+            std::vector<float> back(n), back_ref(n);
+            f.f16_to_f32(n, back.data(), h.data());
+            ref.f16_to_f32(n, back_ref.data(), h.data());
+            EXPECT_EQ(back, back_ref);
+        }
+        // overflow: silu of very negative values is -0, not NaN; exp saturates to inf
+        const float big[3] = { -200.0f, 200.0f, 0.0f };
+        float o[3];
+        f.silu(3, o, big);
+        EXPECT_EQ(o[0], 0.0f);
+        EXPECT_EQ(o[1], 200.0f);
+        EXPECT_EQ(o[2], 0.0f);
+        const float ovf[1] = { 100.0f };
+        EXPECT_TRUE(std::isinf(f.exp_sum(1, o, ovf, 0.0f)));
+    }
 }
 
 } // namespace

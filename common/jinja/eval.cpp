@@ -9,8 +9,11 @@ namespace kiln::jinja {
 
 namespace {
 
+// Parents are borrowed: an enclosing scope outlives its children, and scopes that macros close
+// over are kept by the interpreter (owning them from the macro value would form a cycle
+// scope -> macro -> scope and leak).
 struct Scope {
-    std::shared_ptr<Scope> parent;
+    Scope * parent = nullptr;
     Object vars;
 };
 
@@ -36,6 +39,7 @@ private:
     std::shared_ptr<Scope> scope_;
     std::string * out_ = nullptr;
     int call_depth_ = 0;
+    std::vector<std::shared_ptr<Scope>> closures_;   // scopes macros were defined in
 
     // Attributes an unlocated error to `pos`; the innermost node wins because it catches first.
     [[noreturn]] void relocate(const Error & e, size_t pos) const {
@@ -50,7 +54,7 @@ private:
     [[noreturn]] void fail(size_t pos, const std::string & msg) const { relocate(Error(msg), pos); }
 
     Value lookup(const std::string & name) const {
-        for (const Scope * s = scope_.get(); s; s = s->parent.get()) {
+        for (const Scope * s = scope_.get(); s; s = s->parent) {
             if (const Value * v = s->vars.find(name)) {
                 return *v;
             }
@@ -141,7 +145,7 @@ private:
             if (v.is_undefined()) {
                 throw_undefined(v);
             }
-            throw Error("cannot unpack non-sequence " + v.type_name());
+            throw Error("cannot unpack non-iterable " + v.type_name() + " object");
         }
         const auto & items = v.items();
         if (items.size() != target.items.size()) {
@@ -181,7 +185,7 @@ private:
             std::vector<Value> kept;
             for (auto & item : items) {
                 scope_ = std::make_shared<Scope>();
-                scope_->parent = parent;
+                scope_->parent = parent.get();
                 bind_target(*s.target, item);
                 bool keep = eval(*s.condition).truthy();
                 scope_ = parent;
@@ -204,7 +208,7 @@ private:
         });
         for (size_t i = 0; i < n; ++i) {
             auto iter_scope = std::make_shared<Scope>();
-            iter_scope->parent = parent;
+            iter_scope->parent = parent.get();
             scope_ = iter_scope;
             *cycle_index = i;
             Value loop = Value::object();
@@ -249,15 +253,18 @@ private:
 
     // A macro (or a call block's `caller`) as a callable value closing over the current scope.
     Value make_macro(const Stmt & s, const std::string & name) {
-        std::shared_ptr<Scope> closure = scope_;
+        if (closures_.empty() || closures_.back() != scope_) {
+            closures_.push_back(scope_);
+        }
+        Scope * closure = scope_.get();
         const Stmt * def = &s;
         return Value::function(name, [this, def, closure, name](const CallArgs & args) -> Value {
             return call_macro(*def, closure, name, args);
         });
     }
 
-    Value call_macro(const Stmt & def, const std::shared_ptr<Scope> & closure, const std::string & name, const CallArgs & args) {
-        if (++call_depth_ > 256) {
+    Value call_macro(const Stmt & def, Scope * closure, const std::string & name, const CallArgs & args) {
+        if (++call_depth_ > 100) {
             --call_depth_;
             throw Error("maximum macro recursion depth exceeded in '" + name + "'");
         }
@@ -492,8 +499,15 @@ Template::Template(const std::string & source) : source_(normalize_newlines(sour
 }
 
 std::string Template::render(const Context & context) const {
-    Interpreter interp(source_, context);
-    return interp.run(body_);
+    try {
+        Interpreter interp(source_, context);
+        return interp.run(body_);
+    } catch (const Error &) {
+        throw;
+    } catch (const std::exception & e) {
+        // library failures (std::out_of_range from a huge number, bad_alloc) keep the contract
+        throw Error(std::string("template rendering failed: ") + e.what());
+    }
 }
 
 } // namespace kiln::jinja

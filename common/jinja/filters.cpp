@@ -272,7 +272,7 @@ Value f_items(const Value & in, const CallArgs &) {
     for (const auto & kv : in.fields().entries) {
         out.push_back(Value::tuple({key_to_value(kv.first), kv.second}));
     }
-    return Value::array(std::move(out));
+    return Value::generator(std::move(out));
 }
 
 Value f_dictsort(const Value & in, const CallArgs & args) {
@@ -407,7 +407,9 @@ Value f_sort(const Value & in, const CallArgs & args) {
             for (const auto & a : attrs) {
                 parts.push_back(sort_key(get_path(items[i], a), case_sensitive));
             }
-            key = parts.size() == 1 ? parts[0] : Value::array(std::move(parts));
+            // a list even for one attribute, as jinja2's multi-attrgetter: lists compare their
+            // items with == first, so missing (undefined) attributes compare equal, not fail
+            key = Value::array(std::move(parts));
         }
         keyed.emplace_back(std::move(key), i);
     }

@@ -431,7 +431,7 @@ Value get_item(const Value & obj, const Value & key) {
         if (normalize_index(idx, obj.items().size())) {
             return obj.items()[idx];
         }
-        return Value::undefined("'" + object_type_repr(obj) + "' has no attribute '" + key.str() + "'");
+        return Value::undefined(obj.type_name() + " object has no element " + key.str());
     }
     if (obj.is_string() && (key.is_int() || key.is_bool())) {
         int64_t idx = key.as_int();
@@ -600,7 +600,38 @@ static double floor_mod(double a, double b) {
     return m;
 }
 
+// Python has big integers; past int64 we fail instead of wrapping silently.
+[[noreturn]] static void overflow() {
+    throw Error("integer overflow (values beyond 64 bits are not supported)");
+}
+
+static int64_t add_i(int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) overflow();
+    return r;
+}
+
+static int64_t sub_i(int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) overflow();
+    return r;
+}
+
+static int64_t mul_i(int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) overflow();
+    return r;
+}
+
+// Results a template could blow up to exhaust memory ('x' * 10**12) are refused.
+static void check_size(double bytes) {
+    if (bytes > 256.0 * 1024 * 1024) {
+        throw Error("result too large (over 256 MiB)");
+    }
+}
+
 static Value repeat(const Value & seq, int64_t times) {
+    check_size((double) times * (seq.is_string() ? seq.as_string().size() : seq.items().size() * sizeof(Value)));
     if (seq.is_string()) {
         std::string out;
         for (int64_t i = 0; i < times; ++i) {
@@ -638,7 +669,7 @@ Value binary_op(const std::string & op, const Value & a, const Value & b) {
         return Error("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
     };
     if (op == "+") {
-        if (ints) return Value(a.as_int() + b.as_int());
+        if (ints) return Value(add_i(a.as_int(), b.as_int()));
         if (nums) return Value(a.as_float() + b.as_float());
         if (a.is_string() && b.is_string()) {
             // Markup + str escapes the plain side (markupsafe), which templates hit via `'x'|safe + s`
@@ -659,15 +690,18 @@ Value binary_op(const std::string & op, const Value & a, const Value & b) {
         throw unsupported();
     }
     if (op == "-") {
-        if (ints) return Value(a.as_int() - b.as_int());
+        if (ints) return Value(sub_i(a.as_int(), b.as_int()));
         if (nums) return Value(a.as_float() - b.as_float());
         throw unsupported();
     }
     if (op == "*") {
-        if (ints) return Value(a.as_int() * b.as_int());
+        if (ints) return Value(mul_i(a.as_int(), b.as_int()));
         if (nums) return Value(a.as_float() * b.as_float());
         if ((a.is_string() || a.is_array()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
         if ((b.is_string() || b.is_array()) && (a.is_int() || a.is_bool())) return repeat(b, a.as_int());
+        if (a.is_string() || a.is_array()) {
+            throw Error("can't multiply sequence by non-int of type '" + b.type_name() + "'");
+        }
         throw unsupported();
     }
     if (op == "/") {
@@ -680,6 +714,9 @@ Value binary_op(const std::string & op, const Value & a, const Value & b) {
         if (b.as_float() == 0.0) throw Error("integer division or modulo by zero");
         if (ints) {
             int64_t x = a.as_int(), y = b.as_int();
+            if (x == INT64_MIN && y == -1) {
+                overflow();
+            }
             int64_t q = x / y;
             if ((x % y != 0) && ((x < 0) != (y < 0))) {
                 --q;
@@ -693,6 +730,9 @@ Value binary_op(const std::string & op, const Value & a, const Value & b) {
         if (!nums) throw unsupported();
         if (b.as_float() == 0.0) throw Error("integer division or modulo by zero");
         if (ints) {
+            if (b.as_int() == -1) {
+                return Value((int64_t) 0);
+            }
             int64_t m = a.as_int() % b.as_int();
             if (m != 0 && ((m < 0) != (b.as_int() < 0))) {
                 m += b.as_int();
@@ -706,7 +746,7 @@ Value binary_op(const std::string & op, const Value & a, const Value & b) {
         if (ints && b.as_int() >= 0) {
             int64_t r = 1, base = a.as_int();
             for (int64_t e = b.as_int(); e > 0; --e) {
-                r *= base;
+                r = mul_i(r, base);
             }
             return Value(r);
         }
@@ -854,6 +894,7 @@ static bool call_str_method(const std::string & s, const std::string & name, con
             r = s;
             return true;
         }
+        check_size((double) width * fill.size());
         int64_t pad = width - len;
         auto rep = [&](int64_t n) {
             std::string out;
@@ -980,6 +1021,7 @@ static std::string pad_to(std::string s, int64_t width, bool left_align, char fi
     if (width <= len) {
         return s;
     }
+    check_size((double) width);
     std::string padding(width - len, fill);
     return left_align ? s + padding : padding + s;
 }
@@ -1128,6 +1170,7 @@ static std::string apply_spec(const Value & v, const std::string & spec) {
     if (!align) align = v.is_number() ? '>' : '<';
     int64_t len = (int64_t) utf8_length(body);
     if (width <= len) return body;
+    check_size((double) width);
     int64_t pad = width - len;
     if (align == '<') return body + std::string(pad, fill);
     if (align == '>' ) return std::string(pad, fill) + body;

@@ -28,6 +28,7 @@ private:
     std::vector<Token> tokens_;
     size_t i_ = 0;
     int loop_depth_ = 0;
+    int depth_ = 0;   // expression/block nesting; bounded so hostile input cannot overflow the stack
     struct Open {
         std::string tag;
         size_t pos;
@@ -167,6 +168,7 @@ private:
     }
 
     Body parse_block_body(const std::string & tag, size_t pos, const std::set<std::string> & ends) {
+        DepthGuard guard(*this, pos);
         open_blocks_.push_back({tag, pos});
         Body b = parse_body(ends);
         open_blocks_.pop_back();
@@ -419,7 +421,18 @@ private:
         return t;
     }
 
+    struct DepthGuard {
+        Parser & p;
+        DepthGuard(Parser & parser, size_t pos) : p(parser) {
+            if (++p.depth_ > 200) {
+                p.fail(pos, "template nested too deeply");
+            }
+        }
+        ~DepthGuard() { --p.depth_; }
+    };
+
     ExprPtr parse_expression() {
+        DepthGuard guard(*this, cur().pos);
         ExprPtr e = parse_or();
         while (is_name("if")) {
             const size_t pos = cur().pos;
@@ -574,6 +587,7 @@ private:
     }
 
     ExprPtr parse_unary(bool with_filter) {
+        DepthGuard guard(*this, cur().pos);
         ExprPtr e;
         if (is_op("-") || is_op("+")) {
             e = std::make_unique<Expr>(ExprKind::Unary, cur().pos);

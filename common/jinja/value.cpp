@@ -308,6 +308,10 @@ bool Value::less(const Value & o) const {
         }
         return a.size() < b.size();
     }
+    if (type_ == Type::Undefined || o.type_ == Type::Undefined) {
+        const std::string & hint = type_ == Type::Undefined ? str_ : o.str_;
+        throw Error(hint.empty() ? std::string("value is undefined") : hint);
+    }
     throw Error("'<' not supported between instances of '" + type_name() + "' and '" + o.type_name() + "'");
 }
 

@@ -260,11 +260,13 @@ int main(int argc, char ** argv) {
             size_t longest = 0;
             for (const std::string & a : params.antiprompt) {
                 longest = std::max(longest, a.size());
-                stop = stop || (output_tail.size() >= a.size() &&
-                                output_tail.compare(output_tail.size() - a.size(), a.size(), a) == 0);
+                // the reverse prompt may end inside this token's piece, as in llama.cpp
+                const size_t window = a.size() + piece.size();
+                const size_t from = output_tail.size() > window ? output_tail.size() - window : 0;
+                stop = stop || output_tail.find(a, from) != std::string::npos;
             }
             if (stop) break;
-            if (output_tail.size() > 2 * longest + 64) output_tail.erase(0, output_tail.size() - longest);
+            if (output_tail.size() > 2 * longest + 256) output_tail.erase(0, output_tail.size() - longest);
         }
         if (params.n_predict >= 0 && n_generated >= params.n_predict) break;
         if (n_past + 1 > n_ctx) {

@@ -3,3 +3,4 @@
 
 int gguf_cmd_info(int argc, char ** argv);
 int gguf_cmd_check(int argc, char ** argv);
+int gguf_cmd_synth(int argc, char ** argv);

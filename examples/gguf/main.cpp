@@ -18,6 +18,7 @@ struct command {
 const command k_commands[] = {
     { "info",  "FILE...",   "print the header, every key/value and the tensor table", gguf_cmd_info  },
     { "check", "FILE...",   "validate every field and the tensor data bounds (split models: all parts); exit 0 only if valid", gguf_cmd_check },
+    { "synth", "PRESET",    "write a random-weight model of a preset architecture (see `synth --help`)", gguf_cmd_synth },
 };
 
 void usage(FILE * out, const char * prog) {

@@ -135,10 +135,14 @@ struct ggml_type_traits {
     int64_t           blck_size;      // elements per block
     size_t            type_size;      // bytes per block
     size_t            row_meta_size;  // bytes of per-row metadata before the blocks
-    int               nrows_interleaved; // 1, or 4/8/16 for row-interleaved layouts
+    int               nrows_interleaved; // 1, or R = 4/8/16 for row-interleaved layouts (see below)
     bool              is_quantized;
     bool              known;          // a type id Kiln knows the layout of
-    ggml_to_float_t   to_float;       // decode one row (n elements); NULL when not implemented
+    // decode one row (n elements); NULL when not implemented. For a row-interleaved type (R > 1)
+    // it decodes one group of R rows instead: x is the group's start (R row sizes of bytes),
+    // n = R * row length, and y receives the R rows one after another. Tensors of such types have
+    // a multiple of R rows; gemm kernels get whole groups (nr a multiple of R).
+    ggml_to_float_t   to_float;
     ggml_from_float_t from_float_ref; // reference encoder of one row
     ggml_quantize_rows_t quantize;    // full quantizer (imatrix aware); NULL -> from_float_ref
     bool              requires_imatrix;

@@ -78,6 +78,16 @@ if [ -f "$MODEL" ]; then
     head -c "$(( $(wc -c <"$TMP/short.out") - 1 ))" "$TMP/short.out" >"$TMP/short.prefix"
     grep -qF "$(cat "$TMP/short.prefix")" "$TMP/greedy.out" || fail "-n 4 output is not a prefix of the -n 32 output"
 
+    # -r stops after the token that completes the reverse prompt; --no-display-prompt leaves the prompt out
+    gen="$(cat "$TMP/greedy.out")"
+    gen="${gen#"$P"}"
+    rp="${gen:10:6}"
+    run rev -m "$MODEL" -p "$P" -n 32 --temp 0 -r "$rp" --no-display-prompt $T
+    out="$(cat "$TMP/rev.out")"
+    if [[ "$out" == *"$rp"* && "$gen" == "$out"* && ${#out} -lt ${#gen} ]]; then pass; else
+        fail "-r '$rp': output '$out' is not the generation cut after the reverse prompt ('$gen')"
+    fi
+
     printf '%s' "$P" >"$TMP/prompt.txt"
     run file -m "$MODEL" -f "$TMP/prompt.txt" -n 32 --temp 0 $T
     same greedy file

@@ -17,7 +17,8 @@
 namespace {
 
 constexpr int64_t k_tile = 32;          // KV rows per tile
-constexpr int64_t k_rows_target = 16;   // query rows (heads x queries) sharing a tile
+constexpr int64_t k_rows_target = 64;   // query rows (heads x queries) sharing a tile
+constexpr int64_t k_group = 4;          // query rows computed together (register tile)
 
 struct fa_plan {
     int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, n_seq;
@@ -50,7 +51,7 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.n_qb = (p.n_q + p.QB - 1) / p.QB;
     p.n_units = p.n_seq * p.n_head_kv * p.n_qb;
     p.split_kv = nth > 1 && (p.n_q == 1 || p.n_units < nth);
-    p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + floats(k_tile) +
+    p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + 2 * floats(k_group * k_tile) +
                    floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
                    ggml_pad(p.R * 2 * sizeof(void *), 64) + floats(p.R);
     p.partial = p.split_kv ? floats((int64_t) nth * p.n_seq * p.n_q * p.n_head * (p.Dv + 2)) : 0;
@@ -62,7 +63,8 @@ struct fa_scratch {
     float * q;              // R rows of D (decoded queries)
     float * ktile;          // T rows of D
     float * vtile;          // T rows of Dv
-    float * scores;         // T
+    float * scores;         // k_group rows of T
+    float * mvals;          // k_group rows of T (mask values)
     float * state;          // R rows of (acc[Dv], M, S)
     const float ** krow;    // T
     const float ** vrow;    // T
@@ -77,7 +79,8 @@ fa_scratch carve(const fa_plan & p, char * base) {
     s.q = (float *) take(floats(p.R * p.D));
     s.ktile = (float *) take(floats(k_tile * p.D));
     s.vtile = (float *) take(floats(k_tile * p.Dv));
-    s.scores = (float *) take(floats(k_tile));
+    s.scores = (float *) take(floats(k_group * k_tile));
+    s.mvals = (float *) take(floats(k_group * k_tile));
     s.state = (float *) take(floats(p.R * (p.Dv + 2)));
     s.krow = (const float **) take(ggml_pad(2 * k_tile * sizeof(void *), 64));
     s.vrow = s.krow + k_tile;
@@ -91,10 +94,6 @@ struct fa_args {
     const ggml_tensor *q, *k, *v, *mask;
     float scale, max_bias, softcap;
 };
-
-float mask_value(const ggml_tensor * mask, const char * row, int64_t j) {
-    return mask->type == GGML_TYPE_F16 ? ggml_compute_fp16_to_fp32(((const uint16_t *) row)[j]) : ((const float *) row)[j];
-}
 
 // Online softmax over kv rows [kv0, kv1) for the query rows of one unit: queries [iq0, iq1)
 // of every head of kv head hk in sequence sq. Leaves (acc, M, S) per row in sc.state.
@@ -119,51 +118,82 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
 
     for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
         const int64_t nt = std::min(k_tile, kv1 - j0);
-        if (a.mask) {
-            // a tile every row masks out entirely is never decoded (causal prefill, padding)
-            bool any = false;
-            for (int64_t ri = 0; ri < rows && !any; ++ri) {
-                for (int64_t t = 0; t < nt && !any; ++t) any = mask_value(a.mask, sc.mrow[ri], j0 + t) != -INFINITY;
-            }
-            if (!any) continue;
-        }
-        for (int64_t t = 0; t < nt; ++t) {
-            sc.krow[t] = ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
-            sc.vrow[t] = ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
-        }
-        for (int64_t ri = 0; ri < rows; ++ri) {
-            float * s = sc.scores;
-            float tile_max = -INFINITY;
-            for (int64_t t = 0; t < nt; ++t) {
-                float mv = 0.0f;
+        // the tile is decoded when the first row needs it: tiles that every row masks out
+        // entirely (causal prefill, padding) are never read
+        bool decoded = false;
+        int64_t ri = 0;
+        while (ri < rows) {
+            // gather up to k_group rows that see at least one key of this tile
+            int64_t grp[k_group];
+            const float * mv[k_group];
+            int64_t ng = 0;
+            for (; ri < rows && ng < k_group; ++ri) {
+                const float * m = nullptr;
                 if (sc.mrow[ri]) {
-                    mv = mask_value(a.mask, sc.mrow[ri], j0 + t);
-                    if (mv == -INFINITY) {
-                        s[t] = -INFINITY;
-                        continue;
+                    if (a.mask->type == GGML_TYPE_F16) {
+                        float * dst = sc.mvals + ng * k_tile;
+                        vec.f16_to_f32(nt, dst, (const uint16_t *) sc.mrow[ri] + j0);
+                        m = dst;
+                    } else {
+                        m = (const float *) sc.mrow[ri] + j0;
                     }
+                    if (vec.max(nt, m) == -INFINITY) continue;
                 }
-                float x = vec.dot(p.D, sc.qrow[ri], sc.krow[t]) * a.scale;
-                if (a.softcap > 0.0f) x = a.softcap * std::tanh(x / a.softcap);
-                x += sc.slope[ri] * mv;
-                s[t] = x;
-                tile_max = std::max(tile_max, x);
+                grp[ng] = ri;
+                mv[ng] = m;
+                ++ng;
             }
-            if (tile_max == -INFINITY) continue;
-            float * st = sc.state + ri * stride;
-            float & M = st[p.Dv];
-            float & S = st[p.Dv + 1];
-            if (tile_max > M) {
-                if (M != -INFINITY) {
-                    const float r = std::exp(M - tile_max);
-                    S *= r;
-                    vec.scale_bias(p.Dv, st, st, r, 0.0f);
+            if (ng == 0) break;
+            if (!decoded) {
+                for (int64_t t = 0; t < nt; ++t) {
+                    sc.krow[t] = ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
+                    sc.vrow[t] = ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
                 }
-                M = tile_max;
+                decoded = true;
             }
-            S += vec.exp_sum(nt, s, s, M);
-            for (int64_t t = 0; t < nt; ++t) {
-                if (s[t] != 0.0f) vec.axpy(p.Dv, st, s[t], sc.vrow[t]);
+            const float * qs[k_group];
+            float * acc[k_group];
+            for (int64_t g = 0; g < ng; ++g) {
+                qs[g] = sc.qrow[grp[g]];
+                acc[g] = sc.state + grp[g] * stride;
+            }
+            if (vec.qk_block) {
+                vec.qk_block(p.D, qs, ng, sc.krow, nt, sc.scores, k_tile);
+            } else {
+                for (int64_t g = 0; g < ng; ++g) vec.dot_rows(p.D, qs[g], sc.krow, nt, sc.scores + g * k_tile);
+            }
+            // online softmax update per row; rows with nothing visible get zero weights
+            for (int64_t g = 0; g < ng; ++g) {
+                float * sg = sc.scores + g * k_tile;
+                float tile_max = -INFINITY;
+                for (int64_t t = 0; t < nt; ++t) {
+                    float x = sg[t] * a.scale;
+                    if (a.softcap > 0.0f) x = a.softcap * std::tanh(x / a.softcap);
+                    if (mv[g]) x = mv[g][t] == -INFINITY ? -INFINITY : x + sc.slope[grp[g]] * mv[g][t];
+                    sg[t] = x;
+                    tile_max = std::max(tile_max, x);
+                }
+                float * st = acc[g];
+                float & M = st[p.Dv];
+                float & S = st[p.Dv + 1];
+                if (tile_max == -INFINITY) {
+                    std::memset(sg, 0, nt * sizeof(float));
+                    continue;
+                }
+                if (tile_max > M) {
+                    if (M != -INFINITY) {
+                        const float r = std::exp(M - tile_max);
+                        S *= r;
+                        vec.scale_bias(p.Dv, st, st, r, 0.0f);
+                    }
+                    M = tile_max;
+                }
+                S += vec.exp_sum(nt, sg, sg, M);
+            }
+            if (vec.pv_block) {
+                vec.pv_block(p.Dv, acc, sc.scores, k_tile, ng, sc.vrow, nt);
+            } else {
+                for (int64_t g = 0; g < ng; ++g) vec.axpy_rows(p.Dv, acc[g], sc.scores + g * k_tile, sc.vrow, nt);
             }
         }
     }

@@ -27,6 +27,18 @@ struct ggml_cpu_vec_fns {
     float (*exp_sum)(int64_t n, float * y, const float * x, float m);
     float (*dot)(int64_t n, const float * x, const float * y);
     void (*axpy)(int64_t n, float * y, float a, const float * x);     // y += a*x
+    // out[t] = dot(x, rows[t]) for t < nr (attention scores against a tile of keys)
+    void (*dot_rows)(int64_t n, const float * x, const float * const * rows, int64_t nr, float * out);
+    // y += sum over t < nr of a[t] * rows[t] (attention output over a tile of values)
+    void (*axpy_rows)(int64_t n, float * y, const float * a, const float * const * rows, int64_t nr);
+    // Blocked forms for up to 4 query rows at once (register tiles); NULL at levels that only
+    // have the one-row forms above (the scalar level included), callers then loop over rows.
+    // out[r*out_stride + t] = dot(q[r], k[t]) for r < nq <= 4, t < nk
+    void (*qk_block)(int64_t n, const float * const * q, int64_t nq, const float * const * k, int64_t nk, float * out,
+                     int64_t out_stride);
+    // y[r] += sum over t < nt of p[r*p_stride + t] * v[t], for r < ny <= 4
+    void (*pv_block)(int64_t n, float * const * y, const float * p, int64_t p_stride, int64_t ny,
+                     const float * const * v, int64_t nt);
     void (*f16_to_f32)(int64_t n, float * y, const uint16_t * x);
     void (*f32_to_f16)(int64_t n, uint16_t * y, const float * x);
     void (*bf16_to_f32)(int64_t n, float * y, const uint16_t * x);

@@ -82,20 +82,34 @@ void convert_activations(const ggml_compute_params * p, const ggml_tensor * src1
     }
 }
 
-// Rows per chunk: enough to amortise a call, small enough that both threads get work, and
-// (for big batches) a weight block that stays in L2 while all columns pass over it.
+// Chunking.
+// Small batches (token generation) stream the weights once: chunks of whole rows with all
+// columns, about 32 KB of weights each (enough to hide the atomic counter, small enough that a
+// thread the OS delays leaves little work behind), at least 4 per thread.
+// Large batches are bound by arithmetic: a chunk is a block of up to 64 weight rows (the
+// kernels repack it once per call and keep it in L2) times all columns (up to 512), so the
+// repack is amortised over the whole batch and each activation tile is reused by 64 rows.
+constexpr int64_t k_big_batch = 8;
+
 int64_t rows_per_chunk(int64_t M, int64_t N, size_t w_row_size, int nth) {
-    int64_t rows = 16;
-    if (N >= 8) {
-        rows = std::max<int64_t>(16, (int64_t) ((256 * 1024) / std::max<size_t>(w_row_size, 1)) / 16 * 16);
-        rows = std::min<int64_t>(rows, 128);
+    int64_t rows;
+    if (N >= k_big_batch) {
+        rows = 64;
+    } else {
+        rows = std::max<int64_t>(8, (int64_t) ((32 * 1024) / std::max<size_t>(w_row_size * N, 1)) / 8 * 8);
     }
-    // at least ~4 chunks per thread for balance
     while (rows > 4 && (M + rows - 1) / rows < 4 * nth) rows /= 2;
     return std::max<int64_t>(rows, 1);
 }
 
-int64_t cols_per_chunk(int64_t N) { return N <= 64 ? N : 64; }
+int64_t cols_per_chunk(int64_t N) { return N < k_big_batch ? N : std::min<int64_t>(N, 512); }
+
+// Row-interleaved weights (and kernels with a fixed row tile) need chunks that are whole groups.
+int64_t align_rows(int64_t rows, ggml_type type) {
+    const int64_t a = std::max<int64_t>({ 1, ggml_cpu_get_type_traits(type)->rows_per_call,
+                                          ggml_get_type_traits(type)->nrows_interleaved });
+    return (rows + a - 1) / a * a;
+}
 
 } // namespace
 
@@ -128,7 +142,7 @@ void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst) {
     ggml_gemm_t gemm = ggml_cpu_gemm(src0->type);
     GGML_ASSERT(gemm);
 
-    const int64_t rpc = rows_per_chunk(M, N, src0->nb[1], p->nth);
+    const int64_t rpc = align_rows(rows_per_chunk(M, N, src0->nb[1], p->nth), src0->type);
     const int64_t cpc = cols_per_chunk(N);
     const int64_t n_rb = (M + rpc - 1) / rpc, n_cb = (N + cpc - 1) / cpc;
     const int64_t per_plane = n_rb * n_cb;
@@ -285,7 +299,7 @@ void moe_product(const ggml_compute_params * p, ggml_tensor * dst, const ggml_te
     // 4. chunks: (expert, row block, column block) over the experts that were chosen
     ggml_gemm_t gemm = ggml_cpu_gemm(as0->type);
     GGML_ASSERT(gemm);
-    const int64_t rpc = std::min<int64_t>(64, rows_per_chunk(M, n_tokens, as0->nb[1], p->nth));
+    const int64_t rpc = align_rows(std::min<int64_t>(64, rows_per_chunk(M, n_tokens, as0->nb[1], p->nth)), as0->type);
     const int64_t n_rb = (M + rpc - 1) / rpc;
     // enumerate chunks lazily: chunk id -> (expert, rb, cb) by walking the experts
     for (;;) {

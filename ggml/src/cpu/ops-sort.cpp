@@ -15,7 +15,7 @@ int32_t * thread_indices(const ggml_compute_params * p, int64_t n) {
     return (int32_t *) (base + per * p->ith);
 }
 
-// Sort row indices; ties keep index order, so results are deterministic.
+// Sort the indices of each row; ties keep index order, so results are deterministic.
 template <typename Finish>
 void sort_rows(const ggml_compute_params * p, const ggml_tensor * a, Finish && finish) {
     const int64_t n = a->ne[0];
@@ -46,10 +46,11 @@ void ggml_cpu_op_argsort(const ggml_compute_params * p, ggml_tensor * dst) {
     GGML_ASSERT(dst->type == GGML_TYPE_I32 && ggml_are_same_shape(dst, dst->src[0]));
     const bool desc = ggml_get_op_params_i32(dst, 0) == GGML_SORT_ORDER_DESC;
     sort_rows(p, dst->src[0], [&](const ggml_row_coord & c, const float * x, int32_t * idx, int64_t n) {
+        // ties broken by index: deterministic like a stable sort, without its temporary buffer
         if (desc) {
-            std::stable_sort(idx, idx + n, [x](int32_t i, int32_t j) { return x[i] > x[j]; });
+            std::sort(idx, idx + n, [x](int32_t i, int32_t j) { return x[i] > x[j] || (x[i] == x[j] && i < j); });
         } else {
-            std::stable_sort(idx, idx + n, [x](int32_t i, int32_t j) { return x[i] < x[j]; });
+            std::sort(idx, idx + n, [x](int32_t i, int32_t j) { return x[i] < x[j] || (x[i] == x[j] && i < j); });
         }
         write_indices(dst, c, idx, n);
     });

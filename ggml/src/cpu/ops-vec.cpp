@@ -63,6 +63,13 @@ float dot_ref(int64_t n, const float * x, const float * y) {
 }
 void axpy_ref(int64_t n, float * y, float a, const float * x) { for (int64_t i = 0; i < n; ++i) y[i] += a * x[i]; }
 
+void dot_rows_ref(int64_t n, const float * x, const float * const * rows, int64_t nr, float * out) {
+    for (int64_t t = 0; t < nr; ++t) out[t] = dot_ref(n, x, rows[t]);
+}
+void axpy_rows_ref(int64_t n, float * y, const float * a, const float * const * rows, int64_t nr) {
+    for (int64_t t = 0; t < nr; ++t) axpy_ref(n, y, a[t], rows[t]);
+}
+
 void f16_to_f32_ref(int64_t n, float * y, const uint16_t * x) { for (int64_t i = 0; i < n; ++i) y[i] = ggml_compute_fp16_to_fp32(x[i]); }
 void f32_to_f16_ref(int64_t n, uint16_t * y, const float * x) { for (int64_t i = 0; i < n; ++i) y[i] = ggml_compute_fp32_to_fp16(x[i]); }
 void bf16_to_f32_ref(int64_t n, float * y, const uint16_t * x) { for (int64_t i = 0; i < n; ++i) y[i] = ggml_compute_bf16_to_fp32(x[i]); }
@@ -84,7 +91,7 @@ void rope_norm_ref(int64_t n, float * y, const float * x, const float * cc, cons
 
 constexpr ggml_cpu_vec_fns k_scalar_fns = {
     add_ref, sub_ref, mul_ref, div_ref, scale_bias_ref, silu_ref, gelu_ref, swiglu_ref, sum_ref, sum_sq_ref,
-    max_ref, exp_sum_ref, dot_ref, axpy_ref, f16_to_f32_ref, f32_to_f16_ref, bf16_to_f32_ref, rope_neox_ref,
+    max_ref, exp_sum_ref, dot_ref, axpy_ref, dot_rows_ref, axpy_rows_ref, nullptr, nullptr, f16_to_f32_ref, f32_to_f16_ref, bf16_to_f32_ref, rope_neox_ref,
     rope_norm_ref,
 };
 
@@ -168,7 +175,13 @@ const float * ggml_cpu_load_row(const ggml_tensor * t, int64_t i1, int64_t i2, i
     const int64_t n = t->ne[0];
     if (ggml_cpu_is_f32_dense_rows(t)) return (const float *) row;
     const size_t es = ggml_type_size(t->type);
-    if (ggml_is_quantized(t->type)) {
+    if (const int R = ggml_get_type_traits(t->type)->nrows_interleaved; R > 1) {
+        // row-interleaved layout: decode the row's group of R rows, keep the one asked for
+        thread_local std::vector<float> group;
+        group.resize((size_t) R * n);
+        ggml_cpu_row_to_f32(t->type, ggml_cpu_row_ptr(t, i1 - i1 % R, i2, i3), group.data(), R * n);
+        std::memcpy(tmp, group.data() + (i1 % R) * n, n * sizeof(float));
+    } else if (ggml_is_quantized(t->type)) {
         ggml_cpu_row_to_f32(t->type, row, tmp, n);
     } else if (t->nb[0] == es && t->type == GGML_TYPE_F16) {
         ggml_cpu_vec().f16_to_f32(n, tmp, (const uint16_t *) row);

@@ -9,6 +9,7 @@
 // per block and column.
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
+#include "panel.h"
 
 #include <immintrin.h>
 
@@ -219,11 +220,73 @@ void tile_rows(int64_t nb, const void * w, size_t w_stride, const char * xc, siz
     }
 }
 
+// Batches go through the shared panel gemm (panel.h): a weight value is scale * u + bias per
+// sub-block of 16 (q2_K, q3_K, q6_K) or 32 (q4_K, q5_K) values, u the unsigned level.
+void coef_q2_K(const void * vb, float * scale, float * bias) {
+    const auto * x = (const block_q2_K *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
+    for (int j = 0; j < 16; ++j) {
+        scale[j] = d * (x->scales[j] & 0xF);
+        bias[j] = -dm * (x->scales[j] >> 4);
+    }
+}
+
+void coef_q3_K(const void * vb, float * scale, float * bias) {
+    const auto * x = (const block_q3_K *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d);
+    int8_t sc[16];
+    q3_K_scales(x->scales, sc);
+    for (int j = 0; j < 16; ++j) {
+        scale[j] = d * sc[j];
+        bias[j] = -4.0f * scale[j];   // levels u = q + 4
+    }
+}
+
+template <typename B>
+void coef_k4(const void * vb, float * scale, float * bias) {
+    const auto * x = (const B *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
+    uint8_t sc[8], mn[8];
+    k4_scales_mins(x->scales, sc, mn);
+    for (int j = 0; j < 8; ++j) {
+        scale[j] = d * sc[j];
+        bias[j] = -dm * mn[j];
+    }
+}
+
+void coef_q6_K(const void * vb, float * scale, float * bias) {
+    const auto * x = (const block_q6_K *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d);
+    for (int j = 0; j < 16; ++j) {
+        scale[j] = d * x->scales[j];
+        bias[j] = -32.0f * scale[j];
+    }
+}
+
+template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *)>
+struct panel_decoder {
+    static constexpr int kSub = S, kChunk = QK_K;
+    static void decode(const uint8_t * row, int64_t i, int64_t, __m512i * v, float * scale, float * bias) {
+        const uint8_t * b = row + i * BlockBytes;
+        decoded blk;
+        Decode(b, blk);
+        for (int k = 0; k < 4; ++k) v[k] = blk.w[k];
+        Coef(b, scale, bias);
+    }
+};
+
 // Column tiles outside, rows inside: a tile's activations stay in L1 while the rows (a gemm
 // call's share of the weights) stream past them.
-template <decode_fn Decode, size_t BlockBytes>
+template <decode_fn Decode, size_t BlockBytes, int S = 32, void (*Coef)(const void *, float *, float *) = nullptr>
 void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
             size_t dst_stride, int nr, int nc) {
+    if constexpr (Coef != nullptr) {
+        if (nc >= kiln_panel::kMinCols) {
+            kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, Coef>, kiln_panel::act_q8_K<S>>(
+                n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+            return;
+        }
+    }
     const int64_t nb = n / QK_K;
     constexpr int tile = 8;
     int c = 0;
@@ -246,11 +309,11 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 }
 
 void register_k_avx512() {
-    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q2_K, sizeof(block_q2_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q3_K, sizeof(block_q3_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q4_K, sizeof(block_q4_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K)>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q2_K, sizeof(block_q2_K), 16, coef_q2_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q3_K, sizeof(block_q3_K), 16, coef_q3_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q4_K, sizeof(block_q4_K), 32, coef_k4<block_q4_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K), 32, coef_k4<block_q5_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K), 16, coef_q6_K>);
 }
 GGML_REGISTER(register_k_avx512);
 

@@ -9,6 +9,7 @@
 // converted to float once per block and scaled by d_w * d_x.
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
+#include "panel.h"
 
 #include <immintrin.h>
 
@@ -94,6 +95,7 @@ struct w_q4_0 {
     static constexpr bool kMin = false;
     static __m512i decode2(const block * w, int64_t ib, bool two) { return nibbles2(w[ib].qs, two ? w[ib + 1].qs : nullptr); }
     static __m512 scale2(const block * w, int64_t ib, bool two) { return fp16_scale2(w, ib, two); }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib].d); }
 };
 
 struct w_q4_1 {
@@ -105,6 +107,8 @@ struct w_q4_1 {
     static __m512i decode2(const block * w, int64_t ib, bool two) { return nibbles2(w[ib].qs, two ? w[ib + 1].qs : nullptr); }
     static __m512 scale2(const block * w, int64_t ib, bool two) { return fp16_scale2(w, ib, two); }
     static __m512 min2(const block * w, int64_t ib, bool two) { return fp16_min2(w, ib, two); }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib].d); }
+    static float min1(const block * w, int64_t ib) { return h2f(w[ib].m); }
 };
 
 struct w_q5_0 {
@@ -117,6 +121,7 @@ struct w_q5_0 {
         return _mm512_or_si512(nibbles2(w[ib].qs, two ? w[ib + 1].qs : nullptr), fifth_bits2(w[ib].qh, two ? w[ib + 1].qh : nullptr));
     }
     static __m512 scale2(const block * w, int64_t ib, bool two) { return fp16_scale2(w, ib, two); }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib].d); }
 };
 
 struct w_q5_1 {
@@ -130,6 +135,8 @@ struct w_q5_1 {
     }
     static __m512 scale2(const block * w, int64_t ib, bool two) { return fp16_scale2(w, ib, two); }
     static __m512 min2(const block * w, int64_t ib, bool two) { return fp16_min2(w, ib, two); }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib].d); }
+    static float min1(const block * w, int64_t ib) { return h2f(w[ib].m); }
 };
 
 struct w_q6_0 {
@@ -149,6 +156,7 @@ struct w_q6_0 {
         return _mm512_or_si512(nibbles2(w[ib].qs, two ? w[ib + 1].qs : nullptr), high);
     }
     static __m512 scale2(const block * w, int64_t ib, bool two) { return fp16_scale2(w, ib, two); }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib].d); }
 };
 
 struct w_q8_0 {
@@ -163,6 +171,7 @@ struct w_q8_0 {
         return _mm512_xor_si512(act_q8<block_q8_0>::load2(w, ib, two), _mm512_set1_epi8((char) 0x80));
     }
     static __m512 scale2(const block * w, int64_t ib, bool two) { return fp16_scale2(w, ib, two); }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib].d); }
 };
 
 // table lookups: kvalues + 128 as unsigned bytes, replicated in each 128-bit lane
@@ -183,6 +192,7 @@ struct w_iq4_nl {
         return _mm512_shuffle_epi8(table, nibbles2(w[ib].qs, two ? w[ib + 1].qs : nullptr));
     }
     static __m512 scale2(const block * w, int64_t ib, bool two) { return fp16_scale2(w, ib, two); }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib].d); }
 };
 
 struct w_mxfp4 {
@@ -200,6 +210,7 @@ struct w_mxfp4 {
         const __m256 b = _mm256_set1_ps(two ? e8m0_to_fp32_half(w[ib + 1].e) : 0.0f);
         return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
     }
+    static float scale1(const block * w, int64_t ib) { return e8m0_to_fp32_half(w[ib].e); }
 };
 
 // q8_K activations seen as 32-value sub-blocks: sub-block ib of a row is at super-block ib / 8
@@ -233,6 +244,7 @@ struct w_iq4_xs {
         const __m256 c = _mm256_set1_ps(d * sub_scale(b, i + 1));
         return _mm512_insertf32x8(_mm512_castps256_ps512(a), c, 1);
     }
+    static float scale1(const block * w, int64_t ib) { return h2f(w[ib / 8].d) * sub_scale(w[ib / 8], (int) (ib % 8)); }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -277,9 +289,39 @@ void tile(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, siz
         for (int r = 0; r < R; ++r) dst[c * dst_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
+// Batches: the shared panel gemm (panel.h). Two 32-value blocks per decode; a weight value is
+// scale * u + bias with u the decoded unsigned level.
+template <typename W>
+struct panel_decoder {
+    static constexpr int kSub = 32, kChunk = 64;
+    static void coef(const typename W::block * b, int64_t ib, float & scale, float & bias) {
+        scale = W::scale1(b, ib);
+        if constexpr (W::kMin) bias = W::min1(b, ib);
+        else bias = -(float) W::kOffset * scale;
+    }
+    static void decode(const uint8_t * row, int64_t i, int64_t n, __m512i * v, float * scale, float * bias) {
+        const auto * b = (const typename W::block *) row;
+        const int64_t ib = 2 * i;
+        const bool two = ib + 1 < n / 32;
+        v[0] = W::decode2(b, ib, two);
+        coef(b, ib, scale[0], bias[0]);
+        if (two) coef(b, ib + 1, scale[1], bias[1]);
+        else scale[1] = bias[1] = 0.0f;
+    }
+};
+
+template <typename W> struct panel_act { using type = kiln_panel::act_q8_32<false>; };
+template <> struct panel_act<w_q4_1> { using type = kiln_panel::act_q8_32<true>; };
+template <> struct panel_act<w_q5_1> { using type = kiln_panel::act_q8_32<true>; };
+template <> struct panel_act<w_iq4_xs> { using type = kiln_panel::act_q8_K<32>; };
+
 template <typename W>
 void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
           int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        kiln_panel::gemm<panel_decoder<W>, typename panel_act<W>::type>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     using tile_fn = void (*)(int64_t, const uint8_t *, size_t, const uint8_t *, size_t, float *, size_t);
     static constexpr tile_fn tiles[4][4] = {
         { tile<W, 1, 1>, tile<W, 1, 2>, tile<W, 1, 3>, tile<W, 1, 4> },

@@ -1,0 +1,216 @@
+// kiln-bench-ops: throughput of the CPU attention kernel (flash attention) for decode and
+// prompt shapes, plus the hot element-wise ops of a transformer layer.
+//
+//   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops]
+//
+// Attention rows print the time per call, GFLOP/s (2 flops per multiply-add in q·k and p·v,
+// counting only unmasked pairs) and the KV bytes read per second.
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void usage(const char * msg) {
+    if (msg) std::fprintf(stderr, "error: %s\n", msg);
+    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops]\n");
+    std::exit(msg ? 1 : 0);
+}
+
+void fill(ggml_tensor * t, std::mt19937 & rng) {
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    const int64_t n = ggml_nelements(t);
+    if (t->type == GGML_TYPE_F32) {
+        for (int64_t i = 0; i < n; ++i) ((float *) t->data)[i] = d(rng);
+    } else if (t->type == GGML_TYPE_F16) {
+        for (int64_t i = 0; i < n; ++i) ((ggml_fp16_t *) t->data)[i] = ggml_fp32_to_fp16(d(rng));
+    } else if (t->type == GGML_TYPE_BF16) {
+        for (int64_t i = 0; i < n; ++i) ((ggml_bf16_t *) t->data)[i] = ggml_fp32_to_bf16(d(rng));
+    } else {
+        std::vector<float> row(t->ne[0]);
+        for (int64_t r = 0; r < ggml_nrows(t); ++r) {
+            for (float & x : row) x = d(rng);
+            ggml_get_type_traits(t->type)->from_float_ref(row.data(), (char *) t->data + r * t->nb[1], t->ne[0]);
+        }
+    }
+}
+
+double cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct timing {
+    double wall_ms;   // per call, median over blocks
+    double cpu_ms;    // process CPU time per call (all threads), median over blocks
+};
+
+// Per-call times: median over reps timed blocks, each block repeating the graph enough times to
+// last at least ~5 ms (short ops would otherwise measure the clock's resolution). CPU time is
+// shown too: on a shared, oversubscribed machine wall time includes waiting for a core.
+timing time_graph(ggml_backend_t be, ggml_cgraph * g, int reps) {
+    const int64_t t0 = ggml_time_us();
+    if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS) {
+        std::fprintf(stderr, "error: graph compute failed\n");
+        std::exit(1);
+    }
+    const int64_t first_us = std::max<int64_t>(1, ggml_time_us() - t0);
+    const int per_block = (int) std::max<int64_t>(1, 5000 / first_us);
+    std::vector<double> wall, cpu;
+    for (int r = 0; r < reps; ++r) {
+        const int64_t b0 = ggml_time_us();
+        const double c0 = cpu_seconds();
+        for (int k = 0; k < per_block; ++k) ggml_backend_graph_compute(be, g);
+        cpu.push_back((cpu_seconds() - c0) * 1000.0 / per_block);
+        wall.push_back((ggml_time_us() - b0) / 1000.0 / per_block);
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    return { wall[wall.size() / 2], cpu[cpu.size() / 2] };
+}
+
+struct attn_shape {
+    const char * what;
+    int64_t n_q, n_kv, D, n_head, n_head_kv;
+    ggml_type kv;
+    bool causal;
+};
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    int n_threads = 2, reps = 5;
+    std::string only;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) usage(("missing value for " + a).c_str());
+            return argv[++i];
+        };
+        if (a == "-t") n_threads = std::atoi(next().c_str());
+        else if (a == "-r") reps = std::atoi(next().c_str());
+        else if (a == "--isa") {
+            const std::string v = next();
+            if (v == "scalar") ggml_cpu_set_isa(GGML_CPU_ISA_SCALAR);
+            else if (v == "avx2") ggml_cpu_set_isa(GGML_CPU_ISA_AVX2);
+            else if (v == "avx512") ggml_cpu_set_isa(GGML_CPU_ISA_AVX512);
+            else usage(("unknown --isa " + v).c_str());
+        } else if (a == "--only") {
+            only = next();
+            if (only != "decode" && only != "prompt" && only != "ops") usage(("unknown --only " + only).c_str());
+        } else if (a == "-h" || a == "--help") usage(nullptr);
+        else usage(("unknown argument " + a).c_str());
+    }
+    if (n_threads < 1 || reps < 1) usage("-t and -r must be positive");
+
+    std::printf("CPU: %s, kernels: %s, threads: %d\n\n", ggml_cpu_features(), ggml_cpu_isa_name(ggml_cpu_get_isa()), n_threads);
+    ggml_backend_t be = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(be, n_threads);
+    std::mt19937 rng(7);
+
+    const attn_shape shapes[] = {
+        { "decode", 1, 512, 128, 32, 8, GGML_TYPE_F16, false },
+        { "decode", 1, 4096, 128, 32, 8, GGML_TYPE_F16, false },
+        { "decode", 1, 16384, 128, 32, 8, GGML_TYPE_F16, false },
+        { "decode", 1, 4096, 128, 32, 8, GGML_TYPE_F32, false },
+        { "decode", 1, 4096, 128, 32, 8, GGML_TYPE_Q8_0, false },
+        { "prompt", 512, 512, 128, 32, 8, GGML_TYPE_F16, true },
+        { "prompt", 512, 4096, 128, 32, 8, GGML_TYPE_F16, true },
+    };
+    std::printf("flash attention (GQA heads q/kv, D = head size)\n");
+    std::printf("| %-6s | %5s | %6s | %4s | %6s | %-5s | %9s | %9s | %8s | %8s |\n", "shape", "n_q", "n_kv", "D", "heads",
+                "kv", "ms", "cpu ms", "GFLOP/s", "KV GB/s");
+    std::printf("|--------|-------|--------|------|--------|-------|-----------|-----------|----------|----------|\n");
+    for (const attn_shape & s : shapes) {
+        if (!only.empty() && only != s.what) continue;
+        const size_t kv_bytes = 2 * ggml_row_size(s.kv, s.D) * s.n_kv * s.n_head_kv;
+        ggml_init_params ip = { kv_bytes + (size_t) s.n_q * s.D * s.n_head * 8 + s.n_kv * s.n_q * 4 + (64 << 20), nullptr, false };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, s.D, s.n_q, s.n_head, 1);
+        ggml_tensor * k = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
+        ggml_tensor * v = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
+        fill(q, rng);
+        fill(k, rng);
+        fill(v, rng);
+        ggml_tensor * mask = nullptr;
+        double pairs = (double) s.n_q * s.n_kv;
+        if (s.causal) {
+            mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, s.n_kv, s.n_q);
+            pairs = 0;
+            for (int64_t iq = 0; iq < s.n_q; ++iq) {
+                const int64_t last = s.n_kv - s.n_q + iq;
+                for (int64_t j = 0; j < s.n_kv; ++j) {
+                    ((ggml_fp16_t *) mask->data)[iq * s.n_kv + j] = ggml_fp32_to_fp16(j > last ? -INFINITY : 0.0f);
+                }
+                pairs += last + 1;
+            }
+        }
+        ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, 1.0f / std::sqrt((float) s.D), 0.0f, 0.0f);
+        ggml_cgraph * g = ggml_new_graph(ctx);
+        ggml_build_forward_expand(g, out);
+        const timing tm = time_graph(be, g, reps);
+        const double ms = tm.wall_ms;
+        const double flops = 4.0 * pairs * s.D * s.n_head;
+        std::printf("| %-6s | %5lld | %6lld | %4lld | %3lld/%-2lld | %-5s | %9.3f | %9.3f | %8.1f | %8.2f |\n", s.what,
+                    (long long) s.n_q, (long long) s.n_kv, (long long) s.D, (long long) s.n_head, (long long) s.n_head_kv,
+                    ggml_type_name(s.kv), ms, tm.cpu_ms, flops / ms / 1e6, kv_bytes / ms / 1e6);
+        ggml_free(ctx);
+    }
+
+    if (!only.empty() && only != "ops") {
+        ggml_backend_free(be);
+        return 0;
+    }
+    // element-wise ops at a prompt-sized activation (512 tokens x 4096) and a decode row
+    std::printf("\nelement-wise ops (f32)\n");
+    std::printf("| %-10s | %6s | %6s | %9s | %9s | %8s |\n", "op", "n0", "rows", "ms", "cpu ms", "GB/s");
+    std::printf("|------------|--------|--------|-----------|-----------|----------|\n");
+    for (int64_t rows : { int64_t(1), int64_t(512) }) {
+        const int64_t n0 = 4096;
+        ggml_init_params ip = { (size_t) rows * n0 * 4 * 12 + (16 << 20), nullptr, false };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n0, rows);
+        ggml_tensor * y = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n0, rows);
+        ggml_tensor * w = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n0);
+        fill(x, rng);
+        fill(y, rng);
+        fill(w, rng);
+        ggml_tensor * qk = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 128, 32, rows);
+        fill(qk, rng);
+        ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, rows);
+        for (int64_t i = 0; i < rows; ++i) ((int32_t *) pos->data)[i] = (int32_t) i;
+        struct item { const char * name; ggml_tensor * t; double bytes; };
+        const double row_bytes = (double) rows * n0 * 4;
+        const item items[] = {
+            { "rms_norm", ggml_rms_norm(ctx, x, 1e-6f), 2 * row_bytes },
+            { "mul(bcast)", ggml_mul(ctx, x, w), 2 * row_bytes },
+            { "add", ggml_add(ctx, x, y), 3 * row_bytes },
+            { "swiglu", ggml_swiglu_split(ctx, x, y), 3 * row_bytes },
+            { "soft_max", ggml_soft_max_ext(ctx, x, nullptr, 0.125f, 0.0f), 2 * row_bytes },
+            { "rope neox", ggml_rope_ext(ctx, qk, pos, nullptr, 128, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f), 2 * row_bytes },
+            { "cpy f16", ggml_cast(ctx, x, GGML_TYPE_F16), 1.5 * row_bytes },
+        };
+        for (const item & it : items) {
+            ggml_cgraph * g = ggml_new_graph(ctx);
+            ggml_build_forward_expand(g, it.t);
+            const timing tm = time_graph(be, g, reps);
+            std::printf("| %-10s | %6lld | %6lld | %9.4f | %9.4f | %8.2f |\n", it.name, (long long) n0, (long long) rows,
+                        tm.wall_ms, tm.cpu_ms, it.bytes / tm.wall_ms / 1e6);
+        }
+        ggml_free(ctx);
+    }
+    ggml_backend_free(be);
+    return 0;
+}

@@ -1,0 +1,467 @@
+#include "server-slots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+// ---- task_channel --------------------------------------------------------------------------------
+
+void task_channel::push(task_event ev) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        events_.push_back(std::move(ev));
+    }
+    cv_.notify_all();
+}
+
+bool task_channel::wait_pop(std::vector<task_event> & out, int timeout_ms) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !events_.empty(); })) return false;
+    while (!events_.empty()) {
+        out.push_back(std::move(events_.front()));
+        events_.pop_front();
+    }
+    return true;
+}
+
+// ---- slots ---------------------------------------------------------------------------------------
+
+struct slot_engine::slot {
+    int32_t id = 0;
+    task_ptr task;                                  // null when idle
+    std::vector<llama_token> cache;                 // cache[i] is in the KV cache at position i of sequence id
+    size_t n_prompt_fed = 0;                        // prompt tokens in the cache (or in this step's batch)
+    llama_sampler * smpl = nullptr;
+    stop_matcher stops;
+    llama_token next_token = LLAMA_TOKEN_NULL;      // sampled, to be decoded next step
+    int32_t out_index = -1;                         // its output row in this step's batch
+    int32_t n_decoded = 0;
+    int32_t n_cached = 0;
+    double t_start_ms = 0, t_first_token_ms = 0;
+    uint64_t last_used = 0;                         // step counter, for least-recently-used choice
+    std::vector<token_report> reports;              // token reports not yet sent
+
+    ~slot() {
+        if (smpl) llama_sampler_free(smpl);
+    }
+};
+
+slot_engine::slot_engine(llama_context * ctx, engine_params params)
+    : ctx_(ctx), vocab_(llama_model_get_vocab(llama_get_model(ctx))), params_(params) {
+    params_.n_slots = std::max(1, params_.n_slots);
+    params_.n_batch = std::max(params_.n_batch, params_.n_slots);   // every generating slot fits in a step
+    for (int32_t i = 0; i < params_.n_slots; ++i) {
+        auto s = std::make_unique<slot>();
+        s->id = i;
+        slots_.push_back(std::move(s));
+    }
+    batch_ = llama_batch_init(params_.n_batch, 0, 1);
+    metrics_.kv_cells_total = (int32_t) llama_n_ctx(ctx_);
+    snapshot_status();
+}
+
+slot_engine::~slot_engine() {
+    stop();
+    llama_batch_free(batch_);
+}
+
+void slot_engine::start() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (running_) return;
+    running_ = true;
+    thread_ = std::thread([this] { loop(); });
+}
+
+void slot_engine::stop() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!running_) return;
+        running_ = false;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+bool slot_engine::submit(const task_ptr & task) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if ((int32_t) queue_.size() >= params_.queue_capacity) {
+            metrics_.n_requests_rejected++;
+            return false;
+        }
+        task->t_queued_ms = monotonic_ms();
+        queue_.push_back(task);
+        metrics_.n_requests_total++;
+        metrics_.n_deferred = (int32_t) queue_.size();
+    }
+    cv_.notify_all();
+    return true;
+}
+
+void slot_engine::notify() { cv_.notify_all(); }
+
+engine_metrics slot_engine::metrics() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return metrics_;
+}
+
+json slot_engine::slots_json() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    json out = json::array();
+    for (const json & j : status_) out.push_back(j);
+    return out;
+}
+
+// Called with mutex_ held, by the loop thread: what /slots shows (the slots themselves belong to
+// the loop thread).
+void slot_engine::snapshot_status() {
+    status_.clear();
+    for (const auto & sp : slots_) {
+        const slot & s = *sp;
+        json j = {
+            { "id", s.id },
+            { "id_task", s.task ? s.task->id : -1 },
+            { "n_ctx", params_.n_ctx_slot },
+            { "is_processing", (bool) s.task },
+            { "n_past", (int64_t) s.cache.size() },
+            { "n_prompt_tokens", s.task ? (int64_t) s.task->prompt.size() : 0 },
+            { "n_cached", s.n_cached },
+            { "n_decoded", s.n_decoded },
+        };
+        if (s.task) {
+            j["params"] = { { "n_predict", s.task->params.n_predict },
+                            { "temperature", s.task->params.sampling.temp },
+                            { "top_k", s.task->params.sampling.top_k },
+                            { "top_p", s.task->params.sampling.top_p },
+                            { "min_p", s.task->params.sampling.min_p },
+                            { "stop", s.task->params.stop } };
+        }
+        status_.push_back(std::move(j));
+    }
+}
+
+// ---- the loop ------------------------------------------------------------------------------------
+
+void slot_engine::loop() {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!running_) break;
+        }
+        if (step()) continue;
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return !running_ || !queue_.empty(); });
+    }
+    // shutting down: tell whoever still waits
+    for (auto & sp : slots_) {
+        if (sp->task) fail(*sp, 503, "the server is shutting down");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto & t : queue_) {
+        task_event ev;
+        ev.error_status = 503;
+        ev.error = "the server is shutting down";
+        t->channel->push(std::move(ev));
+    }
+    queue_.clear();
+}
+
+namespace {
+
+size_t common_prefix(const std::vector<llama_token> & a, const std::vector<llama_token> & b) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return n;
+}
+
+} // namespace
+
+void slot_engine::assign_waiting_tasks() {
+    static uint64_t use_counter = 0;
+    for (;;) {
+        task_ptr task;
+        slot * best = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            // drop tasks whose client left while they waited
+            queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const task_ptr & t) { return t->cancelled.load(); }),
+                         queue_.end());
+            if (queue_.empty()) {
+                metrics_.n_deferred = 0;
+                return;
+            }
+            // the idle slot whose cache shares the longest prefix with the prompt, else the least
+            // recently used one
+            size_t best_lcp = 0;
+            for (auto & sp : slots_) {
+                if (sp->task) continue;
+                const size_t lcp = common_prefix(sp->cache, queue_.front()->prompt);
+                if (!best || lcp > best_lcp || (lcp == best_lcp && sp->last_used < best->last_used)) {
+                    best = sp.get();
+                    best_lcp = lcp;
+                }
+            }
+            if (!best) return;
+            task = queue_.front();
+            queue_.pop_front();
+            metrics_.n_deferred = (int32_t) queue_.size();
+            best->last_used = ++use_counter;
+        }
+        begin_task(*best, task);
+    }
+}
+
+void slot_engine::begin_task(slot & s, task_ptr task) {
+    // Reuse the longest common prefix of the previous prompt and output; the last prompt token is
+    // always decoded again so that its logits exist.
+    size_t keep = common_prefix(s.cache, task->prompt);
+    if (keep >= task->prompt.size()) keep = task->prompt.size() - 1;
+    llama_memory_seq_rm(ctx_, s.id, (llama_pos) keep, -1);
+    s.cache.resize(keep);
+    s.n_prompt_fed = keep;
+    s.n_cached = (int32_t) keep;
+    s.n_decoded = 0;
+    s.next_token = LLAMA_TOKEN_NULL;
+    s.out_index = -1;
+    s.reports.clear();
+    s.stops = stop_matcher(task->params.stop);
+    if (s.smpl) llama_sampler_free(s.smpl);
+    s.smpl = common_sampler_chain_from_params(task->params.sampling, params_.n_ctx_slot);
+    // the prompt is history for the repetition penalties
+    for (llama_token t : task->prompt) llama_sampler_accept(s.smpl, t);
+    s.t_start_ms = monotonic_ms();
+    s.t_first_token_ms = 0;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        s.task = std::move(task);
+    }
+    LOG_DBG("slot %d: task %lld, %zu prompt tokens, %zu reused from the cache\n", s.id, (long long) s.task->id,
+            s.task->prompt.size(), keep);
+}
+
+void slot_engine::release(slot & s) {
+    if (s.smpl) {
+        llama_sampler_free(s.smpl);
+        s.smpl = nullptr;
+    }
+    s.next_token = LLAMA_TOKEN_NULL;
+    s.out_index = -1;
+    std::lock_guard<std::mutex> lock(mutex_);
+    s.task.reset();
+}
+
+void slot_engine::fail(slot & s, int status, const std::string & message) {
+    task_event ev;
+    ev.error_status = status;
+    ev.error = message;
+    s.task->channel->push(std::move(ev));
+    // what the cache holds for this sequence is no longer known to be right
+    llama_memory_seq_rm(ctx_, s.id, -1, -1);
+    s.cache.clear();
+    release(s);
+}
+
+void slot_engine::finish(slot & s, const std::string & reason) {
+    task_event ev;
+    if (!s.stops.stopped()) ev.text = s.stops.flush();
+    ev.tokens = std::move(s.reports);
+    s.reports.clear();
+    ev.is_final = true;
+    task_summary & sum = ev.summary;
+    sum.finish_reason = reason;
+    sum.stopped_word = s.stops.stopped();
+    sum.stopping_word = s.stops.stop_word();
+    sum.n_prompt = (int32_t) s.task->prompt.size();
+    sum.n_cached = s.n_cached;
+    sum.n_predicted = s.n_decoded;
+    const double now = monotonic_ms();
+    const double first = s.t_first_token_ms > 0 ? s.t_first_token_ms : now;
+    sum.t_prompt_ms = first - s.t_start_ms;
+    sum.t_predict_ms = now - first;
+    sum.slot_id = s.id;
+    sum.stopped_limit = reason == "length";
+    sum.stopped_eos = reason == "stop" && !sum.stopped_word;
+    s.task->channel->push(std::move(ev));
+    LOG_DBG("slot %d: task %lld done (%s), %d prompt + %d generated tokens\n", s.id, (long long) s.task->id,
+            reason.c_str(), sum.n_prompt, sum.n_predicted);
+    release(s);
+}
+
+void slot_engine::handle_output(slot & s, int32_t batch_index) {
+    if (s.t_first_token_ms == 0) s.t_first_token_ms = monotonic_ms();
+    const generation_params & gp = s.task->params;
+    if (gp.n_predict == 0) {   // max_tokens 0: the prompt is read, nothing is generated
+        finish(s, "length");
+        return;
+    }
+    float * logits = llama_get_logits_ith(ctx_, batch_index);
+    if (!logits) {
+        fail(s, 500, "no logits for the slot's last token");
+        return;
+    }
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+    if (gp.sampling.ignore_eos) {
+        for (llama_token t = 0; t < n_vocab; ++t) {
+            if (llama_vocab_is_eog(vocab_, t)) logits[t] = -std::numeric_limits<float>::infinity();
+        }
+    }
+    // log-softmax of the model's distribution, before the samplers change anything
+    float log_norm = 0.0f;
+    if (gp.logprobs) {
+        const float mx = *std::max_element(logits, logits + n_vocab);
+        double sum = 0.0;
+        for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp((double) logits[i] - mx);
+        log_norm = mx + (float) std::log(sum);
+    }
+
+    const llama_token tok = llama_sampler_sample(s.smpl, ctx_, batch_index);
+    if (tok == LLAMA_TOKEN_NULL) {
+        fail(s, 500, "sampling failed");
+        return;
+    }
+    s.n_decoded++;
+    if (llama_vocab_is_eog(vocab_, tok) && !gp.sampling.ignore_eos) {
+        finish(s, "stop");
+        return;
+    }
+    const std::string piece = common_token_to_piece(vocab_, tok, false);
+    if (gp.logprobs) {
+        token_report rep;
+        rep.chosen = { tok, piece, logits[tok] - log_norm };
+        const int32_t k = std::min(gp.top_logprobs, n_vocab);
+        if (k > 0) {
+            std::vector<llama_token> ids(n_vocab);
+            std::iota(ids.begin(), ids.end(), 0);
+            std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                              [&](llama_token a, llama_token b) { return logits[a] > logits[b]; });
+            for (int32_t i = 0; i < k; ++i) {
+                rep.top.push_back({ ids[i], common_token_to_piece(vocab_, ids[i], false), logits[ids[i]] - log_norm });
+            }
+        }
+        s.reports.push_back(std::move(rep));
+    }
+    const std::string text = s.stops.feed(piece);
+    if (s.stops.stopped()) {
+        if (!text.empty()) {
+            task_event ev;
+            ev.text = text;
+            s.task->channel->push(std::move(ev));
+        }
+        finish(s, "stop");
+        return;
+    }
+    const bool limit = gp.n_predict >= 0 && s.n_decoded >= gp.n_predict;
+    const bool ctx_full = (int32_t) s.cache.size() >= params_.n_ctx_slot;
+    if (limit || ctx_full) {
+        if (!text.empty()) {
+            task_event ev;
+            ev.text = text;
+            s.task->channel->push(std::move(ev));
+        }
+        finish(s, "length");
+        return;
+    }
+    if (!text.empty() || !s.reports.empty()) {
+        task_event ev;
+        ev.text = text;
+        ev.tokens = std::move(s.reports);
+        s.reports.clear();
+        s.task->channel->push(std::move(ev));
+    }
+    s.next_token = tok;
+}
+
+bool slot_engine::step() {
+    // clients that left: their slots are free from this step on
+    for (auto & sp : slots_) {
+        if (sp->task && sp->task->cancelled.load()) {
+            LOG_INF("slot %d: task %lld cancelled (client disconnected)\n", sp->id, (long long) sp->task->id);
+            release(*sp);
+        }
+    }
+    assign_waiting_tasks();
+
+    // Generating slots first (one token each), then prompt chunks in the room left.
+    int32_t n = 0;
+    auto add = [&](slot & s, llama_token t, bool want_logits) {
+        batch_.token[n] = t;
+        batch_.pos[n] = (llama_pos) s.cache.size();
+        batch_.n_seq_id[n] = 1;
+        batch_.seq_id[n][0] = s.id;
+        batch_.logits[n] = want_logits ? 1 : 0;
+        if (want_logits) s.out_index = n;
+        s.cache.push_back(t);
+        ++n;
+    };
+    bool any_prompt = false, any_gen = false;
+    int32_t n_prompt_tokens = 0, n_sampled = 0;
+    int32_t n_busy = 0;
+    for (auto & sp : slots_) {
+        slot & s = *sp;
+        s.out_index = -1;
+        if (!s.task) continue;
+        ++n_busy;
+        if (s.next_token != LLAMA_TOKEN_NULL) {
+            add(s, s.next_token, true);
+            s.next_token = LLAMA_TOKEN_NULL;
+            any_gen = true;
+        }
+    }
+    for (auto & sp : slots_) {
+        slot & s = *sp;
+        if (!s.task) continue;
+        const auto & prompt = s.task->prompt;
+        while (s.n_prompt_fed < prompt.size() && n < params_.n_batch) {
+            const bool last = s.n_prompt_fed + 1 == prompt.size();
+            add(s, prompt[s.n_prompt_fed], last);
+            s.n_prompt_fed++;
+            n_prompt_tokens++;
+            any_prompt = true;
+        }
+    }
+    if (n == 0) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        metrics_.n_processing = 0;
+        snapshot_status();
+        return false;
+    }
+
+    batch_.n_tokens = n;
+    const double t0 = monotonic_ms();
+    const int32_t rc = llama_decode(ctx_, batch_);
+    const double dt = monotonic_ms() - t0;
+    if (rc != 0) {
+        const char * why = llama_last_error();
+        const std::string msg = "llama_decode failed (code " + std::to_string(rc) + ")" +
+                                (why && *why ? std::string(": ") + why : std::string());
+        LOG_ERR("%s\n", msg.c_str());
+        for (auto & sp : slots_) {
+            if (sp->task) fail(*sp, 500, msg);
+        }
+        return true;
+    }
+    for (auto & sp : slots_) {
+        slot & s = *sp;
+        if (s.task && s.out_index >= 0) {
+            handle_output(s, s.out_index);
+            n_sampled++;
+        }
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        metrics_.n_decode_total++;
+        metrics_.n_busy_slots_sum += (uint64_t) n_busy;
+        metrics_.n_prompt_tokens_total += (uint64_t) n_prompt_tokens;
+        metrics_.n_predicted_total += (uint64_t) n_sampled;
+        // a mixed step counts for both: its tokens of each kind waited for the whole step
+        if (any_prompt) metrics_.t_prompt_ms_total += dt;
+        if (any_gen) metrics_.t_predict_ms_total += dt;
+        int32_t busy_now = 0;
+        for (auto & sp : slots_) busy_now += sp->task ? 1 : 0;
+        metrics_.n_processing = busy_now;
+        metrics_.kv_cells_used = llama_memory_n_used(ctx_);
+        snapshot_status();
+    }
+    return true;
+}

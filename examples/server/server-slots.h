@@ -1,0 +1,153 @@
+// The generation engine: N slots share one llama_context (each its own sequence id and a
+// 1/N share of the context), a bounded queue of waiting tasks, and one thread that runs the
+// decode loop. Every step puts the next token of each generating slot and chunks of the
+// prompts being read into one llama_batch (continuous batching: a task that arrives joins at the
+// next step), decodes it, samples each slot's next token and hands text deltas to the task's
+// channel, which the HTTP thread of the request reads from.
+#pragma once
+
+#include "common.h"
+#include "server-stream.h"
+#include "server-utils.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+// What a request asks of the generation (parsed from the request by server-oai).
+struct generation_params {
+    common_params_sampling sampling;
+    int32_t n_predict = -1;            // -1: until end of generation or the slot context is full
+    std::vector<std::string> stop;
+    bool    logprobs = false;          // report the chosen tokens' log-probabilities
+    int32_t top_logprobs = 0;          // ... and this many alternatives each
+};
+
+struct token_logprob {
+    llama_token id;
+    std::string piece;
+    float logprob;
+};
+
+struct token_report {
+    token_logprob chosen;
+    std::vector<token_logprob> top;
+};
+
+// Why and how a task ended, with its counts and timings.
+struct task_summary {
+    std::string finish_reason;         // "stop" or "length"
+    bool stopped_eos = false, stopped_word = false, stopped_limit = false;
+    std::string stopping_word;
+    int32_t n_prompt = 0;              // prompt tokens
+    int32_t n_cached = 0;              // of those, reused from the slot's cache
+    int32_t n_predicted = 0;
+    double t_prompt_ms = 0, t_predict_ms = 0;
+    int32_t slot_id = -1;
+};
+
+// One message from the decode loop to the request: a text delta (maybe empty, with the token
+// reports of the tokens decoded since the last one), the end, or an error.
+struct task_event {
+    std::string text;
+    std::vector<token_report> tokens;
+    bool is_final = false;
+    task_summary summary;              // when is_final
+    int error_status = 0;              // non-zero: the task failed with this status and error
+    std::string error;
+};
+
+// The queue between the decode loop (producer) and the HTTP thread (consumer) of one task.
+class task_channel {
+public:
+    void push(task_event ev);
+    // Waits up to timeout_ms for events; appends them to out. False on timeout with none.
+    bool wait_pop(std::vector<task_event> & out, int timeout_ms);
+
+private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<task_event> events_;
+};
+
+struct server_task {
+    int64_t id = 0;
+    std::vector<llama_token> prompt;
+    generation_params params;
+    std::shared_ptr<task_channel> channel = std::make_shared<task_channel>();
+    std::atomic<bool> cancelled{ false };   // the client went away: free the slot at the next step
+    double t_queued_ms = 0;
+};
+using task_ptr = std::shared_ptr<server_task>;
+
+// Counters for /metrics and /slots.
+struct engine_metrics {
+    uint64_t n_prompt_tokens_total = 0;     // prompt tokens evaluated (cached prefixes excluded)
+    uint64_t n_predicted_total = 0;
+    double   t_prompt_ms_total = 0;         // wall time of steps that read prompt tokens
+    double   t_predict_ms_total = 0;        // ... and of steps that generated
+    uint64_t n_decode_total = 0;            // llama_decode calls
+    uint64_t n_requests_total = 0;          // tasks accepted
+    uint64_t n_requests_rejected = 0;       // queue full
+    uint64_t n_busy_slots_sum = 0;          // summed over decode calls: average batch occupancy
+    int32_t  n_processing = 0, n_deferred = 0;
+    int32_t  kv_cells_used = 0, kv_cells_total = 0;
+};
+
+struct engine_params {
+    int32_t n_slots = 1;
+    int32_t n_ctx_slot = 0;    // context per slot: n_ctx / n_slots
+    int32_t n_batch = 512;     // most tokens per step
+    int32_t queue_capacity = 64;
+};
+
+class slot_engine {
+public:
+    slot_engine(llama_context * ctx, engine_params params);
+    ~slot_engine();
+
+    void start();
+    void stop();
+
+    // Queue a task. False when the queue is full (the caller answers 503).
+    bool submit(const task_ptr & task);
+    // Wake the loop (a task was cancelled while waiting).
+    void notify();
+
+    int32_t n_ctx_slot() const { return params_.n_ctx_slot; }
+    int32_t n_slots() const { return params_.n_slots; }
+    engine_metrics metrics() const;
+    json slots_json() const;
+
+private:
+    struct slot;
+    void loop();
+    bool step();   // one decode step; false when idle
+    void assign_waiting_tasks();
+    void begin_task(slot & s, task_ptr task);
+    void handle_output(slot & s, int32_t batch_index);
+    void finish(slot & s, const std::string & reason);
+    void fail(slot & s, int status, const std::string & message);
+    void release(slot & s);
+    void snapshot_status();
+
+    llama_context * ctx_;
+    const llama_vocab * vocab_;
+    engine_params params_;
+    std::vector<std::unique_ptr<slot>> slots_;
+    llama_batch batch_{};
+
+    mutable std::mutex mutex_;       // queue_, metrics_, slot status for readers
+    std::condition_variable cv_;
+    std::deque<task_ptr> queue_;
+    engine_metrics metrics_;
+    std::vector<json> status_;       // per slot, for /slots
+    bool running_ = false;
+    std::thread thread_;
+    std::vector<float> probs_scratch_;
+};

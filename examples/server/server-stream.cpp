@@ -1,0 +1,166 @@
+#include "server-stream.h"
+
+#include <algorithm>
+
+// ---- stop strings --------------------------------------------------------------------------------
+
+stop_matcher::stop_matcher(std::vector<std::string> stops) {
+    for (auto & s : stops) {
+        if (!s.empty()) stops_.push_back(std::move(s));
+    }
+}
+
+std::string stop_matcher::feed(const std::string & piece) {
+    if (stopped_) return {};
+    pending_ += piece;
+
+    // The earliest complete stop string wins; text after it is never sent.
+    size_t best = std::string::npos;
+    for (const auto & s : stops_) {
+        const size_t at = pending_.find(s);
+        if (at != std::string::npos && at < best) {
+            best = at;
+            stop_word_ = s;
+        }
+    }
+    if (best != std::string::npos) {
+        stopped_ = true;
+        std::string out = pending_.substr(0, best);
+        pending_.clear();
+        return out;
+    }
+
+    // Hold back the longest tail that a later piece could complete into a stop string. Any stop
+    // string that will appear therefore starts inside pending_, so the search above finds it.
+    size_t hold = 0;
+    for (const auto & s : stops_) {
+        const size_t max_len = std::min(s.size() - 1, pending_.size());
+        for (size_t len = max_len; len > hold; --len) {
+            if (pending_.compare(pending_.size() - len, len, s, 0, len) == 0) {
+                hold = len;
+                break;
+            }
+        }
+    }
+    size_t send = pending_.size() - hold;
+    send = utf8_complete_prefix(pending_.substr(0, send));
+    std::string out = pending_.substr(0, send);
+    pending_.erase(0, send);
+    return out;
+}
+
+std::string stop_matcher::flush() {
+    std::string out;
+    out.swap(pending_);
+    return out;
+}
+
+// ---- reasoning -----------------------------------------------------------------------------------
+
+namespace {
+
+const std::string k_open = "<think>";
+const std::string k_close = "</think>";
+
+bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Length of the longest suffix of s that is a proper prefix of tag.
+size_t partial_tag_suffix(const std::string & s, const std::string & tag) {
+    for (size_t len = std::min(tag.size() - 1, s.size()); len > 0; --len) {
+        if (s.compare(s.size() - len, len, tag, 0, len) == 0) return len;
+    }
+    return 0;
+}
+
+} // namespace
+
+reasoning_splitter::reasoning_splitter(bool enabled, bool starts_inside) {
+    if (!enabled) st_ = state::content;
+    else if (starts_inside) {
+        st_ = state::reasoning;
+        skip_ws_ = true;
+    } else {
+        st_ = state::start;
+    }
+}
+
+reasoning_splitter::delta reasoning_splitter::feed(const std::string & text) {
+    delta out;
+    held_ += text;
+    step(out, false);
+    return out;
+}
+
+reasoning_splitter::delta reasoning_splitter::flush() {
+    delta out;
+    step(out, true);
+    return out;
+}
+
+void reasoning_splitter::step(delta & out, bool final) {
+    for (;;) {
+        switch (st_) {
+            case state::start: {
+                // Only a block at the very start (after whitespace) is reasoning.
+                size_t i = 0;
+                while (i < held_.size() && is_ws(held_[i])) ++i;
+                const std::string rest = held_.substr(i);
+                if (rest.compare(0, k_open.size(), k_open) == 0 && rest.size() >= k_open.size()) {
+                    held_.erase(0, i + k_open.size());
+                    st_ = state::reasoning;
+                    skip_ws_ = true;
+                    continue;
+                }
+                const bool may_become_tag = k_open.compare(0, rest.size(), rest) == 0;   // rest is a prefix of <think>
+                if (may_become_tag && !final) return;                                      // wait for more
+                st_ = state::content;
+                continue;
+            }
+            case state::reasoning: {
+                if (skip_ws_) {
+                    size_t i = 0;
+                    while (i < held_.size() && is_ws(held_[i])) ++i;
+                    held_.erase(0, i);
+                    if (held_.empty() && !final) return;
+                    skip_ws_ = false;
+                }
+                const size_t at = held_.find(k_close);
+                if (at != std::string::npos) {
+                    out.reasoning += held_.substr(0, at);
+                    held_.erase(0, at + k_close.size());
+                    st_ = state::skip_ws_after;
+                    continue;
+                }
+                size_t keep = final ? 0 : partial_tag_suffix(held_, k_close);
+                size_t send = held_.size() - keep;
+                if (!final) send = utf8_complete_prefix(held_.substr(0, send));
+                out.reasoning += held_.substr(0, send);
+                held_.erase(0, send);
+                return;
+            }
+            case state::skip_ws_after: {
+                size_t i = 0;
+                while (i < held_.size() && is_ws(held_[i])) ++i;
+                held_.erase(0, i);
+                if (held_.empty()) return;
+                st_ = state::content;
+                continue;
+            }
+            case state::content:
+                out.content += held_;
+                held_.clear();
+                return;
+        }
+    }
+}
+
+// ---- SSE -----------------------------------------------------------------------------------------
+
+std::string sse_event(const json & data) { return "data: " + dump_json(data) + "\n\n"; }
+
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+std::string sse_error(int status, const std::string & message) {
+    // as OpenAI does: the openai client libraries raise an APIError for a data event with "error"
+    return sse_event(make_error_json(status, message));
+}

@@ -1,0 +1,63 @@
+// Turning generated pieces into the text a client sees, one delta at a time, so that a streamed
+// reply concatenates to exactly the non-streamed one:
+//  - stop_matcher holds back text that might be the start of a stop string (and bytes of an
+//    unfinished UTF-8 character), so a stop string is never sent, not even in part;
+//  - reasoning_splitter moves a leading <think>...</think> block to reasoning_content, holding
+//    back partial tags;
+//  - SSE framing.
+#pragma once
+
+#include "server-utils.h"
+
+#include <string>
+#include <vector>
+
+class stop_matcher {
+public:
+    explicit stop_matcher(std::vector<std::string> stops = {});
+
+    // Add a piece of output; returns the text that is now safe to send. After a stop string is
+    // seen, stopped() is true, the text before it has been returned and the rest is dropped.
+    std::string feed(const std::string & piece);
+    // The generation ended for another reason: everything still held back.
+    std::string flush();
+
+    bool stopped() const { return stopped_; }
+    const std::string & stop_word() const { return stop_word_; }
+
+private:
+    std::vector<std::string> stops_;
+    std::string pending_;
+    bool stopped_ = false;
+    std::string stop_word_;
+};
+
+// Chunking-invariant: feeding a text in any split gives the same concatenated output.
+class reasoning_splitter {
+public:
+    struct delta {
+        std::string reasoning;
+        std::string content;
+    };
+
+    // enabled: split at all (--reasoning-format other than none).
+    // starts_inside: the prompt already opened the block (it ends with "<think>").
+    reasoning_splitter(bool enabled, bool starts_inside);
+
+    delta feed(const std::string & text);
+    delta flush();
+
+private:
+    enum class state { start, reasoning, skip_ws_after, content };
+    state st_;
+    bool skip_ws_ = false;   // drop whitespace right after a tag
+    std::string held_;
+    void step(delta & out, bool final);
+};
+
+// One server-sent event: "data: <json>\n\n".
+std::string sse_event(const json & data);
+// The OpenAI end-of-stream marker.
+std::string sse_done();
+// An error inside a stream (the headers were sent already, so the status cannot change).
+std::string sse_error(int status, const std::string & message);

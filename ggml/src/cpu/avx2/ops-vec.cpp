@@ -1,0 +1,382 @@
+// AVX2/FMA/F16C versions of the op kernels' vector primitives (see ops-common.h). Tails use
+// masked loads and stores, so every element goes through the same arithmetic as the body.
+#include "ops-common.h"
+
+#include <algorithm>
+#include <immintrin.h>
+
+namespace {
+
+inline __m256i tail_mask(int64_t rem) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int) rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline float hmax(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// e^x: x = n*ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r (relative error ~1e-7),
+// 2^n through the exponent bits. Below -87.3 the result is 0 (so -inf gives 0), above 88.37 inf.
+inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.37626f);
+    const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    const __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    y = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), y);
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+}
+
+inline __m256 silu8(__m256 x) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// x * sigmoid(2u), u = sqrt(2/pi) * (x + 0.044715 x^3): the tanh form of GELU
+inline __m256 gelu8(__m256 x) {
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.7978845608028654f), x),
+                                   _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x2, _mm256_set1_ps(1.0f)));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(u)));
+}
+
+// Runs op over n elements in blocks of 8, the tail with masked loads/stores.
+template <typename Op>
+inline void map1(int64_t n, float * y, const float * x, Op op) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, op(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, op(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+template <typename Op>
+inline void map2(int64_t n, float * z, const float * x, const float * y, Op op) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, op(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(z + i, m, op(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
+    }
+}
+
+void add8(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_add_ps(a, b); }); }
+void sub8(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }); }
+void mul8(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }); }
+void div8(int64_t n, float * z, const float * x, const float * y) {
+    // masked-off lanes load 0: 0/0 there is never stored
+    map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_div_ps(a, b); });
+}
+
+void scale_bias8(int64_t n, float * y, const float * x, float s, float b) {
+    const __m256 vs = _mm256_set1_ps(s), vb = _mm256_set1_ps(b);
+    map1(n, y, x, [&](__m256 a) { return _mm256_fmadd_ps(a, vs, vb); });
+}
+
+void silu_v(int64_t n, float * y, const float * x) { map1(n, y, x, silu8); }
+void gelu_v(int64_t n, float * y, const float * x) { map1(n, y, x, gelu8); }
+void swiglu_v(int64_t n, float * z, const float * g, const float * u) {
+    map2(n, z, g, u, [](__m256 a, __m256 b) { return _mm256_mul_ps(silu8(a), b); });
+}
+
+// reductions keep two accumulators to hide the add latency
+template <typename Term>
+inline float reduce_sum(int64_t n, const float * x, const float * y, Term term) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = term(s0, _mm256_loadu_ps(x + i), y ? _mm256_loadu_ps(y + i) : _mm256_setzero_ps());
+        s1 = term(s1, _mm256_loadu_ps(x + i + 8), y ? _mm256_loadu_ps(y + i + 8) : _mm256_setzero_ps());
+    }
+    for (; i + 8 <= n; i += 8) s0 = term(s0, _mm256_loadu_ps(x + i), y ? _mm256_loadu_ps(y + i) : _mm256_setzero_ps());
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        s1 = term(s1, _mm256_maskload_ps(x + i, m), y ? _mm256_maskload_ps(y + i, m) : _mm256_setzero_ps());
+    }
+    return hsum(_mm256_add_ps(s0, s1));
+}
+
+float sum_v(int64_t n, const float * x) {
+    return reduce_sum(n, x, nullptr, [](__m256 s, __m256 a, __m256) { return _mm256_add_ps(s, a); });
+}
+float sum_sq_v(int64_t n, const float * x) {
+    return reduce_sum(n, x, nullptr, [](__m256 s, __m256 a, __m256) { return _mm256_fmadd_ps(a, a, s); });
+}
+float dot_v(int64_t n, const float * x, const float * y) {
+    return reduce_sum(n, x, y, [](__m256 s, __m256 a, __m256 b) { return _mm256_fmadd_ps(a, b, s); });
+}
+
+float max_v(int64_t n, const float * x) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    float r = hmax(m);
+    for (; i < n; ++i) r = std::max(r, x[i]);
+    return r;
+}
+
+float exp_sum_v(int64_t n, float * y, const float * x, float mx) {
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 s = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(y + i, e);
+        s = _mm256_add_ps(s, e);
+    }
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        // masked lanes: exp(0 - mx) is added otherwise, so zero them
+        const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vm)), _mm256_castsi256_ps(m));
+        _mm256_maskstore_ps(y + i, m, e);
+        s = _mm256_add_ps(s, e);
+    }
+    return hsum(s);
+}
+
+void axpy_v(int64_t n, float * y, float a, const float * x) {
+    const __m256 va = _mm256_set1_ps(a);
+    map2(n, y, x, y, [&](__m256 xv, __m256 yv) { return _mm256_fmadd_ps(va, xv, yv); });
+}
+
+void dot_rows_v(int64_t n, const float * x, const float * const * rows, int64_t nr, float * out) {
+    for (int64_t t = 0; t < nr; t += 4) {
+        const int64_t k = std::min<int64_t>(4, nr - t);
+        const float * r0 = rows[t];
+        const float * r1 = rows[t + (k > 1 ? 1 : 0)];
+        const float * r2 = rows[t + (k > 2 ? 2 : 0)];
+        const float * r3 = rows[t + (k > 3 ? 3 : 0)];
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + i);
+            a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r0 + i), a0);
+            a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r1 + i), a1);
+            a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r2 + i), a2);
+            a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r3 + i), a3);
+        }
+        if (i < n) {
+            const __m256i m = tail_mask(n - i);
+            const __m256 xv = _mm256_maskload_ps(x + i, m);
+            a0 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r0 + i, m), a0);
+            a1 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r1 + i, m), a1);
+            a2 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r2 + i, m), a2);
+            a3 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r3 + i, m), a3);
+        }
+        const float s[4] = { hsum(a0), hsum(a1), hsum(a2), hsum(a3) };
+        for (int64_t j = 0; j < k; ++j) out[t + j] = s[j];
+    }
+}
+
+void axpy_rows_v(int64_t n, float * y, const float * a, const float * const * rows, int64_t nr) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
+        __m256 y2 = _mm256_loadu_ps(y + i + 16), y3 = _mm256_loadu_ps(y + i + 24);
+        for (int64_t t = 0; t < nr; ++t) {
+            const __m256 va = _mm256_set1_ps(a[t]);
+            const float * r = rows[t] + i;
+            y0 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r), y0);
+            y1 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r + 8), y1);
+            y2 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r + 16), y2);
+            y3 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r + 24), y3);
+        }
+        _mm256_storeu_ps(y + i, y0);
+        _mm256_storeu_ps(y + i + 8, y1);
+        _mm256_storeu_ps(y + i + 16, y2);
+        _mm256_storeu_ps(y + i + 24, y3);
+    }
+    for (; i < n; i += 8) {
+        const __m256i m = tail_mask(std::min<int64_t>(8, n - i));
+        __m256 y0 = _mm256_maskload_ps(y + i, m);
+        for (int64_t t = 0; t < nr; ++t) y0 = _mm256_fmadd_ps(_mm256_set1_ps(a[t]), _mm256_maskload_ps(rows[t] + i, m), y0);
+        _mm256_maskstore_ps(y + i, m, y0);
+    }
+}
+
+// NQ (<= 2) query rows x 4 key rows per pass; 16 ymm registers leave no room for more.
+template <int NQ>
+void qk_pass(int64_t n, const float * const * q, const float * const * kr, __m256 (&acc)[2][4]) {
+    for (int r = 0; r < NQ; ++r)
+        for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 kv[4];
+        for (int j = 0; j < 4; ++j) kv[j] = _mm256_loadu_ps(kr[j] + i);
+        for (int r = 0; r < NQ; ++r) {
+            const __m256 qv = _mm256_loadu_ps(q[r] + i);
+            for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
+        }
+    }
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        __m256 kv[4];
+        for (int j = 0; j < 4; ++j) kv[j] = _mm256_maskload_ps(kr[j] + i, m);
+        for (int r = 0; r < NQ; ++r) {
+            const __m256 qv = _mm256_maskload_ps(q[r] + i, m);
+            for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
+        }
+    }
+}
+
+void qk_block_v(int64_t n, const float * const * q, int64_t nq, const float * const * k, int64_t nk, float * out, int64_t os) {
+    for (int64_t t = 0; t < nk; t += 4) {
+        const int64_t kk = std::min<int64_t>(4, nk - t);
+        const float * kr[4] = { k[t], k[t + (kk > 1 ? 1 : 0)], k[t + (kk > 2 ? 2 : 0)], k[t + (kk > 3 ? 3 : 0)] };
+        for (int64_t r0 = 0; r0 < nq; r0 += 2) {
+            __m256 acc[2][4];
+            const int nr = nq - r0 >= 2 ? 2 : 1;
+            if (nr == 2) {
+                qk_pass<2>(n, q + r0, kr, acc);
+            } else {
+                qk_pass<1>(n, q + r0, kr, acc);
+            }
+            float red[2][4];
+            for (int r = 0; r < 2; ++r)
+                for (int j = 0; j < 4; ++j) red[r][j] = r < nr ? hsum(acc[r][j]) : 0.0f;
+            for (int r = 0; r < nr; ++r)
+                for (int64_t j = 0; j < kk; ++j) out[(r0 + r) * os + t + j] = red[r][j];
+        }
+    }
+}
+
+// NY (<= 4) output rows x 16 values in registers per pass over the value rows
+template <int NY>
+void pv_block_t(int64_t n, float * const * y, const float * p, int64_t ps, const float * const * v, int64_t nt) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m256i m0 = tail_mask(std::min<int64_t>(8, n - i));
+        const __m256i m1 = tail_mask(std::max<int64_t>(0, std::min<int64_t>(8, n - i - 8)));
+        __m256 acc[NY][2];
+        for (int r = 0; r < NY; ++r) {
+            acc[r][0] = _mm256_maskload_ps(y[r] + i, m0);
+            acc[r][1] = _mm256_maskload_ps(y[r] + i + 8, m1);
+        }
+        for (int64_t t = 0; t < nt; ++t) {
+            const __m256 v0 = _mm256_maskload_ps(v[t] + i, m0);
+            const __m256 v1 = _mm256_maskload_ps(v[t] + i + 8, m1);
+            for (int r = 0; r < NY; ++r) {
+                const __m256 pr = _mm256_broadcast_ss(p + r * ps + t);
+                acc[r][0] = _mm256_fmadd_ps(pr, v0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(pr, v1, acc[r][1]);
+            }
+        }
+        for (int r = 0; r < NY; ++r) {
+            _mm256_maskstore_ps(y[r] + i, m0, acc[r][0]);
+            _mm256_maskstore_ps(y[r] + i + 8, m1, acc[r][1]);
+        }
+    }
+}
+
+void pv_block_v(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v, int64_t nt) {
+    switch (ny) {
+        case 1: pv_block_t<1>(n, y, p, ps, v, nt); break;
+        case 2: pv_block_t<2>(n, y, p, ps, v, nt); break;
+        case 3: pv_block_t<3>(n, y, p, ps, v, nt); break;
+        default: pv_block_t<4>(n, y, p, ps, v, nt); break;
+    }
+}
+
+void f16_to_f32_v(int64_t n, float * y, const uint16_t * x) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (x + i))));
+    for (; i < n; ++i) y[i] = ggml_compute_fp16_to_fp32(x[i]);
+}
+
+void f32_to_f16_v(int64_t n, uint16_t * y, const float * x) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm_storeu_si128((__m128i *) (y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; ++i) y[i] = ggml_compute_fp32_to_fp16(x[i]);
+}
+
+void bf16_to_f32_v(int64_t n, float * y, const uint16_t * x) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (x + i)));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; ++i) y[i] = ggml_compute_bf16_to_fp32(x[i]);
+}
+
+void rope_neox_v(int64_t n, float * y0, float * y1, const float * x0, const float * x1, const float * c, const float * s) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_loadu_ps(x0 + i), b = _mm256_loadu_ps(x1 + i);
+        const __m256 vc = _mm256_loadu_ps(c + i), vs = _mm256_loadu_ps(s + i);
+        _mm256_storeu_ps(y0 + i, _mm256_fmsub_ps(a, vc, _mm256_mul_ps(b, vs)));
+        _mm256_storeu_ps(y1 + i, _mm256_fmadd_ps(a, vs, _mm256_mul_ps(b, vc)));
+    }
+    for (; i < n; ++i) {
+        const float a = x0[i], b = x1[i];
+        y0[i] = a * c[i] - b * s[i];
+        y1[i] = a * s[i] + b * c[i];
+    }
+}
+
+void rope_norm_v(int64_t n, float * y, const float * x, const float * cc, const float * ss) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 swapped = _mm256_permute_ps(v, 0xB1);   // (x1, x0, x3, x2, ...)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(cc + i), _mm256_mul_ps(swapped, _mm256_loadu_ps(ss + i))));
+    }
+    for (; i < n; i += 2) {
+        const float a = x[i], b = x[i + 1];
+        y[i] = a * cc[i] + b * ss[i];
+        y[i + 1] = b * cc[i + 1] + a * ss[i + 1];
+    }
+}
+
+void register_avx2_vec() {
+    ggml_cpu_vec_fns f = {};
+    f.add = add8;
+    f.sub = sub8;
+    f.mul = mul8;
+    f.div = div8;
+    f.scale_bias = scale_bias8;
+    f.silu = silu_v;
+    f.gelu = gelu_v;
+    f.swiglu = swiglu_v;
+    f.sum = sum_v;
+    f.sum_sq = sum_sq_v;
+    f.max = max_v;
+    f.exp_sum = exp_sum_v;
+    f.dot = dot_v;
+    f.axpy = axpy_v;
+    f.dot_rows = dot_rows_v;
+    f.axpy_rows = axpy_rows_v;
+    f.qk_block = qk_block_v;
+    f.pv_block = pv_block_v;
+    f.f16_to_f32 = f16_to_f32_v;
+    f.f32_to_f16 = f32_to_f16_v;
+    f.bf16_to_f32 = bf16_to_f32_v;
+    f.rope_neox = rope_neox_v;
+    f.rope_norm = rope_norm_v;
+    ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
+}
+GGML_REGISTER(register_avx2_vec);
+
+} // namespace

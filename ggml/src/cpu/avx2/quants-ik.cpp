@@ -1,0 +1,274 @@
+// AVX2 gemm kernels of the ik_llama.cpp non-linear types (iq2_k .. iq6_k, iq2_ks .. iq5_ks,
+// iq4_kss, iq2_kl) against q8_K activations.
+//
+// Each weight block is brought into registers once per column tile as eight vectors of 32
+// signed levels plus eight vectors of 16-bit sub-block scales, then reused for every column:
+// |w| x sign(a, w) with vpmaddubsw (no saturation: |w|, |a| <= 127), scales with vpmaddwd,
+// int32 accumulation. The integer block sums equal the scalar kernel's exactly and the float
+// accumulation is the same expression, so results match the scalar path bit for bit.
+//
+// The 4-bit types decode with vpshufb table lookups (the level table sits in a register; the
+// shifted-grid bit of a sub-block picks one of two table registers); the others decode through
+// the scalar common-form decoder.
+#include "quants/quants-ik.h"
+#include "cpu-traits.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+namespace {
+
+struct simd_block {
+    __m256i q[8];    // levels of values 32k .. 32k+31
+    __m256i sc[8];   // int16: lanes 0-7 scale of the first 16 values, 8-15 of the next 16
+    float   d;
+};
+
+inline __m256i scale_pair(int s0, int s1) {
+    return _mm256_set_m128i(_mm_set1_epi16((short) s1), _mm_set1_epi16((short) s0));
+}
+
+void from_decoded(const ik_decoded & db, simd_block & sb) {
+    for (int k = 0; k < 8; ++k) {
+        sb.q[k]  = _mm256_load_si256((const __m256i *) (db.q + 32 * k));
+        sb.sc[k] = scale_pair(db.sc[2 * k], db.sc[2 * k + 1]);
+    }
+    sb.d = db.d;
+}
+
+// Both 16-entry grids of the 4-bit types, each replicated in the two 128-bit lanes.
+struct iq4_tables {
+    __m256i t[2];
+    iq4_tables() {
+        for (int s = 0; s < 2; ++s) {
+            const __m128i v = _mm_loadu_si128((const __m128i *) (ik_iq4k_values + 16 * s));
+            t[s] = _mm256_broadcastsi128_si256(v);
+        }
+    }
+};
+
+// 16 bytes of nibbles -> 32 levels: low nibbles are values 0..15, high nibbles 16..31.
+inline __m256i nibbles_to_levels(__m128i bytes, const __m256i & table) {
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4), _mm_and_si128(bytes, m4));
+    return _mm256_shuffle_epi8(table, idx);
+}
+
+void decode_iq4_ks_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const iq4_tables tables;
+    const auto & b = *(const block_iq4_ks *) vb;
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m128i bytes = _mm_loadu_si128((const __m128i *) (b.qs + 16 * ib));
+        sb.q[ib] = nibbles_to_levels(bytes, tables.t[b.scales[ib] & 1]);
+        sb.sc[ib] = _mm256_set1_epi16((short) ((b.scales[ib] & 254) - 127));
+    }
+    sb.d = row_d;
+}
+
+void decode_iq4_k_avx2(const void * vb, float, simd_block & sb) {
+    static const iq4_tables tables;
+    const auto & b = *(const block_iq4_k *) vb;
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m128i bytes = _mm_loadu_si128((const __m128i *) (b.qs + 16 * ib));
+        const __m128i m4 = _mm_set1_epi8(0xF);
+        // the two halves of a 32-block may use different grids
+        const __m128i lo = _mm_shuffle_epi8(_mm256_castsi256_si128(tables.t[(b.extra >> (2 * ib)) & 1]), _mm_and_si128(bytes, m4));
+        const __m128i hi = _mm_shuffle_epi8(_mm256_castsi256_si128(tables.t[(b.extra >> (2 * ib + 1)) & 1]),
+                                            _mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+        sb.q[ib] = _mm256_set_m128i(hi, lo);
+        const int sh = b.scales_h[ib / 2] >> 4 * (ib % 2);
+        sb.sc[ib] = scale_pair(((b.scales_l[ib] & 0xF) | ((sh << 4) & 0x30)) - 32, ((b.scales_l[ib] >> 4) | ((sh << 2) & 0x30)) - 32);
+    }
+    sb.d = GGML_FP16_TO_FP32(b.d);
+}
+
+// A small grid (8 levels + 8 shifted, or 4 + 4) replicated in both lanes for vpshufb.
+template <int N>
+struct small_table {
+    __m256i t;
+    explicit small_table(const int8_t * values) {
+        int8_t v[16] = {};
+        for (int i = 0; i < 2 * N; ++i) v[i] = values[i];
+        t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) v));
+    }
+};
+
+// Per-lane grid offset of a 32-block whose two 16-value halves pick their grids separately.
+inline __m256i half_offsets(int first, int second, int step) {
+    return _mm256_set_m128i(_mm_set1_epi8((char) (second * step)), _mm_set1_epi8((char) (first * step)));
+}
+
+void decode_iq3_k_avx2(const void * vb, float, simd_block & sb) {
+    static const small_table<8> table(ik_iq3nl_values);
+    const auto & b = *(const block_iq3_k *) vb;
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hbits = _mm256_loadu_si256((const __m256i *) b.qh);
+    for (int ib32 = 0; ib32 < 8; ++ib32) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * (ib32 / 4)));
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (ib32 % 4)), three);
+        const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, ib32), one), 2);
+        const __m256i idx = _mm256_or_si256(_mm256_or_si256(low, high),
+                                            half_offsets((b.extra >> (2 * ib32)) & 1, (b.extra >> (2 * ib32 + 1)) & 1, 8));
+        sb.q[ib32] = _mm256_shuffle_epi8(table.t, idx);
+        const int m1 = 2 * (b.scales_l[ib32] & 0xF) + 1, m2 = 2 * (b.scales_l[ib32] >> 4) + 1;
+        sb.sc[ib32] = scale_pair((b.scales_h >> (2 * ib32)) & 1 ? -m1 : m1, (b.scales_h >> (2 * ib32 + 1)) & 1 ? -m2 : m2);
+    }
+    sb.d = GGML_FP16_TO_FP32(b.d);
+}
+
+void decode_iq2_k_avx2(const void * vb, float, simd_block & sb) {
+    static const small_table<4> table(ik_iq2nl_values);
+    const auto & b = *(const block_iq2_k *) vb;
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int ib32 = 0; ib32 < 8; ++ib32) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * (ib32 / 4)));
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (ib32 % 4)), three);
+        const __m256i idx = _mm256_or_si256(low, half_offsets((b.extra >> (2 * ib32)) & 1, (b.extra >> (2 * ib32 + 1)) & 1, 4));
+        sb.q[ib32] = _mm256_shuffle_epi8(table.t, idx);
+        sb.sc[ib32] = scale_pair((b.scales[ib32] & 0xF) - 8, (b.scales[ib32] >> 4) - 8);
+    }
+    sb.d = GGML_FP16_TO_FP32(b.d);
+}
+
+template <ik_decode_t decode>
+void decode_generic(const void * vb, float row_d, simd_block & sb) {
+    ik_decoded db;
+    decode(vb, row_d, db);
+    from_decoded(db, sb);
+}
+
+inline int32_t block_dot(const simd_block & sb, const int8_t * a) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+        const __m256i av = _mm256_loadu_si256((const __m256i *) (a + 32 * k));
+        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(sb.q[k], sb.q[k]), _mm256_sign_epi8(av, sb.q[k]));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sb.sc[k]));
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+template <ggml_type T, void (*decode)(const void *, float, simd_block &)>
+void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                  size_t dst_stride, int nr, int nc) {
+    const ik_row_format & f = *ik_get_row_format(T);
+    const int64_t nb = n / QK_K;
+    simd_block sb;
+    for (int r = 0; r < nr; ++r) {
+        const char * row = (const char *) w + r * w_stride;
+        const float row_d = ik_row_scale_value(f, row);
+        const char * blocks = row + f.row_scale;
+        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+            decode(blocks + i * f.block_bytes, row_d, sb);
+            for (int c = 0; c < nc; ++c) {
+                const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
+                dst[c * dst_stride + r] += (sb.d * a.d) * (float) block_dot(sb, a.qs);
+            }
+        }
+    }
+}
+
+// Row k of a 4-row interleaved 32-block: the four 4-byte pieces of the row, nibbles split and
+// put back in natural order (low half: positions 0-15, high half 16-31).
+inline void r4_split(const uint8_t * q64, int k, __m128i & first, __m128i & second) {
+    int32_t p[4];
+    std::memcpy(&p[0], q64 + 4 * k, 4);
+    std::memcpy(&p[1], q64 + 32 + 4 * k, 4);
+    std::memcpy(&p[2], q64 + 16 + 4 * k, 4);
+    std::memcpy(&p[3], q64 + 48 + 4 * k, 4);
+    const __m128i b = _mm_set_epi32(p[3], p[2], p[1], p[0]);
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    const __m128i lo = _mm_and_si128(b, m4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
+    first = _mm_unpacklo_epi64(lo, hi);
+    second = _mm_unpackhi_epi64(lo, hi);
+}
+
+inline int r4_scale6(const uint8_t * sl, const uint8_t * sh, int is) {
+    return ((sl[is % 32] >> 4 * (is / 32)) & 0xF) | (((sh[is % 16] >> 2 * (is / 16)) & 3) << 4);
+}
+
+void decode_iq4_k_r4_row(const iq4_k_r4_block & b, float, int k, simd_block & sb) {
+    static const iq4_tables tables;
+    for (int ib = 0; ib < 8; ++ib) {
+        __m128i first, second;
+        r4_split(b.qs + 64 * ib, k, first, second);
+        const __m128i v1 = _mm_shuffle_epi8(_mm256_castsi256_si128(tables.t[(b.extra[k] >> ib) & 1]), first);
+        const __m128i v2 = _mm_shuffle_epi8(_mm256_castsi256_si128(tables.t[(b.extra[k + 4] >> ib) & 1]), second);
+        sb.q[ib] = _mm256_set_m128i(v2, v1);
+        sb.sc[ib] = scale_pair(r4_scale6(b.scales_l, b.scales_h, 8 * ib + k) - 32, r4_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4) - 32);
+    }
+    sb.d = GGML_FP16_TO_FP32(b.d[k]);
+}
+
+void decode_iq4_ks_r4_row(const iq4_ks_r4_block & b, float row_d, int k, simd_block & sb) {
+    static const iq4_tables tables;
+    for (int ib = 0; ib < 8; ++ib) {
+        __m128i first, second;
+        r4_split(b.qs + 64 * ib, k, first, second);
+        const uint8_t s = b.scales[4 * ib + k];
+        const __m128i t = _mm256_castsi256_si128(tables.t[s & 1]);
+        sb.q[ib] = _mm256_set_m128i(_mm_shuffle_epi8(t, second), _mm_shuffle_epi8(t, first));
+        sb.sc[ib] = _mm256_set1_epi16((short) ((s & 254) - 127));
+    }
+    sb.d = row_d;
+}
+
+// 4-row groups (w_stride == row size in tensors; other strides gather the group first).
+template <typename Block, bool RowScale, void (*decode)(const Block &, float, int, simd_block &)>
+void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                  size_t dst_stride, int nr, int nc) {
+    const int64_t nb = n / QK_K;
+    const size_t row_size = (RowScale ? 4 : 0) + nb * sizeof(Block) / 4;
+    thread_local std::vector<char> gather;
+    simd_block sb;
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+        const char * group = (const char *) w + r0 * w_stride;
+        if (w_stride != row_size) {
+            gather.resize(4 * row_size);
+            for (int k = 0; k < 4; ++k) std::memcpy(gather.data() + k * row_size, group + k * w_stride, row_size);
+            group = gather.data();
+        }
+        const float * row_d = (const float *) group;
+        const auto * blocks = (const Block *) (group + (RowScale ? 16 : 0));
+        for (int k = 0; k < 4; ++k) {
+            for (int c = 0; c < nc; ++c) dst[c * dst_stride + r0 + k] = 0.0f;
+        }
+        for (int64_t i = 0; i < nb; ++i) {
+            for (int k = 0; k < 4; ++k) {
+                decode(blocks[i], RowScale ? row_d[k] : 0.f, k, sb);
+                for (int c = 0; c < nc; ++c) {
+                    const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
+                    dst[c * dst_stride + r0 + k] += (sb.d * a.d) * (float) block_dot(sb, a.qs);
+                }
+            }
+        }
+    }
+}
+
+void register_ik_avx2() {
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_r4_avx2<iq4_k_r4_block, false, decode_iq4_k_r4_row>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_r4_avx2<iq4_ks_r4_block, true, decode_iq4_ks_r4_row>);
+    const ggml_cpu_isa isa = GGML_CPU_ISA_AVX2;
+    const ggml_type q8 = GGML_TYPE_Q8_K;
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_KS, decode_iq4_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_K, decode_iq4_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_K, decode_iq2_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_K, decode_iq3_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_K, decode_generic<ik_decode_iq5_k>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ6_K, decode_generic<ik_decode_iq6_k>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_KS, decode_generic<ik_decode_iq2_ks>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_KS, decode_generic<ik_decode_iq3_ks>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_KS, decode_generic<ik_decode_iq5_ks>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_KSS, decode_generic<ik_decode_iq4_kss>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_KL, decode_generic<ik_decode_iq2_kl>>);
+}
+GGML_REGISTER(register_ik_avx2);
+
+} // namespace

@@ -1,0 +1,180 @@
+// ik_llama.cpp types beyond what the type-agnostic suites check (golden, simd, edge):
+//   - the reference's ik-quantized synth models decode to weights close to the f16 originals
+//     (every tensor of every type in those files is decodable, and decodes to the right values);
+//   - an interleaved type holds exactly its base type's values (quantize both, decode both);
+//   - interleaved rows work through the graph: get_rows picks single rows out of a group, and
+//     mul_mat (chunked over 2 threads, odd row counts per chunk) matches the float product.
+#include "testing.h"
+
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "gguf.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct model_tensors {
+    std::string error;
+    std::map<std::string, std::pair<ggml_type, std::vector<int64_t>>> info;
+    std::map<std::string, std::vector<uint8_t>> data;
+};
+
+model_tensors read_model(const std::string & path) {
+    model_tensors m;
+    gguf_init_params params = { /*no_alloc =*/ true, /*ctx =*/ nullptr };
+    gguf_context * ctx = gguf_init_from_file(path.c_str(), params);
+    if (!ctx) {
+        m.error = path + ": cannot read";
+        return m;
+    }
+    std::ifstream in(path, std::ios::binary);
+    for (int64_t i = 0; i < gguf_get_n_tensors(ctx); ++i) {
+        const std::string name = gguf_get_tensor_name(ctx, i);
+        std::vector<int64_t> ne;
+        for (int d = 0; d < gguf_get_tensor_n_dims(ctx, i); ++d) ne.push_back(gguf_get_tensor_ne(ctx, i, d));
+        std::vector<uint8_t> bytes(gguf_get_tensor_size(ctx, i));
+        in.seekg((std::streamoff) (gguf_get_data_offset(ctx) + gguf_get_tensor_offset(ctx, i)));
+        in.read((char *) bytes.data(), (std::streamsize) bytes.size());
+        m.info[name] = { gguf_get_tensor_type(ctx, i), ne };
+        m.data[name] = std::move(bytes);
+    }
+    gguf_free(ctx);
+    return m;
+}
+
+std::vector<float> decode_all(ggml_type t, const std::vector<int64_t> & ne, const std::vector<uint8_t> & bytes) {
+    int64_t nrows = 1;
+    for (size_t d = 1; d < ne.size(); ++d) nrows *= ne[d];
+    const int64_t n = ne[0];
+    std::vector<float> out(nrows * n);
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    if (t == GGML_TYPE_F32) {
+        std::memcpy(out.data(), bytes.data(), out.size() * 4);
+        return out;
+    }
+    const int64_t R = std::max(1, tt->nrows_interleaved);
+    const size_t row = ggml_row_size(t, n);
+    for (int64_t r = 0; r < nrows; r += R) tt->to_float(bytes.data() + r * row, out.data() + r * n, n * R);
+    return out;
+}
+
+class IkModels : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(IkModels, DecodeCloseToF16Original) {
+    const auto & [quant, base] = GetParam();
+    const model_tensors q = read_model(kiln_test::shared_path("models/" + quant));
+    const model_tensors f = read_model(kiln_test::shared_path("models/" + base));
+    if (!q.error.empty() || !f.error.empty()) GTEST_SKIP() << q.error << f.error;
+    int n_ik = 0;
+    for (const auto & [name, ti] : q.info) {
+        const ggml_type t = ti.first;
+        ASSERT_TRUE(ggml_get_type_traits(t)->to_float || t == GGML_TYPE_F32) << name << ": no decoder for " << ggml_type_name(t);
+        auto it = f.info.find(name);
+        if (it == f.info.end() || !ggml_is_quantized(t)) continue;
+        const std::vector<float> a = decode_all(t, ti.second, q.data.at(name));
+        const std::vector<float> b = decode_all(it->second.first, it->second.second, f.data.at(name));
+        ASSERT_EQ(a.size(), b.size()) << name;
+        double e = 0, s = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_TRUE(std::isfinite(a[i])) << name;
+            e += ((double) a[i] - b[i]) * ((double) a[i] - b[i]);
+            s += (double) b[i] * b[i];
+        }
+        const double rel = std::sqrt(e / s);
+        // 3 bits and more: well under 0.25 on random weights; a layout mistake gives ~1 or more
+        EXPECT_LT(rel, 0.25) << quant << " " << name << " (" << ggml_type_name(t) << ")";
+        if (t >= GGML_TYPE_IQ2_K) ++n_ik;
+    }
+    EXPECT_GT(n_ik, 0) << quant << " holds no ik type";
+}
+
+INSTANTIATE_TEST_SUITE_P(Synth, IkModels,
+                         ::testing::Values(std::make_pair(std::string("synth-qwen3moe-IQ4_KS.gguf"), std::string("synth-qwen3moe-f16.gguf")),
+                                           std::make_pair(std::string("synth-deepseek2-IQ3_K.gguf"), std::string("synth-deepseek2-f16.gguf")),
+                                           std::make_pair(std::string("synth-deepseek2-IQ4_K_R4.gguf"), std::string("synth-deepseek2-f16.gguf"))));
+
+std::vector<float> random_rows(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> v(n);
+    for (auto & x : v) x = nd(rng);
+    return v;
+}
+
+// An interleaved layout is a permutation of its base type's bits: same values.
+void expect_same_values(ggml_type base, ggml_type woven, int64_t nrows, int64_t n) {
+    const std::vector<float> x = random_rows(nrows * n, 7);
+    std::vector<uint8_t> qb(nrows * ggml_row_size(base, n)), qw(nrows * ggml_row_size(woven, n));
+    ASSERT_EQ(ggml_quantize_chunk(base, x.data(), qb.data(), 0, nrows, n, nullptr), qb.size());
+    ASSERT_EQ(ggml_quantize_chunk(woven, x.data(), qw.data(), 0, nrows, n, nullptr), qw.size());
+    const std::vector<float> a = decode_all(base, { n, nrows }, qb);
+    const std::vector<float> b = decode_all(woven, { n, nrows }, qw);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << ggml_type_name(woven) << " value " << i;
+}
+
+TEST(IkInterleaved, SameValuesAsBaseType) {
+    expect_same_values(GGML_TYPE_IQ4_K, GGML_TYPE_IQ4_K_R4, 8, 512);
+    expect_same_values(GGML_TYPE_IQ4_KS, GGML_TYPE_IQ4_KS_R4, 8, 512);
+}
+
+// get_rows and mul_mat through the CPU backend on an interleaved weight.
+void graph_check(ggml_type t, int64_t K, int64_t M, int64_t N) {
+    ggml_init_params ip = { 64 * 1024 * 1024, nullptr, false };
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, t, K, M);
+    const std::vector<float> wf = random_rows(K * M, 11);
+    ASSERT_EQ(ggml_quantize_chunk(t, wf.data(), w->data, 0, M, K, nullptr), ggml_nbytes(w));
+    std::vector<uint8_t> wbytes((uint8_t *) w->data, (uint8_t *) w->data + ggml_nbytes(w));
+    const std::vector<float> wd = decode_all(t, { K, M }, wbytes);
+
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+    const std::vector<float> xf = random_rows(K * N, 13);
+    std::memcpy(x->data, xf.data(), xf.size() * 4);
+    ggml_tensor * ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 3);
+    const int32_t pick[3] = { (int32_t) M - 1, 1, 6 };
+    std::memcpy(ids->data, pick, sizeof(pick));
+
+    ggml_tensor * mm = ggml_mul_mat(ctx, w, x);
+    ggml_tensor * rows = ggml_get_rows(ctx, w, ids);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, mm);
+    ggml_build_forward_expand(g, rows);
+    ASSERT_EQ(ggml_graph_compute_cpu(g, 2), GGML_STATUS_SUCCESS);
+
+    for (int i = 0; i < 3; ++i) {
+        for (int64_t k = 0; k < K; ++k) {
+            ASSERT_EQ(((const float *) rows->data)[i * K + k], wd[pick[i] * K + k]) << ggml_type_name(t) << " get_rows " << i;
+        }
+    }
+    double e = 0, s = 0;
+    for (int64_t c = 0; c < N; ++c) {
+        for (int64_t r = 0; r < M; ++r) {
+            double exact = 0;
+            for (int64_t k = 0; k < K; ++k) exact += (double) wd[r * K + k] * xf[c * K + k];
+            const double got = ((const float *) mm->data)[c * M + r];
+            e += (got - exact) * (got - exact);
+            s += exact * exact;
+        }
+    }
+    // q8_K activation rounding: ~0.7% on random data; a chunk cut inside a group would be ~100%
+    EXPECT_LT(std::sqrt(e / s), 0.02) << ggml_type_name(t);
+    ggml_free(ctx);
+}
+
+TEST(IkInterleaved, GetRowsAndMulMatThroughGraph) {
+    graph_check(GGML_TYPE_IQ4_K_R4, 512, 20, 3);
+    graph_check(GGML_TYPE_IQ4_KS_R4, 256, 12, 1);
+}
+
+} // namespace

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# llama-server end to end: the node tests in tests/server/ (official openai client and plain
+# HTTP) against servers on stories260K and the synthetic Qwen3 model. Installs the tests' npm
+# dependencies first if needed (tests/server/setup.sh). Usage: server.sh <build>/bin <shared dir>
+set -u
+
+BIN="$(cd "${1:?usage: server.sh <build>/bin <shared dir>}" && pwd)"
+SHARED="$(cd "${2:?usage: server.sh <build>/bin <shared dir>}" && pwd)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TESTS="$HERE/server"
+
+[ -x "$BIN/llama-server" ] || { echo "FAIL: $BIN/llama-server not built"; exit 1; }
+command -v node >/dev/null || { echo "FAIL: node is missing (scripts/setup.sh installs it)"; exit 1; }
+for m in stories260K.gguf synth-qwen3-f16.gguf; do
+    [ -f "$SHARED/models/$m" ] || { echo "FAIL: $SHARED/models/$m is missing"; exit 1; }
+done
+
+bash "$TESTS/setup.sh" || { echo "FAIL: npm ci in $TESTS failed"; exit 1; }
+
+# Every server the tests start is listed here, so none outlives the run (the tests stop them
+# themselves; this catches a test runner that was killed).
+PIDFILE=$(mktemp /tmp/kiln-server-pids-XXXXXX)
+cleanup() {
+    while read -r pid; do
+        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+    done < "$PIDFILE"
+    rm -f "$PIDFILE"
+}
+trap cleanup EXIT
+
+cd "$TESTS" || exit 1
+KILN_BIN="$BIN" KILN_SHARED="$SHARED" KILN_SERVER_PIDFILE="$PIDFILE" \
+    timeout -k 10 540 node --test --test-concurrency=1 --test-timeout=240000 --test-reporter=spec \
+    openai.test.js http.test.js
+rc=$?
+if [ $rc -eq 0 ]; then echo "PASS: llama-server tests"; else echo "FAIL: llama-server tests (exit $rc)"; fi
+exit $rc
