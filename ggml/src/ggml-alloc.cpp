@@ -5,9 +5,9 @@
 #include "ggml-alloc.h"
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
+#include "ggml-ptr-map.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -90,6 +90,9 @@ struct ggml_gallocr {
     std::vector<ggml_backend_buffer_t>      buffers;
     std::vector<offset_allocator>           allocators;
     std::vector<size_t>                     planned_sizes;
+    // per-graph planning state, kept between calls so that replanning allocates nothing
+    ggml_ptr_map             index;   // tensor -> slot in plans
+    std::vector<tensor_plan> plans;
 };
 
 ggml_gallocr_t ggml_gallocr_new_n(ggml_backend_buffer_type_t * bufts, int n) {
@@ -136,24 +139,33 @@ bool ggml_gallocr_alloc_graph_n(ggml_gallocr_t g, ggml_cgraph * graph, int (*buf
     const int n_buf = (int) g->bufts.size();
     for (int b = 0; b < n_buf; ++b) g->allocators[b].reset(ggml_backend_buft_get_alignment(g->bufts[b]));
 
-    std::unordered_map<const ggml_tensor *, tensor_plan> plan;
-    plan.reserve(2 * (ggml_graph_n_nodes(graph) + ggml_graph_n_leafs(graph)));
-
-    auto buffer_id = [&](const ggml_tensor * t) { return buffer_of ? buffer_of(t, user) : 0; };
-
     const int n_nodes = ggml_graph_n_nodes(graph);
     const int n_leafs = ggml_graph_n_leafs(graph);
+    g->index.reset(2 * (size_t) (n_nodes + n_leafs));
+    g->plans.clear();
+    g->plans.reserve(2 * (size_t) (n_nodes + n_leafs));
+    auto plan_of = [g](const ggml_tensor * t) -> tensor_plan & {
+        int i = g->index.get(t);
+        if (i < 0) {
+            i = (int) g->plans.size();
+            g->plans.emplace_back();
+            g->index.set(t, i);
+        }
+        return g->plans[i];
+    };
+
+    auto buffer_id = [&](const ggml_tensor * t) { return buffer_of ? buffer_of(t, user) : 0; };
 
     // count the consumers of every root tensor
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         for (int s = 0; s < GGML_MAX_SRC; ++s) {
-            if (n->src[s]) plan[root_of(n->src[s])].n_consumers++;
+            if (n->src[s]) plan_of(root_of(n->src[s])).n_consumers++;
         }
     }
 
     auto assign = [&](ggml_tensor * t) {
-        tensor_plan & p = plan[t];
+        tensor_plan & p = plan_of(t);
         if (p.planned || !needs_memory(t)) return;
         p.buffer_id = buffer_id(t);
         p.size = ggml_backend_buft_get_alloc_size(g->bufts[p.buffer_id], t);
@@ -164,21 +176,23 @@ bool ggml_gallocr_alloc_graph_n(ggml_gallocr_t g, ggml_cgraph * graph, int (*buf
     // leaves without data (graph inputs) live for the whole graph
     for (int i = 0; i < n_leafs; ++i) {
         ggml_tensor * l = ggml_graph_leaf(graph, i);
-        plan[l].keep = true;
+        plan_of(l).keep = true;
         assign(l);
     }
 
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
-        tensor_plan & p = plan[n];
-        if (n->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) p.keep = true;
-        if (i == n_nodes - 1) p.keep = true;
+        {
+            tensor_plan & p = plan_of(n);
+            if (n->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT)) p.keep = true;
+            if (i == n_nodes - 1) p.keep = true;
+        }
         assign(n);
         // release the sources whose last consumer this node was
         for (int s = 0; s < GGML_MAX_SRC; ++s) {
             if (!n->src[s]) continue;
             ggml_tensor * r = root_of(n->src[s]);
-            tensor_plan & rp = plan[r];
+            tensor_plan & rp = plan_of(r);
             if (--rp.n_consumers == 0 && rp.planned && !rp.keep && !(r->flags & (GGML_TENSOR_FLAG_OUTPUT | GGML_TENSOR_FLAG_INPUT))) {
                 // a node that is itself an unconsumed root stays until the end
                 g->allocators[rp.buffer_id].release(rp.offs, rp.size);
@@ -208,7 +222,7 @@ bool ggml_gallocr_alloc_graph_n(ggml_gallocr_t g, ggml_cgraph * graph, int (*buf
     // place the tensors, then the views in graph order (a view's source comes first)
     auto place = [&](ggml_tensor * t) {
         if (t->data == nullptr && t->view_src == nullptr) {
-            const tensor_plan & p = plan[t];
+            const tensor_plan & p = plan_of(t);
             if (!p.planned) return;
             char * base = (char *) ggml_backend_buffer_get_base(g->buffers[p.buffer_id]);
             ggml_backend_tensor_alloc(g->buffers[p.buffer_id], t, base + p.offs);

@@ -2,6 +2,7 @@
 #include "ggml-alloc.h"
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
+#include "ggml-ptr-map.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -213,8 +214,8 @@ struct ggml_backend_sched {
     ggml_gallocr_t galloc = nullptr;
     size_t graph_size;
 
-    std::unordered_map<const ggml_tensor *, int> assigned;   // tensor -> backend index
-    std::unordered_map<const ggml_tensor *, int> user_assigned;
+    ggml_ptr_map assigned;        // tensor -> backend index
+    ggml_ptr_map user_assigned;   // the caller's choices
     std::vector<sched_split> splits;
     int n_copies = 0;
 
@@ -237,8 +238,8 @@ struct ggml_backend_sched {
 
 static int sched_buffer_of(const ggml_tensor * t, void * user) {
     auto * s = (ggml_backend_sched *) user;
-    auto it = s->assigned.find(t);
-    return it == s->assigned.end() ? (int) s->backends.size() - 1 : it->second;
+    const int b = s->assigned.get(t);
+    return b < 0 ? (int) s->backends.size() - 1 : b;
 }
 
 extern "C" {
@@ -262,18 +263,18 @@ void ggml_backend_sched_free(ggml_backend_sched_t s) {
 
 void ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t s, ggml_tensor * node, ggml_backend_t backend) {
     for (size_t i = 0; i < s->backends.size(); ++i) {
-        if (s->backends[i] == backend) s->user_assigned[node] = (int) i;
+        if (s->backends[i] == backend) s->user_assigned.set(node, (int) i);
     }
 }
 
 ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t s, ggml_tensor * node) {
-    auto it = s->assigned.find(node);
-    return it == s->assigned.end() ? nullptr : s->backends[it->second];
+    const int b = s->assigned.get(node);
+    return b < 0 ? nullptr : s->backends[b];
 }
 
 void ggml_backend_sched_reset(ggml_backend_sched_t s) {
-    s->assigned.clear();
-    s->user_assigned.clear();
+    s->assigned.reset(0);
+    s->user_assigned.reset(0);
     s->splits.clear();
     s->n_copies = 0;
 }
@@ -293,11 +294,11 @@ size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t s, ggml_backend_t
 // Assign backends, build splits and copies; returns the graph to allocate and run.
 static ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
     const int cpu = (int) s->backends.size() - 1;
-    s->assigned.clear();
+    const int n_nodes = ggml_graph_n_nodes(graph);
+    s->assigned.reset((size_t) n_nodes + ggml_graph_n_leafs(graph));
     s->splits.clear();
     s->n_copies = 0;
 
-    const int n_nodes = ggml_graph_n_nodes(graph);
     // tensors that already have memory: they belong to their buffer's backend
     auto place_of_data = [&](const ggml_tensor * t) -> int {
         const ggml_tensor * r = t->view_src ? t->view_src : t;
@@ -307,8 +308,7 @@ static ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * gra
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         int b = -1;
-        auto ua = s->user_assigned.find(n);
-        if (ua != s->user_assigned.end()) b = ua->second;
+        if (s->user_assigned.size() > 0) b = s->user_assigned.get(n);
         if (b < 0 && (n->view_src || n->data)) {
             // views and in-place writes run where the memory is
             const int pb = place_of_data(n);
@@ -327,21 +327,20 @@ static ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * gra
         }
         if (b < 0) {
             for (int k = 0; k < GGML_MAX_SRC && b < 0; ++k) {
-                auto it = n->src[k] ? s->assigned.find(n->src[k]) : s->assigned.end();
-                if (it != s->assigned.end()) b = it->second;
+                if (n->src[k]) b = s->assigned.get(n->src[k]);
             }
         }
         if (b < 0) b = cpu;
         if (!ggml_backend_supports_op(s->backends[b], n)) b = cpu;
-        s->assigned[n] = b;
+        s->assigned.set(n, b);
     }
     // graph inputs without memory live with their first consumer
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         for (int k = 0; k < GGML_MAX_SRC; ++k) {
             ggml_tensor * src = n->src[k];
-            if (src && src->op == GGML_OP_NONE && !src->data && !src->view_src && !s->assigned.count(src)) {
-                s->assigned[src] = s->assigned[n];
+            if (src && src->op == GGML_OP_NONE && !src->data && !src->view_src && s->assigned.get(src) < 0) {
+                s->assigned.set(src, s->assigned.get(n));
             }
         }
     }
@@ -350,7 +349,7 @@ static ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * gra
     bool one = true;
     for (int i = 0; i < n_nodes && one; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
-        const int b = s->assigned[n];
+        const int b = s->assigned.get(n);
         if (b != cpu && s->backends.size() > 1) one = false;
         for (int k = 0; k < GGML_MAX_SRC && one; ++k) {
             const ggml_tensor * src = n->src[k];
@@ -375,7 +374,7 @@ static ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * gra
     int cur = -1;
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
-        const int b = s->assigned[n];
+        const int b = s->assigned.get(n);
         if (b != cur) {
             if (!s->splits.empty()) s->splits.back().i_end = ggml_graph_n_nodes(out);
             s->splits.push_back({ b, ggml_graph_n_nodes(out), -1, {} });
@@ -387,8 +386,8 @@ static ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * gra
             if (!src) continue;
             int src_b = place_of_data(src);
             if (src_b < 0) {
-                auto it = s->assigned.find(src->view_src ? src->view_src : src);
-                src_b = it == s->assigned.end() ? b : it->second;
+                const int ab = s->assigned.get(src->view_src ? src->view_src : src);
+                src_b = ab < 0 ? b : ab;
             }
             const ggml_tensor * r = src->view_src ? src->view_src : src;
             const bool host_ok = r->buffer && ggml_backend_buffer_is_host(r->buffer) && b == cpu;
@@ -401,7 +400,7 @@ static ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * gra
                 c = ggml_dup_tensor(s->ctx, src);
                 ggml_format_name(c, "%s#%s", src->name, ggml_backend_name(s->backends[b]));
                 ggml_set_input(c);
-                s->assigned[c] = b;
+                s->assigned.set(c, b);
                 s->splits.back().copies.push_back({ src, c });
                 copy_of[src] = c;
                 s->n_copies++;
