@@ -147,7 +147,7 @@ std::vector<common_arg> build_table() {
     t.push_back(sw({ "--version" }, ALL, "print the version and exit", [](common_params &) {}));
     t.push_back(sw({ "-v", "--verbose" }, ALL, "print debug messages", [](common_params & p) { p.verbosity = 1; }));
     t.push_back(sw({ "--log-disable" }, ALL, "print errors only", [](common_params & p) { p.verbosity = -1; }));
-    t.push_back(sw({ "--demo" }, ALL, "run on a small synthetic model (not available yet)",
+    t.push_back(sw({ "--demo" }, ALL, "run on a small synthesized model with random weights (no -m needed)",
                    [](common_params & p) { p.demo = true; }));
 
     // ---- model and input

@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include "ggml-cpu.h"
+#include "synth.h"
 
 #include <algorithm>
 #include <cctype>
@@ -336,4 +337,28 @@ void common_log(enum ggml_log_level level, const char * fmt, ...) {
 void common_log_install() {
     ggml_log_set(log_callback, nullptr);
     llama_log_set(log_callback, nullptr);
+}
+
+// ---- --demo ---------------------------------------------------------------------------------------
+
+common_model_source::~common_model_source() {
+    if (!temp_path_.empty()) std::remove(temp_path_.c_str());
+}
+
+bool common_model_source::resolve(common_params & params, std::string & err, bool demo_if_empty) {
+    if (!params.model.empty() && !params.demo) return true;
+    if (params.model.empty() && !params.demo && !demo_if_empty) {
+        err = "no model given (-m FILE, or --demo for a small synthetic model)";
+        return false;
+    }
+    std::string path, why;
+    if (!kiln_synth_demo_model(path, why)) {
+        err = "--demo: could not synthesize the demo model: " + why;
+        return false;
+    }
+    LOG_WRN("--demo: running a small synthesized model with RANDOM WEIGHTS (its text is gibberish); "
+            "give a real model with -m FILE\n");
+    temp_path_ = path;
+    params.model = path;
+    return true;
 }

@@ -186,3 +186,23 @@ void common_log_install();
 #define LOG_INF(...) common_log(GGML_LOG_LEVEL_INFO, __VA_ARGS__)
 #define LOG_WRN(...) common_log(GGML_LOG_LEVEL_WARN, __VA_ARGS__)
 #define LOG_ERR(...) common_log(GGML_LOG_LEVEL_ERROR, __VA_ARGS__)
+
+// ---- --demo ---------------------------------------------------------------------------------------
+
+// The model a tool runs: params.model, or with --demo (and no -m) a small random-weight model
+// synthesized into a temporary file that is removed when this object goes away.
+class common_model_source {
+public:
+    common_model_source() = default;
+    common_model_source(const common_model_source &) = delete;
+    common_model_source & operator=(const common_model_source &) = delete;
+    ~common_model_source();
+
+    // Sets params.model to the file to load; false (with a message naming -m / --demo) when there
+    // is none. demo_if_empty: synthesize even without --demo when no -m is given (the server).
+    bool resolve(common_params & params, std::string & err, bool demo_if_empty = false);
+    bool is_demo() const { return !temp_path_.empty(); }
+
+private:
+    std::string temp_path_;
+};

@@ -337,8 +337,12 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
                    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.flash_attn ? 1 : 0, cp.n_seq_max);
     if (hp.n_expert > 0) {
-        LLAMA_LOG_INFO("llama_init_from_model: fused_moe = %d, ser = %d,%g\n", cp.fused_moe ? 1 : 0, cp.ser_n_min,
-                       cp.ser_threshold);
+        if (cp.ser_n_min > 0) {
+            LLAMA_LOG_INFO("llama_init_from_model: fused_moe = %d, smart expert reduction: at least %d of %u experts, "
+                           "threshold %g\n", cp.fused_moe ? 1 : 0, cp.ser_n_min, hp.n_expert_used, cp.ser_threshold);
+        } else {
+            LLAMA_LOG_INFO("llama_init_from_model: fused_moe = %d, smart expert reduction off\n", cp.fused_moe ? 1 : 0);
+        }
     }
     if (!has_v) {
         LLAMA_LOG_INFO("llama_init_from_model: KV cache %s, MLA mode %d: latent cache of %u values per token and layer, "

@@ -107,10 +107,13 @@ int main(int argc, char ** argv) {
     if (!common_params_parse(argc, argv, params, COMMON_TOOL_CLI)) return 1;
     common_log_install();
 
-    if (params.model.empty()) {
-        if (params.demo) LOG_ERR("error: --demo is not available yet; give a model with -m\n");
-        else LOG_ERR("error: no model given (-m)\n");
-        return 1;
+    common_model_source model_source;
+    {
+        std::string err;
+        if (!model_source.resolve(params, err)) {
+            LOG_ERR("error: %s\n", err.c_str());
+            return 1;
+        }
     }
     // Interactive chat is not implemented: -cnv renders the prompt as one user turn with the
     // chat template and answers it once; the default (auto) runs the raw prompt.

@@ -286,25 +286,14 @@ int main(int argc, char ** argv) {
     if (!common_params_parse(argc, argv, params, COMMON_TOOL_PERPLEXITY)) return 1;
     common_log_install();
 
-    std::string demo_path;
-    if (params.model.empty()) {
-        if (!params.demo) {
-            LOG_ERR("error: no model given (-m FILE, or --demo for a small synthetic model)\n");
-            return 1;
-        }
+    common_model_source model_source;
+    {
         std::string err;
-        if (!kiln_synth_demo_model(demo_path, err)) {
-            LOG_ERR("error: --demo: %s\n", err.c_str());
+        if (!model_source.resolve(params, err)) {
+            LOG_ERR("error: %s\n", err.c_str());
             return 1;
         }
-        params.model = demo_path;
     }
-    struct cleanup {
-        std::string path;
-        ~cleanup() {
-            if (!path.empty()) std::remove(path.c_str());
-        }
-    } demo_cleanup{ demo_path };
 
     if (params.kl_divergence && params.logits_file.empty()) {
         LOG_ERR("error: --kl-divergence needs the base file: --kl-divergence-base FILE\n");

@@ -2,7 +2,14 @@
 
 #include "common.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 http_error::http_error(int status_, const std::string & message, std::string type_)
@@ -66,6 +73,43 @@ json bytes_json(const std::string & s) {
     json out = json::array();
     for (unsigned char c : s) out.push_back((int) c);
     return out;
+}
+
+int find_peer_socket(const std::string & remote_addr, int remote_port) {
+    DIR * dir = opendir("/proc/self/fd");
+    if (!dir) return -1;
+    int found = -1;
+    while (dirent * e = readdir(dir)) {
+        char * end = nullptr;
+        const long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0') continue;
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        if (getpeername((int) fd, (sockaddr *) &ss, &len) != 0) continue;
+        char host[INET6_ADDRSTRLEN] = {};
+        int port = -1;
+        if (ss.ss_family == AF_INET) {
+            const auto * a = (const sockaddr_in *) &ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            const auto * a = (const sockaddr_in6 *) &ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+            port = ntohs(a->sin6_port);
+        }
+        if (port == remote_port && remote_addr == host) {
+            found = (int) fd;
+            break;
+        }
+    }
+    closedir(dir);
+    return found;
+}
+
+bool peer_hung_up(int fd) {
+    if (fd < 0) return false;
+    pollfd p{ fd, (short) (POLLRDHUP), 0 };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 namespace {

@@ -152,14 +152,26 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     auto creq = std::make_shared<completion_request>(kind == api_kind::chat ? parse_chat_request(body, sc.info)
                                                                              : parse_completion_request(body, sc.info, kind));
     std::vector<task_ptr> tasks = submit_tasks(sc, *creq);
+    // to notice a client that leaves while its request waits in the queue or reads its prompt
+    const int peer_fd = find_peer_socket(req.remote_addr, req.remote_port);
 
     if (!creq->stream) {
         response_builder rb(*creq, sc.info.model_name);
+        double t_checked = monotonic_ms();
         for (size_t i = 0; i < tasks.size(); ++i) {
             bool done = false;
             while (!done) {
                 std::vector<task_event> events;
-                tasks[i]->channel->wait_pop(events, 1000);
+                tasks[i]->channel->wait_pop(events, 100);
+                // events may come every few ms: look at the connection every 100 ms, not per event
+                if (monotonic_ms() - t_checked >= 100) {
+                    t_checked = monotonic_ms();
+                    if (peer_hung_up(peer_fd)) {
+                        LOG_INF("client %s:%d left before the reply; cancelling\n", req.remote_addr.c_str(), req.remote_port);
+                        cancel_tasks(sc, tasks);
+                        throw http_error(499, "the client closed the connection");
+                    }
+                }
                 for (const auto & ev : events) {
                     if (ev.error_status) {
                         cancel_tasks(sc, tasks);
@@ -175,20 +187,23 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     }
 
     // Streaming: the content provider runs on this request's HTTP thread, waiting for events and
-    // writing them as SSE chunks. When the client goes away a write fails, the provider returns
-    // false and the releaser cancels the tasks, which frees their slots at the next step.
+    // writing them as SSE chunks. When the client goes away (its socket reports the hang-up, or
+    // a write fails) the provider returns false and the releaser cancels the tasks, which frees
+    // their slots at the next step and drops them from the queue.
     struct stream_state {
         std::shared_ptr<completion_request> creq;
         std::unique_ptr<response_builder> rb;
         std::vector<task_ptr> tasks;
         std::vector<bool> done;
         bool begun = false;
+        int peer_fd = -1;
     };
     auto st = std::make_shared<stream_state>();
     st->creq = creq;
     st->rb = std::make_unique<response_builder>(*creq, sc.info.model_name);
     st->tasks = tasks;
     st->done.assign(tasks.size(), false);
+    st->peer_fd = peer_fd;
 
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
@@ -203,6 +218,7 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                 }
                 return true;
             }
+            if (peer_hung_up(st->peer_fd)) return false;   // the client left: cancel now, not at the next write
             bool all_done = true, wrote = false;
             for (size_t i = 0; i < st->tasks.size(); ++i) {
                 if (st->done[i]) continue;
@@ -232,7 +248,8 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                 return true;
             }
             // nothing to send yet: make sure the client is still there
-            return wrote || !sink.is_writable || sink.is_writable();
+            if (wrote) return true;
+            return !peer_hung_up(st->peer_fd) && (!sink.is_writable || sink.is_writable());
         },
         [st, &sc](bool) {
             // normal end or not: tasks that have not finished belong to a client that left

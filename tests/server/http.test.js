@@ -235,7 +235,7 @@ describe('--api-key', () => {
 
 describe('bounded queue', () => {
   let srv;
-  before(async () => { srv = await startServer([...T1, '-m', STORIES, '-c', '4096', '-np', '1']); });
+  before(async () => { srv = await startServer([...T1, '-m', STORIES, '-c', '4096', '-np', '1', '--metrics']); });
   after(async () => { await srv?.stop(); });
 
   test('requests beyond the slot and the queue (16) get 503 at once; cancelled ones leave', async () => {
@@ -257,6 +257,39 @@ describe('bounded queue', () => {
     assert.ok(idle, 'the running and the queued requests are dropped when their clients leave');
     const r = await postJson(`${srv.url}/v1/completions`, { prompt: 'Once', max_tokens: 4, temperature: 0 });
     assert.equal(r.status, 200);
+  });
+
+  test('a queued request whose client leaves is dropped from the queue', async () => {
+    const gauge = async (name) => Number((await (await fetch(`${srv.url}/metrics`)).text()).match(new RegExp(`^llamacpp:${name} (\\S+)$`, 'm'))[1]);
+    const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4000, ignore_eos: true, temperature: 0, stream: true });
+    const running = new AbortController();
+    const first = await fetch(`${srv.url}/v1/completions`, { method: 'POST', body, signal: running.signal });
+    assert.equal(first.status, 200);
+    const waiting = Array.from({ length: 4 }, () => new AbortController());
+    const queued = await Promise.all(waiting.map((ac) => fetch(`${srv.url}/v1/completions`, { method: 'POST', body, signal: ac.signal })));
+    assert.deepEqual(queued.map((q) => q.status), [200, 200, 200, 200]);
+    assert.equal(await gauge('requests_deferred'), 4);
+    for (const ac of waiting) ac.abort();
+    assert.ok(await waitFor(async () => (await gauge('requests_deferred')) === 0, 3000, 20), 'the queue empties');
+    const slots = await (await fetch(`${srv.url}/slots`)).json();
+    assert.ok(slots[0].is_processing, 'the running request goes on');
+    running.abort();
+    assert.ok(await waitFor(async () => (await gauge('requests_processing')) === 0, 3000, 20));
+  });
+
+  test('a non-streamed request whose client leaves is cancelled too', async () => {
+    const gauge = async (name) => Number((await (await fetch(`${srv.url}/metrics`)).text()).match(new RegExp(`^llamacpp:${name} (\\S+)$`, 'm'))[1]);
+    const predicted0 = await gauge('tokens_predicted_total');
+    const ac = new AbortController();
+    const pending = fetch(`${srv.url}/v1/completions`, {
+      method: 'POST', signal: ac.signal,
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4000, ignore_eos: true, temperature: 0 }),
+    }).catch(() => 'aborted');
+    assert.ok(await waitFor(async () => (await gauge('requests_processing')) === 1, 3000, 10), 'it started');
+    ac.abort();
+    assert.equal(await pending, 'aborted');
+    assert.ok(await waitFor(async () => (await gauge('requests_processing')) === 0, 3000, 20), 'the slot is freed');
+    assert.ok((await gauge('tokens_predicted_total')) - predicted0 < 4000, 'generation stopped early');
   });
 });
 

@@ -45,7 +45,8 @@ struct ggml_cpu_threadpool {
     std::atomic<int> arrived{ 0 };
     std::atomic<int> phase{ 0 };
     std::atomic<int> sleepers{ 0 };
-    static constexpr int k_spin = 1 << 12;
+    static constexpr int k_spin = 1 << 10;
+    static constexpr int k_spin_pause = 256;
 
     void barrier(int nth) {
         if (nth == 1) return;
@@ -56,9 +57,11 @@ struct ggml_cpu_threadpool {
             if (sleepers.load(std::memory_order_acquire) > 0) phase.notify_all();
             return;
         }
+        // spin a little, then yield the core (on an oversubscribed machine the thread we wait
+        // for may need it), then sleep
         for (int spins = 0; spins < k_spin; ++spins) {
             if (phase.load(std::memory_order_acquire) != p) return;
-            CPU_RELAX();
+            if (spins < k_spin_pause) CPU_RELAX(); else std::this_thread::yield();
         }
         sleepers.fetch_add(1, std::memory_order_acq_rel);
         while (phase.load(std::memory_order_acquire) == p) phase.wait(p, std::memory_order_acquire);
@@ -85,8 +88,10 @@ struct ggml_cpu_threadpool {
             int g;
             while ((g = job_gen.load(std::memory_order_acquire)) == seen) {
                 if (stop.load(std::memory_order_acquire)) return;
-                if (++spins < k_spin) {
+                if (++spins < k_spin_pause) {
                     CPU_RELAX();
+                } else if (spins < k_spin) {
+                    std::this_thread::yield();
                 } else {
                     idle_sleepers.fetch_add(1, std::memory_order_acq_rel);
                     if (job_gen.load(std::memory_order_acquire) == seen && !stop.load(std::memory_order_acquire)) {
