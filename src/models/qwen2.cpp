@@ -1,10 +1,9 @@
-// qwen2: llama's block with biases on q, k and v, and NEOX RoPE.
-#include "llama-graph.h"
-#include "llama-model-loader.h"
-
-#include <cmath>
+// qwen2: the llama block with biases on q, k and v, and NEOX RoPE.
+#include "llama-block.h"
 
 namespace {
+
+const llm_attn_options k_attn = { /*qkv_bias=*/ true, /*qk_norm=*/ false };
 
 void load_hparams(llama_model_loader & ml, llama_hparams & hp) {
     llm_load_common_hparams(ml, hp);
@@ -12,53 +11,20 @@ void load_hparams(llama_model_loader & ml, llama_hparams & hp) {
 }
 
 void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx) {
-    const auto & hp = m.hparams;
-    const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab;
-    const int64_t n_q = (int64_t) hp.n_embd_head_k * hp.n_head;
-    m.tok_embd = ml.create(ctx, "token_embd.weight", { n_embd, n_vocab });
-    m.output_norm = ml.create(ctx, "output_norm.weight", { n_embd });
-    m.output = ml.create(ctx, "output.weight", { n_embd, n_vocab }, true);
-    for (uint32_t i = 0; i < hp.n_layer; ++i) {
-        auto & l = m.layers[i];
-        auto name = [i](const char * t) { return llama_format("blk.%u.%s", i, t); };
-        l.attn_norm = ml.create(ctx, name("attn_norm.weight"), { n_embd });
-        l.wq = ml.create(ctx, name("attn_q.weight"), { n_embd, n_q });
-        l.wk = ml.create(ctx, name("attn_k.weight"), { n_embd, (int64_t) hp.n_embd_k_gqa() });
-        l.wv = ml.create(ctx, name("attn_v.weight"), { n_embd, (int64_t) hp.n_embd_v_gqa() });
-        l.bq = ml.create(ctx, name("attn_q.bias"), { n_q });
-        l.bk = ml.create(ctx, name("attn_k.bias"), { (int64_t) hp.n_embd_k_gqa() });
-        l.bv = ml.create(ctx, name("attn_v.bias"), { (int64_t) hp.n_embd_v_gqa() });
-        l.wo = ml.create(ctx, name("attn_output.weight"), { (int64_t) hp.n_embd_head_v * hp.n_head, n_embd });
-        l.ffn_norm = ml.create(ctx, name("ffn_norm.weight"), { n_embd });
-        l.ffn_gate = ml.create(ctx, name("ffn_gate.weight"), { n_embd, hp.n_ff });
-        l.ffn_up = ml.create(ctx, name("ffn_up.weight"), { n_embd, hp.n_ff });
-        l.ffn_down = ml.create(ctx, name("ffn_down.weight"), { hp.n_ff, n_embd });
+    llm_create_embd_output(ml, m, ctx);
+    for (uint32_t il = 0; il < m.hparams.n_layer; ++il) {
+        llm_create_attn(ml, m, ctx, il, k_attn);
+        llm_create_ffn(ml, m, ctx, il, m.hparams.n_ff);
     }
 }
 
 ggml_tensor * build_graph(llm_graph_context & g) {
-    const auto & hp = g.hp;
-    const auto & m = g.model;
-    ggml_context * ctx = g.ctx0;
-    const float kq_scale = 1.0f / std::sqrt((float) hp.n_embd_head_k);
-    ggml_tensor * cur = g.build_inp_embd();
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        const auto & l = m.layers[il];
-        ggml_tensor * x = g.build_norm(cur, l.attn_norm, nullptr, true, il);
-        ggml_tensor * q = ggml_reshape_3d(ctx, g.build_lin(l.wq, l.bq, x), hp.n_embd_head_k, hp.n_head, g.n_tokens);
-        ggml_tensor * k = ggml_reshape_3d(ctx, g.build_lin(l.wk, l.bk, x), hp.n_embd_head_k, hp.n_head_kv, g.n_tokens);
-        ggml_tensor * v = ggml_reshape_3d(ctx, g.build_lin(l.wv, l.bv, x), hp.n_embd_head_v, hp.n_head_kv, g.n_tokens);
-        q = g.build_rope(q, hp.n_rot);
-        k = g.build_rope(k, hp.n_rot);
-        ggml_tensor * attn = g.build_attn(il, q, k, v, kq_scale);
-        cur = ggml_add(ctx, cur, ggml_mul_mat(ctx, l.wo, attn));
-        x = g.build_norm(cur, l.ffn_norm, nullptr, true, il);
-        cur = ggml_add(ctx, cur, g.build_ffn_swiglu(x, l.ffn_up, l.ffn_gate, l.ffn_down));
-    }
-    return g.build_output(cur);
+    return llm_build_llama_family(g, k_attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
+        const auto & l = g.model.layers[il];
+        return g.build_ffn_swiglu(x, l.ffn_up, l.ffn_gate, l.ffn_down);
+    });
 }
 
-void register_arch() { llm_arch_register({ "qwen2", load_hparams, create_tensors, build_graph }); }
-const int registered = (register_arch(), 0);
+const int registered = (llm_arch_register({ "qwen2", load_hparams, create_tensors, build_graph }), 0);
 
 } // namespace

@@ -1,77 +1,37 @@
 // qwen3moe (Qwen3-30B-A3B, 235B-A22B): qwen3's attention (per-head q/k RMS norms, NEOX RoPE) with
 // a routed mixture of experts in place of the dense feed-forward: softmax router, top-k experts,
 // chosen weights renormalized to sum 1. No shared expert.
-#include "llama-graph.h"
-#include "llama-model-loader.h"
-
-#include <cmath>
+#include "llama-block.h"
 
 namespace {
+
+const llm_attn_options k_attn = { /*qkv_bias=*/ false, /*qk_norm=*/ true };
 
 void load_hparams(llama_model_loader & ml, llama_hparams & hp) {
     llm_load_common_hparams(ml, hp);
     hp.rope_type = GGML_ROPE_TYPE_NEOX;
-    hp.n_expert = (uint32_t) ml.get_i64(ml.key("%s.expert_count"));
-    hp.n_expert_used = (uint32_t) ml.get_i64(ml.key("%s.expert_used_count"));
-    hp.n_ff_exp = (uint32_t) ml.get_i64(ml.key("%s.expert_feed_forward_length"), hp.n_ff);
+    llm_load_moe_hparams(ml, hp, hp.n_ff);
     hp.expert_weights_norm = true;
     hp.expert_gating_func = llm_graph_context::MOE_GATING_SOFTMAX;
-    if (hp.n_expert == 0 || hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert) {
-        throw llama_error(llama_format("%s: %s (%u) must be in [1, %s (%u)]", ml.path.c_str(),
-                                       ml.key("%s.expert_used_count").c_str(), hp.n_expert_used,
-                                       ml.key("%s.expert_count").c_str(), hp.n_expert));
-    }
 }
 
 void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx) {
-    const auto & hp = m.hparams;
-    const int64_t n_embd = hp.n_embd, n_vocab = hp.n_vocab, n_ff_exp = hp.n_ff_exp, n_expert = hp.n_expert;
-    m.tok_embd = ml.create(ctx, "token_embd.weight", { n_embd, n_vocab });
-    m.output_norm = ml.create(ctx, "output_norm.weight", { n_embd });
-    m.output = ml.create(ctx, "output.weight", { n_embd, n_vocab }, true);
-    for (uint32_t i = 0; i < hp.n_layer; ++i) {
-        auto & l = m.layers[i];
-        auto name = [i](const char * t) { return llama_format("blk.%u.%s", i, t); };
-        l.attn_norm = ml.create(ctx, name("attn_norm.weight"), { n_embd });
-        l.wq = ml.create(ctx, name("attn_q.weight"), { n_embd, (int64_t) hp.n_embd_head_k * hp.n_head });
-        l.wk = ml.create(ctx, name("attn_k.weight"), { n_embd, (int64_t) hp.n_embd_k_gqa() });
-        l.wv = ml.create(ctx, name("attn_v.weight"), { n_embd, (int64_t) hp.n_embd_v_gqa() });
-        l.wo = ml.create(ctx, name("attn_output.weight"), { (int64_t) hp.n_embd_head_v * hp.n_head, n_embd });
-        l.attn_q_norm = ml.create(ctx, name("attn_q_norm.weight"), { hp.n_embd_head_k });
-        l.attn_k_norm = ml.create(ctx, name("attn_k_norm.weight"), { hp.n_embd_head_k });
-        l.ffn_norm = ml.create(ctx, name("ffn_norm.weight"), { n_embd });
-        l.ffn_gate_inp = ml.create(ctx, name("ffn_gate_inp.weight"), { n_embd, n_expert });
-        l.ffn_gate_exps = ml.create(ctx, name("ffn_gate_exps.weight"), { n_embd, n_ff_exp, n_expert });
-        l.ffn_up_exps = ml.create(ctx, name("ffn_up_exps.weight"), { n_embd, n_ff_exp, n_expert });
-        l.ffn_down_exps = ml.create(ctx, name("ffn_down_exps.weight"), { n_ff_exp, n_embd, n_expert });
+    llm_create_embd_output(ml, m, ctx);
+    for (uint32_t il = 0; il < m.hparams.n_layer; ++il) {
+        llm_create_attn(ml, m, ctx, il, k_attn);
+        llm_create_moe(ml, m, ctx, il);
     }
 }
 
 ggml_tensor * build_graph(llm_graph_context & g) {
-    const auto & hp = g.hp;
-    const auto & m = g.model;
-    ggml_context * ctx = g.ctx0;
-    const float kq_scale = 1.0f / std::sqrt((float) hp.n_embd_head_k);
-    ggml_tensor * cur = g.build_inp_embd();
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        const auto & l = m.layers[il];
-        ggml_tensor * x = g.build_norm(cur, l.attn_norm, nullptr, true, il);
-        ggml_tensor * q = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.wq, x), hp.n_embd_head_k, hp.n_head, g.n_tokens);
-        ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.wk, x), hp.n_embd_head_k, hp.n_head_kv, g.n_tokens);
-        ggml_tensor * v = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.wv, x), hp.n_embd_head_v, hp.n_head_kv, g.n_tokens);
-        q = g.build_rope(g.build_norm(q, l.attn_q_norm, nullptr, true, il), hp.n_rot);
-        k = g.build_rope(g.build_norm(k, l.attn_k_norm, nullptr, true, il), hp.n_rot);
-        ggml_tensor * attn = g.build_attn(il, q, k, v, kq_scale);
-        cur = ggml_add(ctx, cur, ggml_mul_mat(ctx, l.wo, attn));
-        x = g.build_norm(cur, l.ffn_norm, nullptr, true, il);
-        ggml_tensor * moe = g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, nullptr,
-                                            hp.n_expert, hp.n_expert_used, llm_graph_context::MOE_GATING_SOFTMAX, true, 1.0f);
-        cur = ggml_add(ctx, cur, moe);
-    }
-    return g.build_output(cur);
+    return llm_build_llama_family(g, k_attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
+        const auto & hp = g.hp;
+        const auto & l = g.model.layers[il];
+        return g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, nullptr,
+                               hp.n_expert, hp.n_expert_used, llm_graph_context::MOE_GATING_SOFTMAX, true, 1.0f);
+    });
 }
 
-void register_arch() { llm_arch_register({ "qwen3moe", load_hparams, create_tensors, build_graph }); }
-const int registered = (register_arch(), 0);
+const int registered = (llm_arch_register({ "qwen3moe", load_hparams, create_tensors, build_graph }), 0);
 
 } // namespace
