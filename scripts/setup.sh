@@ -3,12 +3,16 @@
 # packages already present are left alone.
 set -euo pipefail
 
-packages=(g++ cmake ninja-build ccache pkg-config libgomp1 nlohmann-json3-dev libcpp-httplib-dev libgtest-dev nodejs npm)
+packages=(g++ cmake ninja-build ccache pkg-config libgomp1 nlohmann-json3-dev libcpp-httplib-dev libgtest-dev)
 
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# Node.js and npm (the server tests drive llama-server with the openai npm package) may come from
+# outside Debian's packages: only install them when the commands are absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "setup: all packages present"
