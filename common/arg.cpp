@@ -373,8 +373,9 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) {
                         p.output_format = parse_choice(v, { "csv", "json", "jsonl", "md", "sql" });
                     }));
-    t.push_back(val({ "--output-format" }, "FORMAT", SWB, "output format: table or jsonl (default: table)",
-                    [](common_params & p, const std::string & v) { p.output_format = parse_choice(v, { "table", "jsonl" }); }));
+    // sweep-bench's table is markdown, so "md" (llama-bench's name for it) is accepted too
+    t.push_back(val({ "--output-format" }, "FORMAT", SWB, "output format: table (or md) or jsonl (default: table)",
+                    [](common_params & p, const std::string & v) { p.output_format = parse_choice(v, { "table", "md", "jsonl" }); }));
     t.push_back(val({ "-r", "--repetitions" }, "N", BNC, "repetitions of each test (default: 5)",
                     [](common_params & p, const std::string & v) { p.repetitions = parse_int(v, 1); }));
     t.push_back(sw({ "-wb", "--warmup-batch" }, SWB | BNC, "warm up with a full batch before measuring",

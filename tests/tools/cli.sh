@@ -102,7 +102,7 @@ if [ -f "$MODEL" ]; then
     expect_err "prompt is too long" "$TOOL" -m "$MODEL" -p "$P $P $P $P" -c 8 -n 1 $T
 fi
 
-expect_err "no model given (-m)" "$TOOL" -p "hello"
+expect_err "no model given (-m FILE, or --demo" "$TOOL" -p "hello"
 expect_err "unknown argument: --frobnicate" "$TOOL" --frobnicate
 expect_err "'abc' for -c" "$TOOL" -m "$MODEL" -c abc
 expect_err "needs a value" "$TOOL" -m "$MODEL" -c
@@ -111,6 +111,10 @@ expect_err "-fa" "$TOOL" -m "$MODEL" -fa sometimes
 expect_err "not supported by llama-cli" "$TOOL" -m "$MODEL" --port 8080
 expect_err "$TMP/missing.txt" "$TOOL" -m "$MODEL" -f "$TMP/missing.txt"
 expect_err "$TMP/missing.gguf" "$TOOL" -m "$TMP/missing.gguf"
+# --demo: a synthesized model (random weights, said so), generation runs, the temp file is removed
+if run demo --demo -p "Once upon a time" -n 8 -t 1 --temp 0; then
+    grep -q "RANDOM WEIGHTS" "$TMP/demo.err" && pass || fail "--demo did not say the weights are random"
+fi
 if "$TOOL" --help >"$TMP/help.out" 2>&1 && grep -q -- "--ctx-size" "$TMP/help.out"; then pass; else fail "--help"; fi
 
 echo "cli.sh: $passes passed, $fails failed"
