@@ -6,6 +6,8 @@
 //     mul_mat (chunked over 2 threads, odd row counts per chunk) matches the float product.
 #include "testing.h"
 
+#include "cpu-traits.h"
+
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "gguf.h"
@@ -175,6 +177,103 @@ void graph_check(ggml_type t, int64_t K, int64_t M, int64_t N) {
 TEST(IkInterleaved, GetRowsAndMulMatThroughGraph) {
     graph_check(GGML_TYPE_IQ4_K_R4, 512, 20, 3);
     graph_check(GGML_TYPE_IQ4_KS_R4, 256, 12, 1);
+}
+
+// The SIMD kernels switch strategy with the column count (per-row decode with register tiles of
+// up to 8 columns; a repacked 16-row panel for wide batches): the type-agnostic SIMD suite covers
+// up to 17 columns, so check wide batches here against the scalar kernel.
+TEST(IkKernels, WideBatchesMatchScalar) {
+    const ggml_type types[] = { GGML_TYPE_IQ2_K,  GGML_TYPE_IQ3_K,  GGML_TYPE_IQ4_K,  GGML_TYPE_IQ5_K,    GGML_TYPE_IQ6_K,
+                                GGML_TYPE_IQ2_KS, GGML_TYPE_IQ3_KS, GGML_TYPE_IQ4_KS, GGML_TYPE_IQ5_KS,   GGML_TYPE_IQ4_K_R4,
+                                GGML_TYPE_IQ4_KS_R4 };
+    const int64_t n = 512;
+    const int nr = 20, col_counts[] = { 24, 33 };
+    int compared = 0;
+    for (ggml_type t : types) {
+        const std::vector<float> wf = random_rows(nr * n, 3);
+        const size_t row = ggml_row_size(t, n);
+        std::vector<uint8_t> wq(nr * row);
+        ASSERT_EQ(ggml_quantize_chunk(t, wf.data(), wq.data(), 0, nr, n, nullptr), wq.size()) << ggml_type_name(t);
+        for (int nc : col_counts) {
+            const std::vector<float> xf = random_rows(nc * n, 5 + nc);
+            const size_t xrow = ggml_row_size(GGML_TYPE_Q8_K, n);
+            std::vector<uint8_t> xq(nc * xrow);
+            for (int c = 0; c < nc; ++c) ggml_get_type_traits(GGML_TYPE_Q8_K)->from_float_ref(xf.data() + c * n, xq.data() + c * xrow, n);
+            std::vector<float> ref(nc * nr), got(nc * nr);
+            ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR)(n, wq.data(), row, xq.data(), xrow, ref.data(), nr, nr, nc);
+            for (int isa = GGML_CPU_ISA_AVX2; isa <= GGML_CPU_ISA_AVX512; ++isa) {
+                const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+                if (!fn || ggml_cpu_detected_isa() == GGML_CPU_ISA_NEON || isa > ggml_cpu_detected_isa()) continue;
+                fn(n, wq.data(), row, xq.data(), xrow, got.data(), nr, nr, nc);
+                for (size_t i = 0; i < ref.size(); ++i) {
+                    ASSERT_NEAR(got[i], ref[i], 1e-4 * (std::fabs(ref[i]) + 1.0))
+                        << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nc=" << nc << " output " << i;
+                }
+                ++compared;
+            }
+        }
+    }
+    if (compared == 0) GTEST_SKIP() << "no SIMD kernel runs on this CPU";
+}
+
+// Trellis types have no quantizer yet, but every bit pattern is a valid block: compare the SIMD
+// kernels with the scalar one on random blocks (finite row scales), for several batch widths,
+// and the scalar kernel with a double-precision product of the decoded rows (times the
+// inference-time factor of iq2_kt / iq3_kt).
+TEST(IkKernels, TrellisKernelsMatchScalarOnRandomBlocks) {
+    const std::pair<ggml_type, double> types[] = { { GGML_TYPE_IQ1_KT, 1.0 }, { GGML_TYPE_IQ2_KT, 1.05 },
+                                                   { GGML_TYPE_IQ3_KT, 1.01 }, { GGML_TYPE_IQ4_KT, 1.0 } };
+    const int64_t n = 512;
+    const int nr = 9;
+    std::mt19937 rng(42);
+    int compared = 0;
+    for (const auto & [t, factor] : types) {
+        const size_t row = ggml_row_size(t, n);
+        std::vector<uint8_t> wq(nr * row);
+        for (auto & b : wq) b = (uint8_t) rng();
+        for (int r = 0; r < nr; ++r) {
+            const float d = 0.001f * (float) (r + 1) * (r % 2 ? -1.0f : 1.0f);
+            std::memcpy(wq.data() + r * row, &d, 4);
+        }
+        const std::vector<float> wd = decode_all(t, { n, nr }, wq);
+        for (int nc : { 1, 3, 8, 13, 30 }) {
+            const std::vector<float> xf = random_rows(nc * n, 9 + nc);
+            const size_t xrow = ggml_row_size(GGML_TYPE_Q8_K, n);
+            std::vector<uint8_t> xq(nc * xrow);
+            std::vector<float> xd(nc * n);
+            for (int c = 0; c < nc; ++c) {
+                ggml_get_type_traits(GGML_TYPE_Q8_K)->from_float_ref(xf.data() + c * n, xq.data() + c * xrow, n);
+                ggml_get_type_traits(GGML_TYPE_Q8_K)->to_float(xq.data() + c * xrow, xd.data() + c * n, n);
+            }
+            std::vector<float> ref(nc * nr), got(nc * nr);
+            std::vector<double> bound(nc * nr);
+            const ggml_gemm_t scalar = ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR);
+            ASSERT_TRUE(scalar) << ggml_type_name(t);
+            scalar(n, wq.data(), row, xq.data(), xrow, ref.data(), nr, nr, nc);
+            for (int c = 0; c < nc; ++c) {
+                for (int r = 0; r < nr; ++r) {
+                    double e = 0, b = 0;
+                    for (int64_t k = 0; k < n; ++k) {
+                        e += (double) wd[r * n + k] * xd[c * n + k];
+                        b += std::fabs((double) wd[r * n + k] * xd[c * n + k]);
+                    }
+                    ASSERT_NEAR(ref[c * nr + r], factor * e, 1e-5 * b + 1e-6) << ggml_type_name(t) << " scalar vs double";
+                    bound[c * nr + r] = b;
+                }
+            }
+            for (int isa = GGML_CPU_ISA_AVX2; isa <= GGML_CPU_ISA_AVX512; ++isa) {
+                const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+                if (!fn || ggml_cpu_detected_isa() == GGML_CPU_ISA_NEON || isa > ggml_cpu_detected_isa()) continue;
+                fn(n, wq.data(), row, xq.data(), xrow, got.data(), nr, nr, nc);
+                for (size_t i = 0; i < ref.size(); ++i) {
+                    ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-7)
+                        << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nc=" << nc << " output " << i;
+                }
+                ++compared;
+            }
+        }
+    }
+    if (compared == 0) GTEST_SKIP() << "no SIMD trellis kernel runs on this CPU";
 }
 
 } // namespace

@@ -50,12 +50,13 @@ act_layout activation_layout(const ggml_tensor * src0, const ggml_tensor * src1)
 
 // Convert the rows of src1 (any layout with f32/f16/bf16 elements) into vt rows, rows split
 // over the threads: row index r = i11 + ne11 * (i12 + ne12 * i13).
+// all_rows: this thread converts every row (into its own buffer) instead of its share.
 void convert_activations(const ggml_compute_params * p, const ggml_tensor * src1, ggml_type vt, char * out,
-                         size_t row_size, float * tmp) {
+                         size_t row_size, float * tmp, bool all_rows = false) {
     const int64_t K = src1->ne[0];
     const int64_t nrows = src1->ne[1] * src1->ne[2] * src1->ne[3];
-    int64_t r0, r1;
-    ggml_cpu_split_rows(nrows, p->ith, p->nth, r0, r1);
+    int64_t r0 = 0, r1 = nrows;
+    if (!all_rows) ggml_cpu_split_rows(nrows, p->ith, p->nth, r0, r1);
     ggml_from_float_t enc = vt == GGML_TYPE_F32 ? nullptr : ggml_cpu_from_float(vt);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i11 = r % src1->ne[1];
@@ -86,15 +87,15 @@ void convert_activations(const ggml_compute_params * p, const ggml_tensor * src1
 // Small batches (token generation) stream the weights once: chunks of whole rows with all
 // columns, about 32 KB of weights each (enough to hide the atomic counter, small enough that a
 // thread the OS delays leaves little work behind), at least 4 per thread.
-// Large batches are bound by arithmetic: a chunk is a block of up to 64 weight rows (the
+// Large batches are bound by arithmetic: a chunk is a block of up to 128 weight rows (the
 // kernels repack it once per call and keep it in L2) times all columns (up to 512), so the
-// repack is amortised over the whole batch and each activation tile is reused by 64 rows.
+// repack is amortised over the whole batch and each activation tile is reused by 128 rows.
 constexpr int64_t k_big_batch = 8;
 
 int64_t rows_per_chunk(int64_t M, int64_t N, size_t w_row_size, int nth) {
     int64_t rows;
     if (N >= k_big_batch) {
-        rows = 64;
+        rows = 128;
     } else {
         rows = std::max<int64_t>(8, (int64_t) ((32 * 1024) / std::max<size_t>(w_row_size * N, 1)) / 8 * 8);
     }
@@ -111,13 +112,54 @@ int64_t align_rows(int64_t rows, ggml_type type) {
     return (rows + a - 1) / a * a;
 }
 
+// Token generation (a few columns, one plane): every thread converts the few activation rows
+// itself and takes an even, fixed share of the weight rows, so the product needs no barrier and
+// no shared counter. On a busy machine each barrier can cost a scheduler time slice.
+bool small_product(const ggml_tensor * src1) {
+    return src1->ne[1] < k_big_batch && src1->ne[2] * src1->ne[3] == 1;
+}
+
+size_t per_thread_bytes(const ggml_tensor * src1, const act_layout & l) {
+    size_t b = ggml_pad(src1->ne[0] * sizeof(float) + k_align, k_align);
+    if (small_product(src1) && l.converted) b += ggml_pad(l.row_size * src1->ne[1], k_align);
+    return b;
+}
+
+void mul_mat_small(const ggml_compute_params * p, ggml_tensor * dst, const act_layout & l) {
+    const ggml_tensor * src0 = dst->src[0];
+    const ggml_tensor * src1 = dst->src[1];
+    const int64_t K = src0->ne[0], M = src0->ne[1], N = src1->ne[1];
+    char * mine = (char *) ggml_pad((uintptr_t) p->wdata, k_align) + p->ith * per_thread_bytes(src1, l);
+    float * tmp = (float *) mine;
+    const char * x = (const char *) src1->data;
+    size_t x_stride = src1->nb[1];
+    if (l.converted) {
+        char * act = mine + ggml_pad(K * sizeof(float) + k_align, k_align);
+        convert_activations(p, src1, l.type, act, l.row_size, tmp, true);
+        x = act;
+        x_stride = l.row_size;
+    }
+    ggml_gemm_t gemm = ggml_cpu_gemm(src0->type);
+    GGML_ASSERT(gemm);
+    // even split in whole groups of the kernel's row granularity
+    const int64_t a = align_rows(1, src0->type);
+    const int64_t groups = (M + a - 1) / a;
+    int64_t g0, g1;
+    ggml_cpu_split_rows(groups, p->ith, p->nth, g0, g1);
+    const int64_t row0 = g0 * a, row1 = std::min(M, g1 * a);
+    if (row0 >= row1) return;
+    float * d = (float *) dst->data + row0;
+    gemm(K, (const char *) src0->data + row0 * src0->nb[1], src0->nb[1], x, x_stride, d, dst->nb[1] / sizeof(float),
+         (int) (row1 - row0), (int) N);
+}
+
 } // namespace
 
 size_t ggml_cpu_mul_mat_work_size(const ggml_tensor * dst, int nth) {
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * src1 = dst->src[1];
     const act_layout l = activation_layout(src0, src1);
-    size_t s = 2 * k_align + nth * (src1->ne[0] * sizeof(float) + k_align);
+    size_t s = 3 * k_align + nth * per_thread_bytes(src1, l);
     if (l.converted) s += l.row_size * src1->ne[1] * src1->ne[2] * src1->ne[3];
     return s;
 }
@@ -131,9 +173,13 @@ void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst) {
     GGML_ASSERT(src0->nb[0] == ggml_type_size(src0->type) && "mul_mat: weight rows must be contiguous");
 
     const act_layout l = activation_layout(src0, src1);
+    if (small_product(src1)) {
+        mul_mat_small(p, dst, l);
+        return;
+    }
     const size_t act_bytes = l.converted ? l.row_size * N * ne12 * ne13 : 0;
     mm_scratch s = carve(p, act_bytes);
-    float * tmp = (float *) (s.act + ggml_pad(act_bytes, k_align) + p->ith * ggml_pad(K * sizeof(float) + k_align, k_align));
+    float * tmp = (float *) (s.act + ggml_pad(act_bytes, k_align) + p->ith * per_thread_bytes(src1, l));
 
     if (p->ith == 0) s.counter->store(0, std::memory_order_relaxed);
     if (l.converted) convert_activations(p, src1, l.type, s.act, l.row_size, tmp);

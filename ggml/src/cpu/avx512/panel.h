@@ -119,8 +119,9 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int64_t n, uint8
     }
 }
 
-// Activation concept A: sub(xrow, sb, S, &qs, &d, &sum): sub-block sb (S values) of a row:
-// pointer to its S signed bytes, its scale and d * sum(qs).
+// Activation concept A: sub(xrow, sb, &qs, &d, &sum): sub-block sb (S values) of a row:
+// pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
+// kSuper consecutive sub-blocks share the scale d).
 template <typename A, int S, int C>
 void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out) {
     constexpr size_t rec = x_record<S, C>;
@@ -144,31 +145,63 @@ inline int32_t load_i32(const uint8_t * p) {
     return v;
 }
 
-// 16 rows x C columns over all sub-blocks; rows < 16 valid lanes are stored.
+// The dot products of one sub-block: 16 rows x C columns in int32.
 template <int S, int C>
+inline void sub_dots(const uint8_t * W, const uint8_t * X, __m512i * s) {
+    constexpr int KV = S / 4;
+    for (int c = 0; c < C; ++c) s[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < KV; ++k) {
+        const __m512i wv = _mm512_load_si512((const void *) (W + 64 * k));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) s[c] = _mm512_dpbusd_epi32(s[c], wv, _mm512_set1_epi32(load_i32(X + c * S + 4 * k)));
+    }
+}
+
+// 16 rows x C columns over all sub-blocks; rows < 16 valid lanes are stored.
+// kSuper > 1: the activations have one scale per kSuper sub-blocks (q8_K) and their packed sums
+// are plain sums; the x scale is then applied once per super-block instead of per sub-block.
+template <int S, int C, int kSuper>
 void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows) {
     constexpr int KV = S / 4;
     constexpr size_t wrec = w_record<S>, xrec = x_record<S, C>;
     __m512 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t * W = wg + sb * wrec;
-        const uint8_t * X = xp + sb * xrec;
-        __m512i s[C];
-        for (int c = 0; c < C; ++c) s[c] = _mm512_setzero_si512();
+    if constexpr (kSuper == 1) {
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            const uint8_t * W = wg + sb * wrec;
+            const uint8_t * X = xp + sb * xrec;
+            __m512i s[C];
+            sub_dots<S, C>(W, X, s);
+            const __m512 scale = _mm512_load_ps((const float *) (W + KV * 64));
+            const __m512 bias = _mm512_load_ps((const float *) (W + KV * 64 + 64));
+            const float * xd = (const float *) (X + C * S);
 #pragma GCC unroll 8
-        for (int k = 0; k < KV; ++k) {
-            const __m512i wv = _mm512_load_si512((const void *) (W + 64 * k));
-#pragma GCC unroll 8
-            for (int c = 0; c < C; ++c) s[c] = _mm512_dpbusd_epi32(s[c], wv, _mm512_set1_epi32(load_i32(X + c * S + 4 * k)));
+            for (int c = 0; c < C; ++c) {
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c]), _mm512_mul_ps(scale, _mm512_set1_ps(xd[c])), acc[c]);
+                acc[c] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd[C + c]), acc[c]);
+            }
         }
-        const __m512 scale = _mm512_load_ps((const float *) (W + KV * 64));
-        const __m512 bias = _mm512_load_ps((const float *) (W + KV * 64 + 64));
-        const float * xd = (const float *) (X + C * S);
+    } else {
+        for (int64_t sb0 = 0; sb0 < nsb; sb0 += kSuper) {
+            __m512 part[C];
+            for (int c = 0; c < C; ++c) part[c] = _mm512_setzero_ps();
+            for (int j = 0; j < kSuper; ++j) {
+                const uint8_t * W = wg + (sb0 + j) * wrec;
+                const uint8_t * X = xp + (sb0 + j) * xrec;
+                __m512i s[C];
+                sub_dots<S, C>(W, X, s);
+                const __m512 scale = _mm512_load_ps((const float *) (W + KV * 64));
+                const __m512 bias = _mm512_load_ps((const float *) (W + KV * 64 + 64));
+                const float * xsum = (const float *) (X + C * S) + C;
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c]), _mm512_mul_ps(scale, _mm512_set1_ps(xd[c])), acc[c]);
-            acc[c] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd[C + c]), acc[c]);
+                for (int c = 0; c < C; ++c) {
+                    part[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c]), scale, part[c]);
+                    part[c] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xsum[c]), part[c]);
+                }
+            }
+            const float * xd = (const float *) (xp + sb0 * xrec + C * S);
+            for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(xd[c]), acc[c]);
         }
     }
     const __mmask16 m = rows >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << rows) - 1);
@@ -182,7 +215,7 @@ void column_tile(int64_t nsb, int ngroups, const uint8_t * wbuf, size_t group_by
     uint8_t * xbuf = scratch(1, nsb * x_record<S, C>);
     pack_columns<A, S, C>(x, x_stride, nsb, xbuf);
     for (int g = 0; g < ngroups; ++g) {
-        micro<S, C>(nsb, wbuf + g * group_bytes, xbuf, dst + g * kRows, dst_stride, std::min(kRows, nr - g * kRows));
+        micro<S, C, A::kSuper>(nsb, wbuf + g * group_bytes, xbuf, dst + g * kRows, dst_stride, std::min(kRows, nr - g * kRows));
     }
 }
 
@@ -237,6 +270,7 @@ inline int32_t sum_bytes32(const int8_t * q) {
 // rounded to fp16 is what the reference kernels use, so use it too).
 template <bool kHasSum>
 struct act_q8_32 {
+    static constexpr int kSuper = 1;
     static constexpr size_t kBlock = kHasSum ? 36 : 34;
     static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
         const uint8_t * b = row + sb * kBlock;
@@ -253,9 +287,11 @@ struct act_q8_32 {
     }
 };
 
-// q8_K super-blocks [float d][256 q][16 int16 sums of 16], seen as sub-blocks of S = 16 or 32.
+// q8_K super-blocks [float d][256 q][16 int16 sums of 16], seen as sub-blocks of S = 16 or 32;
+// one scale per super-block, so the sum is returned unscaled (see micro's kSuper).
 template <int S>
 struct act_q8_K {
+    static constexpr int kSuper = 256 / S;
     static constexpr size_t kBlock = 4 + 256 + 32;
     static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
         constexpr int per = 256 / S;
@@ -263,9 +299,9 @@ struct act_q8_K {
         const int j = (int) (sb % per);
         std::memcpy(&d, b, 4);
         qs = (const int8_t *) (b + 4 + S * j);
-        int16_t bs[16];
-        std::memcpy(bs, b + 4 + 256, sizeof(bs));
-        sum = d * (float) (S == 16 ? bs[j] : bs[2 * j] + bs[2 * j + 1]);
+        int16_t bs[2];
+        std::memcpy(bs, b + 4 + 256 + 2 * (S / 16) * j, 2 * (S / 16));
+        sum = (float) (S == 16 ? bs[0] : bs[0] + bs[1]);
     }
 };
 

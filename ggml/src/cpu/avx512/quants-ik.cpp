@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -322,6 +323,147 @@ struct dec_common {
     }
 };
 
+// Trellis types: 16 values per step. Lane i: seed_i * K^(m_i + 1), masked to four 6-bit bytes,
+// whose sum (vpdpbusd with ones) minus 126 is the value; vpmovdb narrows to int8.
+struct trellis_simd {
+    __m512i pow8, pow4;   // K^1..K^8 twice; K^1..K^4 four times
+    trellis_simd() {
+        alignas(64) uint32_t p8[16], p4[16];
+        uint32_t v = 0xCBAC1FEDu;
+        uint32_t pw[8];
+        for (int m = 0; m < 8; ++m) {
+            pw[m] = v;
+            v *= 0xCBAC1FEDu;
+        }
+        for (int i = 0; i < 16; ++i) {
+            p8[i] = pw[i % 8];
+            p4[i] = pw[i % 4];
+        }
+        pow8 = _mm512_load_si512((const void *) p8);
+        pow4 = _mm512_load_si512((const void *) p4);
+    }
+    static __m128i values16(__m512i seeds, __m512i pows) {
+        const __m512i x = _mm512_and_si512(_mm512_mullo_epi32(seeds, pows), _mm512_set1_epi32(0x3f3f3f3f));
+        return _mm512_cvtepi32_epi8(_mm512_dpbusd_epi32(_mm512_set1_epi32(-126), x, _mm512_set1_epi32(0x01010101)));
+    }
+    // 64 values from 8 runs of 8 (seeds[0..7]) or 16 runs of 4 (seeds[0..15]).
+    __m512i values64(const uint32_t * seeds, int run) const {
+        __m128i part[4];
+        if (run == 8) {
+            const __m512i sel = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+            for (int j = 0; j < 4; ++j) {
+                const __m512i sv = _mm512_permutexvar_epi32(sel, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *) (seeds + 2 * j))));
+                part[j] = values16(sv, pow8);
+            }
+        } else {
+            const __m512i sel = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+            for (int j = 0; j < 4; ++j) {
+                const __m512i sv = _mm512_permutexvar_epi32(sel, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) (seeds + 4 * j))));
+                part[j] = values16(sv, pow4);
+            }
+        }
+        const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(part[0]), part[1], 1);
+        const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(part[2]), part[3], 1);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+};
+
+inline __m512i scales_per32(const int * s8) {
+    alignas(64) int32_t sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = s8[g / 2];
+    return _mm512_load_si512((const void *) sc);
+}
+
+inline uint32_t kt_u16(const uint8_t * p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+
+struct dec_iq1_kt {
+    static constexpr int kRow = IK_ROW_F32;
+    static constexpr size_t kBytes = sizeof(block_iq1_kt);
+    trellis_simd tr;
+    void operator()(const uint8_t * p, float row_d, ublock & ub) const {
+        const auto & b = *(const block_iq1_kt *) p;
+        alignas(64) uint32_t seeds[32];
+        int s8[8];
+        for (int ib = 0; ib < 8; ++ib) {
+            s8[ib] = ik_iq4k_values[b.sh[ib] & 0xF];
+            for (int g = 0; g < 4; ++g) {
+                const int run = 4 * ib + g;
+                seeds[run] = 4096u + (b.ql[run] | (((uint32_t) (b.qh[run % 16] >> 4 * (run / 16)) & 0xF) << 8) |
+                                      (((uint32_t) (b.sh[ib] >> (4 + g)) & 1) << 12));
+            }
+        }
+        const __m512i off = _mm512_set1_epi8((char) 0x80);
+        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_xor_si512(tr.values64(seeds + 8 * k, 8), off);
+        ub.sc = scales_per32(s8);
+        ub.d = row_d;
+    }
+};
+
+template <bool Signed>   // false: iq2_kt (iq4_k-grid scales), true: iq3_kt (magnitudes + sign bits)
+struct dec_iq23_kt {
+    static constexpr int kRow = IK_ROW_F32;
+    static constexpr size_t kBytes = Signed ? sizeof(block_iq3_kt) : sizeof(block_iq2_kt);
+    trellis_simd tr;
+    void operator()(const uint8_t * p, float row_d, ublock & ub) const {
+        // iq2_kt and iq3_kt share the scales + seeds prefix
+        const uint8_t * scales = p;
+        const uint8_t * ql = p + 4;
+        alignas(64) uint32_t seeds[32];
+        for (int j = 0; j < 32; ++j) seeds[j] = 4096u + kt_u16(ql + 2 * j);
+        int s8[8];
+        for (int ib = 0; ib < 8; ++ib) {
+            const int nib = (scales[ib % 4] >> 4 * (ib / 4)) & 0xF;
+            s8[ib] = Signed ? nib : ik_iq4k_values[nib];
+        }
+        const __m512i off = _mm512_set1_epi8((char) 0x80);
+        if constexpr (Signed) {
+            const auto & b = *(const block_iq3_kt *) p;
+            const __m512i hz = load_lanes_0101(b.qh);
+            const __m512i hsh = _mm512_mask_blend_epi64(0xF0, hz, _mm512_srli_epi16(hz, 1));
+            for (int k = 0; k < 4; ++k) {
+                const __m512i v = _mm512_abs_epi8(tr.values64(seeds + 8 * k, 8));
+                const __mmask64 neg = _mm512_test_epi8_mask(_mm512_srli_epi16(hsh, 2 * k), _mm512_set1_epi8(1));
+                ub.u[k] = _mm512_xor_si512(_mm512_mask_sub_epi8(v, neg, _mm512_setzero_si512(), v), off);
+            }
+            ub.d = row_d * kIq3KtGemmFactor;
+        } else {
+            for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_xor_si512(tr.values64(seeds + 8 * k, 8), off);
+            ub.d = row_d * kIq2KtGemmFactor;
+        }
+        ub.sc = scales_per32(s8);
+    }
+};
+
+struct dec_iq4_kt {
+    static constexpr int kRow = IK_ROW_F32;
+    static constexpr size_t kBytes = sizeof(block_iq4_kt);
+    trellis_simd tr;
+    void operator()(const uint8_t * p, float row_d, ublock & ub) const {
+        const auto & b = *(const block_iq4_kt *) p;
+        alignas(64) uint32_t seeds[64];
+        int s8[8];
+        for (int ib = 0; ib < 8; ++ib) {
+            uint32_t shb;
+            std::memcpy(&shb, b.shb + 4 * ib, 4);
+            s8[ib] = (int) ((shb & 0xFF) >> 1) - 64;
+            const uint32_t offset = shb & 1 ? 4096u + 32768u : 4096u;
+            for (int g = 0; g < 8; ++g) {
+                const int run = 8 * ib + g;
+                seeds[run] = offset + (b.ql[run] | (((uint32_t) (b.qh[run % 32] >> 4 * (run / 32)) & 0xF) << 8) |
+                                       (((shb >> (8 + 3 * g)) & 7) << 12));
+            }
+        }
+        const __m512i off = _mm512_set1_epi8((char) 0x80);
+        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_xor_si512(tr.values64(seeds + 16 * k, 4), off);
+        ub.sc = scales_per32(s8);
+        ub.d = row_d;
+    }
+};
+
 template <int Row>
 inline float row_scale(const uint8_t * row) {
     if constexpr (Row == IK_ROW_F32) {
@@ -404,7 +546,7 @@ struct panel_dec {
     }
 };
 
-constexpr int kPanelMinCols = 6;
+constexpr int kPanelMinCols = 24;
 
 template <typename D, int S>
 void gemm_ik(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
@@ -417,13 +559,251 @@ void gemm_ik(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     const int64_t nb = n / QK_K;
     const auto * wb = (const uint8_t *) w;
     const auto * xb = (const uint8_t *) x;
-    switch (nc) {
-        case 1: rows_direct<D, 1>(dec, nb, wb, w_stride, xb, x_stride, dst, dst_stride, nr); break;
-        case 2: rows_direct<D, 2>(dec, nb, wb, w_stride, xb, x_stride, dst, dst_stride, nr); break;
-        case 3: rows_direct<D, 3>(dec, nb, wb, w_stride, xb, x_stride, dst, dst_stride, nr); break;
-        case 4: rows_direct<D, 4>(dec, nb, wb, w_stride, xb, x_stride, dst, dst_stride, nr); break;
-        default: rows_direct<D, 5>(dec, nb, wb, w_stride, xb, x_stride, dst, dst_stride, nr); break;
+    int c = 0;
+    for (; c + 8 <= nc; c += 8) {
+        rows_direct<D, 8>(dec, nb, wb, w_stride, xb + c * x_stride, x_stride, dst + c * dst_stride, dst_stride, nr);
     }
+    const uint8_t * xr = xb + c * x_stride;
+    float * dr = dst + c * dst_stride;
+    switch (nc - c) {
+        case 0: break;
+        case 1: rows_direct<D, 1>(dec, nb, wb, w_stride, xr, x_stride, dr, dst_stride, nr); break;
+        case 2: rows_direct<D, 2>(dec, nb, wb, w_stride, xr, x_stride, dr, dst_stride, nr); break;
+        case 3: rows_direct<D, 3>(dec, nb, wb, w_stride, xr, x_stride, dr, dst_stride, nr); break;
+        case 4: rows_direct<D, 4>(dec, nb, wb, w_stride, xr, x_stride, dr, dst_stride, nr); break;
+        case 5: rows_direct<D, 5>(dec, nb, wb, w_stride, xr, x_stride, dr, dst_stride, nr); break;
+        case 6: rows_direct<D, 6>(dec, nb, wb, w_stride, xr, x_stride, dr, dst_stride, nr); break;
+        default: rows_direct<D, 7>(dec, nb, wb, w_stride, xr, x_stride, dr, dst_stride, nr); break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4-row interleaved iq4_k_r4 / iq4_ks_r4: each call first unweaves its groups into plain
+// iq4_k / iq4_ks rows (a per-thread buffer that stays in L2), then runs the kernels above.
+//
+// Unweaving a 32-block: dword k + 4 m of the 64 bytes is piece m of row k (m = 0..3), whose low
+// nibbles are positions {0-3, 16-19, 4-7, 20-23}[m] and high nibbles {8-11, 24-27, 12-15, 28-31}[m].
+// One dword permute puts row k's four pieces in 128-bit lane k; then the plain layout byte j
+// (low nibble: position j, high nibble: position j + 16) is a nibble merge of pieces (0, 1) and (2, 3).
+inline __m512i unweave_qs32(const uint8_t * q64) {
+    const __m512i rows = _mm512_permutexvar_epi32(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0),
+                                                  _mm512_loadu_si512((const void *) q64));
+    const __m512i a = _mm512_shuffle_epi32(rows, (_MM_PERM_ENUM) _MM_SHUFFLE(2, 0, 2, 0));   // pieces 0, 2, 0, 2
+    const __m512i b = _mm512_shuffle_epi32(rows, (_MM_PERM_ENUM) _MM_SHUFFLE(3, 1, 3, 1));   // pieces 1, 3, 1, 3
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const __m512i lo = _mm512_and_si512(_mm512_mask_blend_epi32(0xCCCC, a, _mm512_srli_epi16(a, 4)), m4);
+    const __m512i hi = _mm512_andnot_si512(m4, _mm512_mask_blend_epi32(0xCCCC, _mm512_slli_epi16(b, 4), b));
+    return _mm512_or_si512(lo, hi);
+}
+
+inline void store_lane(uint8_t * p, __m512i v, int k) {
+    __m128i x;
+    switch (k) {
+        case 0: x = _mm512_extracti32x4_epi32(v, 0); break;
+        case 1: x = _mm512_extracti32x4_epi32(v, 1); break;
+        case 2: x = _mm512_extracti32x4_epi32(v, 2); break;
+        default: x = _mm512_extracti32x4_epi32(v, 3); break;
+    }
+    _mm_storeu_si128((__m128i *) p, x);
+}
+
+// iq4_k_r4 rows unwoven: the plain iq4_k bits with the 6-bit scales already expanded.
+struct iq4_k_unwoven {
+    uint8_t     qs[128];
+    int8_t      sc[16];
+    uint16_t    extra;
+    ggml_fp16_t d;
+};
+
+struct dec_iq4_k_unwoven {
+    static constexpr int kRow = IK_ROW_NONE;
+    static constexpr size_t kBytes = sizeof(iq4_k_unwoven);
+    __m512i t = table_u(ik_iq4k_values, 0, 16);
+    void operator()(const uint8_t * p, float, ublock & ub) const {
+        const auto & b = *(const iq4_k_unwoven *) p;
+        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, nibble_index_iq4(b.qs + 32 * k));
+        ub.sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) b.sc));
+        apply_shift(ub, b.extra, 4);
+        ub.d = GGML_FP16_TO_FP32(b.d);
+    }
+};
+
+void unweave_iq4_k(const iq4_k_r4_block & g, iq4_k_unwoven * out[4]) {
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m512i q = unweave_qs32(g.qs + 64 * ib);
+        for (int k = 0; k < 4; ++k) store_lane(out[k]->qs + 16 * ib, q, k);
+    }
+    // byte `is` of s6: 6-bit scale of slot is (low nibble: scales_l[is % 32] >> 4 (is / 32); high
+    // 2 bits: scales_h[is % 16] >> 2 (is / 16)), minus 32. Slot 4 g + k is group g of row k.
+    const __m256i sl = _mm256_loadu_si256((const __m256i *) g.scales_l);
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const __m512i lo = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(sl), _mm256_srli_epi16(sl, 4), 1), m4);
+    const __m512i shv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) g.scales_h));
+    const __m512i counts = _mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(shv, counts), _mm512_set1_epi8(3));
+    const __m512i s6 = _mm512_sub_epi8(_mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)), _mm512_set1_epi8(32));
+    const __m512i pick_dword0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    for (int k = 0; k < 4; ++k) {
+        const __m512i sel = _mm512_broadcast_i32x4(_mm_set_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                (char) (12 + k), (char) (8 + k), (char) (4 + k), (char) k));
+        const __m512i v = _mm512_permutexvar_epi32(pick_dword0, _mm512_shuffle_epi8(s6, sel));
+        _mm_storeu_si128((__m128i *) out[k]->sc, _mm512_castsi512_si128(v));
+        out[k]->extra = (uint16_t) (_pdep_u32(g.extra[k], 0x5555) | _pdep_u32(g.extra[k + 4], 0xAAAA));
+        out[k]->d = g.d[k];
+    }
+}
+
+void unweave_iq4_ks(const iq4_ks_r4_block & g, block_iq4_ks * out[4]) {
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m512i q = unweave_qs32(g.qs + 64 * ib);
+        for (int k = 0; k < 4; ++k) {
+            store_lane(out[k]->qs + 16 * ib, q, k);
+            out[k]->scales[ib] = g.scales[4 * ib + k];
+        }
+    }
+}
+
+// Few columns: decode straight from the woven group in registers (no buffer round trip).
+// U[ib] (unweave_qs32) holds 32-block ib of all four rows, row k in 128-bit lane k; row k's
+// 64-value vector j is lane k of U[2j] twice and of U[2j+1] twice, split into low/high nibbles.
+struct r4_row_scales {
+    __m512i sc;
+    uint32_t shifted16;
+    float d;
+};
+
+inline void r4_scales(const iq4_k_r4_block & g, const float *, r4_row_scales out[4]) {
+    const __m256i sl = _mm256_loadu_si256((const __m256i *) g.scales_l);
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const __m512i lo = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(sl), _mm256_srli_epi16(sl, 4), 1), m4);
+    const __m512i shv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) g.scales_h));
+    const __m512i counts = _mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(shv, counts), _mm512_set1_epi8(3));
+    const __m512i s6 = _mm512_sub_epi8(_mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)), _mm512_set1_epi8(32));
+    const __m512i pick_dword0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    for (int k = 0; k < 4; ++k) {
+        const __m512i sel = _mm512_broadcast_i32x4(_mm_set_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                                (char) (12 + k), (char) (8 + k), (char) (4 + k), (char) k));
+        const __m512i v = _mm512_permutexvar_epi32(pick_dword0, _mm512_shuffle_epi8(s6, sel));
+        out[k].sc = _mm512_cvtepi8_epi32(_mm512_castsi512_si128(v));
+        out[k].shifted16 = _pdep_u32(g.extra[k], 0x5555) | _pdep_u32(g.extra[k + 4], 0xAAAA);
+        out[k].d = GGML_FP16_TO_FP32(g.d[k]);
+    }
+}
+
+inline void r4_scales(const iq4_ks_r4_block & g, const float * row_d, r4_row_scales out[4]) {
+    for (int k = 0; k < 4; ++k) {
+        uint8_t s[8];
+        for (int ib = 0; ib < 8; ++ib) s[ib] = g.scales[4 * ib + k];
+        out[k].sc = scales_ks(s, out[k].shifted16);
+        out[k].d = row_d[k];
+    }
+}
+
+template <typename Group, int Row, int C>
+void r4_direct(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, size_t x_stride, float * dst,
+               size_t dst_stride, int nr) {
+    const size_t group_row = Row + nb * sizeof(Group) / 4;
+    const __m512i t = table_u(ik_iq4k_values, 0, 16);
+    __m512i perm[4];
+    for (int k = 0; k < 4; ++k) perm[k] = _mm512_add_epi32(_mm512_srli_epi32(lane_shifts(1), 2), _mm512_set1_epi32(4 * k));
+    const block_q8_K * xc[C];
+    for (int c = 0; c < C; ++c) xc[c] = (const block_q8_K *) (x + c * x_stride);
+    thread_local std::vector<uint8_t> gather;
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+        const uint8_t * group = w + r0 * w_stride;
+        if (w_stride != group_row) {
+            gather.resize(4 * group_row);
+            for (int k = 0; k < 4; ++k) std::memcpy(gather.data() + k * group_row, group + k * w_stride, group_row);
+            group = gather.data();
+        }
+        const auto * blocks = (const Group *) (group + 4 * Row);
+        __m512 acc[4][C];
+        for (int k = 0; k < 4; ++k) {
+            for (int c = 0; c < C; ++c) acc[k][c] = _mm512_setzero_ps();
+        }
+        for (int64_t i = 0; i < nb; ++i) {
+            const Group & g = blocks[i];
+            __m512i U[8];
+            for (int ib = 0; ib < 8; ++ib) U[ib] = unweave_qs32(g.qs + 64 * ib);
+            r4_row_scales rs[4];
+            r4_scales(g, (const float *) group, rs);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                ublock ub;
+                const __m512i sel = _mm512_set_epi64(9 + 2 * k, 8 + 2 * k, 9 + 2 * k, 8 + 2 * k, 1 + 2 * k, 2 * k, 1 + 2 * k, 2 * k);
+                for (int j = 0; j < 4; ++j) {
+                    const __m512i z = _mm512_permutex2var_epi64(U[2 * j], sel, U[2 * j + 1]);
+                    const __m512i idx = _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, z, _mm512_srli_epi16(z, 4)), _mm512_set1_epi8(0xF));
+                    ub.u[j] = _mm512_shuffle_epi8(t, idx);
+                }
+                ub.sc = rs[k].sc;
+                apply_shift(ub, rs[k].shifted16, 4);
+                __m512i S[4];
+                for (int j = 0; j < 4; ++j) S[j] = _mm512_permutexvar_epi32(perm[j], ub.sc);
+                const __m512i zero = _mm512_setzero_si512();
+                for (int c = 0; c < C; ++c) {
+                    const block_q8_K & a = xc[c][i];
+                    __m512i s = _mm512_mullo_epi32(_mm512_dpbusd_epi32(zero, ub.u[0], _mm512_loadu_si512((const void *) a.qs)), S[0]);
+                    for (int j = 1; j < 4; ++j) {
+                        const __m512i p = _mm512_dpbusd_epi32(zero, ub.u[j], _mm512_loadu_si512((const void *) (a.qs + 64 * j)));
+                        s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, S[j]));
+                    }
+                    const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *) a.bsums));
+                    s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_mullo_epi32(bs, ub.sc), 7));
+                    acc[k][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rs[k].d * a.d), acc[k][c]);
+                }
+            }
+        }
+        for (int k = 0; k < 4; ++k) {
+            for (int c = 0; c < C; ++c) dst[c * dst_stride + r0 + k] = hsum(acc[k][c]);
+        }
+    }
+}
+
+// Plain rows: [row scale][blocks]; the r4 group: [4 row scales][woven blocks].
+template <typename Group, typename Plain, int Row, void (*Unweave)(const Group &, Plain * out[4]), typename D, int S>
+void gemm_r4(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
+             int nr, int nc) {
+    GGML_ASSERT(nr % 4 == 0);
+    const int64_t nb = n / QK_K;
+    if (nc < kPanelMinCols) {
+        const auto * wb = (const uint8_t *) w;
+        const auto * xb = (const uint8_t *) x;
+        for (int c = 0; c < nc; c += 2) {
+            if (nc - c >= 2) {
+                r4_direct<Group, Row, 2>(nb, wb, w_stride, xb + c * x_stride, x_stride, dst + c * dst_stride, dst_stride, nr);
+            } else {
+                r4_direct<Group, Row, 1>(nb, wb, w_stride, xb + c * x_stride, x_stride, dst + c * dst_stride, dst_stride, nr);
+            }
+        }
+        return;
+    }
+    const size_t plain_row = Row + nb * sizeof(Plain);
+    const size_t group_row = Row + nb * sizeof(Group) / 4;
+    thread_local std::vector<uint8_t> plain;
+    plain.resize((size_t) nr * plain_row);
+    uint8_t * buf = plain.data();
+    thread_local std::vector<uint8_t> gather;
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+        const uint8_t * group = (const uint8_t *) w + r0 * w_stride;
+        if (w_stride != group_row) {
+            gather.resize(4 * group_row);
+            for (int k = 0; k < 4; ++k) std::memcpy(gather.data() + k * group_row, group + k * w_stride, group_row);
+            group = gather.data();
+        }
+        uint8_t * rows = buf + r0 * plain_row;
+        if (Row) {
+            for (int k = 0; k < 4; ++k) std::memcpy(rows + k * plain_row, group + Row * k, Row);
+        }
+        const auto * blocks = (const Group *) (group + 4 * Row);
+        for (int64_t i = 0; i < nb; ++i) {
+            Plain * out[4];
+            for (int k = 0; k < 4; ++k) out[k] = (Plain *) (rows + k * plain_row + Row) + i;
+            Unweave(blocks[i], out);
+        }
+    }
+    gemm_ik<D, S>(n, buf, plain_row, x, x_stride, dst, dst_stride, nr, nc);
 }
 
 bool shifted_grid_is_offset(const int8_t * v, int n, int delta) {
@@ -453,6 +833,14 @@ void register_ik_avx512() {
                            gemm_ik<dec_common<ik_decode_iq4_kss, IK_ROW_F32, sizeof(block_iq4_kss)>, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8,
                            gemm_ik<dec_common<ik_decode_iq2_kl, IK_ROW_F16, sizeof(block_iq2_kl)>, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_ik<dec_iq1_kt, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_ik<dec_iq23_kt<false>, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik<dec_iq23_kt<true>, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_ik<dec_iq4_kt, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, q8,
+                           gemm_r4<iq4_k_r4_block, iq4_k_unwoven, IK_ROW_NONE, unweave_iq4_k, dec_iq4_k_unwoven, 16>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, isa, q8,
+                           gemm_r4<iq4_ks_r4_block, block_iq4_ks, IK_ROW_F32, unweave_iq4_ks, dec_iq4_ks, 32>);
 }
 GGML_REGISTER(register_ik_avx512);
 

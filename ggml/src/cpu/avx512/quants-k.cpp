@@ -1,5 +1,8 @@
 // AVX512 (BW + VNNI) gemm kernels of q2_K .. q6_K against q8_K activations.
 //
+// Calls with many activation columns (prompt processing) go to the shared panel gemm (panel.h);
+// the kernel below serves token generation and small batches.
+//
 // Each weight block is decoded once per column tile into registers: four 64-byte vectors of
 // unsigned levels u in natural order, four vectors of 16-bit sub-block scales laid out to match
 // vpmaddubsw's 16-bit pair sums, and the 16 per-group minimum terms. Then for each of up to 8

@@ -1,12 +1,15 @@
 // AVX512-VNNI gemm kernels of the 32-value block formats against q8_0 / q8_1 activations:
 // q4_0, q4_1, q5_0, q5_1, q6_0, q8_0, iq4_nl, mxfp4; and iq4_xs against q8_K.
 //
-// Register tiling: a tile of up to 4 weight rows x 4 activation columns keeps 16 float
-// accumulators; each step covers two blocks (64 values), so every weight row is decoded once per
-// step and multiplied with all the tile's columns. vpdpbusd multiplies unsigned by signed bytes:
-// weights are decoded to unsigned bytes u = w + offset, and offset * sum(x) is subtracted from
-// the int32 block sums (that sum is computed once per column and step). Int32 block sums are
-// converted to float once per block and scaled by d_w * d_x.
+// Three paths by the number of activation columns of a call:
+// - batches (>= kiln_panel::kMinCols columns): the panel gemm of panel.h (weights repacked per
+//   call so that vector lanes are rows; broadcast activations; 16 rows x 8 columns per tile);
+// - token generation: stream_gemm, one weight row at a time in units of 2-4 blocks, against
+//   activations prepared once per call in the order the weights unpack to;
+// - otherwise (q5_0 / q5_1 / q6_0, odd lengths) the per-row tile kernel below.
+// vpdpbusd multiplies unsigned by signed bytes: weights are decoded to unsigned bytes
+// u = w + offset, and offset * sum(x) is subtracted from the int32 block sums. Int32 block sums
+// are converted to float once per block and scaled by d_w * d_x.
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
 #include "panel.h"
@@ -558,25 +561,18 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
             return;
         }
     }
+    // the rest (q5_0, q5_1, q6_0, rows not a whole number of stream units): one row at a time
+    // against up to 4 columns (a single sequential weight stream measured faster than 4
+    // interleaved rows)
     using tile_fn = void (*)(int64_t, const uint8_t *, size_t, const uint8_t *, size_t, float *, size_t);
-    static constexpr tile_fn tiles[4][4] = {
-        { tile<W, 1, 1>, tile<W, 1, 2>, tile<W, 1, 3>, tile<W, 1, 4> },
-        { tile<W, 2, 1>, tile<W, 2, 2>, tile<W, 2, 3>, tile<W, 2, 4> },
-        { tile<W, 3, 1>, tile<W, 3, 2>, tile<W, 3, 3>, tile<W, 3, 4> },
-        { tile<W, 4, 1>, tile<W, 4, 2>, tile<W, 4, 3>, tile<W, 4, 4> },
-    };
+    static constexpr tile_fn tiles[4] = { tile<W, 1, 1>, tile<W, 1, 2>, tile<W, 1, 3>, tile<W, 1, 4> };
     const int64_t nb = n / 32;
     const auto * wb = (const uint8_t *) w;
     const auto * xb = (const uint8_t *) x;
-    // rows outside, columns inside: a 4-row strip of weights stays in L1 while all columns pass
-    // (rows one at a time: a single sequential weight stream measured faster than 4 interleaved)
-    const int RT = 1;
-    for (int r0 = 0; r0 < nr; r0 += RT) {
-        const int R = nr - r0 < RT ? nr - r0 : RT;
+    for (int r = 0; r < nr; ++r) {
         for (int c0 = 0; c0 < nc; c0 += 4) {
             const int C = nc - c0 < 4 ? nc - c0 : 4;
-            tiles[R - 1][C - 1](nb, wb + r0 * w_stride, w_stride, xb + c0 * x_stride, x_stride, dst + c0 * dst_stride + r0,
-                                dst_stride);
+            tiles[C - 1](nb, wb + r * w_stride, w_stride, xb + c0 * x_stride, x_stride, dst + c0 * dst_stride + r, dst_stride);
         }
     }
 }
