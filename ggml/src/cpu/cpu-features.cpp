@@ -101,3 +101,9 @@ const char * ggml_cpu_features(void) {
 }
 
 } // extern "C"
+
+bool ggml_cpu_isa_available_for_registration(int isa) {
+    const ggml_cpu_isa hw = detect();
+    if (isa == GGML_CPU_ISA_NEON) return hw == GGML_CPU_ISA_NEON;
+    return hw != GGML_CPU_ISA_NEON && isa <= (int) hw;
+}

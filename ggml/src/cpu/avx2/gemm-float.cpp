@@ -86,6 +86,6 @@ void register_avx2_float_gemms() {
     ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX2, GGML_TYPE_BF16, gemm<load_bf16>);
     ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, f32_to_f16_row);
 }
-GGML_REGISTER(register_avx2_float_gemms);
+GGML_REGISTER_ISA(register_avx2_float_gemms, GGML_CPU_ISA_AVX2);
 
 } // namespace

@@ -377,6 +377,6 @@ void register_avx2_vec() {
     f.rope_norm = rope_norm_v;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
 }
-GGML_REGISTER(register_avx2_vec);
+GGML_REGISTER_ISA(register_avx2_vec, GGML_CPU_ISA_AVX2);
 
 } // namespace

@@ -294,6 +294,6 @@ void register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_kt_avx2<ik_decode_iq3_kt_gemm, sizeof(block_iq3_kt)>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt_avx2<ik_decode_iq4_kt, sizeof(block_iq4_kt)>);
 }
-GGML_REGISTER(register_ik_avx2);
+GGML_REGISTER_ISA(register_ik_avx2, GGML_CPU_ISA_AVX2);
 
 } // namespace

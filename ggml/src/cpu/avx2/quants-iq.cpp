@@ -92,6 +92,6 @@ void register_iq_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq1_s);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq1_m);
 }
-GGML_REGISTER(register_iq_avx2);
+GGML_REGISTER_ISA(register_iq_avx2, GGML_CPU_ISA_AVX2);
 
 } // namespace

@@ -90,6 +90,6 @@ void register_k_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<k_decode_q5_K, sizeof(block_q5_K)>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<k_decode_q6_K, sizeof(block_q6_K)>);
 }
-GGML_REGISTER(register_k_avx2);
+GGML_REGISTER_ISA(register_k_avx2, GGML_CPU_ISA_AVX2);
 
 } // namespace

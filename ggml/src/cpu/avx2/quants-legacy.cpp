@@ -237,6 +237,6 @@ void register_avx2_legacy() {
     ggml_cpu_register_gemm(GGML_TYPE_MXFP4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm<w_mxfp4>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm<w_iq4_xs>);
 }
-GGML_REGISTER(register_avx2_legacy);
+GGML_REGISTER_ISA(register_avx2_legacy, GGML_CPU_ISA_AVX2);
 
 } // namespace

@@ -121,6 +121,6 @@ void register_avx2_q8_encoders() {
     ggml_cpu_register_from_float(GGML_TYPE_Q8_1, GGML_CPU_ISA_AVX2, q8_1_from_float_avx2);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_K, GGML_CPU_ISA_AVX2, q8_K_from_float_avx2);
 }
-GGML_REGISTER(register_avx2_q8_encoders);
+GGML_REGISTER_ISA(register_avx2_q8_encoders, GGML_CPU_ISA_AVX2);
 
 } // namespace

@@ -137,6 +137,6 @@ void register_avx512_float_gemms() {
         ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX512, GGML_TYPE_BF16, gemm<load_bf16>);
     }
 }
-GGML_REGISTER(register_avx512_float_gemms);
+GGML_REGISTER_ISA(register_avx512_float_gemms, GGML_CPU_ISA_AVX512);
 
 } // namespace

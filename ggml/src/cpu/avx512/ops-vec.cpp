@@ -318,6 +318,6 @@ void register_avx512_vec() {
     f.rope_norm = rope_norm_v;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }
-GGML_REGISTER(register_avx512_vec);
+GGML_REGISTER_ISA(register_avx512_vec, GGML_CPU_ISA_AVX512);
 
 } // namespace

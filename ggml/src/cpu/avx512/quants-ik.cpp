@@ -842,6 +842,6 @@ void register_ik_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, isa, q8,
                            gemm_r4<iq4_ks_r4_block, block_iq4_ks, IK_ROW_F32, unweave_iq4_ks, dec_iq4_ks, 32>);
 }
-GGML_REGISTER(register_ik_avx512);
+GGML_REGISTER_ISA(register_ik_avx512, GGML_CPU_ISA_AVX512);
 
 } // namespace

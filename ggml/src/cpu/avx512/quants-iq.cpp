@@ -104,6 +104,6 @@ void register_iq_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq1_s);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq1_m);
 }
-GGML_REGISTER(register_iq_avx512);
+GGML_REGISTER_ISA(register_iq_avx512, GGML_CPU_ISA_AVX512);
 
 } // namespace

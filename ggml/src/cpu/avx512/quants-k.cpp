@@ -318,6 +318,6 @@ void register_k_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K), 32, coef_k4<block_q5_K>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K), 16, coef_q6_K>);
 }
-GGML_REGISTER(register_k_avx512);
+GGML_REGISTER_ISA(register_k_avx512, GGML_CPU_ISA_AVX512);
 
 } // namespace
