@@ -10,26 +10,8 @@ I="$BIN/llama-imatrix"
 G="$BIN/llama-gguf"
 [ -x "$I" ] || { echo "FAIL: $I not built"; exit 1; }
 
-TMP=$(mktemp -d /tmp/kiln-imatrix-sh-XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-
-fails=0
-passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
-expect_ok() {
-    if "$@" >"$TMP/out" 2>"$TMP/err"; then pass; else fail "$* exited non-zero: $(tail -c 400 "$TMP/err")"; fi
-}
-expect_err() {
-    local pattern="$1"; shift
-    if "$@" >"$TMP/out" 2>"$TMP/err"; then
-        fail "$* exited 0, expected an error"
-    elif ! grep -q -- "$pattern" "$TMP/err"; then
-        fail "$*: stderr lacks '$pattern': $(tail -c 400 "$TMP/err")"
-    else
-        pass
-    fi
-}
+NAME=imatrix
+source "$(dirname "$0")/lib/check.sh"
 
 M="$SHARED/models/synth-qwen3-f16.gguf"
 TXT="$SHARED/text/wikitext-2-test-300k.txt"
@@ -70,5 +52,4 @@ expect_err "bad.dat" "$I" --in-file "$TMP/bad.dat" -o "$TMP/x.dat"
 expect_err "frobnicate" "$I" -m "$M" -f "$TXT" --frobnicate
 [ -f "$TMP/x.dat" ] && fail "a failed run left an output"
 
-echo "imatrix.sh: $passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

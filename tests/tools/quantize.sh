@@ -10,26 +10,8 @@ Q="$BIN/llama-quantize"
 G="$BIN/llama-gguf"
 [ -x "$Q" ] || { echo "FAIL: $Q not built"; exit 1; }
 
-TMP=$(mktemp -d /tmp/kiln-quantize-sh-XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-
-fails=0
-passes=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { passes=$((passes + 1)); }
-expect_ok() {
-    if "$@" >"$TMP/out" 2>"$TMP/err"; then pass; else fail "$* exited non-zero: $(head -c 400 "$TMP/err")"; fi
-}
-expect_err() {
-    local pattern="$1"; shift
-    if "$@" >"$TMP/out" 2>"$TMP/err"; then
-        fail "$* exited 0, expected an error"
-    elif ! grep -q -- "$pattern" "$TMP/err"; then
-        fail "$*: stderr lacks '$pattern': $(head -c 400 "$TMP/err")"
-    else
-        pass
-    fi
-}
+NAME=quantize
+source "$(dirname "$0")/lib/check.sh"
 
 M="$SHARED/models/synth-qwen3-f16.gguf"
 MOE="$SHARED/models/synth-qwen3moe-f16.gguf"
@@ -115,5 +97,4 @@ if [ -x "$BIN/llama-imatrix" ]; then
     expect_err "only one of" "$Q" --imatrix "$TMP/im.dat" --exclude-weights a --include-weights b "$M" "$TMP/x.gguf" Q4_K_M
 fi
 
-echo "quantize.sh: $passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish
