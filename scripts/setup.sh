@@ -3,7 +3,10 @@
 # packages already present are left alone.
 set -euo pipefail
 
-packages=(g++ cmake ninja-build ccache pkg-config libgomp1 nlohmann-json3-dev libcpp-httplib-dev libgtest-dev)
+# qemu-user: the ISA tests run the binaries on emulated CPUs without AVX512 / AVX2 (tests/isa);
+# binutils: nm and objdump for the ISA symbol check.
+packages=(g++ cmake ninja-build ccache pkg-config libgomp1 nlohmann-json3-dev libcpp-httplib-dev libgtest-dev
+          qemu-user binutils)
 
 missing=()
 for p in "${packages[@]}"; do

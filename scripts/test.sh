@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # Builds Kiln and runs the whole test suite with CTest, then the parser and op tests again
-# under AddressSanitizer + UBSan. This is the command CI runs.
+# under AddressSanitizer + UBSan. This is the command CI runs. Each stage prints its time.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+
+stage_start=$SECONDS
+stage() {   # prints the time of the stage that just ended
+    echo "== stage: $1: $((SECONDS - stage_start)) s"
+    stage_start=$SECONDS
+}
+
 "$root/scripts/setup.sh"
+stage setup
 
 build="${KILN_BUILD_DIR:-$root/build}"
 KILN_BUILD_DIR="$build" "$root/scripts/build.sh"
+stage build
+# The Release suite includes the ISA checks (tests/isa): symbols of the per-ISA objects, and the
+# binaries started and run under qemu-x86_64 on CPUs without AVX512 and without AVX2.
 (cd "$build" && ctest -j "$(nproc)" --output-on-failure --timeout 900)
+stage "ctest (Release)"
 
-# Sanitizer pass: only the suites that parse untrusted input or exercise the kernels' indexing.
+# Sanitizer pass: the suites that parse untrusted input or exercise the kernels' indexing, and the
+# ISA symbol check on the sanitizer's objects (its instrumentation adds start-up code to them).
 asan="$root/build-asan"
 sanitized=(test-gguf test-ops test-matmul)
 gen=()
@@ -22,6 +35,8 @@ for t in "${sanitized[@]}"; do
     [ -f "$root/tests/$t.cpp" ] && targets+=("$t")
 done
 cmake --build "$asan" -j "$(nproc)" --target "${targets[@]}"
-regex="^($(IFS='|'; echo "${targets[*]}"))\$"
+stage "build (ASan+UBSan)"
+regex="^($(IFS='|'; echo "${targets[*]}")|isa-symbols)\$"
 (cd "$asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest -j "$(nproc)" --output-on-failure --timeout 900 -L "$regex")
+stage "ctest (ASan+UBSan)"

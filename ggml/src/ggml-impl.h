@@ -6,8 +6,9 @@
 #include <cmath>
 #include <cstring>
 
-// Run fn() once at library load: quant families and kernels register themselves this way.
-// (ggml is a shared library, so every object file is linked and its initializers run.)
+// Run fn() once at library load: quant families and generic (baseline-ISA) kernels register
+// themselves this way. (ggml is a shared library, so every object file is linked and its
+// initializers run.)
 #define GGML_CONCAT_(a, b) a##b
 #define GGML_CONCAT(a, b) GGML_CONCAT_(a, b)
 #define GGML_REGISTER(fn) static const int GGML_CONCAT(ggml_registered_, __LINE__) = ((fn)(), 0)
@@ -102,10 +103,6 @@ static inline uint16_t ggml_compute_fp32_to_bf16(float f) {
 // Append a node to a graph without visiting its sources (graphs made of a node range).
 void ggml_graph_add_node(ggml_cgraph * graph, ggml_tensor * node);
 
-// Registration from a file compiled for an instruction set (ggml/src/cpu/avx2/, avx512/): runs
-// only when the CPU has that set. The initializer lives in code compiled with those flags, and
-// the compiler may use the set's instructions there (it does: building kernel tables with
-// 512-bit moves), so on a CPU without it the registration must not run at all.
-bool ggml_cpu_isa_available_for_registration(int isa);   // cpu-features.cpp, baseline code
-#define GGML_REGISTER_ISA(fn, isa) \
-    static const int GGML_CONCAT(ggml_registered_, __LINE__) = (ggml_cpu_isa_available_for_registration(isa) ? ((fn)(), 0) : 0)
+// Code compiled for an instruction set (ggml/src/cpu/avx2/, avx512/) never registers itself this
+// way: a static initializer there would run at library load, before the CPU is checked. Its one
+// entry point is called by the CPU dispatcher instead (cpu/cpu-isa.h).

@@ -1,4 +1,5 @@
 // Run-time detection of the CPU's instruction sets, and the cap tests use to force a level.
+#include "cpu-isa.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 
@@ -18,7 +19,9 @@ const cpu_features & features() {
         cpu_features r;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_cpu_init();
-        r.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        // the AVX2 folder is compiled with -mavx2 -mfma -mf16c -mbmi2: the level needs all four
+        r.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                 __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
         r.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
         r.avx512_vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
@@ -102,8 +105,17 @@ const char * ggml_cpu_features(void) {
 
 } // extern "C"
 
-bool ggml_cpu_isa_available_for_registration(int isa) {
-    const ggml_cpu_isa hw = detect();
-    if (isa == GGML_CPU_ISA_NEON) return hw == GGML_CPU_ISA_NEON;
-    return hw != GGML_CPU_ISA_NEON && isa <= (int) hw;
+// The only caller of the per-ISA entry points (cpu-isa.h). detect() runs cpuid in baseline code
+// first; a level's kernels are registered only when the CPU has its instruction set, whatever
+// KILN_CPU_ISA says (the cap selects among registered levels at run time, so tests can compare).
+void ggml_cpu_ensure_kernels() {
+    static const bool registered = [] {
+#if defined(__x86_64__) || defined(__i386__)
+        const ggml_cpu_isa hw = detect();
+        if (hw >= GGML_CPU_ISA_AVX2 && hw != GGML_CPU_ISA_NEON) ggml_cpu_register_avx2();
+        if (hw == GGML_CPU_ISA_AVX512) ggml_cpu_register_avx512();
+#endif
+        return true;
+    }();
+    (void) registered;
 }

@@ -1,6 +1,9 @@
 // Registry of CPU kernels per type and instruction-set level, and run-time selection.
 #include "cpu-traits.h"
+#include "cpu-isa.h"
 #include "ggml-impl.h"
+
+#include <cstdlib>
 
 namespace {
 ggml_cpu_type_traits * cpu_table() {
@@ -26,7 +29,10 @@ ggml_cpu_type_traits * ggml_cpu_type_traits_mut(ggml_type type) {
     return &cpu_table()[type];
 }
 
+// Readers first make sure the ISA kernels are registered; registration (the _mut accessor and the
+// register functions) does not, so that ggml_cpu_ensure_kernels() can use them.
 const ggml_cpu_type_traits * ggml_cpu_get_type_traits(ggml_type type) {
+    ggml_cpu_ensure_kernels();
     return ggml_cpu_type_traits_mut(type);
 }
 
@@ -55,4 +61,22 @@ ggml_gemm_t ggml_cpu_gemm_at(ggml_type type, ggml_cpu_isa isa) {
 
 ggml_from_float_t ggml_cpu_from_float_at(ggml_type type, ggml_cpu_isa isa) {
     return ggml_cpu_get_type_traits(type)->from_float[isa];
+}
+
+void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
+    struct buffer {
+        void * p = nullptr;
+        size_t n = 0;
+        ~buffer() { std::free(p); }
+    };
+    thread_local buffer bufs[GGML_CPU_SCRATCH_COUNT];
+    GGML_ASSERT(slot >= 0 && slot < GGML_CPU_SCRATCH_COUNT);
+    buffer & b = bufs[slot];
+    if (b.n < bytes) {
+        std::free(b.p);
+        b.n = (bytes + 4095) & ~(size_t) 4095;   // aligned_alloc wants a multiple of the alignment
+        b.p = std::aligned_alloc(64, b.n);
+        GGML_ASSERT(b.p && "out of memory for kernel scratch");
+    }
+    return b.p;
 }

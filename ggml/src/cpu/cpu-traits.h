@@ -40,3 +40,15 @@ ggml_from_float_t ggml_cpu_from_float(ggml_type type);
 // The kernel registered for exactly this level (tests).
 ggml_gemm_t       ggml_cpu_gemm_at(ggml_type type, ggml_cpu_isa isa);
 ggml_from_float_t ggml_cpu_from_float_at(ggml_type type, ggml_cpu_isa isa);
+
+// Per-thread, 64-byte aligned scratch for the ISA kernels, grown on demand and then kept (no
+// allocation per call). It lives in baseline code so that kernel files need no std:: containers
+// (see cpu-isa.h). Each role has its own slot, as one gemm call may hold several at once.
+enum ggml_cpu_scratch_slot {
+    GGML_CPU_SCRATCH_PANEL_W,   // repacked weight panel
+    GGML_CPU_SCRATCH_PANEL_X,   // repacked activation panel
+    GGML_CPU_SCRATCH_GATHER,    // interleaved row group copied from strided rows
+    GGML_CPU_SCRATCH_PLAIN,     // interleaved rows decoded to the plain layout
+    GGML_CPU_SCRATCH_COUNT,
+};
+void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes);

@@ -1,5 +1,6 @@
 // The scalar reference vector primitives, the per-ISA table they seed, and the row helpers
 // the op kernels share.
+#include "cpu-isa.h"
 #include "ops-common.h"
 
 #include <algorithm>
@@ -98,7 +99,7 @@ constexpr ggml_cpu_vec_fns k_scalar_fns = {
 constexpr int k_n_fns = sizeof(ggml_cpu_vec_fns) / sizeof(void *);
 static_assert(sizeof(ggml_cpu_vec_fns) == k_n_fns * sizeof(void (*)()), "table holds only function pointers");
 
-// what each level registered (filled during static initialization, in any order)
+// what each level registered (the ISA levels by ggml_cpu_ensure_kernels(), see cpu-isa.h)
 ggml_cpu_vec_fns * registered() {
     static ggml_cpu_vec_fns t[GGML_CPU_ISA_COUNT] = {};
     return t;
@@ -108,9 +109,10 @@ struct resolved_tables {
     ggml_cpu_vec_fns at[GGML_CPU_ISA_COUNT];
 };
 
-// Built on first use (after all registrations, as ops only run once main has started).
+// Built on first use, after the ISA levels this CPU has have registered.
 const resolved_tables & resolved() {
     static const resolved_tables r = [] {
+        ggml_cpu_ensure_kernels();
         resolved_tables out{};
         using fn_t = void (*)();
         auto slots = [](ggml_cpu_vec_fns & f) { return reinterpret_cast<fn_t *>(&f); };

@@ -118,7 +118,8 @@ static constexpr std::array<uint64_t, 256> make_sign_masks() {
     }
     return t;
 }
-inline constexpr std::array<uint64_t, 256> kSignMasks = make_sign_masks();
+// static: a per-file copy, never merged between baseline and ISA files (see cpu/cpu-isa.h)
+static constexpr std::array<uint64_t, 256> kSignMasks = make_sign_masks();
 
 static inline void store_signed8(int8_t * out, uint64_t magnitudes, uint8_t signs) {
     const uint64_t m = kSignMasks[signs];

@@ -1,5 +1,6 @@
 // AVX2 gemm kernels for f32, f16 and bf16 weights: tiles of up to 4 weight rows x 2 columns
 // (8 accumulators; AVX2 has 16 vector registers).
+#include "avx2/register.h"
 #include "cpu-traits.h"
 #include "ggml-impl.h"
 
@@ -80,12 +81,12 @@ void f32_to_f16_row(const float * x, void * yv, int64_t n) {
     for (; i < n; ++i) y[i] = ggml_compute_fp32_to_fp16(x[i]);
 }
 
-void register_avx2_float_gemms() {
+} // namespace
+
+// Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_float_gemm_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_F32, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, gemm<load_f32>);
     ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, gemm<load_f16, load_f32>);
     ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX2, GGML_TYPE_BF16, gemm<load_bf16>);
     ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, f32_to_f16_row);
 }
-GGML_REGISTER_ISA(register_avx2_float_gemms, GGML_CPU_ISA_AVX2);
-
-} // namespace

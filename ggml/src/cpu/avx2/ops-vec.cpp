@@ -1,5 +1,6 @@
 // AVX2/FMA/F16C versions of the op kernels' vector primitives (see ops-common.h). Tails use
 // masked loads and stores, so every element goes through the same arithmetic as the body.
+#include "avx2/register.h"
 #include "ops-common.h"
 
 #include <algorithm>
@@ -350,7 +351,10 @@ void rope_norm_v(int64_t n, float * y, const float * x, const float * cc, const 
     }
 }
 
-void register_avx2_vec() {
+} // namespace
+
+// Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_vec_avx2() {
     ggml_cpu_vec_fns f = {};
     f.add = add8;
     f.sub = sub8;
@@ -377,6 +381,3 @@ void register_avx2_vec() {
     f.rope_norm = rope_norm_v;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
 }
-GGML_REGISTER_ISA(register_avx2_vec, GGML_CPU_ISA_AVX2);
-
-} // namespace

@@ -10,13 +10,13 @@
 // The 4-bit types decode with vpshufb table lookups (the level table sits in a register; the
 // shifted-grid bit of a sub-block picks one of two table registers); the others decode through
 // the scalar common-form decoder.
+#include "avx2/register.h"
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
 
 #include <immintrin.h>
 
 #include <cstring>
-#include <vector>
 
 namespace {
 
@@ -245,14 +245,13 @@ void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
                   size_t dst_stride, int nr, int nc) {
     const int64_t nb = n / QK_K;
     const size_t row_size = (RowScale ? 4 : 0) + nb * sizeof(Block) / 4;
-    thread_local std::vector<char> gather;
     simd_block sb;
     for (int r0 = 0; r0 < nr; r0 += 4) {
         const char * group = (const char *) w + r0 * w_stride;
         if (w_stride != row_size) {
-            gather.resize(4 * row_size);
-            for (int k = 0; k < 4; ++k) std::memcpy(gather.data() + k * row_size, group + k * w_stride, row_size);
-            group = gather.data();
+            char * gather = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 4 * row_size);
+            for (int k = 0; k < 4; ++k) std::memcpy(gather + k * row_size, group + k * w_stride, row_size);
+            group = gather;
         }
         const float * row_d = (const float *) group;
         const auto * blocks = (const Block *) (group + (RowScale ? 16 : 0));
@@ -271,7 +270,10 @@ void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
     }
 }
 
-void register_ik_avx2() {
+} // namespace
+
+// Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
                            gemm_r4_avx2<iq4_k_r4_block, false, decode_iq4_k_r4_row>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
@@ -294,6 +296,3 @@ void register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_kt_avx2<ik_decode_iq3_kt_gemm, sizeof(block_iq3_kt)>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt_avx2<ik_decode_iq4_kt, sizeof(block_iq4_kt)>);
 }
-GGML_REGISTER_ISA(register_ik_avx2, GGML_CPU_ISA_AVX2);
-
-} // namespace

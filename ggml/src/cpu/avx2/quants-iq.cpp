@@ -3,6 +3,7 @@
 // then reused for every activation column: |w| x sign(a, w) with maddubs, scales with madd,
 // int32 accumulation. The per-block integer sums equal the scalar kernels' exactly, and the
 // float accumulation is the same fma chain, so results match the scalar path bit for bit.
+#include "avx2/register.h"
 #include "quants/quants-iq.h"
 #include "cpu-traits.h"
 
@@ -83,7 +84,10 @@ IQ_GEMM(gemm_iq3_s, block_iq3_s, decode_iq3_s, IQ3S_DOT_FACTOR)
 IQ_GEMM(gemm_iq1_s, block_iq1_s, decode_iq1_s, IQ1_DOT_FACTOR)
 IQ_GEMM(gemm_iq1_m, block_iq1_m, decode_iq1_m, IQ1_DOT_FACTOR)
 
-void register_iq_avx2() {
+} // namespace
+
+// Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_iq_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_XXS, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq2_xxs);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_XS, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq2_xs);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_S, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq2_s);
@@ -92,6 +96,3 @@ void register_iq_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq1_s);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq1_m);
 }
-GGML_REGISTER_ISA(register_iq_avx2, GGML_CPU_ISA_AVX2);
-
-} // namespace

@@ -5,6 +5,7 @@
 // to the 16-bit lanes vpmaddubsw produces. Per column: vpmaddubsw (u8 x s8 -> s16 pairs; no
 // saturation since u <= 63 and |a| <= 127), vpmaddwd with the scales, int32 adds; the minimum
 // term from the activation's bsums. Floats once per block and column.
+#include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
 
@@ -83,13 +84,13 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
     }
 }
 
-void register_k_avx2() {
+} // namespace
+
+// Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_k_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<k_decode_q2_K, sizeof(block_q2_K)>);
     ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<k_decode_q3_K, sizeof(block_q3_K)>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<k_decode_q4_K, sizeof(block_q4_K)>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<k_decode_q5_K, sizeof(block_q5_K)>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<k_decode_q6_K, sizeof(block_q6_K)>);
 }
-GGML_REGISTER_ISA(register_k_avx2, GGML_CPU_ISA_AVX2);
-
-} // namespace

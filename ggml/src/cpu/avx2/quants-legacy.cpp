@@ -5,6 +5,7 @@
 // to 32 signed bytes once per tile step and multiplied with every column of the tile using the
 // sign trick (maddubs needs unsigned x signed: |w| times x carrying w's sign), then pairs are
 // summed to int32 and the block is scaled once in float.
+#include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
 
@@ -226,7 +227,10 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
     }
 }
 
-void register_avx2_legacy() {
+} // namespace
+
+// Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_legacy_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_Q4_0, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm<w_q4_0>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_1, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_1, gemm<w_q4_1>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_0, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm<w_q5_0>);
@@ -237,6 +241,3 @@ void register_avx2_legacy() {
     ggml_cpu_register_gemm(GGML_TYPE_MXFP4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm<w_mxfp4>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm<w_iq4_xs>);
 }
-GGML_REGISTER_ISA(register_avx2_legacy, GGML_CPU_ISA_AVX2);
-
-} // namespace

@@ -1,6 +1,7 @@
 // AVX2 encoders of the activation types q8_0, q8_1 and q8_K. Each reproduces the reference
 // encoder in quants/quants-q8.cpp bit for bit (same scale arithmetic, same rounding rule), so
 // that the choice of ISA never changes a result beyond the gemm's float summation order.
+#include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-common.h"
 
@@ -116,11 +117,11 @@ void q8_K_from_float_avx2(const float * x, void * vy, int64_t n) {
     }
 }
 
-void register_avx2_q8_encoders() {
+} // namespace
+
+// Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_q8_avx2() {
     ggml_cpu_register_from_float(GGML_TYPE_Q8_0, GGML_CPU_ISA_AVX2, q8_0_from_float_avx2);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_1, GGML_CPU_ISA_AVX2, q8_1_from_float_avx2);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_K, GGML_CPU_ISA_AVX2, q8_K_from_float_avx2);
 }
-GGML_REGISTER_ISA(register_avx2_q8_encoders, GGML_CPU_ISA_AVX2);
-
-} // namespace

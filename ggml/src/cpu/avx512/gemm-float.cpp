@@ -1,5 +1,6 @@
 // AVX512 gemm kernels for f32, f16 and bf16 weights: register tiles of up to 4 weight rows x
 // 4 activation columns, 16 accumulators, each weight and activation vector loaded once per tile.
+#include "avx512/register.h"
 #include "cpu-traits.h"
 #include "ggml-impl.h"
 
@@ -127,7 +128,10 @@ void f32_to_f16_row(const float * x, void * yv, int64_t n) {
     for (; i < n; ++i) y[i] = ggml_compute_fp32_to_fp16(x[i]);
 }
 
-void register_avx512_float_gemms() {
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_float_gemm_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_F32, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, gemm<load_f32>);
     ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, gemm<load_f16, load_f32>);
     ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX512, f32_to_f16_row);
@@ -137,6 +141,3 @@ void register_avx512_float_gemms() {
         ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX512, GGML_TYPE_BF16, gemm<load_bf16>);
     }
 }
-GGML_REGISTER_ISA(register_avx512_float_gemms, GGML_CPU_ISA_AVX512);
-
-} // namespace

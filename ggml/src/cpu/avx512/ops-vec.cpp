@@ -1,5 +1,6 @@
 // AVX512 versions of the op kernels' vector primitives (see ops-common.h): 16 lanes, tails via
 // mask registers. Entries not set here fall back to the AVX2 ones.
+#include "avx512/register.h"
 #include "ops-common.h"
 
 #include <algorithm>
@@ -295,7 +296,10 @@ void rope_norm_v(int64_t n, float * y, const float * x, const float * cc, const 
     }
 }
 
-void register_avx512_vec() {
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_vec_avx512() {
     ggml_cpu_vec_fns f = {};
     f.add = add16;
     f.mul = mul16;
@@ -318,6 +322,3 @@ void register_avx512_vec() {
     f.rope_norm = rope_norm_v;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }
-GGML_REGISTER_ISA(register_avx512_vec, GGML_CPU_ISA_AVX512);
-
-} // namespace

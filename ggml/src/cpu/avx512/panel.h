@@ -23,11 +23,16 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include "cpu-traits.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+// Internal linkage (anonymous namespace) for all of it: each AVX512 file gets its own copies, and
+// the linker never merges them with another file's (see cpu-isa.h).
+namespace {
 namespace kiln_panel {
 
 constexpr int kRows = 16;   // weight rows per vector (lanes)
@@ -39,19 +44,8 @@ template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 64;
 template <int kSub, int C> constexpr size_t x_record = C * kSub + 8 * C;
 
 // 64-byte aligned per-thread scratch (slot 0: weights, slot 1: activations), grown on demand.
-inline uint8_t * scratch(int slot, size_t bytes) {
-    struct buffer {
-        void * p = nullptr;
-        size_t n = 0;
-        ~buffer() { std::free(p); }
-    };
-    thread_local buffer b[2];
-    if (b[slot].n < bytes) {
-        std::free(b[slot].p);
-        b[slot].n = (bytes + 4095) & ~(size_t) 4095;
-        b[slot].p = std::aligned_alloc(64, b[slot].n);
-    }
-    return (uint8_t *) b[slot].p;
+static inline uint8_t * scratch(int slot, size_t bytes) {
+    return (uint8_t *) ggml_cpu_kernel_scratch(slot == 0 ? GGML_CPU_SCRATCH_PANEL_W : GGML_CPU_SCRATCH_PANEL_X, bytes);
 }
 
 // 128-bit lane L of v to memory.
@@ -306,3 +300,4 @@ struct act_q8_K {
 };
 
 } // namespace kiln_panel
+} // namespace

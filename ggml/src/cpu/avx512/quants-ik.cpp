@@ -17,6 +17,7 @@
 // and reused for up to 8 columns held in registers. Many columns: the shared "panel" kernel
 // (panel.h) repacks 16 rows at a time to a row-per-lane layout and runs 16 rows x 8 columns
 // per inner loop; it takes the same decoders (value = d*sc * u - 128 d*sc).
+#include "avx512/register.h"
 #include "cpu-traits.h"
 #include "panel.h"
 #include "quants/quants-ik.h"
@@ -25,7 +26,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 namespace {
 
@@ -709,13 +709,12 @@ void r4_direct(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x
     for (int k = 0; k < 4; ++k) perm[k] = _mm512_add_epi32(_mm512_srli_epi32(lane_shifts(1), 2), _mm512_set1_epi32(4 * k));
     const block_q8_K * xc[C];
     for (int c = 0; c < C; ++c) xc[c] = (const block_q8_K *) (x + c * x_stride);
-    thread_local std::vector<uint8_t> gather;
     for (int r0 = 0; r0 < nr; r0 += 4) {
         const uint8_t * group = w + r0 * w_stride;
         if (w_stride != group_row) {
-            gather.resize(4 * group_row);
-            for (int k = 0; k < 4; ++k) std::memcpy(gather.data() + k * group_row, group + k * w_stride, group_row);
-            group = gather.data();
+            uint8_t * gather = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 4 * group_row);
+            for (int k = 0; k < 4; ++k) std::memcpy(gather + k * group_row, group + k * w_stride, group_row);
+            group = gather;
         }
         const auto * blocks = (const Group *) (group + 4 * Row);
         __m512 acc[4][C];
@@ -781,16 +780,13 @@ void gemm_r4(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     }
     const size_t plain_row = Row + nb * sizeof(Plain);
     const size_t group_row = Row + nb * sizeof(Group) / 4;
-    thread_local std::vector<uint8_t> plain;
-    plain.resize((size_t) nr * plain_row);
-    uint8_t * buf = plain.data();
-    thread_local std::vector<uint8_t> gather;
+    uint8_t * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PLAIN, (size_t) nr * plain_row);
     for (int r0 = 0; r0 < nr; r0 += 4) {
         const uint8_t * group = (const uint8_t *) w + r0 * w_stride;
         if (w_stride != group_row) {
-            gather.resize(4 * group_row);
-            for (int k = 0; k < 4; ++k) std::memcpy(gather.data() + k * group_row, group + k * w_stride, group_row);
-            group = gather.data();
+            uint8_t * gather = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 4 * group_row);
+            for (int k = 0; k < 4; ++k) std::memcpy(gather + k * group_row, group + k * w_stride, group_row);
+            group = gather;
         }
         uint8_t * rows = buf + r0 * plain_row;
         if (Row) {
@@ -813,7 +809,10 @@ bool shifted_grid_is_offset(const int8_t * v, int n, int delta) {
     return true;
 }
 
-void register_ik_avx512() {
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_ik_avx512() {
     // the decoders rely on each shifted grid being its base grid plus a constant
     GGML_ASSERT(shifted_grid_is_offset(ik_iq2nl_values, 4, 5) && shifted_grid_is_offset(ik_iq3nl_values, 8, 4) &&
                 shifted_grid_is_offset(ik_iq4k_values, 16, 4) && shifted_grid_is_offset(ik_iq5nl_values, 32, 2) &&
@@ -842,6 +841,3 @@ void register_ik_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, isa, q8,
                            gemm_r4<iq4_ks_r4_block, block_iq4_ks, IK_ROW_F32, unweave_iq4_ks, dec_iq4_ks, 32>);
 }
-GGML_REGISTER_ISA(register_ik_avx512, GGML_CPU_ISA_AVX512);
-
-} // namespace

@@ -5,6 +5,7 @@
 // no saturation), vpdpwssd with the scales into an int32 accumulator. The per-block integer sums
 // equal the scalar kernels' exactly and the float accumulation is the same fma chain, so results
 // match the scalar path bit for bit.
+#include "avx512/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-iq.h"
 
@@ -95,7 +96,10 @@ IQ_GEMM(gemm_iq3_s, block_iq3_s, decode_iq3_s, IQ3S_DOT_FACTOR)
 IQ_GEMM(gemm_iq1_s, block_iq1_s, decode_iq1_s, IQ1_DOT_FACTOR)
 IQ_GEMM(gemm_iq1_m, block_iq1_m, decode_iq1_m, IQ1_DOT_FACTOR)
 
-void register_iq_avx512() {
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_iq_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_XXS, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq2_xxs);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_XS, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq2_xs);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_S, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq2_s);
@@ -104,6 +108,3 @@ void register_iq_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq1_s);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq1_m);
 }
-GGML_REGISTER_ISA(register_iq_avx512, GGML_CPU_ISA_AVX512);
-
-} // namespace

@@ -10,6 +10,7 @@
 // vpdpwssd (VNNI: s16 x scale -> s32 accumulate) give d*sum(s*u*a) in one int32 vector; the
 // minimum / offset term comes from the activation's 16-value sums (bsums). Floats only once
 // per block and column.
+#include "avx512/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
 #include "panel.h"
@@ -311,13 +312,13 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
     }
 }
 
-void register_k_avx512() {
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_k_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q2_K, sizeof(block_q2_K), 16, coef_q2_K>);
     ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q3_K, sizeof(block_q3_K), 16, coef_q3_K>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q4_K, sizeof(block_q4_K), 32, coef_k4<block_q4_K>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K), 32, coef_k4<block_q5_K>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K), 16, coef_q6_K>);
 }
-GGML_REGISTER_ISA(register_k_avx512, GGML_CPU_ISA_AVX512);
-
-} // namespace

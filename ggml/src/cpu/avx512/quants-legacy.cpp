@@ -10,6 +10,7 @@
 // vpdpbusd multiplies unsigned by signed bytes: weights are decoded to unsigned bytes
 // u = w + offset, and offset * sum(x) is subtracted from the int32 block sums. Int32 block sums
 // are converted to float once per block and scaled by d_w * d_x.
+#include "avx512/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
 #include "panel.h"
@@ -577,7 +578,10 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
     }
 }
 
-void register_avx512_legacy() {
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_legacy_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_Q4_0, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_0, gemm<w_q4_0>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_1, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_1, gemm<w_q4_1>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_0, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_0, gemm<w_q5_0>);
@@ -588,6 +592,3 @@ void register_avx512_legacy() {
     ggml_cpu_register_gemm(GGML_TYPE_MXFP4, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_0, gemm<w_mxfp4>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm<w_iq4_xs>);
 }
-GGML_REGISTER_ISA(register_avx512_legacy, GGML_CPU_ISA_AVX512);
-
-} // namespace

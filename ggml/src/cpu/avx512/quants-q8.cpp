@@ -1,5 +1,6 @@
 // AVX512 encoders of the activation types q8_0, q8_1 and q8_K; bit-exact with the reference
 // encoders in quants/quants-q8.cpp (see the AVX2 versions for the rounding argument).
+#include "avx512/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-common.h"
 
@@ -82,11 +83,11 @@ void q8_K_from_float_avx512(const float * x, void * vy, int64_t n) {
     }
 }
 
-void register_avx512_q8_encoders() {
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
+void ggml_cpu_register_q8_avx512() {
     ggml_cpu_register_from_float(GGML_TYPE_Q8_0, GGML_CPU_ISA_AVX512, q8_0_from_float_avx512);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_1, GGML_CPU_ISA_AVX512, q8_1_from_float_avx512);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_K, GGML_CPU_ISA_AVX512, q8_K_from_float_avx512);
 }
-GGML_REGISTER_ISA(register_avx512_q8_encoders, GGML_CPU_ISA_AVX512);
-
-} // namespace

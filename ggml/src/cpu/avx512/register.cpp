@@ -1,0 +1,13 @@
+// The one entry point of the AVX512 kernels (see register.h for the rules of this folder).
+#include "avx512/register.h"
+#include "cpu-isa.h"
+
+void ggml_cpu_register_avx512() {
+    ggml_cpu_register_float_gemm_avx512();
+    ggml_cpu_register_vec_avx512();
+    ggml_cpu_register_ik_avx512();
+    ggml_cpu_register_iq_avx512();
+    ggml_cpu_register_k_avx512();
+    ggml_cpu_register_legacy_avx512();
+    ggml_cpu_register_q8_avx512();
+}
