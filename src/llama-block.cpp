@@ -29,26 +29,28 @@ void llm_create_attn(llama_model_loader & ml, llama_model & m, ggml_context * ct
         l.bk = ml.create(ctx, blk(il, "attn_k.bias"), { n_k });
         l.bv = ml.create(ctx, blk(il, "attn_v.bias"), { n_v });
     }
+    if (o.o_bias) l.bo = ml.create(ctx, blk(il, "attn_output.bias"), { n_embd });
+    if (o.sinks) l.attn_sinks = ml.create(ctx, blk(il, "attn_sinks.weight"), { (int64_t) hp.n_head });
     if (o.qk_norm) {
         l.attn_q_norm = ml.create(ctx, blk(il, "attn_q_norm.weight"), { hp.n_embd_head_k });
         l.attn_k_norm = ml.create(ctx, blk(il, "attn_k_norm.weight"), { hp.n_embd_head_k });
     }
 }
 
-void llm_create_ffn(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, int64_t n_ff) {
+void llm_create_ffn(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, int64_t n_ff, const char * norm) {
     auto & l = m.layers[il];
     const int64_t n_embd = m.hparams.n_embd;
-    l.ffn_norm = ml.create(ctx, blk(il, "ffn_norm.weight"), { n_embd });
+    l.ffn_norm = ml.create(ctx, blk(il, norm), { n_embd });
     l.ffn_gate = ml.create(ctx, blk(il, "ffn_gate.weight"), { n_embd, n_ff });
     l.ffn_up = ml.create(ctx, blk(il, "ffn_up.weight"), { n_embd, n_ff });
     l.ffn_down = ml.create(ctx, blk(il, "ffn_down.weight"), { n_ff, n_embd });
 }
 
-void llm_create_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il) {
+void llm_create_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, const char * norm) {
     const auto & hp = m.hparams;
     auto & l = m.layers[il];
     const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff_exp, n_expert = hp.n_expert;
-    l.ffn_norm = ml.create(ctx, blk(il, "ffn_norm.weight"), { n_embd });
+    l.ffn_norm = ml.create(ctx, blk(il, norm), { n_embd });
     l.ffn_gate_inp = ml.create(ctx, blk(il, "ffn_gate_inp.weight"), { n_embd, n_expert });
     l.ffn_gate_exps = ml.create(ctx, blk(il, "ffn_gate_exps.weight"), { n_embd, n_ff, n_expert });
     l.ffn_up_exps = ml.create(ctx, blk(il, "ffn_up_exps.weight"), { n_embd, n_ff, n_expert });
@@ -77,8 +79,8 @@ ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * 
         q = g.build_norm(q, l.attn_q_norm, nullptr, true, il);
         k = g.build_norm(k, l.attn_k_norm, nullptr, true, il);
     }
-    q = g.build_rope(q, hp.n_rot);
-    k = g.build_rope(k, hp.n_rot);
+    q = g.build_rope(q, hp.n_rot, il);
+    k = g.build_rope(k, hp.n_rot, il);
     const float kq_scale = 1.0f / std::sqrt((float) hp.n_embd_head_k);
-    return ggml_mul_mat(ctx, l.wo, g.build_attn(il, q, k, v, kq_scale));
+    return g.build_lin(l.wo, l.bo, g.build_attn(il, q, k, v, kq_scale, l.attn_sinks));
 }

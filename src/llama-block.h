@@ -10,22 +10,28 @@
 struct llm_attn_options {
     bool qkv_bias = false;   // qwen2: biases on q, k and v
     bool qk_norm = false;    // qwen3: per-head RMS norms of q and k before RoPE
+    bool o_bias = false;     // gpt-oss: bias on the output projection
+    bool sinks = false;      // gpt-oss: per-head attention sink logits
 };
 
 // token_embd, output_norm, and output (absent = tied to token_embd)
 void llm_create_embd_output(llama_model_loader & ml, llama_model & m, ggml_context * ctx);
 // attn_norm, q/k/v/output projections (+ biases / q-k norms)
 void llm_create_attn(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, const llm_attn_options & o);
-// ffn_norm + gate/up/down of width n_ff
-void llm_create_ffn(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, int64_t n_ff);
+// ffn_norm + gate/up/down of width n_ff; norm: the pre-FFN norm's tensor name (GLM and gpt-oss
+// call it post_attention_norm)
+void llm_create_ffn(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, int64_t n_ff,
+                    const char * norm = "ffn_norm.weight");
 // ffn_norm + router + stacked expert gate/up/down of width n_ff_exp
-void llm_create_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il);
+void llm_create_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il,
+                    const char * norm = "ffn_norm.weight");
 // the expert count keys, checked
 void llm_load_moe_hparams(llama_model_loader & ml, llama_hparams & hp, uint32_t n_ff_exp_default);
 
 // Normalized input x -> attention output projected back to n_embd (before the residual add).
 ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * x, const llm_attn_options & o);
 // The whole llama-family forward pass; ffn(g, il, x) returns the feed-forward output of layer il.
+// Layers with attn_post_norm / ffn_post_norm (Gemma) normalize each branch before its residual add.
 template <typename Ffn>
 ggml_tensor * llm_build_llama_family(llm_graph_context & g, const llm_attn_options & o, Ffn ffn) {
     const auto & m = g.model;
@@ -33,9 +39,13 @@ ggml_tensor * llm_build_llama_family(llm_graph_context & g, const llm_attn_optio
     for (uint32_t il = 0; il < g.hp.n_layer; ++il) {
         const auto & l = m.layers[il];
         ggml_tensor * x = g.build_norm(cur, l.attn_norm, nullptr, true, il);
-        cur = ggml_add(g.ctx0, cur, llm_build_attn_block(g, (int) il, x, o));
+        ggml_tensor * y = llm_build_attn_block(g, (int) il, x, o);
+        if (l.attn_post_norm) y = g.build_norm(y, l.attn_post_norm, nullptr, true, il);
+        cur = ggml_add(g.ctx0, cur, y);
         x = g.build_norm(cur, l.ffn_norm, nullptr, true, il);
-        cur = ggml_add(g.ctx0, cur, ffn(g, il, x));
+        y = ffn(g, il, x);
+        if (l.ffn_post_norm) y = g.build_norm(y, l.ffn_post_norm, nullptr, true, il);
+        cur = ggml_add(g.ctx0, cur, y);
     }
     return g.build_output(cur);
 }

@@ -25,24 +25,30 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
         ggml_backend_tensor_set(g.inp_kv_idx, idx.data(), 0, idx.size() * sizeof(int64_t));
     }
     if (g.inp_mask) {
-        // token i sees cell j if j holds one of i's sequences at a position <= i's position
+        // token i sees cell j if j holds one of i's sequences at a position <= i's position;
+        // in a sliding-window layer also only if i's position - j's < n_swa
         auto & m = lctx.scratch_f32;
         const int64_t n_kv = g.n_kv;
-        m.assign(n_kv * ub.n_tokens, -INFINITY);
+        const size_t n_mask = (size_t) n_kv * ub.n_tokens;
+        m.assign(g.inp_mask_swa ? 2 * n_mask : n_mask, -INFINITY);
+        const llama_pos n_swa = (llama_pos) lctx.model.hparams.n_swa;
         for (uint32_t i = 0; i < ub.n_tokens; ++i) {
             float * row = m.data() + i * n_kv;
+            float * row_swa = m.data() + n_mask + i * n_kv;
             for (int64_t j = 0; j < n_kv; ++j) {
                 const llama_kv_cell & c = lctx.kv.cells[j];
                 if (c.empty() || c.pos > ub.pos[i]) continue;
                 for (llama_seq_id s : ub.seq[i]) {
                     if (c.seq.count(s)) {
                         row[j] = 0.0f;
+                        if (g.inp_mask_swa && ub.pos[i] - c.pos < n_swa) row_swa[j] = 0.0f;
                         break;
                     }
                 }
             }
         }
-        ggml_backend_tensor_set(g.inp_mask, m.data(), 0, m.size() * sizeof(float));
+        ggml_backend_tensor_set(g.inp_mask, m.data(), 0, n_mask * sizeof(float));
+        if (g.inp_mask_swa) ggml_backend_tensor_set(g.inp_mask_swa, m.data() + n_mask, 0, n_mask * sizeof(float));
     }
     if (g.inp_out_ids) ggml_backend_tensor_set(g.inp_out_ids, ub.out_rows.data(), 0, ub.out_rows.size() * sizeof(int32_t));
     for (const auto & c : g.const_inputs) ggml_backend_tensor_set(c.first, c.second.data(), 0, c.second.size() * sizeof(float));
@@ -69,8 +75,9 @@ bool apply_kv_shift(llama_context & lctx) {
         // the RoPE'd leading part of every head, as [n_rot, n_head, cells]
         ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv.size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
         ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
-        ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, sh.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn, base, scale,
-                                        hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
+        const bool swa = hp.is_swa((uint32_t) il);
+        ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, sh.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn,
+                                        swa ? hp.rope_freq_base_swa : base, swa ? hp.rope_freq_scale_swa : scale, hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
         ggml_build_forward_expand(gf, ggml_cpy(ctx, r, kv3));
     }
     ggml_backend_sched_reset(lctx.sched);

@@ -16,7 +16,8 @@ ggml_tensor * llm_graph_context::build_inp_embd() {
     inp_tokens = ggml_new_tensor_1d(ctx0, GGML_TYPE_I32, n_tokens);
     ggml_set_name(inp_tokens, "inp_tokens");
     ggml_set_input(inp_tokens);
-    return ggml_get_rows(ctx0, model.tok_embd, inp_tokens);
+    ggml_tensor * x = ggml_get_rows(ctx0, model.tok_embd, inp_tokens);
+    return hp.f_embedding_scale > 0.0f ? ggml_scale(ctx0, x, hp.f_embedding_scale) : x;
 }
 
 ggml_tensor * llm_graph_context::build_inp_pos() {
@@ -36,9 +37,12 @@ ggml_tensor * llm_graph_context::build_norm(ggml_tensor * cur, ggml_tensor * w, 
     return cur;
 }
 
-ggml_tensor * llm_graph_context::build_rope(ggml_tensor * x, int n_rot) {
-    return ggml_rope_ext(ctx0, x, build_inp_pos(), nullptr, n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn, freq_base,
-                         freq_scale, hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
+ggml_tensor * llm_graph_context::build_rope(ggml_tensor * x, int n_rot, int il) {
+    // --rope-freq-base/scale override the global layers' values only, as in llama.cpp
+    const bool swa = il >= 0 && hp.is_swa((uint32_t) il);
+    return ggml_rope_ext(ctx0, x, build_inp_pos(), nullptr, n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn,
+                         swa ? hp.rope_freq_base_swa : freq_base, swa ? hp.rope_freq_scale_swa : freq_scale,
+                         hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
 }
 
 ggml_tensor * llm_graph_context::build_lin(ggml_tensor * w, ggml_tensor * b, ggml_tensor * x) {
@@ -69,7 +73,8 @@ ggml_tensor * llm_graph_context::build_kv_store(ggml_tensor * cache, ggml_tensor
     return written;
 }
 
-ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale) {
+ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale,
+                                            ggml_tensor * sinks) {
     const int64_t hd_k = q->ne[0], n_head = q->ne[1];
     const int64_t hd_v = v->ne[0], n_head_kv = k->ne[1];
     ggml_tensor * k_cache = kv.k_l[il];
@@ -80,17 +85,29 @@ ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor
     ggml_tensor * v_written = build_kv_store(v_cache, v);
     ggml_tensor * kc = ggml_view_3d(ctx0, k_written, hd_k, n_kv, n_head_kv, k_cache->nb[1], ggml_row_size(k_cache->type, hd_k), 0);
     ggml_tensor * vc = ggml_view_3d(ctx0, v_written, hd_v, n_kv, n_head_kv, v_cache->nb[1], ggml_row_size(v_cache->type, hd_v), 0);
+    ggml_tensor * mask = nullptr;
+    if (hp.is_swa((uint32_t) il)) {
+        if (!inp_mask_swa) {
+            inp_mask_swa = ggml_new_tensor_2d(ctx0, GGML_TYPE_F32, n_kv, n_tokens);
+            ggml_set_name(inp_mask_swa, "inp_kq_mask_swa");
+            ggml_set_input(inp_mask_swa);
+        }
+        mask = inp_mask_swa;
+    }
     ggml_tensor * qp = ggml_permute(ctx0, q, 0, 2, 1, 3);   // [hd, n_tokens, n_head]
-    ggml_tensor * out = build_attn_core(qp, kc, vc, kq_scale);
+    ggml_tensor * out = build_attn_core(qp, kc, vc, kq_scale, nullptr, nullptr, false, mask, sinks);
     return ggml_reshape_2d(ctx0, out, hd_v * n_head, n_tokens);
 }
 
 ggml_tensor * llm_graph_context::build_attn_core(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale,
-                                                 ggml_tensor * q2, ggml_tensor * k2, bool force_explicit) {
+                                                 ggml_tensor * q2, ggml_tensor * k2, bool force_explicit,
+                                                 ggml_tensor * mask, ggml_tensor * sinks) {
     const int64_t hd_v = v->ne[0];
     const int64_t n_head = q->ne[2], n_head_kv = k->ne[2];
+    if (!mask) mask = inp_mask;
     if (cp.flash_attn && !q2 && !force_explicit) {
-        ggml_tensor * out = ggml_flash_attn_ext(ctx0, q, k, v, inp_mask, kq_scale, 0.0f, hp.f_attn_logit_softcap);
+        ggml_tensor * out = ggml_flash_attn_ext(ctx0, q, k, v, mask, kq_scale, 0.0f, hp.f_attn_logit_softcap);
+        ggml_flash_attn_ext_add_sinks(out, sinks);
         return out;   // [hd_v, n_head, n_tokens]
     }
 
@@ -119,10 +136,11 @@ ggml_tensor * llm_graph_context::build_attn_core(ggml_tensor * q, ggml_tensor * 
             kq = ggml_scale(ctx0, kq, kq_scale / hp.f_attn_logit_softcap);
             kq = ggml_tanh(ctx0, kq);
             kq = ggml_scale(ctx0, kq, hp.f_attn_logit_softcap);
-            kq = ggml_soft_max_ext(ctx0, kq, inp_mask, 1.0f, 0.0f);
+            kq = ggml_soft_max_ext(ctx0, kq, mask, 1.0f, 0.0f);
         } else {
-            kq = ggml_soft_max_ext(ctx0, kq, inp_mask, kq_scale, 0.0f);
+            kq = ggml_soft_max_ext(ctx0, kq, mask, kq_scale, 0.0f);
         }
+        if (sinks) ggml_soft_max_add_sinks(kq, nh == n_head ? sinks : ggml_view_1d(ctx0, sinks, nh, h0 * sinks->nb[0]));
         ggml_tensor * kqv = ggml_mul_mat(ctx0, head_view(vt, hk0, nhk), kq);   // [hd_v, n_tokens, nh]
         out = out ? ggml_concat(ctx0, out, kqv, 2) : kqv;
     }
@@ -130,22 +148,34 @@ ggml_tensor * llm_graph_context::build_attn_core(ggml_tensor * q, ggml_tensor * 
 }
 
 ggml_tensor * llm_graph_context::build_ffn_swiglu(ggml_tensor * cur, ggml_tensor * up, ggml_tensor * gate, ggml_tensor * down) {
+    return build_ffn_glu(cur, up, gate, down, GGML_GLU_OP_SWIGLU);
+}
+
+ggml_tensor * llm_graph_context::build_ffn_glu(ggml_tensor * cur, ggml_tensor * up, ggml_tensor * gate, ggml_tensor * down,
+                                               ggml_glu_op op) {
     ggml_tensor * u = ggml_mul_mat(ctx0, up, cur);
     ggml_tensor * g = ggml_mul_mat(ctx0, gate, cur);
-    return ggml_mul_mat(ctx0, down, ggml_swiglu_split(ctx0, g, u));
+    return ggml_mul_mat(ctx0, down, ggml_glu_split(ctx0, g, u, op));
 }
 
 ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * gate_inp, ggml_tensor * up_exps,
                                                ggml_tensor * gate_exps, ggml_tensor * down_exps, ggml_tensor * probs_bias,
                                                int64_t n_expert, int64_t n_used, moe_gating gating, bool norm_w,
-                                               float w_scale) {
+                                               float w_scale, const moe_extras * ex) {
     const int64_t n_embd = cur->ne[0];
-    ggml_tensor * logits = ggml_mul_mat(ctx0, gate_inp, cur);   // [n_expert, n_tokens]
-    ggml_tensor * probs = gating == MOE_GATING_SIGMOID ? ggml_sigmoid(ctx0, logits) : ggml_soft_max(ctx0, logits);
+    const moe_extras none;
+    if (!ex) ex = &none;
+    ggml_tensor * logits = build_lin(gate_inp, ex->gate_inp_b, cur);   // [n_expert, n_tokens]
+    ggml_tensor * probs = logits;
+    if (gating == MOE_GATING_SIGMOID) probs = ggml_sigmoid(ctx0, logits);
+    if (gating == MOE_GATING_SOFTMAX) probs = ggml_soft_max(ctx0, logits);
     // the bias steers the choice only; the weights come from the unbiased probabilities
     ggml_tensor * choice = probs_bias ? ggml_add(ctx0, probs, probs_bias) : probs;
     ggml_tensor * ids = ggml_top_k(ctx0, choice, (int) n_used);   // I32 [n_used, n_tokens]
     ggml_tensor * w = ggml_get_rows(ctx0, ggml_reshape_3d(ctx0, probs, 1, n_expert, n_tokens), ids);   // [1, n_used, n_tokens]
+    if (gating == MOE_GATING_SOFTMAX_WEIGHT) {
+        w = ggml_reshape_3d(ctx0, ggml_soft_max(ctx0, ggml_reshape_2d(ctx0, w, n_used, n_tokens)), 1, n_used, n_tokens);
+    }
     if (norm_w) {
         ggml_tensor * w2 = ggml_reshape_2d(ctx0, w, n_used, n_tokens);
         ggml_tensor * sum = ggml_clamp(ctx0, ggml_sum_rows(ctx0, w2), 6.103515625e-5f, INFINITY);   // no 0/0
@@ -176,16 +206,31 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
         w = ggml_mul(ctx0, w, ggml_reshape_3d(ctx0, keep, 1, n_used, n_tokens));
     }
 
+    // each chosen expert's bias row, [n, n_used, n_tokens]
+    ggml_tensor * ids_flat = nullptr;
+    auto add_expert_bias = [&](ggml_tensor * y, ggml_tensor * b) {
+        if (!b) return y;
+        if (!ids_flat) ids_flat = ggml_reshape_1d(ctx0, ids, n_used * n_tokens);
+        return ggml_add(ctx0, y, ggml_reshape_3d(ctx0, ggml_get_rows(ctx0, b, ids_flat), b->ne[0], n_used, n_tokens));
+    };
+    const bool plain = !ex->up_b && !ex->gate_b && ex->swiglu_alpha == 0.0f;
     ggml_tensor * x = ggml_reshape_3d(ctx0, cur, n_embd, 1, n_tokens);
     ggml_tensor * par;
-    if (cp.fused_moe) {
+    if (cp.fused_moe && plain) {
         par = ggml_moe_up_gate(ctx0, up_exps, gate_exps, x, ids, GGML_GLU_OP_SWIGLU);   // [n_ff, n_used, n_tokens]
     } else {
-        ggml_tensor * up = ggml_mul_mat_id(ctx0, up_exps, x, ids);
-        ggml_tensor * gate = ggml_mul_mat_id(ctx0, gate_exps, x, ids);
-        par = ggml_swiglu_split(ctx0, gate, up);
+        ggml_tensor * up = add_expert_bias(ggml_mul_mat_id(ctx0, up_exps, x, ids), ex->up_b);
+        ggml_tensor * gate = add_expert_bias(ggml_mul_mat_id(ctx0, gate_exps, x, ids), ex->gate_b);
+        if (ex->swiglu_alpha != 0.0f) {
+            const float lim = ex->swiglu_limit;
+            gate = ggml_clamp(ctx0, gate, -INFINITY, lim);
+            up = ggml_scale_bias(ctx0, ggml_clamp(ctx0, up, -lim, lim), 1.0f, 1.0f);
+            par = ggml_mul(ctx0, ggml_mul(ctx0, gate, ggml_sigmoid(ctx0, ggml_scale(ctx0, gate, ex->swiglu_alpha))), up);
+        } else {
+            par = ggml_swiglu_split(ctx0, gate, up);
+        }
     }
-    ggml_tensor * experts = ggml_mul_mat_id(ctx0, down_exps, par, ids);   // [n_embd, n_used, n_tokens]
+    ggml_tensor * experts = add_expert_bias(ggml_mul_mat_id(ctx0, down_exps, par, ids), ex->down_b);   // [n_embd, n_used, n_tokens]
     experts = ggml_mul(ctx0, experts, w);
     ggml_tensor * out = nullptr;
     for (int64_t i = 0; i < n_used; ++i) {

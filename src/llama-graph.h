@@ -54,6 +54,7 @@ struct llm_graph_context {
     ggml_tensor * inp_tokens = nullptr;   // I32 [n_tokens]
     ggml_tensor * inp_pos = nullptr;      // I32 [n_tokens]
     ggml_tensor * inp_mask = nullptr;     // F32 [n_kv, n_tokens]
+    ggml_tensor * inp_mask_swa = nullptr; // F32 [n_kv, n_tokens]: inp_mask limited to the sliding window
     ggml_tensor * inp_kv_idx = nullptr;   // I64 [n_tokens]
     ggml_tensor * inp_out_ids = nullptr;  // I32 [n_outputs]
     // constant inputs built by the graph (masks, index helpers), set after allocation
@@ -65,10 +66,13 @@ struct llm_graph_context {
     ggml_tensor * build_inp_embd();
     ggml_tensor * build_inp_pos();
     ggml_tensor * build_norm(ggml_tensor * cur, ggml_tensor * w, ggml_tensor * b, bool rms, int il = -1);
-    ggml_tensor * build_rope(ggml_tensor * x, int n_rot);   // x [head_dim, n_head, n_tokens]
+    // x [head_dim, n_head, n_tokens]; with il, a sliding-window layer uses its own base/scale
+    ggml_tensor * build_rope(ggml_tensor * x, int n_rot, int il = -1);
     // Store k/v of this micro-batch in the cache and attend. q [hd, n_head, n_tokens],
     // k [hd, n_head_kv, n_tokens], v [hdv, n_head_kv, n_tokens]. Returns [hdv * n_head, n_tokens].
-    ggml_tensor * build_attn(int il, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale);
+    // A sliding-window layer (hp.is_swa) sees only its window; sinks: f32 [n_head] or NULL.
+    ggml_tensor * build_attn(int il, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale,
+                             ggml_tensor * sinks = nullptr);
     // The pieces of build_attn, for architectures with their own cache rows (MLA):
     // write rows [n, n_tokens] of this micro-batch into a cache tensor; returns the cache as
     // written (views of it are read after the write).
@@ -77,18 +81,32 @@ struct llm_graph_context {
     // (views of the cache), flash or explicit per cparams. With q2/k2 the scores are q·k + q2·k2
     // (explicit path only: split keys, e.g. MLA's no-RoPE and RoPE parts). The explicit path caps
     // its score buffer at -amb MiB by attending in groups of heads. Returns [hdv, n_head, n_tokens].
+    // mask: NULL for inp_mask; sinks as for build_attn.
     ggml_tensor * build_attn_core(ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, float kq_scale,
-                                  ggml_tensor * q2 = nullptr, ggml_tensor * k2 = nullptr, bool force_explicit = false);
+                                  ggml_tensor * q2 = nullptr, ggml_tensor * k2 = nullptr, bool force_explicit = false,
+                                  ggml_tensor * mask = nullptr, ggml_tensor * sinks = nullptr);
     ggml_tensor * build_ffn_swiglu(ggml_tensor * cur, ggml_tensor * up, ggml_tensor * gate, ggml_tensor * down);
+    // op(gate·cur) * (up·cur), projected down (GeGLU for Gemma)
+    ggml_tensor * build_ffn_glu(ggml_tensor * cur, ggml_tensor * up, ggml_tensor * gate, ggml_tensor * down, ggml_glu_op op);
     // Routed experts. cur [n_embd, n_tokens] -> [n_embd, n_tokens], the weighted sum of the
     // n_expert_used experts the router picks per token. The router's probabilities (softmax or
     // sigmoid of gate_inp·cur) weight the experts; probs_bias (DeepSeek-V3's exp_probs_b) is added
     // only for choosing them. norm_w renormalizes the chosen weights to sum 1, w_scale scales them.
     // cparams: fused_moe picks the fused gate/up op; ser_n_min/ser_threshold drop weak experts.
-    enum moe_gating { MOE_GATING_SOFTMAX = 1, MOE_GATING_SIGMOID = 2 };
+    // MOE_GATING_SOFTMAX_WEIGHT (gpt-oss): choose by the logits, weight by a softmax over the
+    // chosen logits only.
+    enum moe_gating { MOE_GATING_SOFTMAX = 1, MOE_GATING_SIGMOID = 2, MOE_GATING_SOFTMAX_WEIGHT = 3 };
+    // gpt-oss's additions: a router bias, per-expert biases after each projection ([n, n_expert]),
+    // and the clamped SwiGLU min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, ±limit) + 1).
+    struct moe_extras {
+        ggml_tensor * gate_inp_b = nullptr;
+        ggml_tensor * up_b = nullptr, * gate_b = nullptr, * down_b = nullptr;
+        float swiglu_alpha = 0.0f;   // 0: plain SwiGLU
+        float swiglu_limit = 0.0f;
+    };
     ggml_tensor * build_moe_ffn(ggml_tensor * cur, ggml_tensor * gate_inp, ggml_tensor * up_exps, ggml_tensor * gate_exps,
                                 ggml_tensor * down_exps, ggml_tensor * probs_bias, int64_t n_expert, int64_t n_used,
-                                moe_gating gating, bool norm_w, float w_scale);
+                                moe_gating gating, bool norm_w, float w_scale, const moe_extras * ex = nullptr);
     // A graph constant (f32), filled after allocation.
     ggml_tensor * build_const(std::vector<float> data, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1);
     // Selects the wanted output rows, applies the final norm and the LM head.

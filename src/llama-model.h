@@ -41,6 +41,15 @@ struct llama_hparams {
     float    yarn_beta_slow = 1.0f;
     float    yarn_log_mul = 0.0f;
     float    f_attn_logit_softcap = 0.0f;
+    float    f_embedding_scale = 0.0f;   // token embeddings times this (0: not scaled)
+    // sliding-window attention: layer il with swa_layers[il] sees the last n_swa positions only
+    // (itself included) and rotates with its own base/scale
+    uint32_t n_swa = 0;
+    std::vector<bool> swa_layers;
+    float    rope_freq_base_swa = 10000.0f;
+    float    rope_freq_scale_swa = 1.0f;
+    // layers after n_layer whose tensors load but never run (GLM-4.5's NextN/MTP predictor)
+    uint32_t n_layer_nextn = 0;
     // mixture of experts
     uint32_t n_expert = 0;
     uint32_t n_expert_used = 0;
@@ -57,6 +66,12 @@ struct llama_hparams {
 
     uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
+    bool is_swa(uint32_t il) const { return n_swa > 0 && il < swa_layers.size() && swa_layers[il]; }
+    // every period-th layer is global, the others slide (Gemma 3: 6, gpt-oss: 2)
+    void set_swa_pattern(uint32_t period) {
+        swa_layers.assign(n_layer, false);
+        for (uint32_t il = 0; il < n_layer; ++il) swa_layers[il] = period > 0 && (il + 1) % period != 0;
+    }
 };
 
 // Every tensor any architecture's layer may have; each architecture fills what it uses.
@@ -66,6 +81,8 @@ struct llama_layer {
     ggml_tensor * wq = nullptr, * wk = nullptr, * wv = nullptr, * wo = nullptr, * wqkv = nullptr;
     ggml_tensor * bq = nullptr, * bk = nullptr, * bv = nullptr, * bo = nullptr;
     ggml_tensor * attn_q_norm = nullptr, * attn_k_norm = nullptr;
+    ggml_tensor * attn_post_norm = nullptr;   // on the attention output, before the residual add
+    ggml_tensor * attn_sinks = nullptr;       // [n_head] per-head sink logits
     // MLA
     ggml_tensor * wq_a = nullptr, * wq_b = nullptr, * attn_q_a_norm = nullptr;
     ggml_tensor * wkv_a_mqa = nullptr, * attn_kv_a_norm = nullptr, * wkv_b = nullptr;
@@ -73,12 +90,18 @@ struct llama_layer {
     // feed-forward
     ggml_tensor * ffn_norm = nullptr;
     ggml_tensor * ffn_gate = nullptr, * ffn_up = nullptr, * ffn_down = nullptr;
+    ggml_tensor * ffn_post_norm = nullptr;    // on the feed-forward output, before the residual add
     // experts
     ggml_tensor * ffn_gate_inp = nullptr;
     ggml_tensor * ffn_gate_exps = nullptr, * ffn_up_exps = nullptr, * ffn_down_exps = nullptr;
     ggml_tensor * ffn_exp_probs_b = nullptr;
+    ggml_tensor * ffn_gate_inp_b = nullptr;   // router bias
+    ggml_tensor * ffn_gate_exps_b = nullptr, * ffn_up_exps_b = nullptr, * ffn_down_exps_b = nullptr;   // [n, n_expert]
     ggml_tensor * ffn_gate_shexp = nullptr, * ffn_up_shexp = nullptr, * ffn_down_shexp = nullptr;
     ggml_tensor * ffn_gate_inp_shexp = nullptr;
+    // NextN / multi-token prediction (loaded, not run)
+    ggml_tensor * nextn_eh_proj = nullptr, * nextn_enorm = nullptr, * nextn_hnorm = nullptr;
+    ggml_tensor * nextn_shared_head_norm = nullptr;
 };
 
 // What one architecture contributes (src/models/<arch>.cpp registers one of these).

@@ -412,6 +412,9 @@ struct ggml_tensor * ggml_moe_up_gate(struct ggml_context * ctx, struct ggml_ten
 // softmax over rows of a * scale + mask (mask f32 or f16, [ne0, >= ne1], broadcast over dims 2,3)
 struct ggml_tensor * ggml_soft_max(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_soft_max_ext(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * mask, float scale, float max_bias);
+// attention sinks (gpt-oss): one learned logit per head (f32 [ne2 of a]) that joins each row's
+// softmax denominator without a value of its own
+void ggml_soft_max_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 
 // RoPE on a [head_dim, n_head, n_tokens, 1] with I32 positions b [n_tokens]. The first n_dims
 // values of each head are rotated. freq_factors (optional, [n_dims/2]) divide the frequencies.
@@ -431,6 +434,8 @@ struct ggml_tensor * ggml_flash_attn_ext(struct ggml_context * ctx, struct ggml_
                                          struct ggml_tensor * v, struct ggml_tensor * mask, float scale,
                                          float max_bias, float logit_softcap);
 void ggml_flash_attn_ext_set_prec(struct ggml_tensor * a, enum ggml_prec prec);
+// attention sinks: f32 [n_head], as for ggml_soft_max_add_sinks
+void ggml_flash_attn_ext_add_sinks(struct ggml_tensor * a, struct ggml_tensor * sinks);
 
 struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_tensor * a, int n_past);
 

@@ -232,6 +232,12 @@ ggml_tensor * ggml_soft_max_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor
     ggml_set_op_params_f32(r, 1, max_bias);
     return r;
 }
+void ggml_soft_max_add_sinks(ggml_tensor * a, ggml_tensor * sinks) {
+    GGML_ASSERT(a->op == GGML_OP_SOFT_MAX);
+    GGML_ASSERT(!sinks || (sinks->type == GGML_TYPE_F32 && ggml_is_contiguous(sinks) && sinks->ne[0] == a->ne[2]));
+    a->src[2] = sinks;
+}
+
 ggml_tensor * ggml_soft_max(ggml_context * ctx, ggml_tensor * a) { return ggml_soft_max_ext(ctx, a, nullptr, 1.0f, 0.0f); }
 
 ggml_tensor * ggml_rope_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * freq_factors, int n_dims,
@@ -292,6 +298,12 @@ ggml_tensor * ggml_flash_attn_ext(ggml_context * ctx, ggml_tensor * q, ggml_tens
 }
 
 void ggml_flash_attn_ext_set_prec(ggml_tensor * a, ggml_prec prec) { ggml_set_op_params_i32(a, 3, (int32_t) prec); }
+
+void ggml_flash_attn_ext_add_sinks(ggml_tensor * a, ggml_tensor * sinks) {
+    GGML_ASSERT(a->op == GGML_OP_FLASH_ATTN_EXT);
+    GGML_ASSERT(!sinks || (sinks->type == GGML_TYPE_F32 && ggml_is_contiguous(sinks) && sinks->ne[0] == a->ne[1]));
+    a->src[4] = sinks;
+}
 
 ggml_tensor * ggml_diag_mask_inf(ggml_context * ctx, ggml_tensor * a, int n_past) {
     ggml_tensor * r = same_shape_node(ctx, GGML_OP_DIAG_MASK_INF, a);

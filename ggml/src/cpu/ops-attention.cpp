@@ -9,6 +9,9 @@
 // Threads: with many queries the (sequence, kv head, query block) units are dealt out to the
 // threads; for decode (one query) the KV length is split instead, every thread producing
 // partial states that are merged after a barrier (max-rescaled sums, as in split-K softmax).
+//
+// Attention sinks (src[4], one logit per head) join the softmax denominator only: they are
+// folded into the finished state, S + exp(sink - M), when the output row is written.
 #include "ops-common.h"
 
 #include <algorithm>
@@ -201,9 +204,19 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
 
 void write_output(const fa_plan & p, ggml_tensor * dst, const float * st, int64_t h, int64_t iq, int64_t sq) {
     float * out = (float *) ggml_cpu_row_ptr(dst, h, iq, sq);
-    const float S = st[p.Dv + 1];
+    const float M = st[p.Dv];
+    float S = st[p.Dv + 1];
+    const ggml_tensor * sinks = dst->src[4];
+    float rescale = 1.0f;
+    if (sinks && S > 0.0f) {
+        // the sink may exceed every score: take the larger as the reference so nothing overflows
+        const float sink = ((const float *) sinks->data)[h];
+        const float M2 = std::max(M, sink);
+        rescale = std::exp(M - M2);
+        S = S * rescale + std::exp(sink - M2);
+    }
     // a row with every key masked has no weights: zeros, not NaN
-    const float inv = S > 0.0f ? 1.0f / S : 0.0f;
+    const float inv = S > 0.0f ? rescale / S : 0.0f;
     ggml_cpu_vec().scale_bias(p.Dv, out, st, inv, 0.0f);
 }
 
@@ -227,6 +240,7 @@ void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * params, ggml_tensor 
     GGML_ASSERT(a.q->ne[2] % a.k->ne[2] == 0 && a.k->ne[2] == a.v->ne[2] && a.k->ne[1] == a.v->ne[1]);
     GGML_ASSERT(!a.mask || (a.mask->ne[0] == a.k->ne[1] && a.mask->ne[1] >= a.q->ne[1]));
     GGML_ASSERT(!a.mask || a.mask->nb[0] == ggml_type_size(a.mask->type));
+    GGML_ASSERT(!dst->src[4] || (dst->src[4]->type == GGML_TYPE_F32 && dst->src[4]->ne[0] == a.q->ne[2]));
 
     const int ith = params->ith, nth = params->nth;
     const fa_plan p = make_plan(dst, nth);

@@ -1,5 +1,6 @@
-// Softmax over rows with scale, optional mask (f32/f16, broadcast over dims 2 and 3) and ALiBi
-// slopes; and the causal diagonal mask.
+// Softmax over rows with scale, optional mask (f32/f16, broadcast over dims 2 and 3), ALiBi
+// slopes and attention sinks (one extra logit per dim-2 index that only adds to the
+// denominator); and the causal diagonal mask.
 #include "ops-common.h"
 
 #include <cmath>
@@ -21,7 +22,9 @@ size_t ggml_cpu_soft_max_work_size(const ggml_tensor * dst, int nth) {
 void ggml_cpu_op_soft_max(const ggml_compute_params * p, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * mask = dst->src[1];
+    const ggml_tensor * sinks = dst->src[2];
     GGML_ASSERT(ggml_are_same_shape(a, dst));
+    GGML_ASSERT(!sinks || (sinks->type == GGML_TYPE_F32 && sinks->ne[0] == a->ne[2]));
     const float scale = ggml_get_op_params_f32(dst, 0);
     const float max_bias = ggml_get_op_params_f32(dst, 1);
     if (mask) {
@@ -51,12 +54,13 @@ void ggml_cpu_op_soft_max(const ggml_compute_params * p, ggml_tensor * dst) {
             }
         }
         float * y = ggml_cpu_out_row(dst, c.i1, c.i2, c.i3, tmp_out);
-        const float mx = v.max(n, w);
+        const float sink = sinks ? ((const float *) sinks->data)[c.i2] : -INFINITY;
+        const float mx = std::max(v.max(n, w), sink);
         if (mx == -INFINITY) {
             // every entry masked: no distribution to speak of; zeros rather than NaN
             std::memset(y, 0, n * sizeof(float));
         } else {
-            const float sum = v.exp_sum(n, y, w, mx);
+            const float sum = v.exp_sum(n, y, w, mx) + (sinks ? std::exp(sink - mx) : 0.0f);
             v.scale_bias(n, y, y, 1.0f / sum, 0.0f);
         }
         ggml_cpu_finish_row(dst, c.i1, c.i2, c.i3, y);

