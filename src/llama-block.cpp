@@ -32,8 +32,8 @@ void llm_create_attn(llama_model_loader & ml, llama_model & m, ggml_context * ct
     if (o.o_bias) l.bo = ml.create(ctx, blk(il, "attn_output.bias"), { n_embd });
     if (o.sinks) l.attn_sinks = ml.create(ctx, blk(il, "attn_sinks.weight"), { (int64_t) hp.n_head });
     if (o.qk_norm) {
-        l.attn_q_norm = ml.create(ctx, blk(il, "attn_q_norm.weight"), { hp.n_embd_head_k });
-        l.attn_k_norm = ml.create(ctx, blk(il, "attn_k_norm.weight"), { hp.n_embd_head_k });
+        l.attn_q_norm = ml.create(ctx, blk(il, "attn_q_norm.weight"), { hp.n_embd_head_k }, o.qk_norm_optional);
+        l.attn_k_norm = ml.create(ctx, blk(il, "attn_k_norm.weight"), { hp.n_embd_head_k }, o.qk_norm_optional);
     }
 }
 
@@ -75,10 +75,8 @@ ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * 
     ggml_tensor * q = ggml_reshape_3d(ctx, g.build_lin(l.wq, l.bq, x), hp.n_embd_head_k, hp.n_head, g.n_tokens);
     ggml_tensor * k = ggml_reshape_3d(ctx, g.build_lin(l.wk, l.bk, x), hp.n_embd_head_k, hp.n_head_kv, g.n_tokens);
     ggml_tensor * v = ggml_reshape_3d(ctx, g.build_lin(l.wv, l.bv, x), hp.n_embd_head_v, hp.n_head_kv, g.n_tokens);
-    if (o.qk_norm) {
-        q = g.build_norm(q, l.attn_q_norm, nullptr, true, il);
-        k = g.build_norm(k, l.attn_k_norm, nullptr, true, il);
-    }
+    if (l.attn_q_norm) q = g.build_norm(q, l.attn_q_norm, nullptr, true, il);
+    if (l.attn_k_norm) k = g.build_norm(k, l.attn_k_norm, nullptr, true, il);
     q = g.build_rope(q, hp.n_rot, il);
     k = g.build_rope(k, hp.n_rot, il);
     const float kq_scale = 1.0f / std::sqrt((float) hp.n_embd_head_k);

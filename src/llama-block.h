@@ -12,6 +12,7 @@ struct llm_attn_options {
     bool qk_norm = false;    // qwen3: per-head RMS norms of q and k before RoPE
     bool o_bias = false;     // gpt-oss: bias on the output projection
     bool sinks = false;      // gpt-oss: per-head attention sink logits
+    bool qk_norm_optional = false;   // with qk_norm: files may lack them (GLM-4.5); applied when present
 };
 
 // token_embd, output_norm, and output (absent = tied to token_embd)

@@ -67,5 +67,20 @@ TEST_P(ArchGolden, LogitsMatchReference) {
         arch_case{ m, false, 2, 1, 1 }, arch_case{ m, true, 2, 7, 1 }, arch_case{ m, false, 1, 7, 1 }
 
 INSTANTIATE_TEST_SUITE_P(Gemma3, ArchGolden, ::testing::Values(ARCH_CASES("synth-gemma3-f16")), case_name);
+INSTANTIATE_TEST_SUITE_P(Glm4Moe, ArchGolden, ::testing::Values(ARCH_CASES("synth-glm4moe-f16")), case_name);
+
+// The NextN layer's tensors are loaded (no "not used" warning, counted in the model) but the
+// layer is not run: the model reports the layers that run.
+TEST(ArchGolden, Glm4MoeNextNLayerLoadsButDoesNotRun) {
+    llama_model * m = llama_model_load_from_file(model_path("synth-glm4moe-f16.gguf").c_str(), llama_model_default_params());
+    ASSERT_NE(m, nullptr) << llama_last_error();
+    EXPECT_EQ(llama_model_n_layer(m), 2);
+    char buf[64];
+    ASSERT_GT(llama_model_meta_val_str(m, "glm4moe.block_count", buf, sizeof(buf)), 0);
+    EXPECT_STREQ(buf, "3");
+    // every element of the file is in the model, the NextN projection included
+    EXPECT_EQ(llama_model_n_params(m), 7358752u);
+    llama_model_free(m);
+}
 
 } // namespace
