@@ -60,14 +60,15 @@ TEST_P(ArchGolden, LogitsMatchReference) {
 }
 
 // Per model: both attention paths over every chunk in one batch; token by token (one chunk: 256
-// decodes) on each path and thread count; and 7-token micro-batches, whose windows straddle
-// batch boundaries.
+// decodes) on each path, flash attention with 2 threads (its KV split and merge); and 7-token
+// micro-batches, whose windows straddle batch boundaries.
 #define ARCH_CASES(m)                                                                                                  \
-    arch_case{ m, true, 2, 0, 0 }, arch_case{ m, false, 2, 0, 0 }, arch_case{ m, true, 1, 1, 1 },                    \
-        arch_case{ m, false, 2, 1, 1 }, arch_case{ m, true, 2, 7, 1 }, arch_case{ m, false, 1, 7, 1 }
+    arch_case{ m, true, 2, 0, 0 }, arch_case{ m, false, 2, 0, 0 }, arch_case{ m, true, 2, 1, 1 },                    \
+        arch_case{ m, false, 1, 1, 1 }, arch_case{ m, true, 1, 7, 1 }, arch_case{ m, false, 2, 7, 1 }
 
 INSTANTIATE_TEST_SUITE_P(Gemma3, ArchGolden, ::testing::Values(ARCH_CASES("synth-gemma3-f16")), case_name);
 INSTANTIATE_TEST_SUITE_P(Glm4Moe, ArchGolden, ::testing::Values(ARCH_CASES("synth-glm4moe-f16")), case_name);
+INSTANTIATE_TEST_SUITE_P(GptOss, ArchGolden, ::testing::Values(ARCH_CASES("synth-gpt-oss-f16")), case_name);
 
 // The NextN layer's tensors are loaded (no "not used" warning, counted in the model) but the
 // layer is not run: the model reports the layers that run.

@@ -615,6 +615,13 @@ TEST_F(Ops, SoftMax) {
                     }
                     const float scale = 0.37f;
                     ggml_tensor * out = ggml_soft_max_ext(ctx, a, mask, scale, max_bias);
+                    // attention sinks (gpt-oss) on the masked, ALiBi-free cases: some above every score
+                    ggml_tensor * sinks = nullptr;
+                    if (mask && max_bias == 0.0f) {
+                        sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_head);
+                        fill_random(sinks, seed++, -2.0, 3.0);
+                        ggml_soft_max_add_sinks(out, sinks);
+                    }
                     ref_t want;
                     for (int64_t i3 = 0; i3 < ne[3]; ++i3)
                         for (int64_t h = 0; h < n_head; ++h)
@@ -627,12 +634,16 @@ TEST_F(Ops, SoftMax) {
                                     mx = std::max(mx, row[j]);
                                 }
                                 // a fully masked row is defined as zeros (no NaN leaks into the next op)
-                                double sum = 0;
-                                for (double & x : row) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - mx));
+                                // the sink joins the denominator only
+                                const double sink = sinks ? get(sinks, h, 0, 0, 0) : -INFINITY;
+                                const double m2 = std::max(mx, sink);
+                                double sum = mx == -INFINITY ? 0.0 : std::exp(sink - m2);
+                                for (double & x : row) sum += (x = mx == -INFINITY ? 0.0 : std::exp(x - m2));
                                 for (double x : row) want.push_back(sum > 0 ? x / sum : 0.0);
                             }
                     SCOPED_TRACE(std::string("soft_max ") + layout_name(l) + " " + shape_str(a) + " mask " +
-                                 (mask ? ggml_type_name(mt) : "none") + " max_bias " + std::to_string(max_bias));
+                                 (mask ? ggml_type_name(mt) : "none") + " max_bias " + std::to_string(max_bias) +
+                                 (sinks ? " sinks" : ""));
                     each_config(out, [&](const std::string &) { EXPECT_TRUE(close_to(out, want, 1e-6, 1e-5)); });
                 }
             }
@@ -904,6 +915,7 @@ struct fa_case {
     bool dead_row;         // one query row masked entirely
     int64_t mask_ne2 = 1;  // mask dims 2 and 3 (broadcast over heads and sequences by modulo)
     int64_t mask_ne3 = 1;
+    bool sinks = false;    // a sink logit per head (gpt-oss)
 };
 
 std::string fa_name(const fa_case & c) {
@@ -912,6 +924,7 @@ std::string fa_name(const fa_case & c) {
                   (long long) c.D, (long long) c.Dv, (long long) c.n_q, (long long) c.n_kv, (long long) c.n_head,
                   (long long) c.n_head_kv, (long long) c.n_seq, ggml_type_name(c.kv_type),
                   c.mask_type == GGML_TYPE_COUNT ? "none" : ggml_type_name(c.mask_type), c.max_bias, c.softcap, c.q_permuted);
+    if (c.sinks) return std::string(buf) + " sinks";
     return buf;
 }
 
@@ -946,6 +959,10 @@ TEST_F(Ops, FlashAttention) {
         // a mask per head and per sequence (dims 2 and 3)
         { 64, 64, 6, 50, 4, 2, 2, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 4, 2 },
         { 64, 64, 1, 90, 4, 2, 2, GGML_TYPE_F32, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, false, false, 2, 2 },
+        // attention sinks: decode (merged split-KV states), prefill with a dead row, GQA
+        { 64, 64, 1, 131, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 1, 1, true },
+        { 64, 64, 19, 40, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, true, 1, 1, true },
+        { 32, 48, 6, 9, 3, 1, 2, GGML_TYPE_F32, none, 0.3f, 0.0f, 0.0f, false, false, 1, 1, true },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {
@@ -971,6 +988,12 @@ TEST_F(Ops, FlashAttention) {
             }
         }
         ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, c.scale, c.max_bias, c.softcap);
+        ggml_tensor * sinks = nullptr;
+        if (c.sinks) {
+            sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, c.n_head);
+            fill_random(sinks, seed++, -1.0, 4.0);
+            ggml_flash_attn_ext_add_sinks(out, sinks);
+        }
         ASSERT_EQ(out->ne[0], c.Dv);
         ASSERT_EQ(out->ne[1], c.n_head);
         ASSERT_EQ(out->ne[2], c.n_q);
@@ -998,8 +1021,11 @@ TEST_F(Ops, FlashAttention) {
                         mx = std::max(mx, sc[j]);
                     }
                     if (mx == -INFINITY) continue;   // every key masked: zeros
-                    double sum = 0;
-                    for (double & x : sc) sum += (x = std::exp(x - mx));
+                    // a sink joins the denominator only
+                    const double sink = sinks ? get(sinks, h, 0, 0, 0) : -INFINITY;
+                    const double m2 = std::max(mx, sink);
+                    double sum = std::exp(sink - m2);
+                    for (double & x : sc) sum += (x = std::exp(x - m2));
                     double * o = want.data() + ((s * c.n_q + iq) * c.n_head + h) * c.Dv;
                     for (int64_t j = 0; j < c.n_kv; ++j) {
                         for (int64_t d = 0; d < c.Dv; ++d) o[d] += sc[j] / sum * kv_v[((s * c.n_head_kv + hk) * c.n_kv + j) * c.Dv + d];

@@ -301,6 +301,7 @@ void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * params, ggml_tensor 
                 vec.axpy(p.Dv, merged, w, st);
             }
         }
+        merged[p.Dv] = M;   // the reference of S and acc, which a sink is scaled against
         merged[p.Dv + 1] = S;
         const int64_t h = g % p.n_head;
         const int64_t iq = (g / p.n_head) % p.n_q;
