@@ -5,11 +5,14 @@
 // GLM-4.5's NextN layer (loaded, never run) and partial NEOX rotation, gpt-oss's attention
 // sinks, alternating windows of 128, YaRN and its clamped SwiGLU with expert biases.
 #include "golden-runner.h"
+#include "llama-quantize.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <unistd.h>
 
 using namespace kiln_test;
 
@@ -82,6 +85,48 @@ TEST(ArchGolden, Glm4MoeNextNLayerLoadsButDoesNotRun) {
     // every element of the file is in the model, the NextN projection included
     EXPECT_EQ(llama_model_n_params(m), 7358752u);
     llama_model_free(m);
+}
+
+// gpt-oss ships its experts as MXFP4: quantize the golden model's experts (the rest stays f16)
+// and check the file holds MXFP4 blocks and that the model stays close to the f16 reference:
+// no further than with Q4_0 experts (also 4-bit blocks of 32, but with a free f16 scale where
+// MXFP4 has a power of two), and clearly not identical (the experts really are requantized).
+TEST(ArchGolden, GptOssMxfp4ExpertsKld) {
+    const std::string dir = (std::filesystem::temp_directory_path() / ("kiln-arch-" + std::to_string(getpid()))).string();
+    std::filesystem::create_directories(dir);
+    kld_base base;
+    std::string err;
+    ASSERT_TRUE(base.load(golden_ppl_path("synth-gpt-oss-f16.kld"), err)) << err;
+    auto experts_as = [&](const char * type) {
+        llama_quant_params p;
+        p.ftype = LLAMA_FT_F16;
+        p.pure = true;   // the rule's type for the experts, f16 for the rest
+        p.nthread = 2;
+        llama_quant_parse_rules(std::string("_exps\\.weight$=") + type, p.custom_rules);
+        const std::string out = dir + "/gpt-oss-" + type + ".gguf";
+        llama_quant_plan_result plan;
+        llama_quant_model(model_path("synth-gpt-oss-f16.gguf"), out, p, &plan);
+        int n_typed = 0;
+        for (const auto & t : plan.tensors) {
+            const bool expert = t.name.find("_exps.weight") != std::string::npos;
+            if (!expert) continue;
+            EXPECT_EQ(t.new_type, llama_quant_type_find(type)) << t.name;
+            ++n_typed;
+        }
+        EXPECT_EQ(n_typed, 6);   // gate, up, down in each of the 2 layers
+        golden_config cfg;
+        cfg.max_chunks = 2;
+        return run_golden(out, base, cfg);
+    };
+    const golden_result mx = experts_as("mxfp4");
+    const golden_result q4 = experts_as("q4_0");
+    std::filesystem::remove_all(dir);
+    std::printf("gpt-oss experts MXFP4: mean KLD %.4g, same top %.2f%%; Q4_0: mean KLD %.4g, same top %.2f%%\n",
+                mx.mean_kld, 100 * mx.same_top, q4.mean_kld, 100 * q4.same_top);
+    ASSERT_TRUE(mx.ok && q4.ok);
+    EXPECT_GT(mx.mean_kld, 1e-5);
+    EXPECT_LE(mx.mean_kld, 2.0 * q4.mean_kld);
+    EXPECT_GE(mx.same_top, 0.8 * q4.same_top);
 }
 
 } // namespace
