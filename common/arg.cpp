@@ -244,6 +244,10 @@ std::vector<common_arg> build_table() {
     t.push_back(sw({ "-fmoe", "--fused-moe" }, ALL, "fused MoE up/gate computation (default: on)",
                    [](common_params & p) { p.fused_moe = true; }));
     t.push_back(sw({ "-no-fmoe", "--no-fused-moe" }, ALL, "disable fused MoE", [](common_params & p) { p.fused_moe = false; }));
+    t.push_back(sw({ "--swa-full" }, ALL,
+                   "sliding-window layers cache the whole context (default: only their window, which is smaller "
+                   "but cannot rewind further back than the window)",
+                   [](common_params & p) { p.swa_full = true; }));
     t.push_back(val({ "-ser", "--smart-expert-reduction" }, "K,T", ALL,
                     "use at least K experts, dropping the weakest below cumulative weight T (default: off)",
                     [](common_params & p, const std::string & v) {

@@ -131,6 +131,7 @@ llama_context_params common_context_params_to_llama(const common_params & params
     out.ser_threshold   = params.ser_threshold;
     out.rope_freq_base  = params.rope_freq_base;
     out.rope_freq_scale = params.rope_freq_scale;
+    out.swa_full        = params.swa_full;
     return out;
 }
 

@@ -85,6 +85,7 @@ struct common_params {
     bool    fused_moe = true;
     int32_t ser_n_min = -1;         // -ser K,T; -1: off
     float   ser_threshold = 0.0f;
+    bool    swa_full = false;       // --swa-full
 
     common_params_sampling sampling;
 

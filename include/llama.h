@@ -74,6 +74,7 @@ struct llama_context_params {
     float    ser_threshold;    // ... dropping the weakest whose cumulative weight is below T
     float    rope_freq_base;   // 0: from the model
     float    rope_freq_scale;  // 0: from the model
+    bool     swa_full;         // --swa-full: sliding-window layers cache the whole context
     ggml_backend_sched_eval_callback cb_eval;   // NULL: none
     void *   cb_eval_user_data;
 };

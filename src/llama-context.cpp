@@ -15,40 +15,52 @@ llama_context::~llama_context() {
 
 namespace {
 
-void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch & ub) {
-    if (g.inp_tokens) ggml_backend_tensor_set(g.inp_tokens, ub.token, 0, ub.n_tokens * sizeof(int32_t));
-    if (g.inp_pos) ggml_backend_tensor_set(g.inp_pos, ub.pos, 0, ub.n_tokens * sizeof(int32_t));
-    if (g.inp_kv_idx) {
-        auto & idx = lctx.scratch_i64;
-        idx.resize(ub.n_tokens);
-        for (uint32_t i = 0; i < ub.n_tokens; ++i) idx[i] = ub.cells[i];
-        ggml_backend_tensor_set(g.inp_kv_idx, idx.data(), 0, idx.size() * sizeof(int64_t));
-    }
-    if (g.inp_mask) {
-        // token i sees cell j if j holds one of i's sequences at a position <= i's position;
-        // in a sliding-window layer also only if i's position - j's < n_swa
-        auto & m = lctx.scratch_f32;
-        const int64_t n_kv = g.n_kv;
-        const size_t n_mask = (size_t) n_kv * ub.n_tokens;
-        m.assign(g.inp_mask_swa ? 2 * n_mask : n_mask, -INFINITY);
-        const llama_pos n_swa = (llama_pos) lctx.model.hparams.n_swa;
-        for (uint32_t i = 0; i < ub.n_tokens; ++i) {
-            float * row = m.data() + i * n_kv;
-            float * row_swa = m.data() + n_mask + i * n_kv;
-            for (int64_t j = 0; j < n_kv; ++j) {
-                const llama_kv_cell & c = lctx.kv.cells[j];
-                if (c.empty() || c.pos > ub.pos[i]) continue;
-                for (llama_seq_id s : ub.seq[i]) {
-                    if (c.seq.count(s)) {
-                        row[j] = 0.0f;
-                        if (g.inp_mask_swa && ub.pos[i] - c.pos < n_swa) row_swa[j] = 0.0f;
-                        break;
-                    }
+// Attention masks over the first n_kv cells of a cache: token i sees cell j if j holds one of
+// i's sequences at a position <= i's position; in the sliding-window mask (swa) also only if
+// i's position - j's < n_swa. Either output may be NULL.
+void fill_masks(const llama_kv_cache & kv, int64_t n_kv, const llama_ubatch & ub, llama_pos n_swa, float * full, float * swa) {
+    for (uint32_t i = 0; i < ub.n_tokens; ++i) {
+        float * row = full ? full + i * n_kv : nullptr;
+        float * row_swa = swa ? swa + i * n_kv : nullptr;
+        for (int64_t j = 0; j < n_kv; ++j) {
+            const llama_kv_cell & c = kv.cells[j];
+            if (c.empty() || c.pos > ub.pos[i]) continue;
+            for (llama_seq_id s : ub.seq[i]) {
+                if (c.seq.count(s)) {
+                    if (row) row[j] = 0.0f;
+                    if (row_swa && ub.pos[i] - c.pos < n_swa) row_swa[j] = 0.0f;
+                    break;
                 }
             }
         }
-        ggml_backend_tensor_set(g.inp_mask, m.data(), 0, n_mask * sizeof(float));
-        if (g.inp_mask_swa) ggml_backend_tensor_set(g.inp_mask_swa, m.data() + n_mask, 0, n_mask * sizeof(float));
+    }
+}
+
+void set_cells(llama_context & lctx, ggml_tensor * t, const std::vector<uint32_t> & cells) {
+    auto & idx = lctx.scratch_i64;
+    idx.assign(cells.begin(), cells.end());
+    ggml_backend_tensor_set(t, idx.data(), 0, idx.size() * sizeof(int64_t));
+}
+
+void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch & ub) {
+    if (g.inp_tokens) ggml_backend_tensor_set(g.inp_tokens, ub.token, 0, ub.n_tokens * sizeof(int32_t));
+    if (g.inp_pos) ggml_backend_tensor_set(g.inp_pos, ub.pos, 0, ub.n_tokens * sizeof(int32_t));
+    if (g.inp_kv_idx) set_cells(lctx, g.inp_kv_idx, ub.cells);
+    if (g.inp_kv_idx_swa) set_cells(lctx, g.inp_kv_idx_swa, ub.cells_swa);
+    const llama_pos n_swa = (llama_pos) lctx.model.hparams.n_swa;
+    // the window's mask: over the window's own cache, or next to the full one over the same cells
+    const bool swa_apart = g.inp_mask_swa && lctx.has_kv_swa();
+    const size_t n_mask = (size_t) g.n_kv * ub.n_tokens;
+    const size_t n_mask_swa = g.inp_mask_swa ? (size_t) (swa_apart ? g.n_kv_swa : g.n_kv) * ub.n_tokens : 0;
+    if (g.inp_mask || g.inp_mask_swa) {
+        auto & m = lctx.scratch_f32;
+        m.assign(n_mask + n_mask_swa, -INFINITY);
+        float * full = g.inp_mask ? m.data() : nullptr;
+        float * swa = g.inp_mask_swa ? m.data() + n_mask : nullptr;
+        fill_masks(lctx.kv, g.n_kv, ub, n_swa, full, swa_apart ? nullptr : swa);
+        if (swa_apart) fill_masks(lctx.kv_swa, g.n_kv_swa, ub, n_swa, nullptr, swa);
+        if (full) ggml_backend_tensor_set(g.inp_mask, full, 0, n_mask * sizeof(float));
+        if (swa) ggml_backend_tensor_set(g.inp_mask_swa, swa, 0, n_mask_swa * sizeof(float));
     }
     if (g.inp_out_ids) ggml_backend_tensor_set(g.inp_out_ids, ub.out_rows.data(), 0, ub.out_rows.size() * sizeof(int32_t));
     for (const auto & c : g.const_inputs) ggml_backend_tensor_set(c.first, c.second.data(), 0, c.second.size() * sizeof(float));
@@ -56,42 +68,52 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
 
 // Apply pending RoPE shifts (llama_memory_seq_add) to the cached keys.
 bool apply_kv_shift(llama_context & lctx) {
-    llama_kv_cache & kv = lctx.kv;
     const llama_hparams & hp = lctx.model.hparams;
-    if (kv.type_k != GGML_TYPE_F32 && kv.type_k != GGML_TYPE_F16 && kv.type_k != GGML_TYPE_BF16) {
-        LLAMA_LOG_ERROR("llama_decode: shifting positions needs an f32/f16/bf16 K cache (have %s)\n", ggml_type_name(kv.type_k));
+    if (lctx.kv.type_k != GGML_TYPE_F32 && lctx.kv.type_k != GGML_TYPE_F16 && lctx.kv.type_k != GGML_TYPE_BF16) {
+        LLAMA_LOG_ERROR("llama_decode: shifting positions needs an f32/f16/bf16 K cache (have %s)\n", ggml_type_name(lctx.kv.type_k));
         return false;
     }
     ggml_context * ctx = ggml_init({ lctx.graph_mem.size(), lctx.graph_mem.data(), true });
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
-    ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, kv.size);
-    ggml_set_input(pos);
     const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
     const float scale = lctx.cparams.rope_freq_scale > 0 ? lctx.cparams.rope_freq_scale : hp.rope_freq_scale;
-    for (size_t il = 0; il < kv.k_l.size(); ++il) {
-        const llama_kv_layer_shape & sh = kv.shapes[il];
-        if (sh.n_rot == 0) continue;
-        ggml_tensor * k = kv.k_l[il];
-        // the RoPE'd leading part of every head, as [n_rot, n_head, cells]
-        ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv.size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
-        ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
-        const bool swa = hp.is_swa((uint32_t) il);
-        ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, sh.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn,
-                                        swa ? hp.rope_freq_base_swa : base, swa ? hp.rope_freq_scale_swa : scale, hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
-        ggml_build_forward_expand(gf, ggml_cpy(ctx, r, kv3));
+    // every cache's cells carry their own pending shifts
+    std::vector<std::pair<llama_kv_cache *, ggml_tensor *>> caches;
+    for (llama_kv_cache * kv : { &lctx.kv, &lctx.kv_swa }) {
+        if (kv->size == 0) continue;
+        ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, kv->size);
+        ggml_set_input(pos);
+        caches.emplace_back(kv, pos);
+        for (size_t il = 0; il < kv->k_l.size(); ++il) {
+            const llama_kv_layer_shape & sh = kv->shapes[il];
+            ggml_tensor * k = kv->k_l[il];
+            if (sh.n_rot == 0 || !k) continue;
+            // the RoPE'd leading part of every head, as [n_rot, n_head, cells]
+            ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv->size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
+            ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
+            const bool swa = hp.is_swa((uint32_t) il);
+            ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, sh.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn,
+                                            swa ? hp.rope_freq_base_swa : base, swa ? hp.rope_freq_scale_swa : scale,
+                                            hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
+            ggml_build_forward_expand(gf, ggml_cpy(ctx, r, kv3));
+        }
     }
     ggml_backend_sched_reset(lctx.sched);
     bool ok = ggml_backend_sched_alloc_graph(lctx.sched, gf);
     if (ok) {
-        std::vector<int32_t> d(kv.size);
-        for (uint32_t i = 0; i < kv.size; ++i) d[i] = kv.cells[i].delta;
-        ggml_backend_tensor_set(pos, d.data(), 0, d.size() * sizeof(int32_t));
+        for (auto & c : caches) {
+            std::vector<int32_t> d(c.first->size);
+            for (uint32_t i = 0; i < c.first->size; ++i) d[i] = c.first->cells[i].delta;
+            ggml_backend_tensor_set(c.second, d.data(), 0, d.size() * sizeof(int32_t));
+        }
         ggml_backend_cpu_set_n_threads(lctx.cpu, lctx.cparams.n_threads_batch);
         ok = ggml_backend_sched_graph_compute(lctx.sched, gf) == GGML_STATUS_SUCCESS;
     }
     ggml_free(ctx);
-    for (auto & c : kv.cells) c.delta = 0;
-    kv.has_shift = false;
+    for (auto & c : caches) {
+        for (auto & cell : c.first->cells) cell.delta = 0;
+        c.first->has_shift = false;
+    }
     return ok;
 }
 
@@ -153,7 +175,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
             }
         }
     }
-    if (kv.has_shift && !apply_kv_shift(*this)) return -3;
+    if ((kv.has_shift || kv_swa.has_shift) && !apply_kv_shift(*this)) return -3;
 
     // positions and sequences, filled in when the batch leaves them out
     std::vector<llama_pos> pos(n);
@@ -202,10 +224,15 @@ int32_t llama_context::decode(const llama_batch & batch) {
             return 1;
         }
         for (int32_t i = 0; i < nt; ++i) kv.assign(ub.cells[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
+        if (has_kv_swa() && !place_in_window(ub)) {
+            LLAMA_LOG_WARN("llama_decode: no room in the sliding-window cache for %d tokens (%u of %u cells used)\n", nt,
+                           kv_swa.used, kv_swa.size);
+            return 1;
+        }
 
         ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
         ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
-        llm_graph_context g(model, cparams, ub, kv, ctx0, gf);
+        llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr);
         ggml_tensor * out = model.arch->build_graph(g);
         ggml_build_forward_expand(gf, out);
         if (cb_eval) observe_mark(*this, gf);
@@ -242,6 +269,29 @@ int32_t llama_context::decode(const llama_batch & batch) {
     return 0;
 }
 
+bool llama_context::place_in_window(llama_ubatch & ub) {
+    if (!kv_swa.find_slots(ub.n_tokens, ub.cells_swa)) {
+        // room is made lazily, only when needed, so that rewinds stay possible as long as can be:
+        // cells before the window of each sequence's next token (this micro-batch's first, or
+        // the one after its last cached position) are freed, the oldest first
+        auto & next = window_next_;
+        next.assign(cparams.n_seq_max, -1);
+        for (uint32_t s = 0; s < cparams.n_seq_max; ++s) {
+            const llama_pos p = kv.seq_pos_max((llama_seq_id) s);
+            if (p >= 0) next[s] = p + 1;
+        }
+        for (uint32_t i = 0; i < ub.n_tokens; ++i) {
+            for (llama_seq_id s : ub.seq[i]) {
+                if (next[s] < 0 || ub.pos[i] < next[s]) next[s] = ub.pos[i];
+            }
+        }
+        kv_swa.free_outside_window(ub.n_tokens, model.hparams.n_swa, next);
+        if (!kv_swa.find_slots(ub.n_tokens, ub.cells_swa)) return false;
+    }
+    for (uint32_t i = 0; i < ub.n_tokens; ++i) kv_swa.assign(ub.cells_swa[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
+    return true;
+}
+
 bool llama_context::reserve() {
     const uint32_t nt = cparams.n_ubatch;
     std::vector<llama_token> tokens(nt, 0);
@@ -254,13 +304,14 @@ bool llama_context::reserve() {
     ub.seq.assign(nt, std::vector<llama_seq_id>{ 0 });
     for (uint32_t i = 0; i < nt; ++i) ub.out_rows.push_back((int32_t) i);
     ub.cells.resize(nt);
-    kv.reserve_full = true;
+    ub.cells_swa.resize(nt);
+    kv.reserve_full = kv_swa.reserve_full = true;
     ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
     ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
-    llm_graph_context g(model, cparams, ub, kv, ctx0, gf);
+    llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr);
     ggml_build_forward_expand(gf, model.arch->build_graph(g));
     const bool ok = ggml_backend_sched_reserve(sched, gf);
-    kv.reserve_full = false;
+    kv.reserve_full = kv_swa.reserve_full = false;
     ggml_free(ctx0);
     return ok;
 }
@@ -303,6 +354,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     cp.ser_threshold = params.ser_threshold;
     cp.rope_freq_base = params.rope_freq_base;
     cp.rope_freq_scale = params.rope_freq_scale;
+    cp.swa_full = params.swa_full;
     ctx->cb_eval = params.cb_eval;
     ctx->cb_eval_user_data = params.cb_eval_user_data;
 
@@ -332,8 +384,20 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         return fail(llama_format("KV cache types %s/%s need head sizes that are multiples of their block (heads are %u/%u)",
                                  ggml_type_name(params.type_k), ggml_type_name(params.type_v), hp.n_embd_head_k, hp.n_embd_head_v));
     }
+    // Sliding-window layers get a cache of their own holding each sequence's window and a
+    // micro-batch, when that is smaller than the context (and --swa-full does not ask for all).
+    uint32_t n_swa_layers = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) n_swa_layers += hp.is_swa(il);
+    const uint32_t swa_cells = (uint32_t) std::min<uint64_t>(cp.n_ctx, ((uint64_t) cp.n_seq_max * hp.n_swa + cp.n_ubatch + 31) / 32 * 32);
     std::string err;
-    if (!ctx->kv.init(shapes, cp.n_ctx, params.type_k, params.type_v, err)) return fail(err);
+    if (n_swa_layers > 0 && !cp.swa_full && swa_cells < cp.n_ctx) {
+        std::vector<llama_kv_layer_shape> global = shapes, window = shapes;
+        for (uint32_t il = 0; il < hp.n_layer; ++il) (hp.is_swa(il) ? global : window)[il] = llama_kv_layer_shape{};
+        if (!ctx->kv.init(global, cp.n_ctx, params.type_k, params.type_v, err)) return fail(err);
+        if (!ctx->kv_swa.init(window, swa_cells, params.type_k, params.type_v, err)) return fail(err);
+    } else if (!ctx->kv.init(shapes, cp.n_ctx, params.type_k, params.type_v, err)) {
+        return fail(err);
+    }
     ctx->cpu = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(ctx->cpu, cp.n_threads);
     ggml_backend_t backends[1] = { ctx->cpu };
@@ -358,8 +422,20 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
                        ctx->kv.bytes() / 1024.0 / std::max<uint32_t>(cp.n_ctx, 1));
     } else {
         LLAMA_LOG_INFO("llama_init_from_model: KV cache %s/%s, %.2f MiB (%.1f KiB per token)\n", ggml_type_name(params.type_k),
-                       ggml_type_name(params.type_v), ctx->kv.bytes() / 1048576.0,
-                       ctx->kv.bytes() / 1024.0 / std::max<uint32_t>(cp.n_ctx, 1));
+                       ggml_type_name(params.type_v), (ctx->kv.bytes() + ctx->kv_swa.bytes()) / 1048576.0,
+                       (ctx->kv.bytes() + ctx->kv_swa.bytes()) / 1024.0 / std::max<uint32_t>(cp.n_ctx, 1));
+    }
+    if (n_swa_layers > 0) {
+        // what keeping only the window saves: the window layers' rows for the cells it drops
+        const double swa_full_mib = ctx->has_kv_swa() ? ctx->kv_swa.bytes() / 1048576.0 * cp.n_ctx / ctx->kv_swa.size : 0.0;
+        if (ctx->has_kv_swa()) {
+            LLAMA_LOG_INFO("llama_init_from_model: sliding window %u: %u of %u layers keep %u cells (%.2f MiB instead of "
+                           "%.2f MiB with --swa-full), the others %u\n", hp.n_swa, n_swa_layers, hp.n_layer,
+                           ctx->kv_swa.size, ctx->kv_swa.bytes() / 1048576.0, swa_full_mib, cp.n_ctx);
+        } else {
+            LLAMA_LOG_INFO("llama_init_from_model: sliding window %u: %u of %u layers keep every cell (%s)\n", hp.n_swa,
+                           n_swa_layers, hp.n_layer, cp.swa_full ? "--swa-full" : "the window and a batch fill the context");
+        }
     }
     // size the compute buffer with the worst case: a full micro-batch attending to the whole cache
     if (!ctx->reserve()) return fail("cannot allocate the compute buffer");
@@ -443,15 +519,44 @@ float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
     return ctx->logits.data() + (size_t) row * ctx->model.hparams.n_vocab;
 }
 
-void llama_memory_clear(llama_context * ctx) { ctx->kv.clear(); }
-bool llama_memory_seq_rm(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1) { return ctx->kv.seq_rm(seq, p0, p1); }
-void llama_memory_seq_cp(llama_context * ctx, llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) { ctx->kv.seq_cp(src, dst, p0, p1); }
-void llama_memory_seq_keep(llama_context * ctx, llama_seq_id seq) { ctx->kv.seq_keep(seq); }
-void llama_memory_seq_add(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) { ctx->kv.seq_add(seq, p0, p1, delta); }
+void llama_memory_clear(llama_context * ctx) {
+    ctx->kv.clear();
+    ctx->kv_swa.clear();
+}
+
+bool llama_memory_seq_rm(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1) {
+    if (ctx->has_kv_swa() && p0 > 0 && seq >= 0) {
+        // what stays must still hold the window before p0 (and after p1, which is not removed)
+        // for every sliding-window layer: a cell freed there cannot be brought back
+        const llama_pos lo = std::max<llama_pos>(0, p0 - (llama_pos) ctx->model.hparams.n_swa + 1);
+        if (ctx->kv_swa.seq_count(seq, lo, p0) != ctx->kv.seq_count(seq, lo, p0)) {
+            LLAMA_LOG_WARN("llama_memory_seq_rm: sequence %d cannot go back to position %d: the sliding-window layers "
+                           "no longer hold positions before it (--swa-full keeps them)\n", seq, p0);
+            return false;
+        }
+    }
+    ctx->kv_swa.seq_rm(seq, p0, p1);
+    return ctx->kv.seq_rm(seq, p0, p1);
+}
+
+void llama_memory_seq_cp(llama_context * ctx, llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    ctx->kv.seq_cp(src, dst, p0, p1);
+    ctx->kv_swa.seq_cp(src, dst, p0, p1);
+}
+
+void llama_memory_seq_keep(llama_context * ctx, llama_seq_id seq) {
+    ctx->kv.seq_keep(seq);
+    ctx->kv_swa.seq_keep(seq);
+}
+
+void llama_memory_seq_add(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) {
+    ctx->kv.seq_add(seq, p0, p1, delta);
+    ctx->kv_swa.seq_add(seq, p0, p1, delta);
+}
 llama_pos llama_memory_seq_pos_min(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_min(seq); }
 llama_pos llama_memory_seq_pos_max(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_max(seq); }
 int32_t llama_memory_n_used(llama_context * ctx) { return (int32_t) ctx->kv.used; }
-size_t  llama_memory_size_bytes(llama_context * ctx) { return ctx->kv.bytes(); }
+size_t  llama_memory_size_bytes(llama_context * ctx) { return ctx->kv.bytes() + ctx->kv_swa.bytes(); }
 
 llama_perf_context_data llama_perf_context(const llama_context * ctx) {
     llama_perf_context_data d{};

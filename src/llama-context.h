@@ -14,6 +14,10 @@ struct llama_context {
     llama_model & model;
     llama_cparams cparams;
     llama_kv_cache kv;
+    // the sliding-window layers' cache, sized to their window (size 0: they live in kv, as with
+    // --swa-full or when the window is not smaller than the context)
+    llama_kv_cache kv_swa;
+    bool has_kv_swa() const { return kv_swa.size > 0; }
     ggml_backend_t cpu = nullptr;
     ggml_backend_sched_t sched = nullptr;
     size_t graph_size = 0;
@@ -36,5 +40,8 @@ struct llama_context {
     std::vector<ggml_tensor *> observed;
 
     int32_t decode(const llama_batch & batch);
+    // Cells in kv_swa for the micro-batch (ub.cells_swa), freeing cells outside every window if needed.
+    bool place_in_window(llama_ubatch & ub);
+    std::vector<llama_pos> window_next_;   // reused by place_in_window
     bool reserve();   // size the scheduler's buffers for the largest graph
 };

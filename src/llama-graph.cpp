@@ -3,10 +3,11 @@
 #include <cmath>
 
 llm_graph_context::llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u,
-                                     llama_kv_cache & k, ggml_context * ctx, ggml_cgraph * g)
-    : model(m), hp(m.hparams), cp(c), ub(u), kv(k), ctx0(ctx), gf(g) {
+                                     llama_kv_cache & k, ggml_context * ctx, ggml_cgraph * g, llama_kv_cache * k_swa)
+    : model(m), hp(m.hparams), cp(c), ub(u), kv(k), kv_swa(k_swa), ctx0(ctx), gf(g) {
     n_tokens = u.n_tokens;
     n_kv = k.n_kv();
+    n_kv_swa = k_swa ? k_swa->n_kv() : n_kv;
     n_outputs = (int64_t) u.out_rows.size();
     freq_base = c.rope_freq_base > 0 ? c.rope_freq_base : hp.rope_freq_base;
     freq_scale = c.rope_freq_scale > 0 ? c.rope_freq_scale : hp.rope_freq_scale;
@@ -58,7 +59,12 @@ ggml_tensor * llm_graph_context::build_const(std::vector<float> data, int64_t ne
     return t;
 }
 
-ggml_tensor * llm_graph_context::build_kv_store(ggml_tensor * cache, ggml_tensor * rows) {
+ggml_tensor * llm_graph_context::build_kv_store(ggml_tensor * cache, ggml_tensor * rows, bool swa_cache) {
+    if (swa_cache && !inp_kv_idx_swa) {
+        inp_kv_idx_swa = ggml_new_tensor_1d(ctx0, GGML_TYPE_I64, n_tokens);
+        ggml_set_name(inp_kv_idx_swa, "inp_kv_idx_swa");
+        ggml_set_input(inp_kv_idx_swa);
+    }
     if (!inp_kv_idx) {
         inp_kv_idx = ggml_new_tensor_1d(ctx0, GGML_TYPE_I64, n_tokens);
         ggml_set_name(inp_kv_idx, "inp_kv_idx");
@@ -68,7 +74,8 @@ ggml_tensor * llm_graph_context::build_kv_store(ggml_tensor * cache, ggml_tensor
         ggml_set_input(inp_mask);
     }
     if (!ggml_is_contiguous(rows)) rows = ggml_cont(ctx0, rows);
-    ggml_tensor * written = ggml_set_rows(ctx0, cache, ggml_reshape_2d(ctx0, rows, cache->ne[0], n_tokens), inp_kv_idx);
+    ggml_tensor * written = ggml_set_rows(ctx0, cache, ggml_reshape_2d(ctx0, rows, cache->ne[0], n_tokens),
+                                          swa_cache ? inp_kv_idx_swa : inp_kv_idx);
     ggml_build_forward_expand(gf, written);
     return written;
 }
@@ -77,18 +84,22 @@ ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor
                                             ggml_tensor * sinks) {
     const int64_t hd_k = q->ne[0], n_head = q->ne[1];
     const int64_t hd_v = v->ne[0], n_head_kv = k->ne[1];
-    ggml_tensor * k_cache = kv.k_l[il];
-    ggml_tensor * v_cache = kv.v_l[il];
+    const bool swa = hp.is_swa((uint32_t) il);
+    const bool own_cache = swa && kv_swa;
+    llama_kv_cache & cache = own_cache ? *kv_swa : kv;
+    const int64_t n_cells = own_cache ? n_kv_swa : n_kv;
+    ggml_tensor * k_cache = cache.k_l[il];
+    ggml_tensor * v_cache = cache.v_l[il];
     GGML_ASSERT(v_cache && "build_attn: this layer's cache has no V rows");
     // views of the written caches order the reads after the writes
-    ggml_tensor * k_written = build_kv_store(k_cache, k);
-    ggml_tensor * v_written = build_kv_store(v_cache, v);
-    ggml_tensor * kc = ggml_view_3d(ctx0, k_written, hd_k, n_kv, n_head_kv, k_cache->nb[1], ggml_row_size(k_cache->type, hd_k), 0);
-    ggml_tensor * vc = ggml_view_3d(ctx0, v_written, hd_v, n_kv, n_head_kv, v_cache->nb[1], ggml_row_size(v_cache->type, hd_v), 0);
+    ggml_tensor * k_written = build_kv_store(k_cache, k, own_cache);
+    ggml_tensor * v_written = build_kv_store(v_cache, v, own_cache);
+    ggml_tensor * kc = ggml_view_3d(ctx0, k_written, hd_k, n_cells, n_head_kv, k_cache->nb[1], ggml_row_size(k_cache->type, hd_k), 0);
+    ggml_tensor * vc = ggml_view_3d(ctx0, v_written, hd_v, n_cells, n_head_kv, v_cache->nb[1], ggml_row_size(v_cache->type, hd_v), 0);
     ggml_tensor * mask = nullptr;
-    if (hp.is_swa((uint32_t) il)) {
+    if (swa) {
         if (!inp_mask_swa) {
-            inp_mask_swa = ggml_new_tensor_2d(ctx0, GGML_TYPE_F32, n_kv, n_tokens);
+            inp_mask_swa = ggml_new_tensor_2d(ctx0, GGML_TYPE_F32, n_cells, n_tokens);
             ggml_set_name(inp_mask_swa, "inp_kq_mask_swa");
             ggml_set_input(inp_mask_swa);
         }

@@ -23,6 +23,7 @@ struct llama_cparams {
     float    ser_threshold = 0.0f;
     float    rope_freq_base = 0.0f;
     float    rope_freq_scale = 0.0f;
+    bool     swa_full = false;   // sliding-window layers keep every cell (--swa-full)
 };
 
 // One micro-batch as the graph sees it.
@@ -33,6 +34,7 @@ struct llama_ubatch {
     std::vector<std::vector<llama_seq_id>> seq;    // per token
     std::vector<int32_t> out_rows;                 // token indices whose logits are wanted
     std::vector<uint32_t> cells;                   // KV cell per token
+    std::vector<uint32_t> cells_swa;               // cell per token in the sliding-window layers' cache
 };
 
 struct llm_graph_context {
@@ -41,11 +43,13 @@ struct llm_graph_context {
     const llama_cparams & cp;
     const llama_ubatch & ub;
     llama_kv_cache & kv;
+    llama_kv_cache * kv_swa;   // the sliding-window layers' own cache (NULL: they use kv)
     ggml_context * ctx0;
     ggml_cgraph * gf;
 
     int64_t n_tokens;
     int64_t n_kv;
+    int64_t n_kv_swa;   // cells of kv_swa the graph attends over
     int64_t n_outputs;
     float   freq_base;
     float   freq_scale;
@@ -54,14 +58,15 @@ struct llm_graph_context {
     ggml_tensor * inp_tokens = nullptr;   // I32 [n_tokens]
     ggml_tensor * inp_pos = nullptr;      // I32 [n_tokens]
     ggml_tensor * inp_mask = nullptr;     // F32 [n_kv, n_tokens]
-    ggml_tensor * inp_mask_swa = nullptr; // F32 [n_kv, n_tokens]: inp_mask limited to the sliding window
+    ggml_tensor * inp_mask_swa = nullptr; // F32 [n_kv or n_kv_swa, n_tokens]: only the sliding window
+    ggml_tensor * inp_kv_idx_swa = nullptr;   // I64 [n_tokens]: cells in kv_swa
     ggml_tensor * inp_kv_idx = nullptr;   // I64 [n_tokens]
     ggml_tensor * inp_out_ids = nullptr;  // I32 [n_outputs]
     // constant inputs built by the graph (masks, index helpers), set after allocation
     std::vector<std::pair<ggml_tensor *, std::vector<float>>> const_inputs;
 
     llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u, llama_kv_cache & k,
-                      ggml_context * ctx, ggml_cgraph * g);
+                      ggml_context * ctx, ggml_cgraph * g, llama_kv_cache * k_swa = nullptr);
 
     ggml_tensor * build_inp_embd();
     ggml_tensor * build_inp_pos();
@@ -76,7 +81,7 @@ struct llm_graph_context {
     // The pieces of build_attn, for architectures with their own cache rows (MLA):
     // write rows [n, n_tokens] of this micro-batch into a cache tensor; returns the cache as
     // written (views of it are read after the write).
-    ggml_tensor * build_kv_store(ggml_tensor * cache, ggml_tensor * rows);
+    ggml_tensor * build_kv_store(ggml_tensor * cache, ggml_tensor * rows, bool swa_cache = false);
     // Attention of q [hd, n_tokens, n_head] over k [hd, n_kv, n_head_kv], v [hdv, n_kv, n_head_kv]
     // (views of the cache), flash or explicit per cparams. With q2/k2 the scores are q·k + q2·k2
     // (explicit path only: split keys, e.g. MLA's no-RoPE and RoPE parts). The explicit path caps

@@ -42,6 +42,11 @@ bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes
     }
     ctx = ggml_init({ ggml_tensor_overhead() * (2 * shapes.size() + 4), nullptr, true });
     for (size_t il = 0; il < shapes.size(); ++il) {
+        if (shapes[il].n_embd_k == 0) {   // the layer lives in another cache
+            k_l.push_back(nullptr);
+            v_l.push_back(nullptr);
+            continue;
+        }
         ggml_tensor * k = ggml_new_tensor_2d(ctx, tk, shapes[il].n_embd_k, size);
         ggml_format_name(k, "cache_k_l%zu", il);
         ggml_tensor * v = nullptr;
@@ -52,6 +57,7 @@ bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes
         k_l.push_back(k);
         v_l.push_back(v);
     }
+    if (!ggml_get_first_tensor(ctx)) return true;   // every layer lives in another cache: cells only
     buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
     if (!buf) {
         err = "cannot allocate the KV cache";
@@ -178,3 +184,31 @@ llama_pos llama_kv_cache::seq_pos_max(llama_seq_id seq) const {
 }
 
 size_t llama_kv_cache::bytes() const { return buf ? ggml_backend_buffer_get_size(buf) : 0; }
+
+void llama_kv_cache::free_outside_window(uint32_t n, uint32_t n_swa, const std::vector<llama_pos> & next) {
+    auto & cand = free_scratch_;
+    cand.clear();
+    uint32_t n_free = size - used;
+    for (uint32_t i = 0; i < size; ++i) {
+        const llama_kv_cell & c = cells[i];
+        if (c.empty()) continue;
+        bool visible = false;
+        for (llama_seq_id s : c.seq) {
+            const llama_pos nx = (size_t) s < next.size() ? next[s] : -1;
+            visible |= nx >= 0 && nx - c.pos < (llama_pos) n_swa;
+        }
+        if (!visible) cand.emplace_back(c.pos, i);
+    }
+    // the oldest first: the newest keep the best chance of a later rewind (llama_memory_seq_rm)
+    std::sort(cand.begin(), cand.end());
+    for (size_t k = 0; k < cand.size() && n_free < n; ++k, ++n_free) {
+        cells[cand[k].second] = {};
+        used--;
+    }
+}
+
+uint32_t llama_kv_cache::seq_count(llama_seq_id seq, llama_pos p0, llama_pos p1) const {
+    uint32_t n = 0;
+    for (const auto & c : cells) n += !c.empty() && c.seq.count(seq) && in_range(c.pos, p0, p1);
+    return n;
+}

@@ -5,6 +5,10 @@
 // What a row holds is up to the architecture (llama_kv_layer_shape): per-head K and V for plain
 // attention, or one shared row (MLA's compressed latent with its RoPE key) and no V tensor, in
 // which case attention reads V out of the K row.
+//
+// Sliding-window layers may get a cache of their own (llama_context::kv_swa), smaller than the
+// context: a layer whose shape has no values (n_embd_k 0) has no tensors in a cache, and the
+// window's cache frees the cells no sequence can see again when it needs room.
 #pragma once
 
 #include "ggml-backend.h"
@@ -66,4 +70,14 @@ struct llama_kv_cache {
     llama_pos seq_pos_min(llama_seq_id seq) const;
     llama_pos seq_pos_max(llama_seq_id seq) const;
     size_t bytes() const;
+
+    // Free cells that no sequence can see again, the oldest first, until n cells are free (or
+    // none is left to free): a cell at position p stays visible to sequence s while
+    // next[s] - p < n_swa, next[s] being the position of s's next token (-1: s has none).
+    void free_outside_window(uint32_t n, uint32_t n_swa, const std::vector<llama_pos> & next);
+    // Cells of seq with positions in [p0, p1)
+    uint32_t seq_count(llama_seq_id seq, llama_pos p0, llama_pos p1) const;
+
+  private:
+    std::vector<std::pair<llama_pos, uint32_t>> free_scratch_;   // reused: no allocation per token
 };

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -128,5 +130,118 @@ TEST(ArchGolden, GptOssMxfp4ExpertsKld) {
     EXPECT_LE(mx.mean_kld, 2.0 * q4.mean_kld);
     EXPECT_GE(mx.same_top, 0.8 * q4.same_top);
 }
+
+// ---- the sliding-window cache
+
+// Two sequences of the golden text decoded side by side in 32-token micro-batches (then token by
+// token) with a 1024-cell context: the window layers' own cache (window + micro-batch, freeing
+// cells as it goes) must give the logits --swa-full gives, in less memory.
+struct swa_run {
+    std::vector<float> logits;   // every output, in order
+    size_t bytes = 0;
+    bool rewind_near = false, rewind_far = true;
+    std::vector<float> after_rewind;
+};
+
+swa_run run_two_sequences(const std::string & model, const kld_base & base, bool swa_full) {
+    swa_run out;
+    llama_model * m = llama_model_load_from_file(model_path(model + ".gguf").c_str(), llama_model_default_params());
+    EXPECT_NE(m, nullptr) << llama_last_error();
+    if (!m) return out;
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 1024;
+    cp.n_batch = 64;
+    cp.n_ubatch = 32;
+    cp.n_seq_max = 2;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cp.swa_full = swa_full;
+    llama_context * ctx = llama_init_from_model(m, cp);
+    EXPECT_NE(ctx, nullptr) << llama_last_error();
+    if (!ctx) {
+        llama_model_free(m);
+        return out;
+    }
+    out.bytes = llama_memory_size_bytes(ctx);
+    const int n_prompt = 320, n_gen = 24, per_batch = 32;   // 2 x 16 tokens a batch
+    llama_batch b = llama_batch_init(per_batch, 0, 1);
+    auto token_of = [&](int s, int p) { return base.tokens[(size_t) s * 500 + p]; };
+    auto decode_range = [&](int p0, int p1, bool all_logits) {
+        for (int p = p0; p < p1; p += per_batch / 2) {
+            const int n = std::min(per_batch / 2, p1 - p);
+            b.n_tokens = 2 * n;
+            for (int s = 0; s < 2; ++s) {
+                for (int i = 0; i < n; ++i) {
+                    const int k = s * n + i;
+                    b.token[k] = token_of(s, p + i);
+                    b.pos[k] = p + i;
+                    b.n_seq_id[k] = 1;
+                    b.seq_id[k][0] = s;
+                    b.logits[k] = all_logits || p + i >= p1 - 4;
+                }
+            }
+            EXPECT_EQ(llama_decode(ctx, b), 0);
+            for (int k = 0; k < b.n_tokens; ++k) {
+                if (!b.logits[k]) continue;
+                const float * l = llama_get_logits_ith(ctx, k);
+                out.logits.insert(out.logits.end(), l, l + base.n_vocab);
+            }
+        }
+    };
+    decode_range(0, n_prompt, false);
+    for (int p = n_prompt; p < n_prompt + n_gen; ++p) decode_range(p, p + 1, true);
+    // back 8 tokens (inside the window): possible, and decoding them again gives the same logits
+    out.rewind_near = llama_memory_seq_rm(ctx, 0, n_prompt + n_gen - 8, -1) &&
+                      llama_memory_seq_rm(ctx, 1, n_prompt + n_gen - 8, -1);
+    std::vector<float> before(out.logits.end() - 8 * 2 * base.n_vocab, out.logits.end());
+    const size_t at = out.logits.size();
+    for (int p = n_prompt + n_gen - 8; p < n_prompt + n_gen; ++p) decode_range(p, p + 1, true);
+    out.after_rewind.assign(out.logits.begin() + at, out.logits.end());
+    out.logits.resize(at);
+    EXPECT_EQ(out.after_rewind, before) << "the same tokens after a rewind give the same logits";
+    // far back: the window layers no longer hold what that needs (unless they keep everything);
+    // a refused rewind leaves the cache as it was
+    const int32_t used = llama_memory_n_used(ctx);
+    out.rewind_far = llama_memory_seq_rm(ctx, 0, 40, -1);
+    if (!out.rewind_far) {
+        EXPECT_EQ(llama_memory_n_used(ctx), used);
+    }
+    llama_batch_free(b);
+    llama_free(ctx);
+    llama_model_free(m);
+    return out;
+}
+
+class SlidingWindowCache : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(SlidingWindowCache, SameLogitsAsSwaFullInLessMemory) {
+    const std::string model = GetParam();
+    kld_base base;
+    std::string err;
+    ASSERT_TRUE(base.load(golden_ppl_path(model + ".kld"), err)) << err;
+    ASSERT_GE(base.tokens.size(), 1000u);
+    const swa_run window = run_two_sequences(model, base, false);
+    const swa_run full = run_two_sequences(model, base, true);
+    ASSERT_FALSE(full.logits.empty());
+    ASSERT_EQ(window.logits.size(), full.logits.size());
+    double diff = 0, mx = 0;
+    for (size_t i = 0; i < full.logits.size(); ++i) {
+        diff = std::max(diff, (double) std::fabs(window.logits[i] - full.logits[i]));
+        mx = std::max(mx, (double) std::fabs(full.logits[i]));
+    }
+    std::printf("%s: KV cache %.2f MiB (--swa-full %.2f MiB), logits differ by up to %.3g of %.3g\n", model.c_str(),
+                window.bytes / 1048576.0, full.bytes / 1048576.0, diff, mx);
+    // the same scores in another cell order: equal up to float summation order, which six
+    // layers of random weights amplify to ~2e-5 (a missing or extra cell moves logits by O(1))
+    EXPECT_LE(diff, 1e-4 * mx);
+    EXPECT_LT(window.bytes, full.bytes);
+    EXPECT_TRUE(window.rewind_near && full.rewind_near);
+    EXPECT_FALSE(window.rewind_far);
+    EXPECT_TRUE(full.rewind_far);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SlidingWindowCache, ::testing::Values("synth-gemma3-f16", "synth-gpt-oss-f16"),
+                         [](const ::testing::TestParamInfo<const char *> & i) {
+                             return std::string(std::strstr(i.param, "gemma") ? "gemma3" : "gpt_oss");
+                         });
 
 } // namespace

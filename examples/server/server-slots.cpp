@@ -217,7 +217,11 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     // always decoded again so that its logits exist.
     size_t keep = common_prefix(s.cache, task->prompt);
     if (keep >= task->prompt.size()) keep = task->prompt.size() - 1;
-    llama_memory_seq_rm(ctx_, s.id, (llama_pos) keep, -1);
+    if (!llama_memory_seq_rm(ctx_, s.id, (llama_pos) keep, -1)) {
+        // the cache cannot go back there (a sliding-window layer dropped what it would need)
+        llama_memory_seq_rm(ctx_, s.id, -1, -1);
+        keep = 0;
+    }
     s.cache.resize(keep);
     s.n_prompt_fed = keep;
     s.n_cached = (int32_t) keep;
