@@ -150,10 +150,10 @@ void check_prompt_fits(std::vector<llama_token> & prompt, const server_info & in
     }
 }
 
-bool ends_inside_think(const std::string & prompt) {
+bool ends_inside_reasoning(const std::string & prompt, reasoning_markup markup) {
     size_t end = prompt.size();
     while (end > 0 && (prompt[end - 1] == ' ' || prompt[end - 1] == '\n' || prompt[end - 1] == '\r' || prompt[end - 1] == '\t')) --end;
-    static const std::string tag = "<think>";
+    const std::string & tag = reasoning_open_tag(markup);
     return end >= tag.size() && prompt.compare(end - tag.size(), tag.size(), tag) == 0;
 }
 
@@ -236,7 +236,10 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     for (int64_t i = 0; i < n; ++i) req.prompts.push_back(prompt);
     req.n_per_prompt = (int32_t) n;
     req.reasoning_split = info.reasoning_split;
-    req.reasoning_starts_inside = info.reasoning_split && ends_inside_think(req.prompt_text);
+    req.markup = info.markup;
+    req.reasoning_starts_inside = info.reasoning_split && ends_inside_reasoning(req.prompt_text, info.markup);
+    // harmony's channel markers are control tokens: the reply's text must show them to be split
+    req.gen.render_special = info.reasoning_split && info.markup == reasoning_markup::harmony;
     return req;
 }
 
@@ -293,7 +296,7 @@ response_builder::response_builder(const completion_request & req, std::string m
     : req_(req), model_(std::move(model_name)), created_(unix_time_s()) {
     id_ = random_id(req.kind == api_kind::chat ? "chatcmpl-" : "cmpl-");
     choices_.resize(req.prompts.size());
-    for (auto & c : choices_) c.splitter = reasoning_splitter(req.reasoning_split, req.reasoning_starts_inside);
+    for (auto & c : choices_) c.splitter = reasoning_splitter(req.reasoning_split, req.reasoning_starts_inside, req.markup);
 }
 
 reasoning_splitter::delta response_builder::absorb(size_t choice, const task_event & ev) {

@@ -27,6 +27,7 @@ struct server_info {
     const common_params * defaults = nullptr;     // sampling defaults and -n
     const kiln::chat_template * tmpl = nullptr;   // null: no chat template available
     bool reasoning_split = true;                  // --reasoning-format other than none
+    reasoning_markup markup = reasoning_markup::think;   // how the model's replies mark reasoning
 };
 
 struct completion_request {
@@ -40,6 +41,7 @@ struct completion_request {
     std::string prompt_text;                         // the rendered chat prompt / the native prompt
     bool reasoning_split = false;
     bool reasoning_starts_inside = false;            // the prompt ends inside <think>
+    reasoning_markup markup = reasoning_markup::think;
 };
 
 // Parse a request body. Throws http_error(400) naming the field at fault; prompts longer than

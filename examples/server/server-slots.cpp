@@ -329,7 +329,7 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         finish(s, "stop");
         return;
     }
-    const std::string piece = common_token_to_piece(vocab_, tok, false);
+    const std::string piece = common_token_to_piece(vocab_, tok, gp.render_special);
     if (gp.logprobs) {
         token_report rep;
         rep.chosen = { tok, piece, logits[tok] - log_norm };

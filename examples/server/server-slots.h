@@ -26,6 +26,7 @@ struct generation_params {
     std::vector<std::string> stop;
     bool    logprobs = false;          // report the chosen tokens' log-probabilities
     int32_t top_logprobs = 0;          // ... and this many alternatives each
+    bool    render_special = false;    // control tokens' text is part of the reply (harmony's channels)
 };
 
 struct token_logprob {

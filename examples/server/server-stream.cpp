@@ -59,8 +59,16 @@ std::string stop_matcher::flush() {
 
 namespace {
 
-const std::string k_open = "<think>";
-const std::string k_close = "</think>";
+// the markup's tags: open, close, and (harmony) what starts a message header and ends it
+struct markup_tags {
+    std::string open, close, header, header_end;
+};
+
+const markup_tags & tags_of(reasoning_markup m) {
+    static const markup_tags think = { "<think>", "</think>", "", "" };
+    static const markup_tags harmony = { "<|channel|>analysis<|message|>", "<|end|>", "<|", "<|message|>" };
+    return m == reasoning_markup::harmony ? harmony : think;
+}
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -74,7 +82,9 @@ size_t partial_tag_suffix(const std::string & s, const std::string & tag) {
 
 } // namespace
 
-reasoning_splitter::reasoning_splitter(bool enabled, bool starts_inside) {
+const std::string & reasoning_open_tag(reasoning_markup markup) { return tags_of(markup).open; }
+
+reasoning_splitter::reasoning_splitter(bool enabled, bool starts_inside, reasoning_markup markup) : markup_(markup) {
     if (!enabled) st_ = state::content;
     else if (starts_inside) {
         st_ = state::reasoning;
@@ -98,6 +108,9 @@ reasoning_splitter::delta reasoning_splitter::flush() {
 }
 
 void reasoning_splitter::step(delta & out, bool final) {
+    const markup_tags & tags = tags_of(markup_);
+    const std::string & k_open = tags.open;
+    const std::string & k_close = tags.close;
     for (;;) {
         switch (st_) {
             case state::start: {
@@ -111,9 +124,14 @@ void reasoning_splitter::step(delta & out, bool final) {
                     skip_ws_ = true;
                     continue;
                 }
-                const bool may_become_tag = k_open.compare(0, rest.size(), rest) == 0;   // rest is a prefix of <think>
+                const bool may_become_tag = k_open.compare(0, rest.size(), rest) == 0;   // rest is a prefix of the tag
                 if (may_become_tag && !final) return;                                      // wait for more
-                st_ = state::content;
+                // harmony: a reply that starts with another channel's header (final, commentary)
+                const std::string & h = tags.header;
+                const bool header = !h.empty() && rest.size() >= h.size() && rest.compare(0, h.size(), h) == 0;
+                if (!h.empty() && !final && rest.size() < h.size() && h.compare(0, rest.size(), rest) == 0) return;
+                if (header) held_.erase(0, i);
+                st_ = header ? state::skip_header : state::content;
                 continue;
             }
             case state::reasoning: {
@@ -128,7 +146,7 @@ void reasoning_splitter::step(delta & out, bool final) {
                 if (at != std::string::npos) {
                     out.reasoning += held_.substr(0, at);
                     held_.erase(0, at + k_close.size());
-                    st_ = state::skip_ws_after;
+                    st_ = tags.header_end.empty() ? state::skip_ws_after : state::skip_header;
                     continue;
                 }
                 size_t keep = final ? 0 : partial_tag_suffix(held_, k_close);
@@ -137,6 +155,18 @@ void reasoning_splitter::step(delta & out, bool final) {
                 out.reasoning += held_.substr(0, send);
                 held_.erase(0, send);
                 return;
+            }
+            case state::skip_header: {
+                // harmony: drop "<|start|>assistant<|channel|>final<|message|>" (whatever the
+                // channel), the answer follows it
+                const size_t at = held_.find(tags.header_end);
+                if (at == std::string::npos) {
+                    if (final) held_.clear();
+                    return;
+                }
+                held_.erase(0, at + tags.header_end.size());
+                st_ = state::content;
+                continue;
             }
             case state::skip_ws_after: {
                 size_t i = 0;

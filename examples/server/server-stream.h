@@ -2,8 +2,8 @@
 // reply concatenates to exactly the non-streamed one:
 //  - stop_matcher holds back text that might be the start of a stop string (and bytes of an
 //    unfinished UTF-8 character), so a stop string is never sent, not even in part;
-//  - reasoning_splitter moves a leading <think>...</think> block to reasoning_content, holding
-//    back partial tags;
+//  - reasoning_splitter moves a leading <think>...</think> block (or, in gpt-oss's harmony
+//    format, the analysis channel) to reasoning_content, holding back partial tags;
 //  - SSE framing.
 #pragma once
 
@@ -32,6 +32,15 @@ private:
     std::string stop_word_;
 };
 
+// How a model marks its reasoning in the text it generates.
+enum class reasoning_markup {
+    think,     // <think> reasoning </think> answer
+    harmony,   // gpt-oss: <|channel|>analysis<|message|> reasoning <|end|><|start|>assistant<|channel|>final<|message|> answer
+};
+
+// The text that opens the reasoning block in a markup (a prompt ending with it starts inside).
+const std::string & reasoning_open_tag(reasoning_markup markup);
+
 // Chunking-invariant: feeding a text in any split gives the same concatenated output.
 class reasoning_splitter {
 public:
@@ -41,15 +50,18 @@ public:
     };
 
     // enabled: split at all (--reasoning-format other than none).
-    // starts_inside: the prompt already opened the block (it ends with "<think>").
-    reasoning_splitter(bool enabled, bool starts_inside);
+    // starts_inside: the prompt already opened the block (it ends with the open tag).
+    // In the harmony markup, the header of the message after the reasoning (up to its
+    // <|message|>) is dropped, and so is the header of a reply without reasoning.
+    reasoning_splitter(bool enabled, bool starts_inside, reasoning_markup markup = reasoning_markup::think);
 
     delta feed(const std::string & text);
     delta flush();
 
 private:
-    enum class state { start, reasoning, skip_ws_after, content };
+    enum class state { start, reasoning, skip_ws_after, skip_header, content };
     state st_;
+    reasoning_markup markup_ = reasoning_markup::think;
     bool skip_ws_ = false;   // drop whitespace right after a tag
     std::string held_;
     void step(delta & out, bool final);

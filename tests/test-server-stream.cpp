@@ -1,0 +1,98 @@
+// The server's reasoning splitter (examples/server/server-stream.cpp) on both markups: <think>
+// blocks and gpt-oss's harmony channels, whole and fed in every split (a streamed reply must
+// concatenate to exactly the non-streamed one).
+#include "server-stream.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+
+namespace {
+
+using delta = reasoning_splitter::delta;
+
+delta split_whole(const std::string & text, bool starts_inside, reasoning_markup m) {
+    reasoning_splitter s(true, starts_inside, m);
+    delta a = s.feed(text);
+    const delta b = s.flush();
+    a.reasoning += b.reasoning;
+    a.content += b.content;
+    return a;
+}
+
+// fed one byte at a time, and in two pieces at every cut
+void expect_chunking_invariant(const std::string & text, bool starts_inside, reasoning_markup m, const delta & want) {
+    reasoning_splitter s(true, starts_inside, m);
+    delta acc;
+    for (char c : text) {
+        const delta d = s.feed(std::string(1, c));
+        acc.reasoning += d.reasoning;
+        acc.content += d.content;
+    }
+    const delta f = s.flush();
+    EXPECT_EQ(acc.reasoning + f.reasoning, want.reasoning) << "byte by byte: " << text;
+    EXPECT_EQ(acc.content + f.content, want.content) << "byte by byte: " << text;
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+        reasoning_splitter t(true, starts_inside, m);
+        delta a = t.feed(text.substr(0, cut));
+        const delta b = t.feed(text.substr(cut));
+        const delta c = t.flush();
+        EXPECT_EQ(a.reasoning + b.reasoning + c.reasoning, want.reasoning) << "cut at " << cut << ": " << text;
+        EXPECT_EQ(a.content + b.content + c.content, want.content) << "cut at " << cut << ": " << text;
+    }
+}
+
+struct split_case {
+    std::string text;
+    bool starts_inside;
+    std::string reasoning, content;
+};
+
+void check(const split_case & c, reasoning_markup m) {
+    const delta d = split_whole(c.text, c.starts_inside, m);
+    EXPECT_EQ(d.reasoning, c.reasoning) << c.text;
+    EXPECT_EQ(d.content, c.content) << c.text;
+    expect_chunking_invariant(c.text, c.starts_inside, m, { c.reasoning, c.content });
+}
+
+} // namespace
+
+TEST(ReasoningSplitter, ThinkBlocks) {
+    const split_case cases[] = {
+        { "<think>\nweighing it\n</think>\n\nThe answer.", false, "weighing it\n", "The answer." },
+        { "  <think>a</think>b", false, "a", "b" },
+        { "No reasoning <think>here</think>", false, "", "No reasoning <think>here</think>" },
+        { "still thinking</think>done", true, "still thinking", "done" },
+        { "<thin", false, "", "<thin" },
+    };
+    for (const auto & c : cases) check(c, reasoning_markup::think);
+}
+
+TEST(ReasoningSplitter, HarmonyChannels) {
+    const std::string analysis = "<|channel|>analysis<|message|>", final_hdr = "<|start|>assistant<|channel|>final<|message|>";
+    const split_case cases[] = {
+        // the analysis channel, then the final one
+        { analysis + "The user greets me.<|end|>" + final_hdr + "Hello!", false, "The user greets me.", "Hello!" },
+        // a reply straight in the final channel: its header is dropped
+        { "<|channel|>final<|message|>Hi there.", false, "", "Hi there." },
+        // the prompt opened the analysis already
+        { "Short.<|end|>" + final_hdr + "Done.", true, "Short.", "Done." },
+        // a commentary channel after the analysis (tool calls) keeps its text as content
+        { analysis + "Need a tool.<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}",
+          false, "Need a tool.", "{\"a\":1}" },
+        // cut off inside the analysis: all of it is reasoning
+        { analysis + "unfinished thou", false, "unfinished thou", "" },
+        // plain text: content as it is
+        { "Just text.", false, "", "Just text." },
+    };
+    for (const auto & c : cases) check(c, reasoning_markup::harmony);
+    EXPECT_EQ(reasoning_open_tag(reasoning_markup::harmony), analysis);
+}
+
+TEST(ReasoningSplitter, DisabledPassesEverythingThrough) {
+    reasoning_splitter s(false, false, reasoning_markup::harmony);
+    const delta d = s.feed("<|channel|>analysis<|message|>x<|end|>");
+    EXPECT_EQ(d.reasoning, "");
+    EXPECT_EQ(d.content, "<|channel|>analysis<|message|>x<|end|>");
+}
