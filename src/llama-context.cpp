@@ -525,14 +525,16 @@ void llama_memory_clear(llama_context * ctx) {
 }
 
 bool llama_memory_seq_rm(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1) {
-    if (ctx->has_kv_swa() && p0 > 0 && seq >= 0) {
-        // what stays must still hold the window before p0 (and after p1, which is not removed)
-        // for every sliding-window layer: a cell freed there cannot be brought back
+    if (ctx->has_kv_swa() && p0 > 0) {
+        // what stays must still hold the window before p0 for every sliding-window layer: a
+        // cell freed there cannot be brought back
         const llama_pos lo = std::max<llama_pos>(0, p0 - (llama_pos) ctx->model.hparams.n_swa + 1);
-        if (ctx->kv_swa.seq_count(seq, lo, p0) != ctx->kv.seq_count(seq, lo, p0)) {
-            LLAMA_LOG_WARN("llama_memory_seq_rm: sequence %d cannot go back to position %d: the sliding-window layers "
-                           "no longer hold positions before it (--swa-full keeps them)\n", seq, p0);
-            return false;
+        for (llama_seq_id s = seq < 0 ? 0 : seq; s < (seq < 0 ? (llama_seq_id) ctx->cparams.n_seq_max : seq + 1); ++s) {
+            if (ctx->kv_swa.seq_count(s, lo, p0) != ctx->kv.seq_count(s, lo, p0)) {
+                LLAMA_LOG_WARN("llama_memory_seq_rm: sequence %d cannot go back to position %d: the sliding-window layers "
+                               "no longer hold positions before it (--swa-full keeps them)\n", s, p0);
+                return false;
+            }
         }
     }
     ctx->kv_swa.seq_rm(seq, p0, p1);
