@@ -31,9 +31,32 @@ struct preset {
     int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_expert_shared = 0, n_lead_dense = 0;
     int32_t gating_func = 0;          // 1 softmax, 2 sigmoid (deepseek2)
     float expert_weights_scale = 0.0f;
-    // MLA (deepseek2)
+    // MLA (deepseek2); qk_rope is also the partial rotation of glm4moe (rope.dimension_count)
     int32_t q_lora = 0, kv_lora = 0, qk_rope = 0;
+    // the block's variations (gemma3, glm4moe, gpt-oss)
+    bool qk_norm = true;              // per-head q/k norms
+    bool qkv_bias = false;            // biases on q, k, v
+    bool o_bias_sinks = false;        // gpt-oss: output bias and attention sinks
+    bool post_norms = false;          // gemma3: post_attention_norm and post_ffw_norm around each branch
+    bool norm_is_post_attn = false;   // glm4moe, gpt-oss: the pre-FFN norm is named post_attention_norm
+    bool router_f32 = false;          // glm4moe, gpt-oss: ffn_gate_inp stored as f32
+    bool expert_biases = false;       // gpt-oss: router and per-expert biases
+    int32_t n_swa = 0;                // attention.sliding_window
+    int32_t n_nextn = 0;              // glm4moe: trailing NextN layers (counted in n_layer)
+    const char * rope_scaling = nullptr;   // "linear" / "yarn"
+    float rope_factor = 0.0f;
+    int32_t rope_orig_ctx = 0;        // yarn
 };
+
+// Presets of the issue-14 architectures, written with designated initializers (many fields).
+constexpr preset gemma3_preset(const char * name, const char * desc, int32_t n_layer, int32_t n_embd, int32_t n_head,
+                               int32_t n_head_kv, int32_t head_dim, int32_t n_ff, int32_t n_vocab, int32_t first_special,
+                               int32_t n_swa) {
+    return { .name = name, .desc = desc, .arch = "gemma3", .n_layer = n_layer, .n_embd = n_embd, .n_head = n_head,
+             .n_head_kv = n_head_kv, .head_dim_k = head_dim, .head_dim_v = head_dim, .n_ff = n_ff, .n_vocab = n_vocab,
+             .first_special = first_special, .tied_output = true, .rope_base = 1e6f, .n_ctx_train = 131072,
+             .post_norms = true, .n_swa = n_swa, .rope_scaling = "linear", .rope_factor = 8.0f };
+}
 
 const preset k_presets[] = {
     { "qwen3-0.6b", "Qwen3-0.6B shapes: 28 layers, n_embd 1024, 16/8 heads x 128, n_ff 3072, vocab 151936, tied output",
@@ -52,6 +75,26 @@ const preset k_presets[] = {
     { "tiny-deepseek2", "test model with the shapes of synth-deepseek2 (3 layers, 1 dense, MLA, 16 experts + 1 shared)",
       "deepseek2", 3, 256, 4, 4, 192, 128, 512, 4104, 4096, false, 1e4f, 4096,
       16, 4, 256, 1, 1, 2, 2.5f, 128, 512, 64 },
+    gemma3_preset("tiny-gemma3", "test model with the shapes of synth-gemma3 (6 layers: 5 sliding (window 64), 1 global)",
+                  6, 256, 4, 1, 128, 1024, 4104, 4096, 64),
+    { .name = "tiny-glm4moe", .desc = "test model with the shapes of synth-glm4moe (1 dense, 1 MoE, 1 NextN layer; 16 experts + 1 shared)",
+      .arch = "glm4moe", .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 128, .head_dim_v = 128,
+      .n_ff = 768, .n_vocab = 4104, .first_special = 4096, .tied_output = false, .rope_base = 1e6f, .n_ctx_train = 4096,
+      .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 128, .n_expert_shared = 1, .n_lead_dense = 1, .gating_func = 2,
+      .expert_weights_scale = 2.5f, .qk_rope = 64, .qkv_bias = true, .norm_is_post_attn = true, .router_f32 = true,
+      .n_nextn = 1 },
+    { .name = "tiny-gpt-oss", .desc = "test model with the shapes of synth-gpt-oss (2 layers: sliding 128, full; 16 experts, 4 used)",
+      .arch = "gpt-oss", .n_layer = 2, .n_embd = 256, .n_head = 8, .n_head_kv = 2, .head_dim_k = 64, .head_dim_v = 64,
+      .n_ff = 256, .n_vocab = 4104, .first_special = 4096, .tied_output = false, .rope_base = 150000.0f, .n_ctx_train = 131072,
+      .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .gating_func = 1, .qk_norm = false, .qkv_bias = true,
+      .o_bias_sinks = true, .norm_is_post_attn = true, .router_f32 = true, .expert_biases = true, .n_swa = 128,
+      .rope_scaling = "yarn", .rope_factor = 32.0f, .rope_orig_ctx = 4096 },
+    { .name = "gpt-oss-20b", .desc = "gpt-oss-20b shapes: 24 layers (sliding 128 / full), n_embd 2880, 64/8 heads x 64, 32 experts (4 used) x 2880",
+      .arch = "gpt-oss", .n_layer = 24, .n_embd = 2880, .n_head = 64, .n_head_kv = 8, .head_dim_k = 64, .head_dim_v = 64,
+      .n_ff = 2880, .n_vocab = 201088, .first_special = 199999, .tied_output = false, .rope_base = 150000.0f,
+      .n_ctx_train = 131072, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880, .gating_func = 1, .qk_norm = false,
+      .qkv_bias = true, .o_bias_sinks = true, .norm_is_post_attn = true, .router_f32 = true, .expert_biases = true,
+      .n_swa = 128, .rope_scaling = "yarn", .rope_factor = 32.0f, .rope_orig_ctx = 4096 },
 };
 
 const preset * find_preset(const std::string & name) {
@@ -69,6 +112,7 @@ preset resolve(const kiln_synth_options & opt) {
         // keep at least one MoE layer when a model with leading dense layers is cut short
         if (p.n_lead_dense > 0) p.n_lead_dense = std::min(p.n_lead_dense, std::max(1, p.n_layer - 1));
         if (p.n_lead_dense > p.n_layer) p.n_lead_dense = p.n_layer;
+        p.n_nextn = std::min(p.n_nextn, std::max(0, p.n_layer - 1));
     }
     if (opt.n_experts > 0 && p.n_expert > 0) {
         p.n_expert = opt.n_experts;
@@ -84,6 +128,7 @@ struct tensor_spec {
     int n_dims;
     int64_t ne[3];
     init_kind init;
+    bool f32 = false;   // stored as f32 whatever the type (besides every 1-D tensor)
 };
 
 std::vector<tensor_spec> tensor_list(const preset & p) {
@@ -93,6 +138,9 @@ std::vector<tensor_spec> tensor_list(const preset & p) {
         t.push_back({ name, 3, { ne0, ne1, ne2 }, init_kind::normal });
     };
     auto norm = [&](const std::string & name, int64_t ne0) { t.push_back({ name, 1, { ne0, 1, 1 }, init_kind::ones }); };
+    auto bias = [&](const std::string & name, int64_t ne0, int64_t ne1 = 1) {
+        t.push_back({ name, ne1 > 1 ? 2 : 1, { ne0, ne1, 1 }, init_kind::small, true });
+    };
 
     const int64_t E = p.n_embd;
     mat("token_embd.weight", E, p.n_vocab);
@@ -112,37 +160,68 @@ std::vector<tensor_spec> tensor_list(const preset & p) {
             mat(b + "attn_kv_b.weight", p.kv_lora, (int64_t) p.n_head * (qk_nope + p.head_dim_v));
             mat(b + "attn_output.weight", (int64_t) p.n_head * p.head_dim_v, E);
         } else {
-            mat(b + "attn_q.weight", E, (int64_t) p.n_head * p.head_dim_k);
-            mat(b + "attn_k.weight", E, (int64_t) p.n_head_kv * p.head_dim_k);
-            mat(b + "attn_v.weight", E, (int64_t) p.n_head_kv * p.head_dim_v);
+            const int64_t n_q = (int64_t) p.n_head * p.head_dim_k, n_k = (int64_t) p.n_head_kv * p.head_dim_k;
+            const int64_t n_v = (int64_t) p.n_head_kv * p.head_dim_v;
+            mat(b + "attn_q.weight", E, n_q);
+            mat(b + "attn_k.weight", E, n_k);
+            mat(b + "attn_v.weight", E, n_v);
+            if (p.qkv_bias) {
+                bias(b + "attn_q.bias", n_q);
+                bias(b + "attn_k.bias", n_k);
+                bias(b + "attn_v.bias", n_v);
+            }
             mat(b + "attn_output.weight", (int64_t) p.n_head * p.head_dim_v, E);
-            norm(b + "attn_q_norm.weight", p.head_dim_k);
-            norm(b + "attn_k_norm.weight", p.head_dim_k);
+            if (p.o_bias_sinks) {
+                bias(b + "attn_output.bias", E);
+                bias(b + "attn_sinks.weight", p.n_head);
+            }
+            if (p.qk_norm) {
+                norm(b + "attn_q_norm.weight", p.head_dim_k);
+                norm(b + "attn_k_norm.weight", p.head_dim_k);
+            }
         }
-        norm(b + "ffn_norm.weight", E);
+        if (p.post_norms) norm(b + "post_attention_norm.weight", E);
+        norm(b + (p.norm_is_post_attn ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
         const bool moe = p.n_expert > 0 && il >= p.n_lead_dense;
         if (!moe) {
             mat(b + "ffn_gate.weight", E, p.n_ff);
             mat(b + "ffn_up.weight", E, p.n_ff);
             mat(b + "ffn_down.weight", p.n_ff, E);
+            if (p.post_norms) norm(b + "post_ffw_norm.weight", E);
             continue;
         }
         mat(b + "ffn_gate_inp.weight", E, p.n_expert);
-        if (p.gating_func == 2) t.push_back({ b + "exp_probs_b.bias", 1, { p.n_expert, 1, 1 }, init_kind::small });
+        if (p.router_f32) t.back().f32 = true;
+        // deepseek2 writes the selection bias after the router, glm4moe after the experts
+        const bool probs_b = p.gating_func == 2, probs_b_first = probs_b && mla;
+        if (probs_b_first) t.push_back({ b + "exp_probs_b.bias", 1, { p.n_expert, 1, 1 }, init_kind::small });
         mat3(b + "ffn_gate_exps.weight", E, p.n_ff_exp, p.n_expert);
         mat3(b + "ffn_up_exps.weight", E, p.n_ff_exp, p.n_expert);
         mat3(b + "ffn_down_exps.weight", p.n_ff_exp, E, p.n_expert);
+        if (probs_b && !probs_b_first) t.push_back({ b + "exp_probs_b.bias", 1, { p.n_expert, 1, 1 }, init_kind::small });
+        if (p.expert_biases) {
+            bias(b + "ffn_gate_inp.bias", p.n_expert);
+            bias(b + "ffn_gate_exps.bias", p.n_ff_exp, p.n_expert);
+            bias(b + "ffn_up_exps.bias", p.n_ff_exp, p.n_expert);
+            bias(b + "ffn_down_exps.bias", E, p.n_expert);
+        }
         if (p.n_expert_shared > 0) {
             const int64_t ff_sh = (int64_t) p.n_ff_exp * p.n_expert_shared;
             mat(b + "ffn_gate_shexp.weight", E, ff_sh);
             mat(b + "ffn_up_shexp.weight", E, ff_sh);
             mat(b + "ffn_down_shexp.weight", ff_sh, E);
         }
+        if (il >= p.n_layer - p.n_nextn) {   // the NextN predictor's own pieces
+            mat(b + "nextn.eh_proj.weight", 2 * E, E);
+            norm(b + "nextn.enorm.weight", E);
+            norm(b + "nextn.hnorm.weight", E);
+            norm(b + "nextn.shared_head_norm.weight", E);
+        }
     }
     return t;
 }
 
-ggml_type storage_type(const tensor_spec & s, ggml_type type) { return s.n_dims == 1 ? GGML_TYPE_F32 : type; }
+ggml_type storage_type(const tensor_spec & s, ggml_type type) { return s.n_dims == 1 || s.f32 ? GGML_TYPE_F32 : type; }
 
 constexpr size_t k_alignment = 32;
 
@@ -223,6 +302,13 @@ void set_kv(gguf_context * g, const preset & p, const kiln_synth_options & opt) 
     gguf_set_val_f32(g, key("attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
     gguf_set_val_f32(g, key("rope.freq_base").c_str(), p.rope_base);
     if (p.qk_rope > 0) gguf_set_val_u32(g, key("rope.dimension_count").c_str(), (uint32_t) p.qk_rope);
+    if (p.rope_scaling) {
+        gguf_set_val_str(g, key("rope.scaling.type").c_str(), p.rope_scaling);
+        gguf_set_val_f32(g, key("rope.scaling.factor").c_str(), p.rope_factor);
+        if (p.rope_orig_ctx > 0) gguf_set_val_u32(g, key("rope.scaling.original_context_length").c_str(), (uint32_t) p.rope_orig_ctx);
+    }
+    if (p.n_swa > 0) gguf_set_val_u32(g, key("attention.sliding_window").c_str(), (uint32_t) p.n_swa);
+    if (p.n_nextn > 0) gguf_set_val_u32(g, key("nextn_predict_layers").c_str(), (uint32_t) p.n_nextn);
     gguf_set_val_u32(g, key("attention.key_length").c_str(), (uint32_t) p.head_dim_k);
     gguf_set_val_u32(g, key("attention.value_length").c_str(), (uint32_t) p.head_dim_v);
     if (p.q_lora > 0) gguf_set_val_u32(g, key("attention.q_lora_rank").c_str(), (uint32_t) p.q_lora);

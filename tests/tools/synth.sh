@@ -43,7 +43,7 @@ if [ -f "$SHARED/models/synth-qwen3-f16.gguf" ]; then
     tensor_table <"$TMP/info" >"$TMP/our.t"
     [ -s "$TMP/ref.t" ] && cmp -s "$TMP/ref.t" "$TMP/our.t" && pass || fail "tensor table differs from synth-qwen3-f16: $(diff "$TMP/ref.t" "$TMP/our.t" | head -5)"
 fi
-for m in qwen3moe deepseek2; do
+for m in qwen3moe deepseek2 gemma3 glm4moe gpt-oss; do
     [ -f "$SHARED/models/synth-$m-f16.gguf" ] || continue
     "$GGUF" synth "tiny-$m" -o "$TMP/t-$m.gguf" >/dev/null 2>&1 || { fail "synth tiny-$m"; continue; }
     "$GGUF" info "$SHARED/models/synth-$m-f16.gguf" 2>&1 | tensor_table >"$TMP/ref-$m"
@@ -66,6 +66,10 @@ grep -q 'total: 671026419200 parameters' "$TMP/ds" && pass || fail "deepseek-v3:
 grep -q '^blk.2.ffn_down.weight  *f16  *\[18432, 7168\]' "$TMP/ds" && grep -q '^blk.3.ffn_up_exps.weight  *f16  *\[7168, 2048, 256\]' "$TMP/ds" &&
     grep -q '^blk.60.attn_kv_b.weight  *f16  *\[512, 32768\]' "$TMP/ds" && grep -q '^blk.60.exp_probs_b.bias  *f32  *\[256\]' "$TMP/ds" && pass ||
     fail "deepseek-v3: dense/MoE/MLA shapes"
+"$GGUF" synth gpt-oss-20b --dry-run >"$TMP/oss" 2>&1
+grep -q '^blk.23.ffn_gate_exps.weight  *f16  *\[2880, 2880, 32\]' "$TMP/oss" && grep -q '^blk.0.attn_sinks.weight  *f32  *\[64\]' "$TMP/oss" &&
+    grep -q '^blk.0.attn_q.weight  *f16  *\[2880, 4096\]' "$TMP/oss" && grep -q '^blk.23.ffn_down_exps.bias  *f32  *\[2880, 32\]' "$TMP/oss" &&
+    ! grep -q '^blk.24\.' "$TMP/oss" && pass || fail "gpt-oss-20b: attention/expert shapes"
 # shrinking
 "$GGUF" synth deepseek-v3 --layers 4 --experts 16 --dry-run >"$TMP/ds4" 2>&1
 grep -q '^blk.3.ffn_gate_exps.weight  *f16  *\[7168, 2048, 16\]' "$TMP/ds4" && ! grep -q '^blk.4\.' "$TMP/ds4" && pass || fail "deepseek-v3 --layers 4 --experts 16"
@@ -79,7 +83,10 @@ grep -q 'qwen3moe.block_count .*u32 = 3' "$TMP/minfo" && grep -q 'qwen3moe.exper
 if [ -x "$PPL" ]; then
     "$GGUF" synth tiny-deepseek2 -o "$TMP/d.gguf" >/dev/null 2>&1
     "$GGUF" synth tiny-qwen3 --type f32 -o "$TMP/f.gguf" >/dev/null 2>&1
-    for f in a m d f; do
+    "$GGUF" synth tiny-gemma3 -o "$TMP/g.gguf" >/dev/null 2>&1
+    "$GGUF" synth tiny-glm4moe -o "$TMP/l.gguf" >/dev/null 2>&1
+    "$GGUF" synth tiny-gpt-oss -o "$TMP/o.gguf" >/dev/null 2>&1
+    for f in a m d f g l o; do
         if "$PPL" -m "$TMP/$f.gguf" -f "$SHARED/text/wikitext-2-test-300k.txt" -c 128 --chunks 2 -t 2 >"$TMP/p" 2>"$TMP/e"; then
             v=$(sed -n 's/^Final estimate: .* = \([0-9.]*\) +\/- .*/\1/p' "$TMP/p")
             # random weights with activations of unit scale: close to (not far beyond) a uniform guess over 4104 tokens
