@@ -68,7 +68,8 @@ void llm_load_moe_hparams(llama_model_loader & ml, llama_hparams & hp, uint32_t 
     hp.n_ff_exp = (uint32_t) ml.get_i64(ml.key("%s.expert_feed_forward_length"), n_ff_exp_default);
 }
 
-ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * x, const llm_attn_options & o) {
+// The options took effect when the tensors were created: the graph follows the tensors the layer has.
+ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * x, const llm_attn_options &) {
     const auto & hp = g.hp;
     const auto & l = g.model.layers[il];
     ggml_context * ctx = g.ctx0;
