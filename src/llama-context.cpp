@@ -271,21 +271,22 @@ int32_t llama_context::decode(const llama_batch & batch) {
 
 bool llama_context::place_in_window(llama_ubatch & ub) {
     if (!kv_swa.find_slots(ub.n_tokens, ub.cells_swa)) {
-        // room is made lazily, only when needed, so that rewinds stay possible as long as can be:
+        // Room is made lazily, only when needed, so that rewinds stay possible as long as can be:
         // cells before the window of each sequence's next token (this micro-batch's first, or
-        // the one after its last cached position) are freed, the oldest first
+        // the one after its last cached position) are freed, the oldest first, a micro-batch's
+        // worth at a time so that generation does not scan the cache for every token. Every
+        // sequence's newest positions are in the window's cache, so it alone says where each is.
         auto & next = window_next_;
         next.assign(cparams.n_seq_max, -1);
-        for (uint32_t s = 0; s < cparams.n_seq_max; ++s) {
-            const llama_pos p = kv.seq_pos_max((llama_seq_id) s);
-            if (p >= 0) next[s] = p + 1;
+        for (const llama_kv_cell & c : kv_swa.cells) {
+            for (llama_seq_id s : c.seq) next[s] = std::max(next[s], c.pos + 1);
         }
         for (uint32_t i = 0; i < ub.n_tokens; ++i) {
             for (llama_seq_id s : ub.seq[i]) {
                 if (next[s] < 0 || ub.pos[i] < next[s]) next[s] = ub.pos[i];
             }
         }
-        kv_swa.free_outside_window(ub.n_tokens, model.hparams.n_swa, next);
+        kv_swa.free_outside_window(std::max(ub.n_tokens, cparams.n_ubatch), model.hparams.n_swa, next);
         if (!kv_swa.find_slots(ub.n_tokens, ub.cells_swa)) return false;
     }
     for (uint32_t i = 0; i < ub.n_tokens; ++i) kv_swa.assign(ub.cells_swa[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
