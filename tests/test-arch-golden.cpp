@@ -75,6 +75,32 @@ INSTANTIATE_TEST_SUITE_P(Gemma3, ArchGolden, ::testing::Values(ARCH_CASES("synth
 INSTANTIATE_TEST_SUITE_P(Glm4Moe, ArchGolden, ::testing::Values(ARCH_CASES("synth-glm4moe-f16")), case_name);
 INSTANTIATE_TEST_SUITE_P(GptOss, ArchGolden, ::testing::Values(ARCH_CASES("synth-gpt-oss-f16")), case_name);
 
+// Every combination of the axes (flash attention, threads, batch 1 / whole chunk) on the first
+// chunk; the cases above run more chunks and odd micro-batches.
+TEST(ArchGolden, FullCrossProductFirstChunk) {
+    for (const char * model : { "synth-gemma3-f16", "synth-glm4moe-f16", "synth-gpt-oss-f16" }) {
+        kld_base base;
+        std::string err;
+        ASSERT_TRUE(base.load(golden_ppl_path(std::string(model) + ".kld"), err)) << err;
+        for (bool fa : { false, true }) {
+            for (int t : { 1, 2 }) {
+                for (int ub : { 0, 1 }) {
+                    SCOPED_TRACE(std::string(model) + " fa " + std::to_string(fa) + " t " + std::to_string(t) + " ub " + std::to_string(ub));
+                    golden_config cfg;
+                    cfg.flash_attn = fa;
+                    cfg.n_threads = t;
+                    cfg.n_ubatch = ub;
+                    cfg.max_chunks = 1;
+                    const golden_result r = run_golden(model_path(std::string(model) + ".gguf"), base, cfg);
+                    ASSERT_TRUE(r.ok);
+                    EXPECT_LE(r.mean_kld, 1e-3);
+                    EXPECT_GE(r.same_top, 0.98);
+                }
+            }
+        }
+    }
+}
+
 // The NextN layer's tensors are loaded (no "not used" warning, counted in the model) but the
 // layer is not run: the model reports the layers that run.
 TEST(ArchGolden, Glm4MoeNextNLayerLoadsButDoesNotRun) {
