@@ -65,7 +65,7 @@ class MatMul : public ::testing::TestWithParam<std::tuple<ggml_type, int, int>> 
 
 TEST_P(MatMul, MatchesDoubleReference) {
     const auto [type, n_threads, isa] = GetParam();
-    if (isa > (int) ggml_cpu_detected_isa() || isa == GGML_CPU_ISA_NEON) GTEST_SKIP() << "ISA not available";
+    if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) GTEST_SKIP() << "ISA not available";
     ggml_cpu_set_isa((ggml_cpu_isa) isa);
 
     const mm_case cases[] = {
@@ -118,7 +118,9 @@ INSTANTIATE_TEST_SUITE_P(Float, MatMul,
                          ::testing::Combine(::testing::Values(GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16),
                                             ::testing::Values(1, 2),
                                             ::testing::Values((int) GGML_CPU_ISA_SCALAR, (int) GGML_CPU_ISA_AVX2,
-                                                              (int) GGML_CPU_ISA_AVX512)));
+                                                              (int) GGML_CPU_ISA_AVX512, (int) GGML_CPU_ISA_NEON,
+                                                              (int) GGML_CPU_ISA_NEON_DOTPROD,
+                                                              (int) GGML_CPU_ISA_NEON_I8MM)));
 
 // Expert-routed products: every (slot, token) equals the plain product with the chosen expert.
 class MatMulId : public ::testing::TestWithParam<std::tuple<int, int>> {};

@@ -313,14 +313,11 @@ TEST_P(QuantGolden, MatmulNoFurtherFromExactThanReference) {
     const golden_data & g = golden();
     const golden_tensor * act = g.find("act");
     const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
-    const ggml_cpu_isa hw = ggml_cpu_detected_isa();
     int ran = 0;
     for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
         const ggml_gemm_t gemm = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
         if (!gemm) continue;
-        const bool runs_here = isa == GGML_CPU_ISA_SCALAR || (hw == GGML_CPU_ISA_NEON ? isa == GGML_CPU_ISA_NEON
-                                                                                   : (isa <= hw && isa != GGML_CPU_ISA_NEON));
-        if (!runs_here) continue;
+        if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
         const ggml_type vdt = ct->vec_dot_type;
         ggml_from_float_t enc = ggml_cpu_from_float_at(vdt, (ggml_cpu_isa) isa);
         if (!enc) enc = ggml_get_type_traits(vdt)->from_float_ref;

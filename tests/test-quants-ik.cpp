@@ -201,9 +201,9 @@ TEST(IkKernels, WideBatchesMatchScalar) {
             for (int c = 0; c < nc; ++c) ggml_get_type_traits(GGML_TYPE_Q8_K)->from_float_ref(xf.data() + c * n, xq.data() + c * xrow, n);
             std::vector<float> ref(nc * nr), got(nc * nr);
             ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR)(n, wq.data(), row, xq.data(), xrow, ref.data(), nr, nr, nc);
-            for (int isa = GGML_CPU_ISA_AVX2; isa <= GGML_CPU_ISA_AVX512; ++isa) {
+            for (int isa = GGML_CPU_ISA_SCALAR + 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
                 const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
-                if (!fn || ggml_cpu_detected_isa() == GGML_CPU_ISA_NEON || isa > ggml_cpu_detected_isa()) continue;
+                if (!fn || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
                 fn(n, wq.data(), row, xq.data(), xrow, got.data(), nr, nr, nc);
                 for (size_t i = 0; i < ref.size(); ++i) {
                     ASSERT_NEAR(got[i], ref[i], 1e-4 * (std::fabs(ref[i]) + 1.0))
@@ -261,9 +261,9 @@ TEST(IkKernels, TrellisKernelsMatchScalarOnRandomBlocks) {
                     bound[c * nr + r] = b;
                 }
             }
-            for (int isa = GGML_CPU_ISA_AVX2; isa <= GGML_CPU_ISA_AVX512; ++isa) {
+            for (int isa = GGML_CPU_ISA_SCALAR + 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
                 const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
-                if (!fn || ggml_cpu_detected_isa() == GGML_CPU_ISA_NEON || isa > ggml_cpu_detected_isa()) continue;
+                if (!fn || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
                 fn(n, wq.data(), row, xq.data(), xrow, got.data(), nr, nr, nc);
                 for (size_t i = 0; i < ref.size(); ++i) {
                     ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-7)

@@ -287,9 +287,9 @@ TEST(QuantsIQ, GoldenMatmul) {
             if (!q || !dq) continue;
             const char * key = *form ? "imatrix" : "plain";
             const double ref_err = g.summary[name][key]["matmul_rel_err_vs_exact_dq"].get<double>();
-            for (int isa = 0; isa <= (int) ggml_cpu_detected_isa() && isa < GGML_CPU_ISA_NEON; ++isa) {
+            for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
                 ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
-                if (!fn) continue;
+                if (!fn || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
                 const auto mm = run_gemm(fn, t, q->data.data(), ggml_row_size(t, N), N, q8, ROWS, COLS, ROWS);
                 double num = 0, den = 0;
                 for (int c = 0; c < COLS; ++c) {
@@ -357,9 +357,9 @@ TEST(QuantsIQ, SimdMatchesScalarOnOddShapes) {
         std::vector<uint8_t> q(w_stride * nr, 0xcd);
         for (int r = 0; r < nr; ++r) ASSERT_EQ(tt->quantize(w.data() + r * n, q.data() + r * w_stride, 1, n, imatrix.data()), rs);
         const auto ref = run_gemm(ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR), t, q.data(), w_stride, n, q8, nr, nc, dst_stride);
-        for (int isa = 1; isa <= (int) ggml_cpu_detected_isa() && isa < GGML_CPU_ISA_NEON; ++isa) {
+        for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
             ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
-            if (!fn) continue;
+            if (!fn || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
             for (int sub_nr : { nr, 1, 3 }) {
                 for (int sub_nc : { nc, 1 }) {
                     const auto got = run_gemm(fn, t, q.data(), w_stride, n, q8, sub_nr, sub_nc, dst_stride);
@@ -376,7 +376,7 @@ TEST(QuantsIQ, SimdMatchesScalarOnOddShapes) {
             ++compared;
         }
     }
-    if (ggml_cpu_detected_isa() >= GGML_CPU_ISA_AVX2 && ggml_cpu_detected_isa() != GGML_CPU_ISA_NEON) EXPECT_GE(compared, 7);
+    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) EXPECT_GE(compared, 7);   // x86: every IQ type has AVX2 kernels
 }
 
 // ---- edge rows ------------------------------------------------------------------------------

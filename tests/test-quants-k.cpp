@@ -243,8 +243,9 @@ void check_gemm_error(ggml_type type, const std::string & name, const std::vecto
                 exact[c * k_rows + r] = s;
             }
         const double ref_err = data().summary.at(name).at(*pre ? "imatrix" : "plain").at("matmul_rel_err_vs_exact_dq").get<double>();
-        for (int isa = GGML_CPU_ISA_SCALAR; isa <= (int) ggml_cpu_detected_isa() && isa < GGML_CPU_ISA_NEON; ++isa) {
+        for (int isa = GGML_CPU_ISA_SCALAR; isa < GGML_CPU_ISA_COUNT; ++isa) {
             ggml_gemm_t gemm = ggml_cpu_gemm_at(type, (ggml_cpu_isa) isa);
+            if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
             if (!gemm) continue;
             std::vector<float> out(k_act_rows * k_rows);
             gemm(k_cols, q.bytes.data(), ggml_row_size(type, k_cols), acts.data(), xs, out.data(), k_rows, k_rows, k_act_rows);
@@ -298,8 +299,9 @@ TEST_P(KQuant, SimdKernelsAgreeWithScalar) {
         const size_t dst_stride = sh.nr + 3;
         std::vector<float> ref(dst_stride * sh.nc, -7.0f);
         scalar(sh.n, w.data(), w_stride, x.data(), x_stride, ref.data(), dst_stride, sh.nr, sh.nc);
-        for (int isa = GGML_CPU_ISA_AVX2; isa <= (int) ggml_cpu_detected_isa() && isa < GGML_CPU_ISA_NEON; ++isa) {
+        for (int isa = GGML_CPU_ISA_SCALAR + 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
             ggml_gemm_t gemm = ggml_cpu_gemm_at(type, (ggml_cpu_isa) isa);
+            if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
             if (!gemm) continue;
             std::vector<float> out(dst_stride * sh.nc, -7.0f);
             gemm(sh.n, w.data(), w_stride, x.data(), x_stride, out.data(), dst_stride, sh.nr, sh.nc);
@@ -369,8 +371,9 @@ TEST(KQuantBench, PrintsKernelThroughput) {
             auto xf = kiln_test::random_floats(n * nc, 4);
             const auto x = to_q8_K(xf.data(), nc, n);
             std::vector<float> out(nr * nc);
-            for (int isa = 0; isa <= (int) ggml_cpu_detected_isa() && isa < GGML_CPU_ISA_NEON; ++isa) {
+            for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
                 ggml_gemm_t gemm = ggml_cpu_gemm_at(type, (ggml_cpu_isa) isa);
+                if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
                 if (!gemm) continue;
                 const int reps = isa == 0 ? 1 : (nc == 1 ? 200 : 10);
                 // thread CPU time: the machine is shared, wall time would measure the neighbours

@@ -21,12 +21,7 @@
 
 namespace {
 
-bool isa_runs_here(ggml_cpu_isa isa) {
-    const ggml_cpu_isa hw = ggml_cpu_detected_isa();
-    if (isa == GGML_CPU_ISA_SCALAR) return true;
-    if (hw == GGML_CPU_ISA_NEON) return isa == GGML_CPU_ISA_NEON;
-    return isa != GGML_CPU_ISA_NEON && isa <= hw;
-}
+bool isa_runs_here(ggml_cpu_isa isa) { return ggml_cpu_isa_runs_here(isa); }
 
 std::vector<ggml_type> types_with_gemm() {
     std::vector<ggml_type> out;

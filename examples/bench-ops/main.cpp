@@ -106,6 +106,9 @@ int main(int argc, char ** argv) {
             if (v == "scalar") ggml_cpu_set_isa(GGML_CPU_ISA_SCALAR);
             else if (v == "avx2") ggml_cpu_set_isa(GGML_CPU_ISA_AVX2);
             else if (v == "avx512") ggml_cpu_set_isa(GGML_CPU_ISA_AVX512);
+            else if (v == "neon") ggml_cpu_set_isa(GGML_CPU_ISA_NEON);
+            else if (v == "dotprod") ggml_cpu_set_isa(GGML_CPU_ISA_NEON_DOTPROD);
+            else if (v == "i8mm") ggml_cpu_set_isa(GGML_CPU_ISA_NEON_I8MM);
             else usage(("unknown --isa " + v).c_str());
         } else if (a == "--only") {
             only = next();

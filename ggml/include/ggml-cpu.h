@@ -8,13 +8,17 @@
 extern "C" {
 #endif
 
-// Instruction-set levels, in increasing order. A kernel registered for a level runs on any
-// CPU that has that level; the best registered level not above the CPU's is chosen.
+// Instruction-set levels. Each architecture has its own chain of levels, each including the one
+// below it: x86-64 scalar < AVX2 < AVX512, arm64 scalar < NEON < NEON_DOTPROD < NEON_I8MM. A kernel
+// registered for a level runs on any CPU that has that level; selection walks down the chain from
+// the cap (ggml_cpu_isa_lower) to the first level with a kernel. The numeric ids are stable.
 enum ggml_cpu_isa {
-    GGML_CPU_ISA_SCALAR = 0,
-    GGML_CPU_ISA_AVX2   = 1,   // AVX2 + FMA + F16C
-    GGML_CPU_ISA_AVX512 = 2,   // AVX512 F/BW/VL/DQ + VNNI
-    GGML_CPU_ISA_NEON   = 3,   // arm64 (a separate family; never compared with the x86 levels)
+    GGML_CPU_ISA_SCALAR       = 0,
+    GGML_CPU_ISA_AVX2         = 1,   // AVX2 + FMA + F16C
+    GGML_CPU_ISA_AVX512       = 2,   // AVX512 F/BW/VL/DQ + VNNI
+    GGML_CPU_ISA_NEON         = 3,   // arm64 Advanced SIMD (every arm64 CPU)
+    GGML_CPU_ISA_NEON_DOTPROD = 4,   // + SDOT/UDOT (Armv8.2 dotprod)
+    GGML_CPU_ISA_NEON_I8MM    = 5,   // + SMMLA/USMMLA (Armv8.6 i8mm)
     GGML_CPU_ISA_COUNT,
 };
 
@@ -23,9 +27,19 @@ bool ggml_cpu_has_avx512(void);       // F, BW, VL, DQ
 bool ggml_cpu_has_avx512_vnni(void);
 bool ggml_cpu_has_avx512_bf16(void);
 bool ggml_cpu_has_neon(void);
+bool ggml_cpu_has_dotprod(void);      // arm64 HWCAP_ASIMDDP
+bool ggml_cpu_has_i8mm(void);         // arm64 HWCAP2_I8MM
+bool ggml_cpu_has_arm_fp16(void);     // arm64 HWCAP_FPHP + HWCAP_ASIMDHP (half-precision arithmetic)
+bool ggml_cpu_has_arm_bf16(void);     // arm64 HWCAP2_BF16
+bool ggml_cpu_has_sve(void);          // arm64 HWCAP_SVE
 enum ggml_cpu_isa ggml_cpu_detected_isa(void);
+// The level below isa in its architecture's chain (GGML_CPU_ISA_SCALAR for the lowest levels).
+enum ggml_cpu_isa ggml_cpu_isa_lower(enum ggml_cpu_isa isa);
+// Whether this CPU runs isa: it lies on the chain below the detected level (scalar always does).
+bool ggml_cpu_isa_runs_here(enum ggml_cpu_isa isa);
 // Cap the ISA used for kernel selection (tests compare SIMD paths with the scalar one;
-// KILN_CPU_ISA=scalar|avx2|avx512 in the environment does the same at start-up).
+// KILN_CPU_ISA=scalar|avx2|avx512|neon|dotprod|i8mm in the environment does the same at start-up;
+// a level this CPU does not run is ignored).
 void ggml_cpu_set_isa(enum ggml_cpu_isa isa);
 enum ggml_cpu_isa ggml_cpu_get_isa(void);
 const char * ggml_cpu_isa_name(enum ggml_cpu_isa isa);

@@ -11,16 +11,13 @@ ggml_cpu_type_traits * cpu_table() {
     return t;
 }
 
-// x86 levels are ordered; NEON stands alone.
+// Down the cap's chain of levels (ggml_cpu_isa_lower) to the first one with a kernel.
 template <typename Fn>
 Fn pick(Fn const * fns, ggml_cpu_isa cap) {
-    if (cap == GGML_CPU_ISA_NEON) {
-        return fns[GGML_CPU_ISA_NEON] ? fns[GGML_CPU_ISA_NEON] : fns[GGML_CPU_ISA_SCALAR];
+    for (ggml_cpu_isa l = cap;; l = ggml_cpu_isa_lower(l)) {
+        if (fns[l]) return fns[l];
+        if (l == GGML_CPU_ISA_SCALAR) return nullptr;
     }
-    for (int i = (int) cap; i >= 0; --i) {
-        if (fns[i]) return fns[i];
-    }
-    return nullptr;
 }
 } // namespace
 

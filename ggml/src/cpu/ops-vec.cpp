@@ -121,10 +121,9 @@ const resolved_tables & resolved() {
             fn_t * dst = slots(out.at[isa]);
             for (int k = 0; k < k_n_fns; ++k) {
                 fn_t f = nullptr;
-                if (isa == GGML_CPU_ISA_NEON) {
-                    f = slots(registered()[GGML_CPU_ISA_NEON])[k];
-                } else {
-                    for (int l = isa; l >= 0 && !f; --l) f = slots(registered()[l])[k];
+                for (ggml_cpu_isa l = (ggml_cpu_isa) isa; !f; l = ggml_cpu_isa_lower(l)) {
+                    f = slots(registered()[l])[k];
+                    if (l == GGML_CPU_ISA_SCALAR) break;
                 }
                 dst[k] = f ? f : slots(registered()[GGML_CPU_ISA_SCALAR])[k];
             }
