@@ -69,6 +69,10 @@ struct block_iq4_xs {
     uint8_t     qs[QK_K / 2];
 };
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block size");
+// The signed scale (ls - 32) of 32-value sub-block ib (0..7) of an iq4_xs block.
+static inline int iq4_xs_scale(const block_iq4_xs & b, int ib) {
+    return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
+}
 
 // mxfp4: e8m0 shared exponent; value = 2^(e - 128) * kvalues_mxfp4[q] (the table holds twice
 // the e2m1 values, hence the extra halving).

@@ -34,10 +34,6 @@ void iq4_nl_to_float(const void * vx, float * y, int64_t n) {
     }
 }
 
-inline int iq4_xs_scale(const block_iq4_xs & b, int ib) {
-    return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
-}
-
 void iq4_xs_to_float(const void * vx, float * y, int64_t n) {
     const auto * x = (const block_iq4_xs *) vx;
     for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {

@@ -145,9 +145,7 @@ struct w_iq4_xs {
     }
     static float scale_at(const uint8_t * row, int64_t ib) {
         const block & b = ((const block *) row)[ib / 8];
-        const int i = (int) (ib % 8);
-        const int ls = (((b.scales_l[i / 2] >> 4 * (i % 2)) & 0xF) | (((b.scales_h >> 2 * i) & 3) << 4)) - 32;
-        return h2f(b.d) * ls;
+        return h2f(b.d) * iq4_xs_scale(b, (int) (ib % 8));
     }
 };
 

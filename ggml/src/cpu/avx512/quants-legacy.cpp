@@ -260,9 +260,7 @@ struct w_iq4_xs {
         const uint8_t * qs = w[ib / 8].qs + 16 * (ib % 8);
         return _mm512_shuffle_epi8(table, nibbles2(qs, qs + 16));
     }
-    static int sub_scale(const block & b, int i) {
-        return (((b.scales_l[i / 2] >> 4 * (i % 2)) & 0xF) | (((b.scales_h >> 2 * i) & 3) << 4)) - 32;
-    }
+    static int sub_scale(const block & b, int i) { return iq4_xs_scale(b, i); }
     static __m512 scale2(const block * w, int64_t ib, bool) {
         const block & b = w[ib / 8];
         const float d = h2f(b.d);
