@@ -1,0 +1,11 @@
+// The one entry point of the NEON kernels (see register.h for the rules of this folder).
+#include "neon/register.h"
+#include "cpu-isa.h"
+
+void ggml_cpu_register_neon() {
+    ggml_cpu_register_vec_neon();
+    ggml_cpu_register_float_gemm_neon();
+    ggml_cpu_register_q8_neon();
+    ggml_cpu_register_legacy_neon();
+    ggml_cpu_register_k_neon();
+}
