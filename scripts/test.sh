@@ -40,3 +40,16 @@ regex="^($(IFS='|'; echo "${targets[*]}")|isa-symbols)\$"
 (cd "$asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest -j "$(nproc)" --output-on-failure --timeout 900 -L "$regex")
 stage "ctest (ASan+UBSan)"
+
+# Arm64: the kernel and op suites and llama-perplexity cross-built for aarch64 and run under
+# qemu-aarch64 on emulated CPUs with and without dotprod/i8mm (tests/isa/aarch64.sh).
+arm="${KILN_AARCH64_BUILD_DIR:-$root/build-aarch64}"
+arm_targets=(test-ops test-matmul test-quants-simd test-quants-k test-quants-iq test-quants-ik llama-perplexity)
+if [ ! -f "$arm/CMakeCache.txt" ]; then
+    cmake -S "$root" -B "$arm" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" >/dev/null
+fi
+cmake --build "$arm" -j "$(nproc)" --target "${arm_targets[@]}"
+stage "build (aarch64)"
+bash "$root/tests/isa/aarch64.sh" "$arm" "$root/../shared"
+stage "qemu-aarch64"
