@@ -7,7 +7,8 @@
 # Checked: getauxval detection (system info and the level chosen); the SIMD-versus-scalar suites
 # (each walks every level the CPU runs, so -cpu max compares neon, dotprod and i8mm with scalar);
 # the per-ISA object rules (isa/symbols.sh on the NEON objects); stories260K's golden perplexity
-# (-c 128, 8 chunks, within 0.05%) and its first chunk at every KILN_CPU_ISA cap.
+# (-c 128, 8 chunks, within 0.05%) and its first chunk at every KILN_CPU_ISA cap; one chunk of
+# KL-divergence for synth-qwen3 (f16 against the reference's base; Q4_K_M per level against scalar).
 # Emulated speed means nothing: nothing here is timed.
 # Usage: aarch64.sh <cross build dir> <shared dir>
 set -u
@@ -105,5 +106,29 @@ for isa in scalar neon dotprod i8mm; do
         fail "KILN_CPU_ISA=$isa: $(tail -c 300 "$TMP/cap.err")"
     fi
 done
+
+# ---- KL-divergence against the reference's base logits, one chunk each (emulation is slow):
+# synth-qwen3-f16 as tight as tools/perplexity.sh holds it; synth-qwen3-Q4_K_M (q4_K/q6_K weights,
+# q8_K activations) at the plain NEON and best levels equal to the scalar level's KLD within 2%.
+mean_kld() { sed -n 's/^Mean    KLD: *\([0-9.e+-]*\).*/\1/p' "$1" | head -1; }
+same_top() { sed -n 's/^Same top p: *\([0-9.]*\).*/\1/p' "$1" | head -1; }
+kld_run() {   # model cap -> $TMP/kld.out
+    KILN_CPU_ISA="$2" emu max "$BIN/llama-perplexity" -m "$SHARED/models/$1.gguf" --kl-divergence-base "$SHARED/golden/ppl/synth-qwen3-f16.kld" \
+        --kl-divergence --chunks 1 -t 2 >"$TMP/kld.out" 2>"$TMP/kld.err" || { fail "$1 KILN_CPU_ISA=$2 --kl-divergence: $(tail -c 300 "$TMP/kld.err")"; return 1; }
+}
+if kld_run synth-qwen3-f16 i8mm; then
+    k=$(mean_kld "$TMP/kld.out"); t=$(same_top "$TMP/kld.out")
+    [ -n "$k" ] && awk -v k="$k" 'BEGIN { exit !(k <= 1e-3) }' && pass || fail "synth-qwen3-f16: mean KLD '$k' > 1e-3"
+    [ -n "$t" ] && awk -v t="$t" 'BEGIN { exit !(t >= 98) }' && pass || fail "synth-qwen3-f16: same top '$t' < 98%"
+fi
+if kld_run synth-qwen3-Q4_K_M scalar; then
+    ref=$(mean_kld "$TMP/kld.out")
+    for isa in neon i8mm; do
+        kld_run synth-qwen3-Q4_K_M $isa || continue
+        k=$(mean_kld "$TMP/kld.out")
+        [ -n "$k" ] && awk -v k="$k" -v r="$ref" 'BEGIN { d = k - r; if (d < 0) d = -d; exit !(r > 0 && d <= 0.02 * r) }' && pass ||
+            fail "synth-qwen3-Q4_K_M KILN_CPU_ISA=$isa: mean KLD '$k', scalar level '$ref'"
+    done
+fi
 
 finish
