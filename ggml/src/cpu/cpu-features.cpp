@@ -167,8 +167,8 @@ void ggml_cpu_ensure_kernels() {
     static const bool registered = [] {
 #if defined(__x86_64__) || defined(__i386__)
         const ggml_cpu_isa hw = detect();
-        if (hw >= GGML_CPU_ISA_AVX2 && hw != GGML_CPU_ISA_NEON) ggml_cpu_register_avx2();
-        if (hw == GGML_CPU_ISA_AVX512) ggml_cpu_register_avx512();
+        if (runs_on(GGML_CPU_ISA_AVX2, hw)) ggml_cpu_register_avx2();
+        if (runs_on(GGML_CPU_ISA_AVX512, hw)) ggml_cpu_register_avx512();
 #elif defined(__aarch64__)
         // the NEON folder registers its dotprod / i8mm functions only where detect() found them
         if (runs_on(GGML_CPU_ISA_NEON, detect())) ggml_cpu_register_neon();
