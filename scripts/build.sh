@@ -3,6 +3,8 @@
 # CMake's configure step, e.g. scripts/build.sh -DKILN_NATIVE=ON
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 build="${KILN_BUILD_DIR:-$root/build}"
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)

@@ -3,6 +3,8 @@
 # under AddressSanitizer + UBSan. This is the command CI runs. Each stage prints its time.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 
 stage_start=$SECONDS
 stage() {   # prints the time of the stage that just ended
