@@ -6,6 +6,7 @@
 #include "quants-common.h"
 
 #include <cstdint>
+#include <cstring>
 
 // q2_K: 16 sub-blocks of 16; each scales[] byte holds a 4-bit scale (low) and a 4-bit min (high).
 // value = d * scale * q - dmin * min, q in 0..3.
@@ -68,6 +69,21 @@ static inline void k4_scale_min(int j, const uint8_t * q, uint8_t & sc, uint8_t 
         sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
         m  = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
     }
+}
+
+// All eight at once, 32 bits at a time (what the SIMD kernels use): sc[j], mn[j] for j < 8.
+static inline void k4_scales_mins(const uint8_t * packed, uint8_t * sc, uint8_t * mn) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    const uint32_t s0 = u[0] & lo6;
+    const uint32_t s1 = (u[2] & lo4) | (((u[0] >> 6) & lo2) << 4);
+    const uint32_t m0 = u[1] & lo6;
+    const uint32_t m1 = ((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4);
+    std::memcpy(sc, &s0, 4);
+    std::memcpy(sc + 4, &s1, 4);
+    std::memcpy(mn, &m0, 4);
+    std::memcpy(mn + 4, &m1, 4);
 }
 
 // The 16 signed 6-bit scales of a q3_K block (already minus 32).

@@ -7,9 +7,9 @@
 // int32 accumulation. The integer block sums equal the scalar kernel's exactly and the float
 // accumulation is the same expression, so results match the scalar path bit for bit.
 //
-// The 4-bit types decode with vpshufb table lookups (the level table sits in a register; the
-// shifted-grid bit of a sub-block picks one of two table registers); the others decode through
-// the scalar common-form decoder.
+// The 4-bit types and iq5_k decode with vpshufb table lookups (the level table sits in a
+// register; the shifted-grid bit of a sub-block picks one of two table registers, or adds the
+// grid's constant shift); the others decode through the scalar common-form decoder.
 #include "avx2/register.h"
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
@@ -67,6 +67,18 @@ void decode_iq4_ks_avx2(const void * vb, float row_d, simd_block & sb) {
     sb.d = row_d;
 }
 
+// Per-lane grid offset of a 32-block whose two 16-value halves pick their grids separately.
+inline __m256i half_offsets(int first, int second, int step) {
+    return _mm256_set_m128i(_mm_set1_epi8((char) (second * step)), _mm_set1_epi8((char) (first * step)));
+}
+
+// The two 6-bit scales (minus 32) of 32-block ib in the iq4_k / iq5_k layout: low nibbles in
+// scales_l[ib], the two high bits of each in scales_h[ib / 2].
+inline __m256i scales_6bit_pair(const uint8_t * scales_l, const uint8_t * scales_h, int ib) {
+    const int sh = scales_h[ib / 2] >> 4 * (ib % 2);
+    return scale_pair(((scales_l[ib] & 0xF) | ((sh << 4) & 0x30)) - 32, ((scales_l[ib] >> 4) | ((sh << 2) & 0x30)) - 32);
+}
+
 void decode_iq4_k_avx2(const void * vb, float, simd_block & sb) {
     static const iq4_tables tables;
     const auto & b = *(const block_iq4_k *) vb;
@@ -78,8 +90,40 @@ void decode_iq4_k_avx2(const void * vb, float, simd_block & sb) {
         const __m128i hi = _mm_shuffle_epi8(_mm256_castsi256_si128(tables.t[(b.extra >> (2 * ib + 1)) & 1]),
                                             _mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
         sb.q[ib] = _mm256_set_m128i(hi, lo);
-        const int sh = b.scales_h[ib / 2] >> 4 * (ib % 2);
-        sb.sc[ib] = scale_pair(((b.scales_l[ib] & 0xF) | ((sh << 4) & 0x30)) - 32, ((b.scales_l[ib] >> 4) | ((sh << 2) & 0x30)) - 32);
+        sb.sc[ib] = scales_6bit_pair(b.scales_l, b.scales_h, ib);
+    }
+    sb.d = GGML_FP16_TO_FP32(b.d);
+}
+
+// iq5_k: a 5-bit index per value into a 32-entry grid; the shifted grid is the plain one + 2
+// (ik_iq5nl_values), so a shifted 16-value half only adds 2 after the lookup. vpshufb reads 16
+// entries, so the lookup is two shuffles (entries 0-15 and 16-31) and the fifth bit picks one.
+// Layout per 64 values (ib64): qs[32 * ib64 + j] holds value j's low nibble (j < 32) and value
+// j + 32's in its high nibble; bit 2 * ib64 (first 32) / 2 * ib64 + 1 (next 32) of qh[j] is the
+// fifth bit. Both map byte j to value j, so the values come out in natural order.
+struct iq5_tables {
+    __m256i lo, hi;
+    iq5_tables()
+        : lo(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) ik_iq5nl_values))),
+          hi(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (ik_iq5nl_values + 16)))) {}
+};
+
+void decode_iq5_k_avx2(const void * vb, float, simd_block & sb) {
+    static const iq5_tables tables;
+    const auto & b = *(const block_iq5_k *) vb;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *) b.qh);
+    for (int ib64 = 0; ib64 < 4; ++ib64) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * ib64));
+        for (int h = 0; h < 2; ++h) {
+            const int ib = 2 * ib64 + h;
+            const __m256i idx = _mm256_and_si256(h ? _mm256_srli_epi16(qs, 4) : qs, m4);
+            const __m256i bit = _mm256_set1_epi8((char) (1 << ib));
+            const __m256i fifth = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+            const __m256i v = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.lo, idx), _mm256_shuffle_epi8(tables.hi, idx), fifth);
+            sb.q[ib] = _mm256_add_epi8(v, half_offsets((b.extra >> (2 * ib)) & 1, (b.extra >> (2 * ib + 1)) & 1, 2));
+            sb.sc[ib] = scales_6bit_pair(b.scales_l, b.scales_h, ib);
+        }
     }
     sb.d = GGML_FP16_TO_FP32(b.d);
 }
@@ -95,10 +139,6 @@ struct small_table {
     }
 };
 
-// Per-lane grid offset of a 32-block whose two 16-value halves pick their grids separately.
-inline __m256i half_offsets(int first, int second, int step) {
-    return _mm256_set_m128i(_mm_set1_epi8((char) (second * step)), _mm_set1_epi8((char) (first * step)));
-}
 
 void decode_iq3_k_avx2(const void * vb, float, simd_block & sb) {
     static const small_table<8> table(ik_iq3nl_values);
@@ -284,7 +324,7 @@ void ggml_cpu_register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_K, decode_iq4_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_K, decode_iq2_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_K, decode_iq3_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_K, decode_generic<ik_decode_iq5_k>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_K, decode_iq5_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ6_K, decode_generic<ik_decode_iq6_k>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_KS, decode_generic<ik_decode_iq2_ks>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_KS, decode_generic<ik_decode_iq3_ks>>);

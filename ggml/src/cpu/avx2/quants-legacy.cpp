@@ -4,7 +4,8 @@
 // Tiles of up to 2 weight rows x 4 activation columns (16 ymm registers). Each block is decoded
 // to 32 signed bytes once per tile step and multiplied with every column of the tile using the
 // sign trick (maddubs needs unsigned x signed: |w| times x carrying w's sign), then pairs are
-// summed to int32 and the block is scaled once in float.
+// summed to int32 and the block is scaled once in float. iq4_xs has its own loop at the end
+// (super-blocks of 256 with int32 sums across the eight 32-value scales).
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
@@ -132,46 +133,18 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-// q8_K activations (and iq4_xs weights) seen as 32-value sub-blocks: sub-block ib of a row
-// lives in super-block ib / 8.
-struct w_iq4_xs {
-    using block = block_iq4_xs;
-    using xblock = block_q8_K;
-    static constexpr bool kMin = false;
-    static constexpr bool kSubBlocks = true;
-    static __m256i decode_at(const uint8_t * row, int64_t ib) {
-        const block & b = ((const block *) row)[ib / 8];
-        return table_lookup(kvalues_iq4nl, nibbles(b.qs + 16 * (ib % 8)));
-    }
-    static float scale_at(const uint8_t * row, int64_t ib) {
-        const block & b = ((const block *) row)[ib / 8];
-        return h2f(b.d) * iq4_xs_scale(b, (int) (ib % 8));
-    }
-};
-
 template <typename W>
 inline void load_x(const uint8_t * row, int64_t ib, __m256i & v, float & d) {
-    if constexpr (requires { W::kSubBlocks; }) {
-        const block_q8_K & b = ((const block_q8_K *) row)[ib / 8];
-        v = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * (ib % 8)));
-        d = b.d;
-    } else {
-        const auto & b = ((const typename W::xblock *) row)[ib];
-        v = _mm256_loadu_si256((const __m256i *) b.qs);
-        d = h2f(b.d);
-    }
+    const auto & b = ((const typename W::xblock *) row)[ib];
+    v = _mm256_loadu_si256((const __m256i *) b.qs);
+    d = h2f(b.d);
 }
 
 template <typename W>
 inline void load_w(const uint8_t * row, int64_t ib, __m256i & v, float & d) {
-    if constexpr (requires { W::kSubBlocks; }) {
-        v = W::decode_at(row, ib);
-        d = W::scale_at(row, ib);
-    } else {
-        const auto & b = ((const typename W::block *) row)[ib];
-        v = W::decode(b);
-        d = W::scale(b);
-    }
+    const auto & b = ((const typename W::block *) row)[ib];
+    v = W::decode(b);
+    d = W::scale(b);
 }
 
 template <typename W, int R, int C>
@@ -225,6 +198,76 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
     }
 }
 
+// iq4_xs against q8_K, a super-block at a time: the eight 32-value products are weighted by
+// their 6-bit scales in int32 (vpmaddwd), so the float work is once per 256 values rather than
+// once per 32, and the scales are unpacked with vector shifts rather than per sub-block.
+struct iq4_xs_block {
+    __m256i abs_w[8], sign_w[8];
+    __m256i scale[8];   // the sub-block's scale (ls - 32) in every int16 lane
+    float   d;
+};
+
+inline void decode_iq4_xs(const block_iq4_xs & b, iq4_xs_block & out) {
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m256i w = table_lookup(kvalues_iq4nl, nibbles(b.qs + 16 * ib));
+        out.sign_w[ib] = w;
+        out.abs_w[ib] = _mm256_sign_epi8(w, w);
+    }
+    // sub-block ib: low 4 bits are nibble ib of scales_l (read as one 32-bit word), high 2 bits
+    // are bits 2ib..2ib+1 of scales_h
+    uint32_t sl;
+    std::memcpy(&sl, b.scales_l, 4);
+    const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                         _mm256_set1_epi32(0xF));
+    const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                          _mm256_set1_epi32(3));
+    const __m256i ls32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    const __m256i ls16 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(ls32), _mm256_extracti128_si256(ls32, 1)));
+    for (int ib = 0; ib < 8; ++ib) {
+        out.scale[ib] = _mm256_shuffle_epi8(ls16, _mm256_set1_epi16((short) (((2 * ib + 1) << 8) | (2 * ib))));
+    }
+    out.d = h2f(b.d);
+}
+
+template <int C>
+void iq4_xs_row_times_columns(int64_t nb, const uint8_t * wrow, const uint8_t * x, size_t x_stride, float * dst,
+                              size_t dst_stride) {
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    iq4_xs_block wb;
+    for (int64_t i = 0; i < nb; ++i) {
+        decode_iq4_xs(((const block_iq4_xs *) wrow)[i], wb);
+        for (int c = 0; c < C; ++c) {
+            const block_q8_K & a = ((const block_q8_K *) (x + c * x_stride))[i];
+            __m256i sum = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ++ib) {
+                const __m256i av = _mm256_loadu_si256((const __m256i *) (a.qs + 32 * ib));
+                const __m256i p16 = _mm256_maddubs_epi16(wb.abs_w[ib], _mm256_sign_epi8(av, wb.sign_w[ib]));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, wb.scale[ib]));
+            }
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(wb.d * a.d), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
+}
+
+// Column tiles of up to 4 outside, rows inside: a tile's activations stay in L1 while the rows
+// stream past them.
+void gemm_iq4_xs(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                 size_t dst_stride, int nr, int nc) {
+    using row_fn = void (*)(int64_t, const uint8_t *, const uint8_t *, size_t, float *, size_t);
+    static constexpr row_fn rows[4] = { iq4_xs_row_times_columns<1>, iq4_xs_row_times_columns<2>,
+                                        iq4_xs_row_times_columns<3>, iq4_xs_row_times_columns<4> };
+    const int64_t nb = n / QK_K;
+    for (int c0 = 0; c0 < nc; c0 += 4) {
+        const int C = nc - c0 < 4 ? nc - c0 : 4;
+        for (int r = 0; r < nr; ++r) {
+            rows[C - 1](nb, (const uint8_t *) w + r * w_stride, (const uint8_t *) x + c0 * x_stride, x_stride,
+                        dst + c0 * dst_stride + r, dst_stride);
+        }
+    }
+}
+
 } // namespace
 
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
@@ -237,5 +280,5 @@ void ggml_cpu_register_legacy_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_Q8_0, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm<w_q8_0>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm<w_iq4_nl>);
     ggml_cpu_register_gemm(GGML_TYPE_MXFP4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm<w_mxfp4>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm<w_iq4_xs>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_iq4_xs);
 }

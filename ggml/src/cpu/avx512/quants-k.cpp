@@ -54,21 +54,6 @@ inline __m256i widen_dup8(const uint8_t * b) {
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, x));
 }
 
-// q4_K / q5_K scale and min bytes (8 each) from the 12-byte packed form.
-inline void k4_scales_mins(const uint8_t * packed, uint8_t * sc, uint8_t * mn) {
-    uint32_t u[3];
-    std::memcpy(u, packed, 12);
-    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
-    const uint32_t s0 = u[0] & lo6;
-    const uint32_t s1 = (u[2] & lo4) | (((u[0] >> 6) & lo2) << 4);
-    const uint32_t m0 = u[1] & lo6;
-    const uint32_t m1 = ((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4);
-    std::memcpy(sc, &s0, 4);
-    std::memcpy(sc + 4, &s1, 4);
-    std::memcpy(mn, &m0, 4);
-    std::memcpy(mn + 4, &m1, 4);
-}
-
 inline void decode_q2_K(const void * vb, decoded & out) {
     const auto * x = (const block_q2_K *) vb;
     const __m512i three = _mm512_set1_epi8(3);
