@@ -259,7 +259,9 @@ int32_t llama_context::decode(const llama_batch & batch) {
         ggml_free(ctx0);
     }
     const int64_t t_us = ggml_time_us() - t_start;
-    if (n == 1) {
+    if (no_perf) {
+        // timings not collected (llama_perf_context reports zeros)
+    } else if (n == 1) {
         t_eval_us += t_us;
         n_eval += 1;
     } else {
@@ -356,6 +358,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     cp.rope_freq_base = params.rope_freq_base;
     cp.rope_freq_scale = params.rope_freq_scale;
     cp.swa_full = params.swa_full;
+    ctx->no_perf = params.no_perf;
     ctx->cb_eval = params.cb_eval;
     ctx->cb_eval_user_data = params.cb_eval_user_data;
 

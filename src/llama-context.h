@@ -33,6 +33,7 @@ struct llama_context {
 
     int64_t t_start_us = 0, t_p_eval_us = 0, t_eval_us = 0;
     int32_t n_p_eval = 0, n_eval = 0;
+    bool no_perf = false;               // llama_context_params.no_perf: the counters stay at zero
 
     // graph observation (llama_context_params.cb_eval); observed: nodes asked for in this graph
     ggml_backend_sched_eval_callback cb_eval = nullptr;

@@ -27,14 +27,6 @@
 
 namespace {
 
-// ChatML, for models that carry no template (stories260K): the most common format, and what
-// llama.cpp falls back to as well.
-const char * k_chatml_template =
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content if message.content is string else '') + '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
-
 enum class server_state { loading, ready };
 
 struct server_context {
@@ -524,7 +516,7 @@ bool load_model(server_context & sc, std::string & err) {
     }
     if (source.empty()) {
         LOG_WRN("the model has no chat template; using ChatML for /v1/chat/completions\n");
-        source = k_chatml_template;
+        source = kiln::builtin_chat_template("chatml");   // the most common format; llama.cpp's fallback too
     }
     const llama_token bos = llama_vocab_bos(vocab), eos = llama_vocab_eos(vocab);
     try {
