@@ -75,6 +75,40 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     assert.equal((await fetch(`${srv.url}/health`)).status, 200);
   });
 
+  test('fields Kiln does not implement: 400 naming the field; their off values pass', async () => {
+    const chat = `${srv.url}/v1/chat/completions`;
+    const user = [{ role: 'user', content: 'hi' }];
+    const refused = [
+      { grammar: 'root ::= "a"' },
+      { json_schema: { type: 'object' } },
+      { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } },
+      { response_format: { type: 'json_object' } },
+      { logit_bias: { 15: -100 } },
+      { mirostat: 2 },
+      { dry_multiplier: 0.8 },
+      { xtc_probability: 0.5 },
+      { id_slot: 1 },
+      { cache_prompt: false },
+      { n_keep: 8 },
+    ];
+    for (const fields of refused) {
+      const key = Object.keys(fields)[0];
+      const pattern = new RegExp(`'${key}' is not supported yet`);
+      assertError(await postJson(chat, { messages: user, max_tokens: 1, ...fields }), 400, pattern);
+      assertError(await postJson(`${srv.url}/v1/completions`, { prompt: 'x', max_tokens: 1, ...fields }), 400, pattern);
+      assertError(await postJson(`${srv.url}/completion`, { prompt: 'x', n_predict: 1, ...fields }), 400, pattern);
+    }
+    // what clients send when they do not use a feature is accepted
+    const off = {
+      grammar: '', logit_bias: {}, mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, dry_multiplier: 0, dry_base: 1.75,
+      xtc_probability: 0, xtc_threshold: 0.1, id_slot: -1, cache_prompt: true, n_keep: 0, response_format: { type: 'text' },
+    };
+    const ok = await postJson(chat, { messages: user, max_tokens: 1, ...off });
+    assert.equal(ok.status, 200, ok.text);
+    const native = await postJson(`${srv.url}/completion`, { prompt: 'x', n_predict: 1, ...off });
+    assert.equal(native.status, 200, native.text);
+  });
+
   test('a prompt longer than the slot context: 400 that says so', async () => {
     const long = 'the cat sat on the mat and '.repeat(200);
     const c = await postJson(`${srv.url}/v1/completions`, { prompt: long, max_tokens: 4 });
