@@ -5,8 +5,10 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 llama_context::~llama_context() {
     if (sched) ggml_backend_sched_free(sched);
@@ -150,32 +152,58 @@ void observe_report(llama_context & lctx) {
 
 } // namespace
 
-int32_t llama_context::decode(const llama_batch & batch) {
-    const llama_hparams & hp = model.hparams;
+namespace {
+
+// Everything llama_decode reads from a batch, checked before anything is read by index: "" when
+// the batch is good, else what is wrong with which entry.
+std::string batch_error(const llama_batch & batch, uint32_t n_vocab, uint32_t n_seq_max) {
     const int32_t n = batch.n_tokens;
-    if (n <= 0) {
-        LLAMA_LOG_ERROR("llama_decode: empty batch\n");
-        return -1;
-    }
-    if (!batch.token) {
-        LLAMA_LOG_ERROR("llama_decode: embeddings input is not supported\n");
-        return -1;
-    }
+    if (n <= 0) return "empty batch (n_tokens = " + std::to_string(n) + ")";
+    if (!batch.token) return "embeddings input is not supported (batch.token is NULL)";
+    if (batch.seq_id && !batch.n_seq_id) return "batch.seq_id is given without batch.n_seq_id";
     for (int32_t i = 0; i < n; ++i) {
-        if (batch.token[i] < 0 || (uint32_t) batch.token[i] >= hp.n_vocab) {
-            LLAMA_LOG_ERROR("llama_decode: token %d at index %d is out of the vocabulary (%u)\n", batch.token[i], i, hp.n_vocab);
-            return -1;
+        const std::string at = " at index " + std::to_string(i);
+        if (batch.token[i] < 0 || (uint32_t) batch.token[i] >= n_vocab) {
+            return "token " + std::to_string(batch.token[i]) + at + " is out of the vocabulary (" + std::to_string(n_vocab) + ")";
         }
-        if (batch.seq_id) {
-            for (int32_t s = 0; s < batch.n_seq_id[i]; ++s) {
-                if (batch.seq_id[i][s] < 0 || (uint32_t) batch.seq_id[i][s] >= cparams.n_seq_max) {
-                    LLAMA_LOG_ERROR("llama_decode: sequence id %d at index %d is not in [0, %u)\n", batch.seq_id[i][s], i, cparams.n_seq_max);
-                    return -1;
-                }
+        if (batch.pos && (batch.pos[i] < 0 || batch.pos[i] > INT32_MAX / 2)) {
+            return "position " + std::to_string(batch.pos[i]) + at + " is negative or too large";
+        }
+        if (!batch.seq_id) continue;
+        if (batch.n_seq_id[i] < 1 || (uint32_t) batch.n_seq_id[i] > n_seq_max) {
+            return "n_seq_id " + std::to_string(batch.n_seq_id[i]) + at + " is not in [1, " + std::to_string(n_seq_max) + "]";
+        }
+        if (!batch.seq_id[i]) return "seq_id" + at + " is NULL";
+        for (int32_t s = 0; s < batch.n_seq_id[i]; ++s) {
+            if (batch.seq_id[i][s] < 0 || (uint32_t) batch.seq_id[i][s] >= n_seq_max) {
+                return "sequence id " + std::to_string(batch.seq_id[i][s]) + at + " is not in [0, " + std::to_string(n_seq_max) + ")";
             }
         }
     }
-    if ((kv.has_shift || kv_swa.has_shift) && !apply_kv_shift(*this)) return -3;
+    return "";
+}
+
+int32_t decode_error(int32_t code, const std::string & msg) {
+    LLAMA_LOG_ERROR("llama_decode: %s\n", msg.c_str());
+    llama_set_last_error("llama_decode: " + msg);
+    return code;
+}
+
+} // namespace
+
+int32_t llama_context::decode(const llama_batch & batch) {
+    const llama_hparams & hp = model.hparams;
+    const int32_t n = batch.n_tokens;
+    const std::string bad = batch_error(batch, hp.n_vocab, cparams.n_seq_max);
+    if (!bad.empty()) return decode_error(-1, bad);
+    // room for the whole batch up front, so that "no room" (1) leaves the cache as it was
+    if (kv.size - kv.used < (uint32_t) n) {
+        LLAMA_LOG_WARN("llama_decode: no room in the KV cache for %d tokens (%u of %u cells used)\n", n, kv.used, kv.size);
+        return 1;
+    }
+    if ((kv.has_shift || kv_swa.has_shift) && !apply_kv_shift(*this)) {
+        return decode_error(-3, "shifting the cached positions failed");
+    }
 
     // positions and sequences, filled in when the batch leaves them out
     std::vector<llama_pos> pos(n);
@@ -209,6 +237,16 @@ int32_t llama_context::decode(const llama_batch & batch) {
 
     const int64_t t_start = ggml_time_us();
     int32_t out_done = 0;
+    // a failed micro-batch takes the cells of the whole call back: the cache is as before the call
+    std::vector<uint32_t> & taken = cells_taken;
+    std::vector<uint32_t> & taken_swa = cells_taken_swa;
+    taken.clear();
+    taken_swa.clear();
+    auto fail = [&](int32_t code, const char * what) {
+        kv.release(taken);
+        kv_swa.release(taken_swa);
+        return decode_error(code, what);
+    };
     for (int32_t i0 = 0; i0 < n; i0 += (int32_t) cparams.n_ubatch) {
         const int32_t nt = std::min<int32_t>((int32_t) cparams.n_ubatch, n - i0);
         llama_ubatch ub;
@@ -219,15 +257,18 @@ int32_t llama_context::decode(const llama_batch & batch) {
         for (int32_t i = 0; i < nt; ++i) {
             if (output_of[i0 + i] >= 0) ub.out_rows.push_back(i);
         }
-        if (!kv.find_slots(nt, ub.cells)) {
-            LLAMA_LOG_WARN("llama_decode: no room in the KV cache for %d tokens (%u of %u cells used)\n", nt, kv.used, kv.size);
-            return 1;
-        }
+        if (!kv.find_slots(nt, ub.cells)) return fail(-2, "the KV cache lost free cells during the call");
         for (int32_t i = 0; i < nt; ++i) kv.assign(ub.cells[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
-        if (has_kv_swa() && !place_in_window(ub)) {
-            LLAMA_LOG_WARN("llama_decode: no room in the sliding-window cache for %d tokens (%u of %u cells used)\n", nt,
-                           kv_swa.used, kv_swa.size);
-            return 1;
+        taken.insert(taken.end(), ub.cells.begin(), ub.cells.end());
+        if (has_kv_swa()) {
+            if (!place_in_window(ub)) {
+                LLAMA_LOG_WARN("llama_decode: no room in the sliding-window cache for %d tokens (%u of %u cells used)\n", nt,
+                               kv_swa.used, kv_swa.size);
+                kv.release(taken);
+                kv_swa.release(taken_swa);
+                return 1;
+            }
+            taken_swa.insert(taken_swa.end(), ub.cells_swa.begin(), ub.cells_swa.end());
         }
 
         ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
@@ -240,15 +281,13 @@ int32_t llama_context::decode(const llama_batch & batch) {
         ggml_backend_sched_reset(sched);
         if (!ggml_backend_sched_alloc_graph(sched, gf)) {
             ggml_free(ctx0);
-            LLAMA_LOG_ERROR("llama_decode: failed to allocate the compute graph\n");
-            return -2;
+            return fail(-2, "failed to allocate the compute graph");
         }
         fill_inputs(*this, g, ub);
         ggml_backend_cpu_set_n_threads(cpu, nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
         if (ggml_backend_sched_graph_compute(sched, gf) != GGML_STATUS_SUCCESS) {
             ggml_free(ctx0);
-            LLAMA_LOG_ERROR("llama_decode: graph computation failed\n");
-            return -3;
+            return fail(-3, "graph computation failed");
         }
         if (cb_eval) observe_report(*this);
         const size_t n_out = ub.out_rows.size();

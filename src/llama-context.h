@@ -30,6 +30,7 @@ struct llama_context {
     // reused input staging
     std::vector<int64_t> scratch_i64;
     std::vector<float> scratch_f32;
+    std::vector<uint32_t> cells_taken, cells_taken_swa;  // cells llama_decode assigned so far in this call
 
     int64_t t_start_us = 0, t_p_eval_us = 0, t_eval_us = 0;
     int32_t n_p_eval = 0, n_eval = 0;

@@ -94,6 +94,15 @@ void llama_kv_cache::assign(uint32_t cell, llama_pos pos, const llama_seq_id * s
     for (int i = 0; i < n_seq; ++i) c.seq.insert(seq[i]);
 }
 
+void llama_kv_cache::release(const std::vector<uint32_t> & cells_to_free) {
+    for (uint32_t i : cells_to_free) {
+        llama_kv_cell & c = cells[i];
+        if (c.empty()) continue;
+        c = {};
+        used--;
+    }
+}
+
 uint32_t llama_kv_cache::n_kv() const {
     if (reserve_full) return size;
     uint32_t last = 0;

@@ -60,6 +60,8 @@ struct llama_kv_cache {
     // Take n free cells for the tokens (pos, seq ids); returns false if there are not enough.
     bool find_slots(uint32_t n, std::vector<uint32_t> & out) const;
     void assign(uint32_t cell, llama_pos pos, const llama_seq_id * seq, int n_seq);
+    // Empty these cells again (a decode that failed after taking them).
+    void release(const std::vector<uint32_t> & cells_to_free);
     // cells [0, n_kv) cover every used cell
     uint32_t n_kv() const;
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace {
@@ -233,6 +234,14 @@ TEST(DecodeErrors, BadBatchesAreRejected) {
     std::vector<llama_token> many(40, 1);
     EXPECT_EQ(llama_decode(ctx.get(), llama_batch_get_one(many.data(), 32)), 0);
     EXPECT_EQ(llama_decode(ctx.get(), llama_batch_get_one(many.data(), 8)), 1);
+    // a batch that does not fit leaves the cache as it was (no micro-batch keeps its cells)
+    context_ptr small = make_ctx(m.get(), 1, true, 4, 1, 32);
+    ASSERT_EQ(llama_decode(small.get(), llama_batch_get_one(many.data(), 28)), 0);
+    EXPECT_EQ(llama_memory_n_used(small.get()), 28);
+    EXPECT_EQ(llama_decode(small.get(), llama_batch_get_one(many.data(), 8)), 1);
+    EXPECT_EQ(llama_memory_n_used(small.get()), 28);
+    EXPECT_EQ(llama_decode(small.get(), llama_batch_get_one(many.data(), 4)), 0);
+    EXPECT_EQ(llama_memory_n_used(small.get()), 32);
     // a model file that does not exist
     llama_model_params mp = llama_model_default_params();
     EXPECT_EQ(llama_model_load_from_file("/nonexistent/model.gguf", mp), nullptr);
@@ -240,3 +249,66 @@ TEST(DecodeErrors, BadBatchesAreRejected) {
 }
 
 } // namespace
+
+// Every field llama_decode indexes with is checked first: a bad entry is an error code and a
+// message naming the entry, never a read out of bounds, and the cache is left as it was.
+TEST(DecodeErrors, BatchFieldsAreValidated) {
+    model_ptr m = load("stories260K.gguf");
+    ASSERT_TRUE(m);
+    context_ptr ctx = make_ctx(m.get(), 1, true, 512, 2, 64);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    struct bad_case {
+        const char * what;     // in llama_last_error()
+        void (*spoil)(llama_batch & b, int n_vocab);
+    };
+    const bad_case cases[] = {
+        { "n_seq_id 0 at index 2", [](llama_batch & b, int) { b.n_seq_id[2] = 0; } },
+        { "n_seq_id -1 at index 0", [](llama_batch & b, int) { b.n_seq_id[0] = -1; } },
+        { "n_seq_id 3 at index 1", [](llama_batch & b, int) { b.n_seq_id[1] = 3; } },
+        { "sequence id 2 at index 3", [](llama_batch & b, int) { b.seq_id[3][0] = 2; } },
+        { "sequence id -4 at index 0", [](llama_batch & b, int) { b.seq_id[0][0] = -4; } },
+        { "position -1 at index 1", [](llama_batch & b, int) { b.pos[1] = -1; } },
+        { "out of the vocabulary", [](llama_batch & b, int n) { b.token[2] = n; } },
+        { "out of the vocabulary", [](llama_batch & b, int) { b.token[0] = -7; } },
+        { "seq_id at index 1 is NULL", [](llama_batch & b, int) { b.seq_id[1] = nullptr; } },
+    };
+    // a good batch first: 2 tokens of sequence 0
+    {
+        llama_batch b = llama_batch_init(2, 0, 2);
+        b.n_tokens = 2;
+        for (int i = 0; i < 2; ++i) {
+            b.token[i] = 1 + i;
+            b.pos[i] = i;
+            b.n_seq_id[i] = 1;
+            b.seq_id[i][0] = 0;
+            b.logits[i] = i == 1;
+        }
+        ASSERT_EQ(llama_decode(ctx.get(), b), 0);
+        llama_batch_free(b);
+    }
+    for (const bad_case & c : cases) {
+        llama_batch b = llama_batch_init(4, 0, 2);
+        llama_seq_id * seq1 = b.seq_id[1];   // llama_batch_free frees what init allocated
+        b.n_tokens = 4;
+        for (int i = 0; i < 4; ++i) {
+            b.token[i] = 3 + i;
+            b.pos[i] = 2 + i;
+            b.n_seq_id[i] = 1;
+            b.seq_id[i][0] = i % 2;
+            b.logits[i] = 1;
+        }
+        c.spoil(b, n_vocab);
+        EXPECT_LT(llama_decode(ctx.get(), b), 0) << c.what;
+        EXPECT_NE(std::string(llama_last_error()).find(c.what), std::string::npos) << llama_last_error();
+        EXPECT_EQ(llama_memory_n_used(ctx.get()), 2) << c.what;
+        b.seq_id[1] = seq1;
+        llama_batch_free(b);
+    }
+    // seq_id without n_seq_id
+    llama_token t = 1;
+    llama_batch b = llama_batch_get_one(&t, 1);
+    llama_seq_id s0 = 0, * sp = &s0;
+    b.seq_id = &sp;
+    EXPECT_LT(llama_decode(ctx.get(), b), 0);
+    EXPECT_EQ(llama_memory_n_used(ctx.get()), 2);
+}
