@@ -71,10 +71,6 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
 // Apply pending RoPE shifts (llama_memory_seq_add) to the cached keys.
 bool apply_kv_shift(llama_context & lctx) {
     const llama_hparams & hp = lctx.model.hparams;
-    if (lctx.kv.type_k != GGML_TYPE_F32 && lctx.kv.type_k != GGML_TYPE_F16 && lctx.kv.type_k != GGML_TYPE_BF16) {
-        LLAMA_LOG_ERROR("llama_decode: shifting positions needs an f32/f16/bf16 K cache (have %s)\n", ggml_type_name(lctx.kv.type_k));
-        return false;
-    }
     ggml_context * ctx = ggml_init({ lctx.graph_mem.size(), lctx.graph_mem.data(), true });
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
     const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
