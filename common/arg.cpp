@@ -356,6 +356,25 @@ std::vector<common_arg> build_table() {
                     }));
     t.push_back(val({ "-to", "--timeout" }, "N", SRV, "read/write timeout in seconds (default: 600)",
                     [](common_params & p, const std::string & v) { p.timeout_read = p.timeout_write = parse_int(v, 0); }));
+    t.push_back(val({ "--cors-origin" }, "ORIGIN[,ORIGIN...]", SRV,
+                    "origins browsers may call the API from (default: *, any; never with credentials)",
+                    [](common_params & p, const std::string & v) {
+                        std::vector<std::string> origins;
+                        for (const std::string & o : split(v, ',')) {
+                            if (o.empty()) throw common_arg_error("empty origin");
+                            if (o != "*" && o.find("://") == std::string::npos) {
+                                throw common_arg_error("'" + o + "' is not an origin (scheme://host[:port]) or *");
+                            }
+                            origins.push_back(o);
+                        }
+                        p.cors_origins = origins;
+                    }));
+    t.push_back(val({ "--threads-http" }, "N", SRV, "threads serving HTTP connections (default: -1 = every slot and the queue, plus 8)",
+                    [](common_params & p, const std::string & v) {
+                        const int32_t n = parse_int(v, -1, 1024);
+                        if (n == 0) throw common_arg_error("must be at least 1 (or -1 for the default)");
+                        p.n_threads_http = n;
+                    }));
     t.push_back(sw({ "--metrics" }, SRV, "enable the Prometheus /metrics endpoint",
                    [](common_params & p) { p.endpoint_metrics = true; }));
     t.push_back(sw({ "--slots" }, SRV, "enable the /slots endpoint (default: on)", [](common_params & p) { p.endpoint_slots = true; }));

@@ -109,6 +109,8 @@ struct common_params {
     enum common_reasoning_format reasoning_format = COMMON_REASONING_FORMAT_AUTO;
     int32_t timeout_read  = 600;    // seconds
     int32_t timeout_write = 600;
+    std::vector<std::string> cors_origins = { "*" };   // origins browsers may call from; "*": any
+    int32_t n_threads_http = -1;    // -1: enough for every slot and the queue
     bool endpoint_metrics = false;
     bool endpoint_slots   = true;
 

@@ -85,6 +85,8 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("reasoning_format", p.reasoning_format);
     v("timeout_read", p.timeout_read);
     v("timeout_write", p.timeout_write);
+    v("cors_origins", p.cors_origins);
+    v("n_threads_http", p.n_threads_http);
     v("endpoint_metrics", p.endpoint_metrics);
     v("endpoint_slots", p.endpoint_slots);
     v("n_chunks", p.n_chunks);
@@ -195,7 +197,7 @@ std::string temp_file(const std::string & name, const std::string & content) {
 std::vector<std::string> candidate_values(const common_arg & a) {
     if (a.kind == common_arg_kind::none) return { "" };
     const std::vector<std::string> values = { temp_file("any.txt", "x\n"), "7", "0", "0.5", "q8_0", "4,0.5", "exps=CPU",
-                                              "blk=CUDA0", "chatml", "none", "layer", "graph", "deepseek", "jsonl", "csv", "off" };
+                                              "blk=CUDA0", "chatml", "http://a.example", "none", "layer", "graph", "deepseek", "jsonl", "csv", "off" };
     return values;
 }
 

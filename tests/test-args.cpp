@@ -299,6 +299,12 @@ TEST(Args, Server) {
     EXPECT_NE(parse_err({ "-np", "0" }, COMMON_TOOL_SERVER).find("-np"), std::string::npos);
     EXPECT_NE(parse_err({ "--api-key-file", "/nonexistent/keys" }, COMMON_TOOL_SERVER).find("/nonexistent/keys"),
               std::string::npos);
+    EXPECT_EQ(parse_ok({}, COMMON_TOOL_SERVER).cors_origins, (std::vector<std::string>{ "*" }));
+    EXPECT_EQ(parse_ok({ "--cors-origin", "https://a.example,http://b.example:8080" }, COMMON_TOOL_SERVER).cors_origins,
+              (std::vector<std::string>{ "https://a.example", "http://b.example:8080" }));
+    EXPECT_NE(parse_err({ "--cors-origin", "a.example" }, COMMON_TOOL_SERVER).find("--cors-origin"), std::string::npos);
+    EXPECT_EQ(parse_ok({ "--threads-http", "3" }, COMMON_TOOL_SERVER).n_threads_http, 3);
+    EXPECT_NE(parse_err({ "--threads-http", "0" }, COMMON_TOOL_SERVER).find("--threads-http"), std::string::npos);
 }
 
 TEST(Args, PerplexityAndSweepBench) {
@@ -392,6 +398,7 @@ TEST(Args, EveryFlagParses) {
                     else if (h == "PATTERN=TYPE,...") v = "exps=CPU";
                     else if (h == "MODE") v = "layer";
                     else if (h == "JINJA_TEMPLATE") v = "chatml";
+                    else if (h == "ORIGIN[,ORIGIN...]") v = "http://a.example";
                     else if (h == "FORMAT") v = n == "--reasoning-format" ? "none" : "md";
                     args.push_back(v);
                 }

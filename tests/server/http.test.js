@@ -33,6 +33,13 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     assert.equal(r?.code, 0, `server exit: ${JSON.stringify(r)}`);
   });
 
+  test('CORS by default: any origin, no credentials', async () => {
+    const r = await fetch(`${srv.url}/v1/models`, { method: 'OPTIONS', headers: { Origin: 'http://x.example' } });
+    assert.equal(r.status, 204);
+    assert.equal(r.headers.get('access-control-allow-origin'), '*');
+    assert.equal(r.headers.get('access-control-allow-credentials'), null);
+  });
+
   test('unknown route: 404 with an error object', async () => {
     const r = await fetch(`${srv.url}/v1/nothing-here`);
     const body = await r.json();
@@ -249,8 +256,27 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
 
 describe('--api-key', () => {
   let srv;
-  before(async () => { srv = await startServer([...T1, '-m', STORIES, '-c', '512', '--api-key', 'sesame']); });
+  before(async () => {
+    srv = await startServer([...T1, '-m', STORIES, '-c', '512', '--api-key', 'sesame', '--cors-origin', 'http://a.example,http://b.example',
+      '--threads-http', '4']);
+  });
   after(async () => { await srv?.stop(); });
+
+  test('--cors-origin: only the listed origins, never with credentials', async () => {
+    const preflight = (origin) => fetch(`${srv.url}/v1/chat/completions`, {
+      method: 'OPTIONS', headers: { Origin: origin, 'Access-Control-Request-Method': 'POST' },
+    });
+    const ok = await preflight('http://b.example');
+    assert.equal(ok.status, 204);
+    assert.equal(ok.headers.get('access-control-allow-origin'), 'http://b.example');
+    assert.match(ok.headers.get('access-control-allow-headers'), /Authorization/);
+    assert.equal(ok.headers.get('access-control-allow-credentials'), null);
+    const other = await preflight('http://evil.example');
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
+    assert.equal(other.headers.get('vary'), 'Origin');
+    const get = await fetch(`${srv.url}/health`, { headers: { Origin: 'http://a.example' } });
+    assert.equal(get.headers.get('access-control-allow-origin'), 'http://a.example');
+  });
 
   test('every endpoint but /health needs the key (401 otherwise)', async () => {
     assert.equal((await fetch(`${srv.url}/health`)).status, 200);

@@ -1,0 +1,20 @@
+// The HTTP server with a handle on each request's connection. Debian's cpp-httplib (0.11) gives
+// handlers no access to their socket and cannot tell them that a client has gone, so a server
+// that waits for a slot would go on generating for nobody. httplib serves each connection start
+// to end on one pool thread through a virtual per-connection entry point; kiln_http_server
+// supplies that entry point itself (the keep-alive loop around httplib's request processing) and
+// records the connection's socket for the thread, where the handlers find it.
+#pragma once
+
+#include <httplib.h>
+
+class kiln_http_server : public httplib::Server {
+private:
+    bool process_and_close_socket(socket_t sock) override;
+};
+
+// The socket of the connection the calling thread is serving (in a handler or a content
+// provider of kiln_http_server); -1 elsewhere.
+int current_connection_socket();
+// The peer closed its end (or the connection failed). Never blocks.
+bool peer_hung_up(int fd);
