@@ -10,6 +10,7 @@
 namespace {
 
 thread_local int t_connection_socket = -1;
+thread_local bool t_close_after_response = false;
 
 // Waits until fd is ready for events, for at most timeout_ms; false on timeout or error.
 bool wait_for(int fd, short events, int64_t timeout_ms) {
@@ -90,8 +91,9 @@ bool kiln_http_server::process_and_close_socket(socket_t sock) {
         }
         if (!ready) break;
         bool closed = false;
+        t_close_after_response = false;
         ok = process_request(strm, left == 1 || !is_running(), closed, nullptr);
-        if (!ok || closed) break;
+        if (!ok || closed || t_close_after_response) break;
     }
     t_connection_socket = -1;
     shutdown(sock, SHUT_RDWR);
@@ -100,6 +102,8 @@ bool kiln_http_server::process_and_close_socket(socket_t sock) {
 }
 
 int current_connection_socket() { return t_connection_socket; }
+
+void close_connection_after_response() { t_close_after_response = true; }
 
 bool peer_hung_up(int fd) {
     if (fd < 0) return false;

@@ -16,5 +16,9 @@ private:
 // The socket of the connection the calling thread is serving (in a handler or a content
 // provider of kiln_http_server); -1 elsewhere.
 int current_connection_socket();
+// Close the calling thread's connection once the current response is written. For a request
+// answered before its body was read (refused by the API key check, or while loading): what is
+// left of the body must not be parsed as the next request on the connection.
+void close_connection_after_response();
 // The peer closed its end (or the connection failed). Never blocks.
 bool peer_hung_up(int fd);

@@ -372,14 +372,17 @@ void register_routes(httplib::Server & svr, server_context & sc) {
             return httplib::Server::HandlerResponse::Handled;
         }
         const bool is_health = req.path == "/health" || req.path == "/v1/health";
-        if (sc.state.load() != server_state::ready) {
-            send_error(res, 503, "Loading model", "unavailable_error");
+        // answered here, a request's body is never read: the connection closes after the answer
+        auto refuse = [&](int status, const char * message, const char * type) {
+            send_error(res, status, message, type);
+            if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+                res.set_header("Connection", "close");
+                close_connection_after_response();
+            }
             return httplib::Server::HandlerResponse::Handled;
-        }
-        if (!is_health && !authorized(sc, req)) {
-            send_error(res, 401, "Invalid API Key", "authentication_error");
-            return httplib::Server::HandlerResponse::Handled;
-        }
+        };
+        if (sc.state.load() != server_state::ready) return refuse(503, "Loading model", "unavailable_error");
+        if (!is_health && !authorized(sc, req)) return refuse(401, "Invalid API Key", "authentication_error");
         return httplib::Server::HandlerResponse::Unhandled;
     });
     // Unknown routes (and anything else that ends in an error without a body) answer JSON.
