@@ -17,27 +17,6 @@ llama_context::~llama_context() {
 
 namespace {
 
-// Attention masks over the first n_kv cells of a cache: token i sees cell j if j holds one of
-// i's sequences at a position <= i's position; in the sliding-window mask (swa) also only if
-// i's position - j's < n_swa. Either output may be NULL.
-void fill_masks(const llama_kv_cache & kv, int64_t n_kv, const llama_ubatch & ub, llama_pos n_swa, float * full, float * swa) {
-    for (uint32_t i = 0; i < ub.n_tokens; ++i) {
-        float * row = full ? full + i * n_kv : nullptr;
-        float * row_swa = swa ? swa + i * n_kv : nullptr;
-        for (int64_t j = 0; j < n_kv; ++j) {
-            const llama_kv_cell & c = kv.cells[j];
-            if (c.empty() || c.pos > ub.pos[i]) continue;
-            for (llama_seq_id s : ub.seq[i]) {
-                if (c.seq.count(s)) {
-                    if (row) row[j] = 0.0f;
-                    if (row_swa && ub.pos[i] - c.pos < n_swa) row_swa[j] = 0.0f;
-                    break;
-                }
-            }
-        }
-    }
-}
-
 void set_cells(llama_context & lctx, ggml_tensor * t, const std::vector<uint32_t> & cells) {
     auto & idx = lctx.scratch_i64;
     idx.assign(cells.begin(), cells.end());
@@ -56,11 +35,11 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
     const size_t n_mask_swa = g.inp_mask_swa ? (size_t) (swa_apart ? g.n_kv_swa : g.n_kv) * ub.n_tokens : 0;
     if (g.inp_mask || g.inp_mask_swa) {
         auto & m = lctx.scratch_f32;
-        m.assign(n_mask + n_mask_swa, -INFINITY);
+        m.resize(n_mask + n_mask_swa);
         float * full = g.inp_mask ? m.data() : nullptr;
         float * swa = g.inp_mask_swa ? m.data() + n_mask : nullptr;
-        fill_masks(lctx.kv, g.n_kv, ub, n_swa, full, swa_apart ? nullptr : swa);
-        if (swa_apart) fill_masks(lctx.kv_swa, g.n_kv_swa, ub, n_swa, nullptr, swa);
+        if (full || !swa_apart) lctx.kv.fill_mask(ub, (uint32_t) g.n_kv, full, swa_apart ? nullptr : swa, n_swa);
+        if (swa_apart) lctx.kv_swa.fill_mask(ub, (uint32_t) g.n_kv_swa, nullptr, swa, n_swa);
         if (full) ggml_backend_tensor_set(g.inp_mask, full, 0, n_mask * sizeof(float));
         if (swa) ggml_backend_tensor_set(g.inp_mask_swa, swa, 0, n_mask_swa * sizeof(float));
     }
@@ -201,26 +180,31 @@ int32_t llama_context::decode(const llama_batch & batch) {
         return decode_error(-3, "shifting the cached positions failed");
     }
 
-    // positions and sequences, filled in when the batch leaves them out
-    std::vector<llama_pos> pos(n);
-    std::vector<std::vector<llama_seq_id>> seq(n);
-    std::vector<llama_pos> next_pos(cparams.n_seq_max, -1);
-    for (int32_t i = 0; i < n; ++i) {
-        if (batch.seq_id) {
-            seq[i].assign(batch.seq_id[i], batch.seq_id[i] + batch.n_seq_id[i]);
-        } else {
-            seq[i] = { 0 };
+    // positions and sequences, filled in when the batch leaves them out (sequence 0)
+    static const llama_seq_id k_seq0 = 0;
+    const int32_t * n_seq_id = batch.n_seq_id;
+    const llama_seq_id * const * seq_id = batch.seq_id;
+    if (!batch.seq_id) {
+        n_seq_scratch.assign(n, 1);
+        seq_scratch.assign(n, &k_seq0);
+        n_seq_id = n_seq_scratch.data();
+        seq_id = seq_scratch.data();
+    }
+    const llama_pos * pos = batch.pos;
+    if (!batch.pos) {
+        pos_scratch.resize(n);
+        next_pos_scratch.assign(cparams.n_seq_max, -1);
+        for (int32_t i = 0; i < n; ++i) {
+            const llama_seq_id s = seq_id[i][0];
+            llama_pos & np = next_pos_scratch[s];
+            if (np < 0) np = kv.seq_pos_max(s) + 1;
+            pos_scratch[i] = np++;
         }
-        if (batch.pos) {
-            pos[i] = batch.pos[i];
-        } else {
-            llama_pos & np = next_pos[seq[i][0]];
-            if (np < 0) np = kv.seq_pos_max(seq[i][0]) + 1;
-            pos[i] = np++;
-        }
+        pos = pos_scratch.data();
     }
     // outputs
-    std::vector<int32_t> out_idx;
+    std::vector<int32_t> & out_idx = out_idx_scratch;
+    out_idx.clear();
     for (int32_t i = 0; i < n; ++i) {
         const bool want = batch.logits ? batch.logits[i] != 0 : i == n - 1;
         if (want) out_idx.push_back(i);
@@ -248,13 +232,14 @@ int32_t llama_context::decode(const llama_batch & batch) {
         llama_ubatch ub;
         ub.n_tokens = nt;
         ub.token = batch.token + i0;
-        ub.pos = pos.data() + i0;
-        ub.seq.assign(seq.begin() + i0, seq.begin() + i0 + nt);
+        ub.pos = pos + i0;
+        ub.n_seq_id = n_seq_id + i0;
+        ub.seq_id = seq_id + i0;
         for (int32_t i = 0; i < nt; ++i) {
             if (output_of[i0 + i] >= 0) ub.out_rows.push_back(i);
         }
         if (!kv.find_slots(nt, ub.cells)) return fail(-2, "the KV cache lost free cells during the call");
-        for (int32_t i = 0; i < nt; ++i) kv.assign(ub.cells[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
+        for (int32_t i = 0; i < nt; ++i) kv.assign(ub.cells[i], ub.pos[i], ub.seq_id[i], ub.n_seq_id[i]);
         taken.insert(taken.end(), ub.cells.begin(), ub.cells.end());
         if (has_kv_swa()) {
             if (!place_in_window(ub)) {
@@ -315,18 +300,20 @@ bool llama_context::place_in_window(llama_ubatch & ub) {
         // sequence's newest positions are in the window's cache, so it alone says where each is.
         auto & next = window_next_;
         next.assign(cparams.n_seq_max, -1);
-        for (const llama_kv_cell & c : kv_swa.cells) {
-            for (llama_seq_id s : c.seq) next[s] = std::max(next[s], c.pos + 1);
+        for (uint32_t j = 0; j < kv_swa.size; ++j) {
+            const llama_pos p = kv_swa.cells[j].pos;
+            kv_swa.for_each_seq(j, [&](llama_seq_id s) { next[s] = std::max(next[s], p + 1); });
         }
         for (uint32_t i = 0; i < ub.n_tokens; ++i) {
-            for (llama_seq_id s : ub.seq[i]) {
+            for (int32_t k = 0; k < ub.n_seq_id[i]; ++k) {
+                const llama_seq_id s = ub.seq_id[i][k];
                 if (next[s] < 0 || ub.pos[i] < next[s]) next[s] = ub.pos[i];
             }
         }
         kv_swa.free_outside_window(std::max(ub.n_tokens, cparams.n_ubatch), model.hparams.n_swa, next);
         if (!kv_swa.find_slots(ub.n_tokens, ub.cells_swa)) return false;
     }
-    for (uint32_t i = 0; i < ub.n_tokens; ++i) kv_swa.assign(ub.cells_swa[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
+    for (uint32_t i = 0; i < ub.n_tokens; ++i) kv_swa.assign(ub.cells_swa[i], ub.pos[i], ub.seq_id[i], ub.n_seq_id[i]);
     return true;
 }
 
@@ -339,7 +326,11 @@ bool llama_context::reserve() {
     ub.token = tokens.data();
     for (uint32_t i = 0; i < nt; ++i) pos[i] = (llama_pos) i;
     ub.pos = pos.data();
-    ub.seq.assign(nt, std::vector<llama_seq_id>{ 0 });
+    static const llama_seq_id k_seq0 = 0;
+    std::vector<int32_t> n_seq(nt, 1);
+    std::vector<const llama_seq_id *> seqs(nt, &k_seq0);
+    ub.n_seq_id = n_seq.data();
+    ub.seq_id = seqs.data();
     for (uint32_t i = 0; i < nt; ++i) ub.out_rows.push_back((int32_t) i);
     ub.cells.resize(nt);
     ub.cells_swa.resize(nt);
@@ -432,9 +423,9 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     if (n_swa_layers > 0 && !cp.swa_full && swa_cells < cp.n_ctx) {
         std::vector<llama_kv_layer_shape> global = shapes, window = shapes;
         for (uint32_t il = 0; il < hp.n_layer; ++il) (hp.is_swa(il) ? global : window)[il] = llama_kv_layer_shape{};
-        if (!ctx->kv.init(global, cp.n_ctx, params.type_k, params.type_v, err)) return fail(err);
-        if (!ctx->kv_swa.init(window, swa_cells, params.type_k, params.type_v, err)) return fail(err);
-    } else if (!ctx->kv.init(shapes, cp.n_ctx, params.type_k, params.type_v, err)) {
+        if (!ctx->kv.init(global, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
+        if (!ctx->kv_swa.init(window, swa_cells, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
+    } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) {
         return fail(err);
     }
     ctx->cpu = ggml_backend_cpu_init();
