@@ -3,6 +3,9 @@
 // message that names the flag.
 #include "arg.h"
 
+#include "arg-promises.h"
+#include "chat-template.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -17,9 +20,9 @@ constexpr uint32_t CLI  = COMMON_TOOL_CLI;
 constexpr uint32_t SRV  = COMMON_TOOL_SERVER;
 constexpr uint32_t PPL  = COMMON_TOOL_PERPLEXITY;
 constexpr uint32_t SWB  = COMMON_TOOL_SWEEP_BENCH;
-constexpr uint32_t BNC  = COMMON_TOOL_BENCH;
 constexpr uint32_t IMX  = COMMON_TOOL_IMATRIX;
-constexpr uint32_t ALL  = COMMON_TOOL_ALL;
+// llama-bench has its own parser (every flag takes a comma list), so no row is for it
+constexpr uint32_t ALL  = COMMON_TOOL_ALL & ~(uint32_t) COMMON_TOOL_BENCH;
 constexpr uint32_t GEN  = CLI | SRV;   // tools that sample text
 
 // ---- value parsing ----------------------------------------------------------------------------
@@ -153,7 +156,7 @@ std::vector<common_arg> build_table() {
     // ---- model and input
     t.push_back(val({ "-m", "--model" }, "FNAME", ALL, "model file (GGUF)",
                     [](common_params & p, const std::string & v) { p.model = v; }));
-    t.push_back(val({ "-p", "--prompt" }, "PROMPT", CLI | BNC, "prompt to start generation with",
+    t.push_back(val({ "-p", "--prompt" }, "PROMPT", CLI, "prompt to start generation with",
                     [](common_params & p, const std::string & v) {
                         p.prompt = v;
                         p.prompt_file.clear();
@@ -163,7 +166,7 @@ std::vector<common_arg> build_table() {
                         p.prompt = read_file_or_throw(v);
                         p.prompt_file = v;
                     }));
-    t.push_back(val({ "-n", "--n-predict", "--predict" }, "N", GEN | BNC | SWB,
+    t.push_back(val({ "-n", "--n-predict", "--predict" }, "N", GEN | SWB,
                     "tokens to predict (default: -1, -1 = until end of generation, -2 = until the context is full)",
                     [](common_params & p, const std::string & v) { p.n_predict = parse_int(v, -2); }));
     t.push_back(val({ "--keep" }, "N", CLI | SRV, "tokens of the prompt to keep when the context is shifted (default: 0, -1 = all)",
@@ -212,7 +215,7 @@ std::vector<common_arg> build_table() {
     t.push_back(sw({ "--check-tensors" }, ALL, "check tensor data for NaN / inf while loading",
                    [](common_params & p) { p.check_tensors = true; }));
     t.push_back(val({ "-ngl", "--gpu-layers", "--n-gpu-layers" }, "N", ALL,
-                    "layers to offload to the GPU (accepted; this build runs on the CPU)",
+                    "layers to offload to the GPU (without a usable GPU: a warning, and the CPU runs them)",
                     [](common_params & p, const std::string & v) {
                         if (v == "all" || v == "auto") p.n_gpu_layers = v == "all" ? 9999 : -1;
                         else p.n_gpu_layers = parse_int(v, -1);
@@ -309,12 +312,14 @@ std::vector<common_arg> build_table() {
     t.push_back(sw({ "-sp", "--special" }, CLI, "print special tokens", [](common_params & p) { p.special = true; }));
 
     // ---- chat templates (cli and server)
-    t.push_back(val({ "--chat-template" }, "JINJA_TEMPLATE", GEN, "chat template (a built-in name or Jinja source)",
-                    [](common_params & p, const std::string & v) { p.chat_template = v; }));
+    t.push_back(val({ "--chat-template" }, "JINJA_TEMPLATE", GEN,
+                    "chat template: a built-in name (chatml, llama3, deepseek3, ...: see common/chat-template.h) or Jinja source",
+                    [](common_params & p, const std::string & v) { p.chat_template = kiln::chat_template_source(v); }));
     t.push_back(val({ "--chat-template-file" }, "FNAME", GEN, "read the chat template from a file",
                     [](common_params & p, const std::string & v) { p.chat_template = read_file_or_throw(v); }));
-    t.push_back(sw({ "--jinja" }, GEN, "use the Jinja chat template engine", [](common_params & p) { p.use_jinja = true; }));
-    t.push_back(sw({ "--no-jinja" }, GEN, "do not use the Jinja engine", [](common_params & p) { p.use_jinja = false; }));
+    // templates always run on the Jinja engine: both are accepted with a warning (arg-promises.cpp)
+    t.push_back(sw({ "--jinja" }, GEN, "accepted for compatibility (templates always use Jinja)", [](common_params &) {}));
+    t.push_back(sw({ "--no-jinja" }, GEN, "accepted for compatibility (templates always use Jinja)", [](common_params &) {}));
     t.push_back(val({ "--reasoning-format" }, "FORMAT", GEN, "where reasoning goes: none, auto, deepseek, deepseek-legacy (default: auto)",
                     [](common_params & p, const std::string & v) {
                         const std::string f = parse_choice(v, { "none", "auto", "deepseek", "deepseek-legacy" });
@@ -351,14 +356,34 @@ std::vector<common_arg> build_table() {
                     }));
     t.push_back(val({ "-to", "--timeout" }, "N", SRV, "read/write timeout in seconds (default: 600)",
                     [](common_params & p, const std::string & v) { p.timeout_read = p.timeout_write = parse_int(v, 0); }));
+    t.push_back(val({ "--cors-origin" }, "ORIGIN[,ORIGIN...]", SRV,
+                    "origins browsers may call the API from (default: *, any; never with credentials)",
+                    [](common_params & p, const std::string & v) {
+                        std::vector<std::string> origins;
+                        for (const std::string & o : split(v, ',')) {
+                            if (o.empty()) throw common_arg_error("empty origin");
+                            if (o != "*" && o.find("://") == std::string::npos) {
+                                throw common_arg_error("'" + o + "' is not an origin (scheme://host[:port]) or *");
+                            }
+                            origins.push_back(o);
+                        }
+                        p.cors_origins = origins;
+                    }));
+    t.push_back(val({ "--threads-http" }, "N", SRV, "threads serving HTTP connections (default: -1 = every slot and the queue, plus 8)",
+                    [](common_params & p, const std::string & v) {
+                        const int32_t n = parse_int(v, -1, 1024);
+                        if (n == 0) throw common_arg_error("must be at least 1 (or -1 for the default)");
+                        p.n_threads_http = n;
+                    }));
     t.push_back(sw({ "--metrics" }, SRV, "enable the Prometheus /metrics endpoint",
                    [](common_params & p) { p.endpoint_metrics = true; }));
     t.push_back(sw({ "--slots" }, SRV, "enable the /slots endpoint (default: on)", [](common_params & p) { p.endpoint_slots = true; }));
     t.push_back(sw({ "--no-slots" }, SRV, "disable the /slots endpoint", [](common_params & p) { p.endpoint_slots = false; }));
-    t.push_back(sw({ "-cb", "--cont-batching" }, SRV, "continuous batching (default: on)",
-                   [](common_params & p) { p.cont_batching = true; }));
-    t.push_back(sw({ "-nocb", "--no-cont-batching" }, SRV, "disable continuous batching",
-                   [](common_params & p) { p.cont_batching = false; }));
+    // batching is always continuous: both are accepted with a warning (arg-promises.cpp)
+    t.push_back(sw({ "-cb", "--cont-batching" }, SRV, "accepted for compatibility (batching is always continuous)",
+                   [](common_params &) {}));
+    t.push_back(sw({ "-nocb", "--no-cont-batching" }, SRV, "accepted for compatibility (batching is always continuous)",
+                   [](common_params &) {}));
 
     // ---- perplexity / imatrix
     t.push_back(val({ "--chunks" }, "N", PPL | IMX, "process at most N chunks (default: -1 = all)",
@@ -372,17 +397,11 @@ std::vector<common_arg> build_table() {
     t.push_back(val({ "-o", "--output", "--output-file" }, "FNAME", IMX, "output file",
                     [](common_params & p, const std::string & v) { p.out_file = v; }));
 
-    // ---- benchmarks
-    t.push_back(val({ "-o", "--output-format" }, "FORMAT", BNC, "output format: csv, json, jsonl, md, sql (default: md)",
-                    [](common_params & p, const std::string & v) {
-                        p.output_format = parse_choice(v, { "csv", "json", "jsonl", "md", "sql" });
-                    }));
+    // ---- benchmarks (llama-bench parses its comma lists itself: examples/llama-bench)
     // sweep-bench's table is markdown, so "md" (llama-bench's name for it) is accepted too
     t.push_back(val({ "--output-format" }, "FORMAT", SWB, "output format: table (or md) or jsonl (default: table)",
                     [](common_params & p, const std::string & v) { p.output_format = parse_choice(v, { "table", "md", "jsonl" }); }));
-    t.push_back(val({ "-r", "--repetitions" }, "N", BNC, "repetitions of each test (default: 5)",
-                    [](common_params & p, const std::string & v) { p.repetitions = parse_int(v, 1); }));
-    t.push_back(sw({ "-wb", "--warmup-batch" }, SWB | BNC, "warm up with a full batch before measuring",
+    t.push_back(sw({ "-wb", "--warmup-batch" }, SWB, "warm up with a full batch before measuring",
                    [](common_params & p) { p.warmup_batch = true; }));
 
     return t;
@@ -518,10 +537,24 @@ common_parse_result common_params_parse_args(const std::vector<std::string> & ar
                 break;
         }
 
+        // flags that are not implemented (here) are refused or ignored with a warning, never
+        // silently accepted; a bad value is still an error either way
+        const common_flag_status * promise = common_flag_promise_of(*a);
+        if (promise && promise->promise == common_flag_promise::unsupported) {
+            return fail(name + " is not supported yet (" + promise->note + ")");
+        }
+        bool ignored = false;
+        if (promise && promise->promise == common_flag_promise::no_op) {
+            res.warnings.push_back(name + " has no effect: " + promise->note);
+            ignored = true;
+        } else if (promise && promise->promise == common_flag_promise::gpu_placement && !common_gpu_available() &&
+                   (!promise->asks_for_gpu || promise->asks_for_gpu(value))) {
+            res.warnings.push_back("no usable GPU found, " + name + " ignored (" + promise->note + ")");
+            ignored = true;
+        }
+        common_params scratch;
         try {
-            a->set(params, value);
-        } catch (const common_arg_error & e) {
-            return fail("invalid value '" + value + "' for " + name + ": " + e.what());
+            a->set(ignored ? scratch : params, value);
         } catch (const std::exception & e) {
             return fail("invalid value '" + value + "' for " + name + ": " + e.what());
         }
@@ -541,6 +574,7 @@ bool common_params_parse(int argc, char ** argv, common_params & params, common_
     const common_parse_result r = common_params_parse_args(args, params, tool);
     switch (r.status) {
         case common_parse_result::ok:
+            for (const std::string & w : r.warnings) LOG_WRN("warning: %s\n", w.c_str());
             return true;
         case common_parse_result::help:
         case common_parse_result::version:
@@ -550,6 +584,7 @@ bool common_params_parse(int argc, char ** argv, common_params & params, common_
         case common_parse_result::error:
             break;
     }
+    for (const std::string & w : r.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     std::fprintf(stderr, "error: %s\n", r.message.c_str());
     std::fprintf(stderr, "run '%s --help' for the list of options\n", common_tool_name(tool));
     return false;

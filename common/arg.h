@@ -58,6 +58,7 @@ std::vector<const common_arg *> common_args_for_tool(common_tool tool);
 struct common_parse_result {
     enum status_t { ok, help, version, error } status = ok;
     std::string message;   // the error, the usage text or the version text
+    std::vector<std::string> warnings;   // one line each: flags accepted but with no effect here
 };
 
 // Parse args (without the program name) into params. Does not print or exit.
@@ -68,6 +69,6 @@ common_parse_result common_params_parse_args(const std::vector<std::string> & ar
 std::string common_params_usage(common_tool tool);
 std::string common_version_text();
 
-// For main(): parses argv, prints --help / --version to stdout and exits 0 for them; prints an
-// error to stderr and returns false for bad arguments (the caller exits non-zero).
+// For main(): parses argv, prints --help / --version to stdout and exits 0 for them; prints the
+// warnings, and an error to stderr and returns false for bad arguments (the caller exits non-zero).
 bool common_params_parse(int argc, char ** argv, common_params & params, common_tool tool);

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -38,6 +39,16 @@ private:
     std::string eos_token_;
     std::optional<std::tm> now_;
 };
+
+// Built-in templates (chat-template-builtin.cpp), by the names llama.cpp users pass to
+// --chat-template: chatml, llama2, llama3, llama4, mistral-v1, mistral-v3, mistral-v3-tekken,
+// mistral-v7, mistral-v7-tekken, phi3, phi4, gemma, zephyr, vicuna, deepseek, deepseek2,
+// deepseek3, command-r, chatglm4, granite, falcon3. Null for an unknown name.
+const char * builtin_chat_template(const std::string & name);
+std::vector<std::string> builtin_chat_template_names();
+// The template --chat-template VALUE means: VALUE itself when it is Jinja source (contains "{%"
+// or "{{"), else the built-in of that name. Throws std::invalid_argument listing the names.
+std::string chat_template_source(const std::string & name_or_source);
 
 // JSON → template value: objects keep their key order, integers stay integers.
 jinja::Value json_to_value(const nlohmann::ordered_json & j);

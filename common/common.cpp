@@ -35,7 +35,8 @@ struct kv_type_name {
     enum ggml_type type;
 };
 
-// KV cache types the tools accept (llama.cpp's list plus ik_llama.cpp's q6_0 and q8_KV).
+// KV cache types the tools accept (llama.cpp's list plus ik_llama.cpp's q6_0). ik_llama.cpp's q8_KV
+// is not offered: its rows carry a per-row scale the cache does not lay out yet.
 const kv_type_name kv_cache_types[] = {
     { "f32",    GGML_TYPE_F32 },
     { "f16",    GGML_TYPE_F16 },
@@ -47,7 +48,6 @@ const kv_type_name kv_cache_types[] = {
     { "q5_0",   GGML_TYPE_Q5_0 },
     { "q5_1",   GGML_TYPE_Q5_1 },
     { "q6_0",   GGML_TYPE_Q6_0 },
-    { "q8_KV",  GGML_TYPE_Q8_KV },
 };
 
 } // namespace

@@ -69,7 +69,7 @@ struct common_params {
     float rope_freq_scale = 0.0f;
 
     // model loading and placement
-    int32_t n_gpu_layers = -1;      // accepted for compatibility; CPU only for now
+    int32_t n_gpu_layers = -1;      // set only when a GPU is usable (arg-promises.cpp)
     std::string split_mode = "layer";
     std::string tensor_split;
     int32_t main_gpu = 0;
@@ -105,14 +105,14 @@ struct common_params {
     std::string hostname = "127.0.0.1";
     int32_t port = 8080;
     std::vector<std::string> api_keys;
-    std::string chat_template;      // a built-in template name or the Jinja source
-    bool use_jinja = false;
+    std::string chat_template;      // Jinja source (--chat-template NAME puts the built-in's source here)
     enum common_reasoning_format reasoning_format = COMMON_REASONING_FORMAT_AUTO;
     int32_t timeout_read  = 600;    // seconds
     int32_t timeout_write = 600;
+    std::vector<std::string> cors_origins = { "*" };   // origins browsers may call from; "*": any
+    int32_t n_threads_http = -1;    // -1: enough for every slot and the queue
     bool endpoint_metrics = false;
     bool endpoint_slots   = true;
-    bool cont_batching    = true;
 
     // perplexity / KL-divergence
     int32_t n_chunks = -1;
@@ -123,7 +123,6 @@ struct common_params {
     // benchmarks
     std::string output_format = "md";
     std::string out_file;
-    int32_t repetitions = 5;
     bool warmup_batch = false;
 
     // Filled by common_model_params_to_llama: the NULL-terminated override array the model

@@ -224,6 +224,9 @@ struct llama_perf_context_data llama_perf_context(const struct llama_context * c
 void llama_perf_context_reset(struct llama_context * ctx);
 
 const char * llama_print_system_info(void);
+// Whether this build and machine can place model layers on a GPU (n_gpu_layers, split mode,
+// GPU buffer types). CPU-only builds answer false and run everything on the CPU.
+bool llama_supports_gpu_offload(void);
 
 #ifdef __cplusplus
 }

@@ -23,10 +23,11 @@ stage build
 (cd "$build" && ctest -j "$(nproc)" --output-on-failure --timeout 900)
 stage "ctest (Release)"
 
-# Sanitizer pass: the suites that parse untrusted input or exercise the kernels' indexing, and the
-# ISA symbol check on the sanitizer's objects (its instrumentation adds start-up code to them).
+# Sanitizer pass: the suites that parse untrusted input (GGUF, command lines, Jinja, crafted model
+# files) or exercise indexing (kernels, KV cache bookkeeping), and the ISA symbol check on the
+# sanitizer's objects (its instrumentation adds start-up code to them).
 asan="$root/build-asan"
-sanitized=(test-gguf test-ops test-matmul)
+sanitized=(test-gguf test-ops test-matmul test-args test-jinja test-model-load test-kv-cache)
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 if [ ! -f "$asan/CMakeCache.txt" ]; then

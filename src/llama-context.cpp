@@ -5,8 +5,10 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 llama_context::~llama_context() {
     if (sched) ggml_backend_sched_free(sched);
@@ -14,27 +16,6 @@ llama_context::~llama_context() {
 }
 
 namespace {
-
-// Attention masks over the first n_kv cells of a cache: token i sees cell j if j holds one of
-// i's sequences at a position <= i's position; in the sliding-window mask (swa) also only if
-// i's position - j's < n_swa. Either output may be NULL.
-void fill_masks(const llama_kv_cache & kv, int64_t n_kv, const llama_ubatch & ub, llama_pos n_swa, float * full, float * swa) {
-    for (uint32_t i = 0; i < ub.n_tokens; ++i) {
-        float * row = full ? full + i * n_kv : nullptr;
-        float * row_swa = swa ? swa + i * n_kv : nullptr;
-        for (int64_t j = 0; j < n_kv; ++j) {
-            const llama_kv_cell & c = kv.cells[j];
-            if (c.empty() || c.pos > ub.pos[i]) continue;
-            for (llama_seq_id s : ub.seq[i]) {
-                if (c.seq.count(s)) {
-                    if (row) row[j] = 0.0f;
-                    if (row_swa && ub.pos[i] - c.pos < n_swa) row_swa[j] = 0.0f;
-                    break;
-                }
-            }
-        }
-    }
-}
 
 void set_cells(llama_context & lctx, ggml_tensor * t, const std::vector<uint32_t> & cells) {
     auto & idx = lctx.scratch_i64;
@@ -54,11 +35,11 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
     const size_t n_mask_swa = g.inp_mask_swa ? (size_t) (swa_apart ? g.n_kv_swa : g.n_kv) * ub.n_tokens : 0;
     if (g.inp_mask || g.inp_mask_swa) {
         auto & m = lctx.scratch_f32;
-        m.assign(n_mask + n_mask_swa, -INFINITY);
+        m.resize(n_mask + n_mask_swa);
         float * full = g.inp_mask ? m.data() : nullptr;
         float * swa = g.inp_mask_swa ? m.data() + n_mask : nullptr;
-        fill_masks(lctx.kv, g.n_kv, ub, n_swa, full, swa_apart ? nullptr : swa);
-        if (swa_apart) fill_masks(lctx.kv_swa, g.n_kv_swa, ub, n_swa, nullptr, swa);
+        if (full || !swa_apart) lctx.kv.fill_mask(ub, (uint32_t) g.n_kv, full, swa_apart ? nullptr : swa, n_swa);
+        if (swa_apart) lctx.kv_swa.fill_mask(ub, (uint32_t) g.n_kv_swa, nullptr, swa, n_swa);
         if (full) ggml_backend_tensor_set(g.inp_mask, full, 0, n_mask * sizeof(float));
         if (swa) ggml_backend_tensor_set(g.inp_mask_swa, swa, 0, n_mask_swa * sizeof(float));
     }
@@ -69,10 +50,6 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
 // Apply pending RoPE shifts (llama_memory_seq_add) to the cached keys.
 bool apply_kv_shift(llama_context & lctx) {
     const llama_hparams & hp = lctx.model.hparams;
-    if (lctx.kv.type_k != GGML_TYPE_F32 && lctx.kv.type_k != GGML_TYPE_F16 && lctx.kv.type_k != GGML_TYPE_BF16) {
-        LLAMA_LOG_ERROR("llama_decode: shifting positions needs an f32/f16/bf16 K cache (have %s)\n", ggml_type_name(lctx.kv.type_k));
-        return false;
-    }
     ggml_context * ctx = ggml_init({ lctx.graph_mem.size(), lctx.graph_mem.data(), true });
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
     const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
@@ -150,53 +127,84 @@ void observe_report(llama_context & lctx) {
 
 } // namespace
 
-int32_t llama_context::decode(const llama_batch & batch) {
-    const llama_hparams & hp = model.hparams;
+namespace {
+
+// Everything llama_decode reads from a batch, checked before anything is read by index: "" when
+// the batch is good, else what is wrong with which entry.
+std::string batch_error(const llama_batch & batch, uint32_t n_vocab, uint32_t n_seq_max) {
     const int32_t n = batch.n_tokens;
-    if (n <= 0) {
-        LLAMA_LOG_ERROR("llama_decode: empty batch\n");
-        return -1;
-    }
-    if (!batch.token) {
-        LLAMA_LOG_ERROR("llama_decode: embeddings input is not supported\n");
-        return -1;
-    }
+    if (n <= 0) return "empty batch (n_tokens = " + std::to_string(n) + ")";
+    if (!batch.token) return "embeddings input is not supported (batch.token is NULL)";
+    if (batch.seq_id && !batch.n_seq_id) return "batch.seq_id is given without batch.n_seq_id";
     for (int32_t i = 0; i < n; ++i) {
-        if (batch.token[i] < 0 || (uint32_t) batch.token[i] >= hp.n_vocab) {
-            LLAMA_LOG_ERROR("llama_decode: token %d at index %d is out of the vocabulary (%u)\n", batch.token[i], i, hp.n_vocab);
-            return -1;
+        const std::string at = " at index " + std::to_string(i);
+        if (batch.token[i] < 0 || (uint32_t) batch.token[i] >= n_vocab) {
+            return "token " + std::to_string(batch.token[i]) + at + " is out of the vocabulary (" + std::to_string(n_vocab) + ")";
         }
-        if (batch.seq_id) {
-            for (int32_t s = 0; s < batch.n_seq_id[i]; ++s) {
-                if (batch.seq_id[i][s] < 0 || (uint32_t) batch.seq_id[i][s] >= cparams.n_seq_max) {
-                    LLAMA_LOG_ERROR("llama_decode: sequence id %d at index %d is not in [0, %u)\n", batch.seq_id[i][s], i, cparams.n_seq_max);
-                    return -1;
-                }
+        if (batch.pos && (batch.pos[i] < 0 || batch.pos[i] > INT32_MAX / 2)) {
+            return "position " + std::to_string(batch.pos[i]) + at + " is negative or too large";
+        }
+        if (!batch.seq_id) continue;
+        if (batch.n_seq_id[i] < 1 || (uint32_t) batch.n_seq_id[i] > n_seq_max) {
+            return "n_seq_id " + std::to_string(batch.n_seq_id[i]) + at + " is not in [1, " + std::to_string(n_seq_max) + "]";
+        }
+        if (!batch.seq_id[i]) return "seq_id" + at + " is NULL";
+        for (int32_t s = 0; s < batch.n_seq_id[i]; ++s) {
+            if (batch.seq_id[i][s] < 0 || (uint32_t) batch.seq_id[i][s] >= n_seq_max) {
+                return "sequence id " + std::to_string(batch.seq_id[i][s]) + at + " is not in [0, " + std::to_string(n_seq_max) + ")";
             }
         }
     }
-    if ((kv.has_shift || kv_swa.has_shift) && !apply_kv_shift(*this)) return -3;
+    return "";
+}
 
-    // positions and sequences, filled in when the batch leaves them out
-    std::vector<llama_pos> pos(n);
-    std::vector<std::vector<llama_seq_id>> seq(n);
-    std::vector<llama_pos> next_pos(cparams.n_seq_max, -1);
-    for (int32_t i = 0; i < n; ++i) {
-        if (batch.seq_id) {
-            seq[i].assign(batch.seq_id[i], batch.seq_id[i] + batch.n_seq_id[i]);
-        } else {
-            seq[i] = { 0 };
+int32_t decode_error(int32_t code, const std::string & msg) {
+    LLAMA_LOG_ERROR("llama_decode: %s\n", msg.c_str());
+    llama_set_last_error("llama_decode: " + msg);
+    return code;
+}
+
+} // namespace
+
+int32_t llama_context::decode(const llama_batch & batch) {
+    const llama_hparams & hp = model.hparams;
+    const int32_t n = batch.n_tokens;
+    const std::string bad = batch_error(batch, hp.n_vocab, cparams.n_seq_max);
+    if (!bad.empty()) return decode_error(-1, bad);
+    // room for the whole batch up front, so that "no room" (1) leaves the cache as it was
+    if (kv.size - kv.used < (uint32_t) n) {
+        LLAMA_LOG_WARN("llama_decode: no room in the KV cache for %d tokens (%u of %u cells used)\n", n, kv.used, kv.size);
+        return 1;
+    }
+    if ((kv.has_shift || kv_swa.has_shift) && !apply_kv_shift(*this)) {
+        return decode_error(-3, "shifting the cached positions failed");
+    }
+
+    // positions and sequences, filled in when the batch leaves them out (sequence 0)
+    static const llama_seq_id k_seq0 = 0;
+    const int32_t * n_seq_id = batch.n_seq_id;
+    const llama_seq_id * const * seq_id = batch.seq_id;
+    if (!batch.seq_id) {
+        n_seq_scratch.assign(n, 1);
+        seq_scratch.assign(n, &k_seq0);
+        n_seq_id = n_seq_scratch.data();
+        seq_id = seq_scratch.data();
+    }
+    const llama_pos * pos = batch.pos;
+    if (!batch.pos) {
+        pos_scratch.resize(n);
+        next_pos_scratch.assign(cparams.n_seq_max, -1);
+        for (int32_t i = 0; i < n; ++i) {
+            const llama_seq_id s = seq_id[i][0];
+            llama_pos & np = next_pos_scratch[s];
+            if (np < 0) np = kv.seq_pos_max(s) + 1;
+            pos_scratch[i] = np++;
         }
-        if (batch.pos) {
-            pos[i] = batch.pos[i];
-        } else {
-            llama_pos & np = next_pos[seq[i][0]];
-            if (np < 0) np = kv.seq_pos_max(seq[i][0]) + 1;
-            pos[i] = np++;
-        }
+        pos = pos_scratch.data();
     }
     // outputs
-    std::vector<int32_t> out_idx;
+    std::vector<int32_t> & out_idx = out_idx_scratch;
+    out_idx.clear();
     for (int32_t i = 0; i < n; ++i) {
         const bool want = batch.logits ? batch.logits[i] != 0 : i == n - 1;
         if (want) out_idx.push_back(i);
@@ -209,25 +217,39 @@ int32_t llama_context::decode(const llama_batch & batch) {
 
     const int64_t t_start = ggml_time_us();
     int32_t out_done = 0;
+    // a failed micro-batch takes the cells of the whole call back: the cache is as before the call
+    std::vector<uint32_t> & taken = cells_taken;
+    std::vector<uint32_t> & taken_swa = cells_taken_swa;
+    taken.clear();
+    taken_swa.clear();
+    auto fail = [&](int32_t code, const char * what) {
+        kv.release(taken);
+        kv_swa.release(taken_swa);
+        return decode_error(code, what);
+    };
     for (int32_t i0 = 0; i0 < n; i0 += (int32_t) cparams.n_ubatch) {
         const int32_t nt = std::min<int32_t>((int32_t) cparams.n_ubatch, n - i0);
         llama_ubatch ub;
         ub.n_tokens = nt;
         ub.token = batch.token + i0;
-        ub.pos = pos.data() + i0;
-        ub.seq.assign(seq.begin() + i0, seq.begin() + i0 + nt);
+        ub.pos = pos + i0;
+        ub.n_seq_id = n_seq_id + i0;
+        ub.seq_id = seq_id + i0;
         for (int32_t i = 0; i < nt; ++i) {
             if (output_of[i0 + i] >= 0) ub.out_rows.push_back(i);
         }
-        if (!kv.find_slots(nt, ub.cells)) {
-            LLAMA_LOG_WARN("llama_decode: no room in the KV cache for %d tokens (%u of %u cells used)\n", nt, kv.used, kv.size);
-            return 1;
-        }
-        for (int32_t i = 0; i < nt; ++i) kv.assign(ub.cells[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
-        if (has_kv_swa() && !place_in_window(ub)) {
-            LLAMA_LOG_WARN("llama_decode: no room in the sliding-window cache for %d tokens (%u of %u cells used)\n", nt,
-                           kv_swa.used, kv_swa.size);
-            return 1;
+        if (!kv.find_slots(nt, ub.cells)) return fail(-2, "the KV cache lost free cells during the call");
+        for (int32_t i = 0; i < nt; ++i) kv.assign(ub.cells[i], ub.pos[i], ub.seq_id[i], ub.n_seq_id[i]);
+        taken.insert(taken.end(), ub.cells.begin(), ub.cells.end());
+        if (has_kv_swa()) {
+            if (!place_in_window(ub)) {
+                LLAMA_LOG_WARN("llama_decode: no room in the sliding-window cache for %d tokens (%u of %u cells used)\n", nt,
+                               kv_swa.used, kv_swa.size);
+                kv.release(taken);
+                kv_swa.release(taken_swa);
+                return 1;
+            }
+            taken_swa.insert(taken_swa.end(), ub.cells_swa.begin(), ub.cells_swa.end());
         }
 
         ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
@@ -240,15 +262,13 @@ int32_t llama_context::decode(const llama_batch & batch) {
         ggml_backend_sched_reset(sched);
         if (!ggml_backend_sched_alloc_graph(sched, gf)) {
             ggml_free(ctx0);
-            LLAMA_LOG_ERROR("llama_decode: failed to allocate the compute graph\n");
-            return -2;
+            return fail(-2, "failed to allocate the compute graph");
         }
         fill_inputs(*this, g, ub);
         ggml_backend_cpu_set_n_threads(cpu, nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
         if (ggml_backend_sched_graph_compute(sched, gf) != GGML_STATUS_SUCCESS) {
             ggml_free(ctx0);
-            LLAMA_LOG_ERROR("llama_decode: graph computation failed\n");
-            return -3;
+            return fail(-3, "graph computation failed");
         }
         if (cb_eval) observe_report(*this);
         const size_t n_out = ub.out_rows.size();
@@ -259,7 +279,9 @@ int32_t llama_context::decode(const llama_batch & batch) {
         ggml_free(ctx0);
     }
     const int64_t t_us = ggml_time_us() - t_start;
-    if (n == 1) {
+    if (no_perf) {
+        // timings not collected (llama_perf_context reports zeros)
+    } else if (n == 1) {
         t_eval_us += t_us;
         n_eval += 1;
     } else {
@@ -278,18 +300,20 @@ bool llama_context::place_in_window(llama_ubatch & ub) {
         // sequence's newest positions are in the window's cache, so it alone says where each is.
         auto & next = window_next_;
         next.assign(cparams.n_seq_max, -1);
-        for (const llama_kv_cell & c : kv_swa.cells) {
-            for (llama_seq_id s : c.seq) next[s] = std::max(next[s], c.pos + 1);
+        for (uint32_t j = 0; j < kv_swa.size; ++j) {
+            const llama_pos p = kv_swa.cells[j].pos;
+            kv_swa.for_each_seq(j, [&](llama_seq_id s) { next[s] = std::max(next[s], p + 1); });
         }
         for (uint32_t i = 0; i < ub.n_tokens; ++i) {
-            for (llama_seq_id s : ub.seq[i]) {
+            for (int32_t k = 0; k < ub.n_seq_id[i]; ++k) {
+                const llama_seq_id s = ub.seq_id[i][k];
                 if (next[s] < 0 || ub.pos[i] < next[s]) next[s] = ub.pos[i];
             }
         }
         kv_swa.free_outside_window(std::max(ub.n_tokens, cparams.n_ubatch), model.hparams.n_swa, next);
         if (!kv_swa.find_slots(ub.n_tokens, ub.cells_swa)) return false;
     }
-    for (uint32_t i = 0; i < ub.n_tokens; ++i) kv_swa.assign(ub.cells_swa[i], ub.pos[i], ub.seq[i].data(), (int) ub.seq[i].size());
+    for (uint32_t i = 0; i < ub.n_tokens; ++i) kv_swa.assign(ub.cells_swa[i], ub.pos[i], ub.seq_id[i], ub.n_seq_id[i]);
     return true;
 }
 
@@ -302,7 +326,11 @@ bool llama_context::reserve() {
     ub.token = tokens.data();
     for (uint32_t i = 0; i < nt; ++i) pos[i] = (llama_pos) i;
     ub.pos = pos.data();
-    ub.seq.assign(nt, std::vector<llama_seq_id>{ 0 });
+    static const llama_seq_id k_seq0 = 0;
+    std::vector<int32_t> n_seq(nt, 1);
+    std::vector<const llama_seq_id *> seqs(nt, &k_seq0);
+    ub.n_seq_id = n_seq.data();
+    ub.seq_id = seqs.data();
     for (uint32_t i = 0; i < nt; ++i) ub.out_rows.push_back((int32_t) i);
     ub.cells.resize(nt);
     ub.cells_swa.resize(nt);
@@ -356,6 +384,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     cp.rope_freq_base = params.rope_freq_base;
     cp.rope_freq_scale = params.rope_freq_scale;
     cp.swa_full = params.swa_full;
+    ctx->no_perf = params.no_perf;
     ctx->cb_eval = params.cb_eval;
     ctx->cb_eval_user_data = params.cb_eval_user_data;
 
@@ -394,9 +423,9 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     if (n_swa_layers > 0 && !cp.swa_full && swa_cells < cp.n_ctx) {
         std::vector<llama_kv_layer_shape> global = shapes, window = shapes;
         for (uint32_t il = 0; il < hp.n_layer; ++il) (hp.is_swa(il) ? global : window)[il] = llama_kv_layer_shape{};
-        if (!ctx->kv.init(global, cp.n_ctx, params.type_k, params.type_v, err)) return fail(err);
-        if (!ctx->kv_swa.init(window, swa_cells, params.type_k, params.type_v, err)) return fail(err);
-    } else if (!ctx->kv.init(shapes, cp.n_ctx, params.type_k, params.type_v, err)) {
+        if (!ctx->kv.init(global, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
+        if (!ctx->kv_swa.init(window, swa_cells, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
+    } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) {
         return fail(err);
     }
     ctx->cpu = ggml_backend_cpu_init();

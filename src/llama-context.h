@@ -30,9 +30,15 @@ struct llama_context {
     // reused input staging
     std::vector<int64_t> scratch_i64;
     std::vector<float> scratch_f32;
+    std::vector<uint32_t> cells_taken, cells_taken_swa;  // cells llama_decode assigned so far in this call
+    // llama_decode's per-call arrays, kept so that decoding allocates nothing once warm
+    std::vector<llama_pos> pos_scratch, next_pos_scratch;
+    std::vector<int32_t> n_seq_scratch, out_idx_scratch;
+    std::vector<const llama_seq_id *> seq_scratch;
 
     int64_t t_start_us = 0, t_p_eval_us = 0, t_eval_us = 0;
     int32_t n_p_eval = 0, n_eval = 0;
+    bool no_perf = false;               // llama_context_params.no_perf: the counters stay at zero
 
     // graph observation (llama_context_params.cb_eval); observed: nodes asked for in this graph
     ggml_backend_sched_eval_callback cb_eval = nullptr;

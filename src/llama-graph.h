@@ -31,7 +31,8 @@ struct llama_ubatch {
     uint32_t n_tokens = 0;
     const llama_token * token = nullptr;
     const llama_pos * pos = nullptr;
-    std::vector<std::vector<llama_seq_id>> seq;    // per token
+    const int32_t * n_seq_id = nullptr;              // per token: its sequences
+    const llama_seq_id * const * seq_id = nullptr;
     std::vector<int32_t> out_rows;                 // token indices whose logits are wanted
     std::vector<uint32_t> cells;                   // KV cell per token
     std::vector<uint32_t> cells_swa;               // cell per token in the sliding-window layers' cache

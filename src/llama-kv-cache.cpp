@@ -2,10 +2,12 @@
 
 #include "ggml-cpu.h"
 #include "llama-impl.h"
+#include "llama-graph.h"
 #include "llama-model.h"
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 
 std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & hp) {
     llama_kv_layer_shape s;
@@ -17,13 +19,16 @@ std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & 
     return std::vector<llama_kv_layer_shape>(hp.n_layer, s);
 }
 
-bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, ggml_type tk,
-                          ggml_type tv, std::string & err) {
+bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, uint32_t n_seq,
+                          ggml_type tk, ggml_type tv, std::string & err) {
     size = n_ctx;
     type_k = tk;
     type_v = tv;
     shapes = layer_shapes;
     cells.assign(size, {});
+    n_seq_max = std::max<uint32_t>(1, n_seq);
+    seq_words = (n_seq_max + 63) / 64;
+    seq_bits.assign((size_t) size * seq_words, 0);
     for (ggml_type t : { tk, tv }) {
         const ggml_type_traits * tt = ggml_get_type_traits(t);
         if (t != GGML_TYPE_F32 && (!tt->to_float || !tt->from_float_ref)) {
@@ -74,6 +79,7 @@ llama_kv_cache::~llama_kv_cache() {
 
 void llama_kv_cache::clear() {
     for (auto & c : cells) c = {};
+    std::fill(seq_bits.begin(), seq_bits.end(), 0);
     used = 0;
     has_shift = false;
 }
@@ -86,12 +92,82 @@ bool llama_kv_cache::find_slots(uint32_t n, std::vector<uint32_t> & out) const {
     return out.size() == n;
 }
 
-void llama_kv_cache::assign(uint32_t cell, llama_pos pos, const llama_seq_id * seq, int n_seq) {
+bool llama_kv_cache::has_seq(uint32_t cell, llama_seq_id seq) const {
+    return valid_seq(seq) && ((seq_bits[(size_t) cell * seq_words + seq / 64] >> (seq % 64)) & 1) != 0;
+}
+
+void llama_kv_cache::add_seq(uint32_t cell, llama_seq_id seq) {
+    if (!valid_seq(seq) || has_seq(cell, seq)) return;
     llama_kv_cell & c = cells[cell];
     if (c.empty()) used++;
+    c.n_seq++;
+    seq_bits[(size_t) cell * seq_words + seq / 64] |= uint64_t(1) << (seq % 64);
+}
+
+void llama_kv_cache::drop_seq(uint32_t cell, llama_seq_id seq) {
+    if (!has_seq(cell, seq)) return;
+    if (cells[cell].n_seq == 1) {
+        free_cell(cell);
+        return;
+    }
+    cells[cell].n_seq--;
+    seq_bits[(size_t) cell * seq_words + seq / 64] &= ~(uint64_t(1) << (seq % 64));
+}
+
+void llama_kv_cache::free_cell(uint32_t cell) {
+    if (!cells[cell].empty()) used--;
+    std::fill_n(seq_bits.begin() + (ptrdiff_t) cell * seq_words, seq_words, 0);
+    cells[cell] = {};
+}
+
+void llama_kv_cache::assign(uint32_t cell, llama_pos pos, const llama_seq_id * seq, int n_seq) {
+    llama_kv_cell & c = cells[cell];
     c.pos = pos;
     c.delta = 0;
-    for (int i = 0; i < n_seq; ++i) c.seq.insert(seq[i]);
+    for (int i = 0; i < n_seq; ++i) add_seq(cell, seq[i]);
+}
+
+void llama_kv_cache::release(const std::vector<uint32_t> & cells_to_free) {
+    for (uint32_t i : cells_to_free) free_cell(i);
+}
+
+void llama_kv_cache::fill_mask(const llama_ubatch & ub, uint32_t n_kv, float * full, float * swa, llama_pos n_swa) const {
+    // Token i sees cell j if j holds one of i's sequences at a position <= i's position. For a
+    // set of sequences, visible_pos_[j] is cell j's position if it holds one of them (an empty
+    // cell holds none) and "never" otherwise; consecutive tokens of the same sequences (the
+    // usual micro-batch) share it, and each row is then one comparison per cell.
+    const uint32_t W = seq_words;
+    token_bits_.assign(W, 0);
+    std::vector<uint64_t> & prev = prev_bits_;
+    prev.clear();
+    visible_pos_.resize(n_kv);
+    for (uint32_t i = 0; i < ub.n_tokens; ++i) {
+        std::fill(token_bits_.begin(), token_bits_.end(), 0);
+        for (int32_t k = 0; k < ub.n_seq_id[i]; ++k) {
+            const llama_seq_id s = ub.seq_id[i][k];
+            if (valid_seq(s)) token_bits_[s / 64] |= uint64_t(1) << (s % 64);
+        }
+        if (token_bits_ != prev) {
+            for (uint32_t j = 0; j < n_kv; ++j) {
+                const uint64_t * b = seq_bits.data() + (size_t) j * W;
+                uint64_t any = 0;
+                for (uint32_t w = 0; w < W; ++w) any |= b[w] & token_bits_[w];
+                visible_pos_[j] = any != 0 ? cells[j].pos : INT32_MAX;
+            }
+            prev = token_bits_;
+        }
+        const llama_pos p = ub.pos[i];
+        const llama_pos * vis = visible_pos_.data();
+        if (full) {
+            float * row = full + (size_t) i * n_kv;
+            for (uint32_t j = 0; j < n_kv; ++j) row[j] = vis[j] <= p ? 0.0f : -INFINITY;
+        }
+        if (swa) {   // the sliding window: also p - pos < n_swa
+            float * row = swa + (size_t) i * n_kv;
+            const llama_pos lo = p - n_swa;
+            for (uint32_t j = 0; j < n_kv; ++j) row[j] = vis[j] <= p && vis[j] > lo ? 0.0f : -INFINITY;
+        }
+    }
 }
 
 uint32_t llama_kv_cache::n_kv() const {
@@ -115,70 +191,59 @@ static bool in_range(llama_pos p, llama_pos p0, llama_pos p1) {
 }
 
 bool llama_kv_cache::seq_rm(llama_seq_id seq, llama_pos p0, llama_pos p1) {
-    for (auto & c : cells) {
-        if (c.empty() || !in_range(c.pos, p0, p1)) continue;
-        if (seq < 0) {
-            c.seq.clear();
-        } else {
-            c.seq.erase(seq);
-        }
-        if (c.empty()) {
-            c.pos = -1;
-            c.delta = 0;
-            used--;
-        }
+    if (seq >= 0 && !valid_seq(seq)) return false;
+    for (uint32_t i = 0; i < size; ++i) {
+        if (cells[i].empty() || !in_range(cells[i].pos, p0, p1)) continue;
+        if (seq < 0) free_cell(i);
+        else drop_seq(i, seq);
     }
     return true;
 }
 
 void llama_kv_cache::seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
-    if (src == dst) return;
-    for (auto & c : cells) {
-        if (c.seq.count(src) && in_range(c.pos, p0, p1)) c.seq.insert(dst);
+    if (src == dst || !valid_seq(src) || !valid_seq(dst)) return;
+    for (uint32_t i = 0; i < size; ++i) {
+        if (has_seq(i, src) && in_range(cells[i].pos, p0, p1)) add_seq(i, dst);
     }
 }
 
 void llama_kv_cache::seq_keep(llama_seq_id seq) {
-    for (auto & c : cells) {
-        if (c.empty()) continue;
-        const bool had = c.seq.count(seq) > 0;
-        c.seq.clear();
-        if (had) {
-            c.seq.insert(seq);
-        } else {
-            c.pos = -1;
-            used--;
+    for (uint32_t i = 0; i < size; ++i) {
+        if (cells[i].empty()) continue;
+        if (!has_seq(i, seq)) {
+            free_cell(i);
+            continue;
         }
+        std::fill_n(seq_bits.begin() + (ptrdiff_t) i * seq_words, seq_words, 0);
+        seq_bits[(size_t) i * seq_words + seq / 64] |= uint64_t(1) << (seq % 64);
+        cells[i].n_seq = 1;
     }
 }
 
 void llama_kv_cache::seq_add(llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) {
-    if (delta == 0) return;
-    for (auto & c : cells) {
-        if (c.empty() || !c.seq.count(seq) || !in_range(c.pos, p0, p1)) continue;
+    if (delta == 0 || !valid_seq(seq)) return;
+    for (uint32_t i = 0; i < size; ++i) {
+        llama_kv_cell & c = cells[i];
+        if (!has_seq(i, seq) || !in_range(c.pos, p0, p1)) continue;
         has_shift = true;
         c.pos += delta;
         c.delta += delta;
-        if (c.pos < 0) {   // shifted out of the context: drop
-            c.seq.clear();
-            c.pos = -1;
-            used--;
-        }
+        if (c.pos < 0) free_cell(i);   // shifted out of the context: drop
     }
 }
 
 llama_pos llama_kv_cache::seq_pos_min(llama_seq_id seq) const {
     llama_pos r = -1;
-    for (const auto & c : cells) {
-        if (c.seq.count(seq) && (r < 0 || c.pos < r)) r = c.pos;
+    for (uint32_t i = 0; i < size; ++i) {
+        if (has_seq(i, seq) && (r < 0 || cells[i].pos < r)) r = cells[i].pos;
     }
     return r;
 }
 
 llama_pos llama_kv_cache::seq_pos_max(llama_seq_id seq) const {
     llama_pos r = -1;
-    for (const auto & c : cells) {
-        if (c.seq.count(seq)) r = std::max(r, c.pos);
+    for (uint32_t i = 0; i < size; ++i) {
+        if (has_seq(i, seq)) r = std::max(r, cells[i].pos);
     }
     return r;
 }
@@ -193,22 +258,19 @@ void llama_kv_cache::free_outside_window(uint32_t n, uint32_t n_swa, const std::
         const llama_kv_cell & c = cells[i];
         if (c.empty()) continue;
         bool visible = false;
-        for (llama_seq_id s : c.seq) {
+        for_each_seq(i, [&](llama_seq_id s) {
             const llama_pos nx = (size_t) s < next.size() ? next[s] : -1;
             visible |= nx >= 0 && nx - c.pos < (llama_pos) n_swa;
-        }
+        });
         if (!visible) cand.emplace_back(c.pos, i);
     }
     // the oldest first: the newest keep the best chance of a later rewind (llama_memory_seq_rm)
     std::sort(cand.begin(), cand.end());
-    for (size_t k = 0; k < cand.size() && n_free < n; ++k, ++n_free) {
-        cells[cand[k].second] = {};
-        used--;
-    }
+    for (size_t k = 0; k < cand.size() && n_free < n; ++k, ++n_free) free_cell(cand[k].second);
 }
 
 uint32_t llama_kv_cache::seq_count(llama_seq_id seq, llama_pos p0, llama_pos p1) const {
     uint32_t n = 0;
-    for (const auto & c : cells) n += !c.empty() && c.seq.count(seq) && in_range(c.pos, p0, p1);
+    for (uint32_t i = 0; i < size; ++i) n += has_seq(i, seq) && in_range(cells[i].pos, p0, p1);
     return n;
 }

@@ -1,6 +1,8 @@
 // The KV cache: per layer, K and V rows for kv_size cells. Each cell holds one token's K/V for a
 // set of sequences at a position. A batch's tokens take any free cells (written with set_rows),
-// so sequences interleave freely; the attention mask says which cells each token sees.
+// so sequences interleave freely; the attention mask says which cells each token sees. Which
+// sequences hold a cell is a bit set (seq_words 64-bit words per cell, in one flat array), so the
+// mask is built with a bit test per cell rather than a set lookup.
 //
 // What a row holds is up to the architecture (llama_kv_layer_shape): per-head K and V for plain
 // attention, or one shared row (MLA's compressed latent with its RoPE key) and no V tensor, in
@@ -14,11 +16,12 @@
 #include "ggml-backend.h"
 #include "llama.h"
 
-#include <set>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 struct llama_hparams;
+struct llama_ubatch;
 
 struct llama_kv_layer_shape {
     uint32_t n_embd_k = 0;     // values of K per cell
@@ -35,14 +38,17 @@ std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & 
 struct llama_kv_cell {
     llama_pos pos = -1;
     llama_pos delta = 0;          // pending RoPE shift
-    std::set<llama_seq_id> seq;
-    bool empty() const { return seq.empty(); }
+    uint32_t n_seq = 0;           // sequences holding the cell (its bits in llama_kv_cache::seq_bits)
+    bool empty() const { return n_seq == 0; }
 };
 
 struct llama_kv_cache {
     uint32_t size = 0;
     ggml_type type_k = GGML_TYPE_F16, type_v = GGML_TYPE_F16;
     std::vector<llama_kv_cell> cells;
+    uint32_t n_seq_max = 1;
+    uint32_t seq_words = 1;             // 64-bit words of sequence bits per cell
+    std::vector<uint64_t> seq_bits;     // [size][seq_words]
     std::vector<llama_kv_layer_shape> shapes;
     std::vector<ggml_tensor *> k_l, v_l;   // [n_embd_k, size], [n_embd_v, size] per layer (v_l NULL: none)
     ggml_context * ctx = nullptr;
@@ -52,16 +58,32 @@ struct llama_kv_cache {
 
     bool reserve_full = false;   // n_kv() reports the whole cache (sizing the worst-case graph)
 
-    bool init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, ggml_type tk, ggml_type tv,
-              std::string & err);
+    bool init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, uint32_t n_seq, ggml_type tk,
+              ggml_type tv, std::string & err);
     ~llama_kv_cache();
 
     void clear();
     // Take n free cells for the tokens (pos, seq ids); returns false if there are not enough.
     bool find_slots(uint32_t n, std::vector<uint32_t> & out) const;
     void assign(uint32_t cell, llama_pos pos, const llama_seq_id * seq, int n_seq);
+    // Whether the cell holds the sequence (false for ids outside [0, n_seq_max)).
+    bool has_seq(uint32_t cell, llama_seq_id seq) const;
+    // Empty these cells again (a decode that failed after taking them).
+    void release(const std::vector<uint32_t> & cells_to_free);
     // cells [0, n_kv) cover every used cell
     uint32_t n_kv() const;
+    // The attention masks of a micro-batch over cells [0, n_kv), [n_tokens][n_kv]: 0 where token
+    // i may see cell j (j holds one of i's sequences at a position <= i's), -inf elsewhere; in
+    // the sliding-window mask also only while i's position - j's < n_swa. Either may be NULL.
+    void fill_mask(const llama_ubatch & ub, uint32_t n_kv, float * full, float * swa = nullptr, llama_pos n_swa = 0) const;
+    // Calls f(seq) for every sequence the cell holds.
+    template <typename F> void for_each_seq(uint32_t cell, F && f) const {
+        for (uint32_t w = 0; w < seq_words; ++w) {
+            for (uint64_t b = seq_bits[(size_t) cell * seq_words + w]; b != 0; b &= b - 1) {
+                f((llama_seq_id) (w * 64 + (uint32_t) __builtin_ctzll(b)));
+            }
+        }
+    }
 
     bool seq_rm(llama_seq_id seq, llama_pos p0, llama_pos p1);
     void seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1);
@@ -78,6 +100,14 @@ struct llama_kv_cache {
     // Cells of seq with positions in [p0, p1)
     uint32_t seq_count(llama_seq_id seq, llama_pos p0, llama_pos p1) const;
 
-  private:
+private:
+    bool valid_seq(llama_seq_id seq) const { return seq >= 0 && (uint32_t) seq < n_seq_max; }
+    void add_seq(uint32_t cell, llama_seq_id seq);
+    void drop_seq(uint32_t cell, llama_seq_id seq);
+    void free_cell(uint32_t cell);
     std::vector<std::pair<llama_pos, uint32_t>> free_scratch_;   // reused: no allocation per token
+    // fill_mask's scratch: one token's sequences, the previous token's, and per cell the
+    // position at which those sequences see it
+    mutable std::vector<uint64_t> token_bits_, prev_bits_;
+    mutable std::vector<llama_pos> visible_pos_;
 };

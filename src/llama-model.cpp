@@ -3,6 +3,7 @@
 #include "llama-model.h"
 
 #include "ggml-cpu.h"
+#include "llama-model-checks.h"
 #include "llama-model-loader.h"
 
 #include <cerrno>
@@ -90,6 +91,7 @@ ggml_tensor * llama_model::new_derived(ggml_type type, std::initializer_list<int
 }
 
 llama_model::~llama_model() {
+    llama_unlock_weights(*this);
     for (auto * b : buffers) ggml_backend_buffer_free(b);
     if (ctx) ggml_free(ctx);
     if (ctx_derived) ggml_free(ctx_derived);
@@ -165,6 +167,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     for (const auto & name : ml.unused()) {
         LLAMA_LOG_WARN("%s: tensor %s is not used by the %s architecture\n", path.c_str(), name.c_str(), ml.arch_name.c_str());
     }
+    llama_check_weight_kernels(model, path);   // before any data is read
 
     std::map<ggml_type, int> type_counts;
     auto pad = [](size_t n, size_t a) { return (n + a - 1) / a * a; };
@@ -283,6 +286,8 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         LLAMA_LOG_INFO("llama_model_load: computed %zu tensors at load (%.2f MiB), e.g. %s %s\n", model.derived.size(),
                        bytes / 1048576.0, model.derived[0].t->name, ggml_type_name(model.derived[0].t->type));
     }
+    if (params.check_tensors) llama_check_weight_data(model, path);
+    if (params.use_mlock) llama_lock_weights(model, path);
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
         type_counts[t->type]++;
         model.n_bytes += ggml_nbytes(t);
@@ -378,5 +383,8 @@ int32_t llama_model_meta_val_str(const llama_model * model, const char * key, ch
 }
 
 const char * llama_print_system_info(void) { return ggml_cpu_features(); }
+
+// ggml has only the CPU backend so far; the GPU backend answers from its device list.
+bool llama_supports_gpu_offload(void) { return false; }
 
 } // extern "C"

@@ -156,6 +156,7 @@ struct llama_model {
     uint64_t n_bytes = 0;
     uint64_t n_elements = 0;
     int64_t  t_load_us = 0;
+    std::vector<std::pair<void *, size_t>> locked;   // --mlock: ranges locked in RAM
 
     ~llama_model();
 };

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <vector>
 
 using json = nlohmann::ordered_json;
 
@@ -175,5 +177,109 @@ TEST(ChatTemplates, FiftyMessagesRenderFast) {
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
         std::printf("%s: %.3f ms per 50-message render\n", name, ms);
         EXPECT_LT(ms, 5.0) << name;   // generous bound for a loaded 2-core machine
+    }
+}
+
+// --chat-template NAME: each built-in renders the golden conversations of the real template of the
+// family it names, where golden/templates.json has one. `edit` adapts the golden text where the
+// real template adds something the built-in format does not (Llama 3.1's date header, R1's
+// opening <think>); every other row is compared as it is.
+namespace {
+
+struct builtin_case {
+    const char * name;       // --chat-template NAME
+    const char * golden;     // the template of ../shared/templates it is compared with
+    std::vector<const char *> cases;
+    std::string (*edit)(std::string);
+};
+
+std::string as_is(std::string s) { return s; }
+std::string without_llama31_dates(std::string s) {
+    const std::string dates = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+    const size_t at = s.find(dates);
+    if (at != std::string::npos) s.erase(at, dates.size());
+    return s;
+}
+std::string without_r1_think(std::string s) {
+    const std::string think = "<think>\n";
+    if (s.size() >= think.size() && s.compare(s.size() - think.size(), think.size(), think) == 0) s.resize(s.size() - think.size());
+    return s;
+}
+
+std::string render_builtin(const std::string & name, const std::string & case_name) {
+    const Golden & g = golden();
+    const json & tokens = g.doc.at("special_tokens");
+    const json & c = g.doc.at("cases").at(case_name);
+    const char * source = kiln::builtin_chat_template(name);
+    if (!source) throw std::runtime_error("no built-in template " + name);
+    kiln::chat_template tmpl(source, tokens.at("bos_token").get<std::string>(), tokens.at("eos_token").get<std::string>());
+    return tmpl.apply(c.at("messages"), nullptr, c.value("add_generation_prompt", false));
+}
+
+std::string golden_row(const std::string & tmpl, const std::string & case_name) {
+    for (const auto & row : golden().doc.at("renders")) {
+        if (row.at("template") == tmpl && row.at("case") == case_name && row.contains("expected")) {
+            return row.at("expected").get<std::string>();
+        }
+    }
+    throw std::runtime_error("golden/templates.json has no row " + tmpl + " [" + case_name + "]");
+}
+
+} // namespace
+
+TEST(ChatTemplates, BuiltinNamesRenderTheGoldenConversations) {
+    const std::vector<builtin_case> table = {
+        { "chatml", "Qwen-Qwen3-0.6B.jinja", { "chat", "no-system", "unicode" }, as_is },
+        { "chatml", "Qwen-Qwen2.5-7B-Instruct.jinja", { "chat" }, as_is },
+        { "llama3", "meta-llama-Llama-3.1-8B-Instruct.jinja", { "chat" }, without_llama31_dates },
+        { "deepseek3", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", { "no-gen-prompt" }, as_is },
+        { "deepseek3", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", { "chat", "no-system", "unicode" }, without_r1_think },
+        { "mistral-v3-tekken", "mistralai-Mistral-Nemo-Instruct-2407.jinja", { "chat", "no-system", "no-gen-prompt", "unicode" }, as_is },
+        { "phi3", "microsoft-Phi-3.5-mini-instruct.jinja", { "chat", "no-system", "no-gen-prompt", "unicode" }, as_is },
+        { "gemma", "google-gemma-2-2b-it.jinja", { "no-system", "no-gen-prompt", "unicode" }, as_is },
+        { "granite", "ibm-granite-granite-3.3-2B-Instruct.jinja", { "chat" }, as_is },
+    };
+    int n = 0;
+    for (const builtin_case & b : table) {
+        for (const char * c : b.cases) {
+            EXPECT_EQ(render_builtin(b.name, c), b.edit(golden_row(b.golden, c))) << b.name << " vs " << b.golden << " [" << c << "]";
+            ++n;
+        }
+    }
+    EXPECT_EQ(n, 21);
+}
+
+TEST(ChatTemplates, EveryBuiltinRendersEveryConversation) {
+    // the formats without a golden row: they parse, render each conversation, and carry its text
+    for (const std::string & name : kiln::builtin_chat_template_names()) {
+        for (const char * c : { "chat", "no-system", "no-gen-prompt", "unicode" }) {
+            std::string out;
+            ASSERT_NO_THROW(out = render_builtin(name, c)) << name << " [" << c << "]";
+            for (const auto & m : golden().doc.at("cases").at(c).at("messages")) {
+                EXPECT_NE(out.find(m.at("content").get<std::string>()), std::string::npos) << name << " [" << c << "] lacks a message";
+            }
+        }
+    }
+    kiln::chat_template llama2(kiln::builtin_chat_template("llama2"), "<s>", "</s>");
+    EXPECT_EQ(llama2.apply(json::parse(R"([{"role":"system","content":"Be brief."},{"role":"user","content":" Hi "},
+                                          {"role":"assistant","content":"Hello."},{"role":"user","content":"Bye"}])")),
+              "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\n Hi [/INST] Hello. </s><s>[INST] Bye [/INST]");
+}
+
+TEST(ChatTemplates, NameOrSourceOrAnErrorListingTheNames) {
+    EXPECT_EQ(kiln::chat_template_source("llama3"), kiln::builtin_chat_template("llama3"));
+    EXPECT_EQ(kiln::chat_template_source("{% for m in messages %}{% endfor %}"), "{% for m in messages %}{% endfor %}");
+    EXPECT_EQ(kiln::chat_template_source("x {{ bos_token }}"), "x {{ bos_token }}");
+    try {
+        kiln::chat_template_source("chatml2");
+        FAIL() << "accepted an unknown name";
+    } catch (const std::invalid_argument & e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("'chatml2'"), std::string::npos) << msg;
+        for (const char * n : { "chatml", "llama2", "llama3", "llama4", "mistral-v1", "mistral-v3", "mistral-v7", "phi3", "phi4",
+                                "gemma", "zephyr", "vicuna", "deepseek", "deepseek2", "deepseek3", "command-r", "chatglm4",
+                                "granite" }) {
+            EXPECT_NE(msg.find(n), std::string::npos) << n;
+        }
     }
 }

@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace {
@@ -222,6 +225,43 @@ TEST(DecodeSequences, PositionShiftMatchesDecodingAtShiftedPositions) {
     EXPECT_EQ(llama_memory_n_used(shifted.get()), 15);
 }
 
+// The same with a quantized K cache: the shifted keys are decoded, rotated and encoded again.
+TEST(DecodeSequences, PositionShiftWithQuantizedKCache) {
+    model_ptr m = load("synth-qwen3-f16.gguf");
+    ASSERT_TRUE(m);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    auto toks = prompt_tokens(m.get(), 30);
+    for (ggml_type tk : { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 }) {
+        auto make = [&] {
+            llama_context_params cp = llama_context_default_params();
+            cp.n_ctx = cp.n_batch = 256;
+            cp.n_threads = cp.n_threads_batch = 2;
+            cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+            cp.type_k = tk;
+            return context_ptr(llama_init_from_model(m.get(), cp));
+        };
+        context_ptr shifted = make(), direct = make(), unshifted = make();
+        ASSERT_TRUE(shifted && direct && unshifted) << ggml_type_name(tk);
+        decode_at(shifted.get(), toks, 0, 20, 0);
+        llama_memory_seq_add(shifted.get(), 0, 0, -1, 100);
+        decode_at(shifted.get(), toks, 20, 5, 120);
+        decode_at(direct.get(), toks, 0, 25, 100);
+        // keys left at positions 0..19: what a shift that did nothing would give
+        decode_at(unshifted.get(), toks, 0, 20, 0);
+        decode_at(unshifted.get(), toks, 20, 5, 120);
+        double worst = 0, control = 0;
+        for (int i = 0; i < 5; ++i) {
+            const float * want = llama_get_logits_ith(direct.get(), 20 + i);
+            worst = std::max(worst, rel_diff(llama_get_logits_ith(shifted.get(), i), want, n_vocab));
+            control = std::max(control, rel_diff(llama_get_logits_ith(unshifted.get(), i), want, n_vocab));
+        }
+        // the shifted keys were quantized twice: close to the direct run, far closer than no shift
+        std::printf("%s K cache: shifted vs direct %.4f, unshifted vs direct %.4f\n", ggml_type_name(tk), worst, control);
+        EXPECT_LT(worst, tk == GGML_TYPE_Q8_0 ? 2e-2 : 2e-1) << ggml_type_name(tk);
+        EXPECT_LT(worst * 4, control) << ggml_type_name(tk);
+    }
+}
+
 TEST(DecodeErrors, BadBatchesAreRejected) {
     model_ptr m = load("stories260K.gguf");
     ASSERT_TRUE(m);
@@ -233,6 +273,14 @@ TEST(DecodeErrors, BadBatchesAreRejected) {
     std::vector<llama_token> many(40, 1);
     EXPECT_EQ(llama_decode(ctx.get(), llama_batch_get_one(many.data(), 32)), 0);
     EXPECT_EQ(llama_decode(ctx.get(), llama_batch_get_one(many.data(), 8)), 1);
+    // a batch that does not fit leaves the cache as it was (no micro-batch keeps its cells)
+    context_ptr small = make_ctx(m.get(), 1, true, 4, 1, 32);
+    ASSERT_EQ(llama_decode(small.get(), llama_batch_get_one(many.data(), 28)), 0);
+    EXPECT_EQ(llama_memory_n_used(small.get()), 28);
+    EXPECT_EQ(llama_decode(small.get(), llama_batch_get_one(many.data(), 8)), 1);
+    EXPECT_EQ(llama_memory_n_used(small.get()), 28);
+    EXPECT_EQ(llama_decode(small.get(), llama_batch_get_one(many.data(), 4)), 0);
+    EXPECT_EQ(llama_memory_n_used(small.get()), 32);
     // a model file that does not exist
     llama_model_params mp = llama_model_default_params();
     EXPECT_EQ(llama_model_load_from_file("/nonexistent/model.gguf", mp), nullptr);
@@ -240,3 +288,66 @@ TEST(DecodeErrors, BadBatchesAreRejected) {
 }
 
 } // namespace
+
+// Every field llama_decode indexes with is checked first: a bad entry is an error code and a
+// message naming the entry, never a read out of bounds, and the cache is left as it was.
+TEST(DecodeErrors, BatchFieldsAreValidated) {
+    model_ptr m = load("stories260K.gguf");
+    ASSERT_TRUE(m);
+    context_ptr ctx = make_ctx(m.get(), 1, true, 512, 2, 64);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    struct bad_case {
+        const char * what;     // in llama_last_error()
+        void (*spoil)(llama_batch & b, int n_vocab);
+    };
+    const bad_case cases[] = {
+        { "n_seq_id 0 at index 2", [](llama_batch & b, int) { b.n_seq_id[2] = 0; } },
+        { "n_seq_id -1 at index 0", [](llama_batch & b, int) { b.n_seq_id[0] = -1; } },
+        { "n_seq_id 3 at index 1", [](llama_batch & b, int) { b.n_seq_id[1] = 3; } },
+        { "sequence id 2 at index 3", [](llama_batch & b, int) { b.seq_id[3][0] = 2; } },
+        { "sequence id -4 at index 0", [](llama_batch & b, int) { b.seq_id[0][0] = -4; } },
+        { "position -1 at index 1", [](llama_batch & b, int) { b.pos[1] = -1; } },
+        { "out of the vocabulary", [](llama_batch & b, int n) { b.token[2] = n; } },
+        { "out of the vocabulary", [](llama_batch & b, int) { b.token[0] = -7; } },
+        { "seq_id at index 1 is NULL", [](llama_batch & b, int) { b.seq_id[1] = nullptr; } },
+    };
+    // a good batch first: 2 tokens of sequence 0
+    {
+        llama_batch b = llama_batch_init(2, 0, 2);
+        b.n_tokens = 2;
+        for (int i = 0; i < 2; ++i) {
+            b.token[i] = 1 + i;
+            b.pos[i] = i;
+            b.n_seq_id[i] = 1;
+            b.seq_id[i][0] = 0;
+            b.logits[i] = i == 1;
+        }
+        ASSERT_EQ(llama_decode(ctx.get(), b), 0);
+        llama_batch_free(b);
+    }
+    for (const bad_case & c : cases) {
+        llama_batch b = llama_batch_init(4, 0, 2);
+        llama_seq_id * seq1 = b.seq_id[1];   // llama_batch_free frees what init allocated
+        b.n_tokens = 4;
+        for (int i = 0; i < 4; ++i) {
+            b.token[i] = 3 + i;
+            b.pos[i] = 2 + i;
+            b.n_seq_id[i] = 1;
+            b.seq_id[i][0] = i % 2;
+            b.logits[i] = 1;
+        }
+        c.spoil(b, n_vocab);
+        EXPECT_LT(llama_decode(ctx.get(), b), 0) << c.what;
+        EXPECT_NE(std::string(llama_last_error()).find(c.what), std::string::npos) << llama_last_error();
+        EXPECT_EQ(llama_memory_n_used(ctx.get()), 2) << c.what;
+        b.seq_id[1] = seq1;
+        llama_batch_free(b);
+    }
+    // seq_id without n_seq_id
+    llama_token t = 1;
+    llama_batch b = llama_batch_get_one(&t, 1);
+    llama_seq_id s0 = 0, * sp = &s0;
+    b.seq_id = &sp;
+    EXPECT_LT(llama_decode(ctx.get(), b), 0);
+    EXPECT_EQ(llama_memory_n_used(ctx.get()), 2);
+}

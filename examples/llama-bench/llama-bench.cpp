@@ -38,7 +38,8 @@ bench_params defaults() {
     d.n_batch = { 2048 };
     d.n_ubatch = { 512 };
     d.n_threads = { common_default_n_threads() };
-    d.n_gpu_layers = { 999 };
+    // what runs is what is reported: without a usable GPU every layer is on the CPU
+    d.n_gpu_layers = { llama_supports_gpu_offload() ? 999 : 0 };
     d.flash_attn = { 1 };
     d.use_mmap = { 1 };
     d.type_k = { "f16" };
@@ -72,7 +73,7 @@ void usage(FILE * out) {
                  "  -ctk, --cache-type-k <t>            (default: f16)\n"
                  "  -ctv, --cache-type-v <t>            (default: f16)\n"
                  "  -t, --threads <n>                   (default: %s)\n"
-                 "  -ngl, --n-gpu-layers <n>            (default: %s; accepted, this build runs on the CPU)\n"
+                 "  -ngl, --n-gpu-layers <n>            (default: %s; without a usable GPU: a warning, 0 is reported)\n"
                  "  -fa, --flash-attn <0|1>             (default: %s)\n"
                  "  -mmp, --mmap <0|1>                  (default: %s)\n"
                  "  -r, --repetitions <n>               (default: %d)\n"
@@ -164,6 +165,12 @@ bool parse(int argc, char ** argv, bench_params & p) {
                 ints(p.n_threads, 1);
             } else if (a == "-ngl" || a == "--n-gpu-layers") {
                 ints(p.n_gpu_layers, 0);
+                if (!llama_supports_gpu_offload()) {
+                    // as the other tools do (common/arg-promises.cpp): run on the CPU, say so once
+                    const bool asked = std::any_of(p.n_gpu_layers.begin(), p.n_gpu_layers.end(), [](int n) { return n > 0; });
+                    if (asked) std::fprintf(stderr, "warning: no usable GPU found, %s ignored (layers stay on the CPU)\n", a.c_str());
+                    p.n_gpu_layers = { 0 };
+                }
             } else if (a == "-fa" || a == "--flash-attn") {
                 bools(p.flash_attn);
             } else if (a == "-mmp" || a == "--mmap") {

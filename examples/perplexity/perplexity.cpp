@@ -372,7 +372,7 @@ int main(int argc, char ** argv) {
             llama_print_system_info());
 
     const int rc = params.kl_divergence ? kl_divergence_run(ctx, params) : perplexity_run(ctx, params, n_ctx, n_seq);
-    print_timings(ctx, now_s() - t_main);
+    if (!params.no_perf) print_timings(ctx, now_s() - t_main);
 
     llama_free(ctx);
     llama_model_free(model);

@@ -42,6 +42,49 @@ bool get_bool(const json & body, const char * key, bool def) {
     return body.at(key).get<bool>();
 }
 
+// ---- fields Kiln does not implement yet ----------------------------------------------------------
+//
+// A request field is a promise: a client that sets one of these gets 400 naming it, not a 200
+// that ignored it. A field is matched when the request gives it a value that asks for the feature
+// (clients often send the feature's off value, e.g. "mirostat": 0, and those pass). Implementing a
+// feature means deleting its row here. The tuning knobs of a feature that is off ("dry_base"
+// without "dry_multiplier", "mirostat_tau" without "mirostat") change nothing anywhere, so they
+// are accepted.
+
+bool is_set(const json & v) { return !v.is_null(); }
+bool non_empty(const json & v) { return !v.is_null() && !(v.is_string() && v.get_ref<const std::string &>().empty()) && !(v.is_structured() && v.empty()); }
+bool non_zero(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == 0.0); }
+bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
+bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
+bool not_text_format(const json & v) { return v.is_object() && v.contains("type") && v["type"] != "text"; }
+
+struct unimplemented_field {
+    const char * key;
+    bool (*asks)(const json & value);   // whether this value asks for the feature
+    const char * what;
+};
+
+const unimplemented_field k_unimplemented_fields[] = {
+    { "grammar",          non_empty,       "grammar-constrained sampling" },
+    { "json_schema",      is_set,          "JSON-schema-constrained sampling" },
+    { "response_format",  not_text_format, "structured output (response_format other than text)" },
+    { "logit_bias",       non_empty,       "logit biases" },
+    { "mirostat",         non_zero,        "mirostat sampling" },
+    { "dry_multiplier",   non_zero,        "DRY repetition penalty" },
+    { "xtc_probability",  non_zero,        "XTC sampling" },
+    { "id_slot",          not_minus_one,   "choosing the slot" },
+    { "cache_prompt",     is_false,        "turning the prompt cache off" },
+    { "n_keep",           non_zero,        "context shift (n_keep)" },
+};
+
+void refuse_unimplemented_fields(const json & body) {
+    for (const unimplemented_field & f : k_unimplemented_fields) {
+        if (body.contains(f.key) && f.asks(body.at(f.key))) {
+            throw http_error(400, std::string("'") + f.key + "' is not supported yet (" + f.what + " is not implemented)");
+        }
+    }
+}
+
 std::vector<std::string> get_stop(const json & body) {
     std::vector<std::string> stops;
     if (!has(body, "stop")) return stops;
@@ -60,6 +103,7 @@ std::vector<std::string> get_stop(const json & body) {
 }
 
 generation_params parse_generation(const json & body, const server_info & info, api_kind kind) {
+    refuse_unimplemented_fields(body);
     generation_params g;
     common_params_sampling & sp = g.sampling;
     sp = info.defaults->sampling;
@@ -214,10 +258,6 @@ completion_request parse_chat_request(const json & body, const server_info & inf
         const json & rf = body["response_format"];
         if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
             throw http_error(400, "'response_format' must be an object with a 'type'");
-        }
-        if (rf["type"] != "text") {
-            throw http_error(400, "'response_format' type '" + rf["type"].get<std::string>() +
-                                      "' is not supported (constrained decoding is not implemented)");
         }
     }
     req.gen = parse_generation(body, info, api_kind::chat);

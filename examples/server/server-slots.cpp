@@ -36,6 +36,7 @@ struct slot_engine::slot {
     stop_matcher stops;
     llama_token next_token = LLAMA_TOKEN_NULL;      // sampled, to be decoded next step
     int32_t out_index = -1;                         // its output row in this step's batch
+    int32_t batch_first = 0, batch_count = 0;       // its tokens in this step's batch (contiguous)
     int32_t n_decoded = 0;
     int32_t n_cached = 0;
     double t_start_ms = 0, t_first_token_ms = 0;
@@ -376,6 +377,36 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
     s.next_token = tok;
 }
 
+int32_t slot_engine::decode_slots_alone() {
+    int32_t n_sampled = 0;
+    for (auto & sp : slots_) {
+        slot & s = *sp;
+        if (!s.task || s.batch_count == 0) continue;
+        const int32_t first = s.batch_first;
+        llama_batch part = batch_;
+        part.n_tokens = s.batch_count;
+        part.token += first;
+        part.pos += first;
+        part.n_seq_id += first;
+        part.seq_id += first;
+        part.logits += first;
+        const int32_t rc = llama_decode(ctx_, part);
+        if (rc != 0) {
+            const char * why = llama_last_error();
+            const std::string msg = "llama_decode failed (code " + std::to_string(rc) + ")" +
+                                    (rc > 0 ? std::string(": no room in the KV cache") : why && *why ? std::string(": ") + why : std::string());
+            LOG_ERR("slot %d: %s\n", s.id, msg.c_str());
+            fail(s, 500, msg);
+            continue;
+        }
+        if (s.out_index >= 0) {
+            handle_output(s, s.out_index - first);
+            n_sampled++;
+        }
+    }
+    return n_sampled;
+}
+
 bool slot_engine::step() {
     // clients that left: their slots are free from this step on
     for (auto & sp : slots_) {
@@ -389,6 +420,8 @@ bool slot_engine::step() {
     // Generating slots first (one token each), then prompt chunks in the room left.
     int32_t n = 0;
     auto add = [&](slot & s, llama_token t, bool want_logits) {
+        if (s.batch_count == 0) s.batch_first = n;
+        s.batch_count++;
         batch_.token[n] = t;
         batch_.pos[n] = (llama_pos) s.cache.size();
         batch_.n_seq_id[n] = 1;
@@ -404,6 +437,7 @@ bool slot_engine::step() {
     for (auto & sp : slots_) {
         slot & s = *sp;
         s.out_index = -1;
+        s.batch_count = 0;
         if (!s.task) continue;
         ++n_busy;
         if (s.next_token != LLAMA_TOKEN_NULL) {
@@ -436,20 +470,17 @@ bool slot_engine::step() {
     const int32_t rc = llama_decode(ctx_, batch_);
     const double dt = monotonic_ms() - t0;
     if (rc != 0) {
-        const char * why = llama_last_error();
-        const std::string msg = "llama_decode failed (code " + std::to_string(rc) + ")" +
-                                (why && *why ? std::string(": ") + why : std::string());
-        LOG_ERR("%s\n", msg.c_str());
+        // llama_decode left the cache as it was: decode each slot's tokens on their own, so a
+        // request that cannot be decoded ends with an error and the others go on
+        LOG_WRN("llama_decode failed for a batch of %d slots (code %d); decoding them one by one\n", n_busy, rc);
+        n_sampled += decode_slots_alone();
+    } else {
         for (auto & sp : slots_) {
-            if (sp->task) fail(*sp, 500, msg);
-        }
-        return true;
-    }
-    for (auto & sp : slots_) {
-        slot & s = *sp;
-        if (s.task && s.out_index >= 0) {
-            handle_output(s, s.out_index);
-            n_sampled++;
+            slot & s = *sp;
+            if (s.task && s.out_index >= 0) {
+                handle_output(s, s.out_index);
+                n_sampled++;
+            }
         }
     }
     {

@@ -129,6 +129,7 @@ private:
     struct slot;
     void loop();
     bool step();   // one decode step; false when idle
+    int32_t decode_slots_alone();   // after a failed step: each slot's tokens alone; returns tokens sampled
     void assign_waiting_tasks();
     void begin_task(slot & s, task_ptr task);
     void handle_output(slot & s, int32_t batch_index);

@@ -2,12 +2,6 @@
 
 #include "common.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -75,41 +69,14 @@ json bytes_json(const std::string & s) {
     return out;
 }
 
-int find_peer_socket(const std::string & remote_addr, int remote_port) {
-    DIR * dir = opendir("/proc/self/fd");
-    if (!dir) return -1;
-    int found = -1;
-    while (dirent * e = readdir(dir)) {
-        char * end = nullptr;
-        const long fd = std::strtol(e->d_name, &end, 10);
-        if (end == e->d_name || *end != '\0') continue;
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        if (getpeername((int) fd, (sockaddr *) &ss, &len) != 0) continue;
-        char host[INET6_ADDRSTRLEN] = {};
-        int port = -1;
-        if (ss.ss_family == AF_INET) {
-            const auto * a = (const sockaddr_in *) &ss;
-            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-            port = ntohs(a->sin_port);
-        } else if (ss.ss_family == AF_INET6) {
-            const auto * a = (const sockaddr_in6 *) &ss;
-            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-            port = ntohs(a->sin6_port);
-        }
-        if (port == remote_port && remote_addr == host) {
-            found = (int) fd;
-            break;
-        }
+bool secrets_equal(const std::string & a, const std::string & b) {
+    // volatile: the compiler must not turn the loop into an early-exit comparison
+    volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (size_t i = 0; i < b.size(); ++i) {
+        const unsigned char x = i < a.size() ? (unsigned char) a[i] : 0;
+        diff = diff | (unsigned char) (x ^ (unsigned char) b[i]);
     }
-    closedir(dir);
-    return found;
-}
-
-bool peer_hung_up(int fd) {
-    if (fd < 0) return false;
-    pollfd p{ fd, (short) (POLLRDHUP), 0 };
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    return diff == 0;
 }
 
 namespace {

@@ -45,12 +45,10 @@ double  monotonic_ms();
 // The bytes of a string as the integer list OpenAI's logprobs report.
 json bytes_json(const std::string & s);
 
-// The socket of the connection from remote_addr:remote_port (as httplib reports them), found
-// among this process's descriptors; -1 if none matches. httplib does not hand its sockets to
-// handlers, and its is_writable() cannot tell that a peer has gone.
-int find_peer_socket(const std::string & remote_addr, int remote_port);
-// The peer closed its end (or the connection failed). Never blocks.
-bool peer_hung_up(int fd);
+
+// a == b for secrets (API keys): the time taken depends on b's length only, not on where the
+// strings first differ.
+bool secrets_equal(const std::string & a, const std::string & b);
 
 // Tokenize a prompt given as a string, a token-id list or a mix ("text", [1, 2], "more"), as
 // /completion and /v1/completions allow. Special tokens in the text are parsed; add_special adds

@@ -6,6 +6,7 @@
 #include "chat-template.h"
 #include "common.h"
 #include "llama.h"
+#include "server-http.h"
 #include "server-oai.h"
 #include "server-slots.h"
 #include "server-stream.h"
@@ -14,6 +15,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -26,14 +28,6 @@
 #include <vector>
 
 namespace {
-
-// ChatML, for models that carry no template (stories260K): the most common format, and what
-// llama.cpp falls back to as well.
-const char * k_chatml_template =
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content if message.content is string else '') + '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
 
 enum class server_state { loading, ready };
 
@@ -114,10 +108,29 @@ bool authorized(const server_context & sc, const httplib::Request & req) {
     static const std::string bearer = "Bearer ";
     if (auth.compare(0, bearer.size(), bearer) == 0) key = auth.substr(bearer.size());
     else if (req.has_header("X-Api-Key")) key = req.get_header_value("X-Api-Key");
-    for (const auto & k : sc.params.api_keys) {
-        if (!key.empty() && key == k) return true;
+    // every key is compared, each in time that does not depend on where the bytes differ
+    bool ok = false;
+    for (const auto & k : sc.params.api_keys) ok |= !key.empty() && secrets_equal(key, k);
+    return ok;
+}
+
+// CORS: browsers may call from the configured origins (--cors-origin; "*": any). Credentials
+// (cookies, HTTP auth) are never allowed: the API key travels in a header the page sets itself.
+void set_cors_headers(const server_context & sc, const httplib::Request & req, httplib::Response & res) {
+    const std::vector<std::string> & allowed = sc.params.cors_origins;
+    const std::string origin = req.get_header_value("Origin");
+    if (std::find(allowed.begin(), allowed.end(), "*") != allowed.end()) {
+        res.set_header("Access-Control-Allow-Origin", "*");
+    } else {
+        res.set_header("Vary", "Origin");
+        if (origin.empty() || std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return;
+        res.set_header("Access-Control-Allow-Origin", origin);
     }
-    return false;
+    if (req.method == "OPTIONS") {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+        res.set_header("Access-Control-Max-Age", "600");
+    }
 }
 
 // ---- completions ---------------------------------------------------------------------------------
@@ -153,7 +166,7 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                                                                              : parse_completion_request(body, sc.info, kind));
     std::vector<task_ptr> tasks = submit_tasks(sc, *creq);
     // to notice a client that leaves while its request waits in the queue or reads its prompt
-    const int peer_fd = find_peer_socket(req.remote_addr, req.remote_port);
+    const int peer_fd = current_connection_socket();
 
     if (!creq->stream) {
         response_builder rb(*creq, sc.info.model_name);
@@ -353,23 +366,23 @@ std::string metrics_text(const server_context & sc) {
 void register_routes(httplib::Server & svr, server_context & sc) {
     // Before routing: CORS preflight, loading state, API key.
     svr.set_pre_routing_handler([&sc](const httplib::Request & req, httplib::Response & res) {
-        res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin").empty() ? "*" : req.get_header_value("Origin"));
+        set_cors_headers(sc, req, res);
         if (req.method == "OPTIONS") {
-            res.set_header("Access-Control-Allow-Credentials", "true");
-            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-            res.set_header("Access-Control-Allow-Headers", "*");
             res.status = 204;
             return httplib::Server::HandlerResponse::Handled;
         }
         const bool is_health = req.path == "/health" || req.path == "/v1/health";
-        if (sc.state.load() != server_state::ready) {
-            send_error(res, 503, "Loading model", "unavailable_error");
+        // answered here, a request's body is never read: the connection closes after the answer
+        auto refuse = [&](int status, const char * message, const char * type) {
+            send_error(res, status, message, type);
+            if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+                res.set_header("Connection", "close");
+                close_connection_after_response();
+            }
             return httplib::Server::HandlerResponse::Handled;
-        }
-        if (!is_health && !authorized(sc, req)) {
-            send_error(res, 401, "Invalid API Key", "authentication_error");
-            return httplib::Server::HandlerResponse::Handled;
-        }
+        };
+        if (sc.state.load() != server_state::ready) return refuse(503, "Loading model", "unavailable_error");
+        if (!is_health && !authorized(sc, req)) return refuse(401, "Invalid API Key", "authentication_error");
         return httplib::Server::HandlerResponse::Unhandled;
     });
     // Unknown routes (and anything else that ends in an error without a body) answer JSON.
@@ -524,7 +537,7 @@ bool load_model(server_context & sc, std::string & err) {
     }
     if (source.empty()) {
         LOG_WRN("the model has no chat template; using ChatML for /v1/chat/completions\n");
-        source = k_chatml_template;
+        source = kiln::builtin_chat_template("chatml");   // the most common format; llama.cpp's fallback too
     }
     const llama_token bos = llama_vocab_bos(vocab), eos = llama_vocab_eos(vocab);
     try {
@@ -586,11 +599,13 @@ int main(int argc, char ** argv) {
 
     llama_backend_init();
 
-    httplib::Server svr;
+    kiln_http_server svr;
     const int32_t n_slots = std::max(1, sc.params.n_parallel);
-    const size_t n_http_threads = (size_t) (n_slots + std::max(16, 4 * n_slots) + 8);
-    // enough threads for every slot, every queued request and a few quick GETs; further
-    // connections wait for the kernel's accept queue
+    // by default enough threads for every slot, every queued request and a few quick GETs;
+    // further connections wait for the kernel's accept queue
+    const size_t n_http_threads = sc.params.n_threads_http > 0 ? (size_t) sc.params.n_threads_http
+                                                               : (size_t) (n_slots + std::max(16, 4 * n_slots) + 8);
+    LOG_INF("llama-server: %zu HTTP threads\n", n_http_threads);
     svr.new_task_queue = [n_http_threads] { return new httplib::ThreadPool(n_http_threads); };
     svr.set_read_timeout(sc.params.timeout_read);
     svr.set_write_timeout(sc.params.timeout_write);

@@ -189,11 +189,13 @@ int main(int argc, char ** argv) {
         std::fflush(stdout);
     }
 
-    const llama_perf_context_data d = llama_perf_context(ctx);
-    LOG_INF("\nllama_perf_context_print: prompt eval time = %10.2f ms / %5d tokens (%8.2f tokens per second)\n",
-            d.t_p_eval_ms, d.n_p_eval, d.t_p_eval_ms > 0 ? 1e3 * d.n_p_eval / d.t_p_eval_ms : 0.0);
-    LOG_INF("llama_perf_context_print:        eval time = %10.2f ms / %5d runs   (%8.2f tokens per second)\n", d.t_eval_ms,
-            d.n_eval, d.t_eval_ms > 0 ? 1e3 * d.n_eval / d.t_eval_ms : 0.0);
+    if (!params.no_perf) {
+        const llama_perf_context_data d = llama_perf_context(ctx);
+        LOG_INF("\nllama_perf_context_print: prompt eval time = %10.2f ms / %5d tokens (%8.2f tokens per second)\n",
+                d.t_p_eval_ms, d.n_p_eval, d.t_p_eval_ms > 0 ? 1e3 * d.n_p_eval / d.t_p_eval_ms : 0.0);
+        LOG_INF("llama_perf_context_print:        eval time = %10.2f ms / %5d runs   (%8.2f tokens per second)\n",
+                d.t_eval_ms, d.n_eval, d.t_eval_ms > 0 ? 1e3 * d.n_eval / d.t_eval_ms : 0.0);
+    }
 
     llama_batch_free(batch);
     llama_free(ctx);

@@ -33,6 +33,13 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     assert.equal(r?.code, 0, `server exit: ${JSON.stringify(r)}`);
   });
 
+  test('CORS by default: any origin, no credentials', async () => {
+    const r = await fetch(`${srv.url}/v1/models`, { method: 'OPTIONS', headers: { Origin: 'http://x.example' } });
+    assert.equal(r.status, 204);
+    assert.equal(r.headers.get('access-control-allow-origin'), '*');
+    assert.equal(r.headers.get('access-control-allow-credentials'), null);
+  });
+
   test('unknown route: 404 with an error object', async () => {
     const r = await fetch(`${srv.url}/v1/nothing-here`);
     const body = await r.json();
@@ -73,6 +80,40 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     await assert.rejects(client.chat.completions.create({ model: 'm', messages: [] }), (e) => e.status === 400 && e instanceof OpenAI.BadRequestError);
     // and the server is still fine
     assert.equal((await fetch(`${srv.url}/health`)).status, 200);
+  });
+
+  test('fields Kiln does not implement: 400 naming the field; their off values pass', async () => {
+    const chat = `${srv.url}/v1/chat/completions`;
+    const user = [{ role: 'user', content: 'hi' }];
+    const refused = [
+      { grammar: 'root ::= "a"' },
+      { json_schema: { type: 'object' } },
+      { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } },
+      { response_format: { type: 'json_object' } },
+      { logit_bias: { 15: -100 } },
+      { mirostat: 2 },
+      { dry_multiplier: 0.8 },
+      { xtc_probability: 0.5 },
+      { id_slot: 1 },
+      { cache_prompt: false },
+      { n_keep: 8 },
+    ];
+    for (const fields of refused) {
+      const key = Object.keys(fields)[0];
+      const pattern = new RegExp(`'${key}' is not supported yet`);
+      assertError(await postJson(chat, { messages: user, max_tokens: 1, ...fields }), 400, pattern);
+      assertError(await postJson(`${srv.url}/v1/completions`, { prompt: 'x', max_tokens: 1, ...fields }), 400, pattern);
+      assertError(await postJson(`${srv.url}/completion`, { prompt: 'x', n_predict: 1, ...fields }), 400, pattern);
+    }
+    // what clients send when they do not use a feature is accepted
+    const off = {
+      grammar: '', logit_bias: {}, mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, dry_multiplier: 0, dry_base: 1.75,
+      xtc_probability: 0, xtc_threshold: 0.1, id_slot: -1, cache_prompt: true, n_keep: 0, response_format: { type: 'text' },
+    };
+    const ok = await postJson(chat, { messages: user, max_tokens: 1, ...off });
+    assert.equal(ok.status, 200, ok.text);
+    const native = await postJson(`${srv.url}/completion`, { prompt: 'x', n_predict: 1, ...off });
+    assert.equal(native.status, 200, native.text);
   });
 
   test('a prompt longer than the slot context: 400 that says so', async () => {
@@ -215,8 +256,27 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
 
 describe('--api-key', () => {
   let srv;
-  before(async () => { srv = await startServer([...T1, '-m', STORIES, '-c', '512', '--api-key', 'sesame']); });
+  before(async () => {
+    srv = await startServer([...T1, '-m', STORIES, '-c', '512', '--api-key', 'sesame', '--cors-origin', 'http://a.example,http://b.example',
+      '--threads-http', '4']);
+  });
   after(async () => { await srv?.stop(); });
+
+  test('--cors-origin: only the listed origins, never with credentials', async () => {
+    const preflight = (origin) => fetch(`${srv.url}/v1/chat/completions`, {
+      method: 'OPTIONS', headers: { Origin: origin, 'Access-Control-Request-Method': 'POST' },
+    });
+    const ok = await preflight('http://b.example');
+    assert.equal(ok.status, 204);
+    assert.equal(ok.headers.get('access-control-allow-origin'), 'http://b.example');
+    assert.match(ok.headers.get('access-control-allow-headers'), /Authorization/);
+    assert.equal(ok.headers.get('access-control-allow-credentials'), null);
+    const other = await preflight('http://evil.example');
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
+    assert.equal(other.headers.get('vary'), 'Origin');
+    const get = await fetch(`${srv.url}/health`, { headers: { Origin: 'http://a.example' } });
+    assert.equal(get.headers.get('access-control-allow-origin'), 'http://a.example');
+  });
 
   test('every endpoint but /health needs the key (401 otherwise)', async () => {
     assert.equal((await fetch(`${srv.url}/health`)).status, 200);

@@ -94,8 +94,13 @@ for rows in (a, b):
         assert r["avg_ts"] > 0 and r["model_n_params"] > 0 and r["n_threads"] >= 1
         assert (r["n_prompt"], r["n_gen"]) in ((16, 0), (0, 4))
         assert isinstance(r["flash_attn"], bool)
+        assert r["n_gpu_layers"] == 0, r   # no GPU: what runs is what is reported
 assert [r["test"] for r in c] == ["pp16", "tg4"] and float(c[0]["avg_ts"]) > 0, c
 EOF
+# -ngl without a GPU: one warning, the CPU runs it, 0 is reported
+"$BENCH" -m "$MODEL" -p 16 -n 0 -r 1 -ngl 99 -o jsonl >"$TMP/ngl.jsonl" 2>"$TMP/e" || fail "llama-bench -ngl 99: $(tail -c 300 "$TMP/e")"
+[ "$(grep -c 'no usable GPU found, -ngl ignored' "$TMP/e")" = 1 ] && pass || fail "llama-bench -ngl 99: no warning: $(cat "$TMP/e")"
+grep -q '"n_gpu_layers": 0' "$TMP/ngl.jsonl" && pass || fail "llama-bench -ngl 99 reports: $(cat "$TMP/ngl.jsonl")"
 if "$BENCH" -m "$MODEL" -p abc >/dev/null 2>"$TMP/e"; then fail "llama-bench accepted -p abc"; else grep -q -- "-p" "$TMP/e" && pass || fail "llama-bench: bad value message"; fi
 if "$BENCH" -m "$MODEL" --frobnicate >/dev/null 2>"$TMP/e"; then fail "llama-bench accepted an unknown flag"; else
     grep -q -- "--frobnicate" "$TMP/e" && pass || fail "llama-bench: unknown flag message"; fi

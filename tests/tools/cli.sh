@@ -68,6 +68,21 @@ if [ -f "$MODEL" ]; then
     grep -q "prompt eval time = .* tokens per second" "$TMP/greedy.err" || fail "no prompt timing line"
     grep -q "eval time = .* runs .* tokens per second" "$TMP/greedy.err" || fail "no eval timing line"
 
+    # flags that used to be accepted and ignored (common/arg-promises.cpp)
+    run noperf -m "$MODEL" -p "$P" -n 32 --temp 0 --no-perf $T
+    same greedy noperf
+    if grep -q "eval time" "$TMP/noperf.err"; then fail "--no-perf printed timings"; else pass; fi
+    run ngl -m "$MODEL" -p "$P" -n 32 --temp 0 -ngl 99 -sm layer $T
+    same greedy ngl
+    [ "$(grep -c "^warning: no usable GPU found, -ngl ignored" "$TMP/ngl.err")" = 1 ] && pass || fail "-ngl 99: no single warning line: $(head -c 300 "$TMP/ngl.err")"
+    grep -q "^warning: no usable GPU found, -sm ignored" "$TMP/ngl.err" && pass || fail "-sm layer: no warning"
+    run checked -m "$MODEL" -p "$P" -n 32 --temp 0 --mlock --check-tensors $T
+    same greedy checked
+    grep -q "every weight is finite" "$TMP/checked.err" && pass || fail "--check-tensors did not check"
+    grep -q "of weights locked in RAM" "$TMP/checked.err" && pass || fail "--mlock did not lock"
+    expect_err "-rtr is not supported yet" "$TOOL" -m "$MODEL" -p "$P" -rtr $T
+    expect_err "--keep is not supported yet" "$TOOL" -m "$MODEL" -p "$P" --keep 4 $T
+
     run seed_a -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 $T
     run seed_b -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 -t 1
     same seed_a seed_b
