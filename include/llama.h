@@ -77,6 +77,9 @@ struct llama_context_params {
     bool     swa_full;         // --swa-full: sliding-window layers cache the whole context
     ggml_backend_sched_eval_callback cb_eval;   // NULL: none
     void *   cb_eval_user_data;
+    // models with recurrent layers: copies of a sequence's state kept after each prompt piece
+    // (--ctx-checkpoints), so llama_memory_seq_rm can go back to them
+    uint32_t n_ctx_checkpoints;
 };
 
 struct llama_batch {

@@ -37,14 +37,19 @@ int32_t slot_of(const ggml_tensor * slots, const ggml_tensor * state, int64_t t)
     return s;
 }
 
-// The slots that have tokens in this batch, in ascending order (every thread computes the same list).
-void used_slots(const ggml_tensor * slots, const ggml_tensor * state, std::vector<int32_t> & out) {
-    thread_local std::vector<char> seen;
+// The slots that have tokens in this batch, in ascending order, and how many tokens each has
+// (every thread computes the same lists).
+void used_slots(const ggml_tensor * slots, const ggml_tensor * state, std::vector<int32_t> & out, std::vector<int64_t> & count) {
+    thread_local std::vector<int64_t> seen;
     seen.assign(state->ne[1], 0);
-    for (int64_t t = 0; t < slots->ne[0]; ++t) seen[slot_of(slots, state, t)] = 1;
+    for (int64_t t = 0; t < slots->ne[0]; ++t) seen[slot_of(slots, state, t)]++;
     out.clear();
+    count.clear();
     for (int64_t s = 0; s < (int64_t) seen.size(); ++s) {
-        if (seen[s]) out.push_back((int32_t) s);
+        if (seen[s]) {
+            out.push_back((int32_t) s);
+            count.push_back(seen[s]);
+        }
     }
 }
 
@@ -192,14 +197,15 @@ void ggml_cpu_op_gated_delta_net(const ggml_compute_params * p, ggml_tensor * ds
     const delta_net dn(dst);
     const int chunk = ggml_get_op_params_i32(dst, 1);
     thread_local std::vector<int32_t> slots;
-    used_slots(dn.slots, dn.state, slots);
+    thread_local std::vector<int64_t> count;
+    used_slots(dn.slots, dn.state, slots, count);
     // units: (slot, head) pairs, split evenly over the threads
     int64_t u0, u1;
     ggml_cpu_split_rows((int64_t) slots.size() * dn.n_vh, p->ith, p->nth, u0, u1);
     for (int64_t u = u0; u < u1; ++u) {
         const int32_t slot = slots[u / dn.n_vh];
         const int64_t h = u % dn.n_vh;
-        if (chunk > 1) {
+        if (chunk > 1 && count[u / dn.n_vh] > 1) {   // one token: the recurrence is the cheaper form
             dn.chunked(slot, h, chunk);
         } else {
             dn.recurrent(slot, h);
