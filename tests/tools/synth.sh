@@ -43,7 +43,7 @@ if [ -f "$SHARED/models/synth-qwen3-f16.gguf" ]; then
     tensor_table <"$TMP/info" >"$TMP/our.t"
     [ -s "$TMP/ref.t" ] && cmp -s "$TMP/ref.t" "$TMP/our.t" && pass || fail "tensor table differs from synth-qwen3-f16: $(diff "$TMP/ref.t" "$TMP/our.t" | head -5)"
 fi
-for m in qwen3moe deepseek2 gemma3 glm4moe gpt-oss; do
+for m in qwen3moe deepseek2 gemma3 glm4moe gpt-oss qwen35 qwen35moe; do
     [ -f "$SHARED/models/synth-$m-f16.gguf" ] || continue
     "$GGUF" synth "tiny-$m" -o "$TMP/t-$m.gguf" >/dev/null 2>&1 || { fail "synth tiny-$m"; continue; }
     "$GGUF" info "$SHARED/models/synth-$m-f16.gguf" 2>&1 | tensor_table >"$TMP/ref-$m"
