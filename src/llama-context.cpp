@@ -638,6 +638,9 @@ void llama_memory_seq_add(llama_context * ctx, llama_seq_id seq, llama_pos p0, l
     ctx->kv_swa.seq_add(seq, p0, p1, delta);
     if (ctx->rs.active()) ctx->rs.seq_add(seq, p0, p1, delta);
 }
+llama_pos llama_memory_seq_pos_resume(llama_context * ctx, llama_seq_id seq, llama_pos p) {
+    return ctx->rs.active() ? ctx->rs.resume_pos(seq, p) : std::max<llama_pos>(p, 0);
+}
 llama_pos llama_memory_seq_pos_min(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_min(seq); }
 llama_pos llama_memory_seq_pos_max(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_max(seq); }
 int32_t llama_memory_n_used(llama_context * ctx) { return (int32_t) ctx->kv.used; }

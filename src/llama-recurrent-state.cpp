@@ -151,6 +151,16 @@ void llama_recurrent_state::save_checkpoint(llama_seq_id seq) {
     read_rows(seq, slot->data);
 }
 
+llama_pos llama_recurrent_state::resume_pos(llama_seq_id seq, llama_pos p) const {
+    if (!valid_seq(seq, n_seq) || p <= 0) return 0;
+    if (pos_max[seq] < 0 || p > pos_max[seq] || p <= pos_min[seq]) return p;
+    llama_pos best = 0;
+    for (const auto & c : checkpoints) {
+        if (c.seq == seq && c.pos_max + 1 <= p) best = std::max(best, c.pos_max + 1);
+    }
+    return best;
+}
+
 bool llama_recurrent_state::seq_rm(llama_seq_id seq, llama_pos p0, llama_pos p1) {
     if (p0 < 0) p0 = 0;
     if (p1 < 0) p1 = INT_MAX;

@@ -54,6 +54,8 @@ struct llama_recurrent_state {
     // Store a checkpoint of seq's current state (dropping its oldest beyond n_checkpoints).
     void save_checkpoint(llama_seq_id seq);
 
+    // the largest p' <= p with seq_rm(seq, p', -1) possible (see llama_memory_seq_pos_resume)
+    llama_pos resume_pos(llama_seq_id seq, llama_pos p) const;
     bool seq_rm(llama_seq_id seq, llama_pos p0, llama_pos p1);
     bool seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1);
     void seq_keep(llama_seq_id seq);

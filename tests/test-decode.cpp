@@ -143,6 +143,9 @@ TEST(DecodeSequences, InterleavedSequencesMatchSeparateRuns) {
     EXPECT_EQ(llama_memory_seq_pos_max(both.get(), 0), -1);
     EXPECT_EQ(llama_memory_seq_pos_max(both.get(), 1), 9);
     EXPECT_EQ(llama_memory_n_used(both.get()), 10);
+    // a KV cache drops any suffix: a prefix resumes where it ends
+    EXPECT_EQ(llama_memory_seq_pos_resume(both.get(), 1, 5), 5);
+    EXPECT_FALSE(llama_model_is_hybrid(m.get()) || llama_model_is_recurrent(m.get()));
 
     // copy seq 1 into seq 0 and continue seq 0: same as continuing seq 1 alone
     llama_memory_seq_cp(both.get(), 1, 0, -1, -1);

@@ -172,6 +172,11 @@ TEST(RecurrentMemory, RemovalBackToCheckpoint) {
     for (int p = 20; p < 25; ++p) ASSERT_EQ(decode(ctx.get(), toks, p, 1, p), 0);    // single tokens: none
     EXPECT_FALSE(llama_memory_seq_rm(ctx.get(), 0, 22, -1));
     EXPECT_FALSE(llama_memory_seq_rm(ctx.get(), 0, 5, -1));    // 3 kept: the one at 4 made room
+    // where a prefix can be resumed: one past the latest checkpoint before it, else 0
+    EXPECT_EQ(llama_memory_seq_pos_resume(ctx.get(), 0, 22), 20);
+    EXPECT_EQ(llama_memory_seq_pos_resume(ctx.get(), 0, 14), 10);
+    EXPECT_EQ(llama_memory_seq_pos_resume(ctx.get(), 0, 7), 0);
+    EXPECT_EQ(llama_memory_seq_pos_resume(ctx.get(), 0, 25), 25);   // nothing held from 25 on
     EXPECT_EQ(llama_memory_seq_pos_max(ctx.get(), 0), 24);
     EXPECT_TRUE(llama_memory_seq_rm(ctx.get(), 0, 20, -1));
     EXPECT_EQ(llama_memory_seq_pos_max(ctx.get(), 0), 19);
@@ -247,6 +252,8 @@ TEST(RecurrentMemory, LoadLogStatesStateSize) {
     context_ptr ctx = make_ctx(m.get(), 1, 512, 3);
     llama_log_set(nullptr, nullptr);
     ASSERT_TRUE(ctx);
+    EXPECT_TRUE(llama_model_is_hybrid(m.get()));
+    EXPECT_FALSE(llama_model_is_recurrent(m.get()));
     // 3 delta-net layers: conv window 3 x 1024 channels, delta state 128 x 128 x 4 heads, f32
     EXPECT_NE(log.find("recurrent state f32, 0.79 MiB per sequence (convolution 36.0 KiB, delta rule 768.0 KiB), "
                        "2.36 MiB for 3 sequence(s)"),
