@@ -114,6 +114,20 @@ const preset k_presets[] = {
       .n_ff = 17408, .n_vocab = 248320, .first_special = 248044, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 262144,
       .norm_is_post_attn = true, .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 16, .ssm_v_heads = 48,
       .ssm_head_dim = 128, .n_rot = 64, .rope_sections = { 11, 11, 10, 0 } },
+    { .name = "qwen3-next-80b-a3b", .desc = "Qwen3-Next-80B-A3B shapes: 48 layers (3 gated delta-net : 1 attention), n_embd "
+      "2048, 16/2 heads x 256, delta-net 16/32 heads x 128, 512 experts (10 used) x 512 + shared, vocab 151936",
+      .arch = "qwen3next", .n_layer = 48, .n_embd = 2048, .n_head = 16, .n_head_kv = 2, .head_dim_k = 256, .head_dim_v = 256,
+      .n_ff = 0, .n_vocab = 151936, .first_special = 151643, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 262144,
+      .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
+      .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 16, .ssm_v_heads = 32, .ssm_head_dim = 128, .n_rot = 64,
+      .n_ff_shexp = 512 },
+    { .name = "tiny-qwen3next", .desc = "test model for qwen3next (4 layers: 3 delta-net with 2 value heads per key head, "
+      "1 attention; 8 experts, 2 used, + shared)",
+      .arch = "qwen3next", .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 64, .head_dim_v = 64,
+      .n_ff = 0, .n_vocab = 4104, .first_special = 4096, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 4096,
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
+      .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 2, .ssm_v_heads = 4, .ssm_head_dim = 32, .n_rot = 16,
+      .n_ff_shexp = 64 },
     { .name = "tiny-qwen35", .desc = "test model with the shapes of synth-qwen35 (4 layers: 3 delta-net, 1 attention; n_embd 256)",
       .arch = "qwen35", .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 128, .head_dim_v = 128,
       .n_ff = 768, .n_vocab = 4104, .first_special = 4096, .tied_output = true, .rope_base = 1e7f, .n_ctx_train = 4096,
@@ -187,13 +201,21 @@ std::vector<tensor_spec> tensor_list(const preset & p) {
         if (is_recurrent_layer(p, il)) {
             const int64_t d_k = p.ssm_head_dim, n_v = (int64_t) p.ssm_v_heads * p.ssm_head_dim;
             const int64_t n_ch = 2 * (int64_t) p.ssm_k_heads * d_k + n_v;
-            mat(b + "attn_qkv.weight", E, n_ch);
-            mat(b + "attn_gate.weight", E, n_v);
+            const bool fused = std::strcmp(p.arch, "qwen3next") == 0;   // q, k, v, z and beta, alpha per key head
+            if (fused) {
+                mat(b + "ssm_in.weight", E, n_ch + n_v);
+                mat(b + "ssm_ba.weight", E, 2 * (int64_t) p.ssm_v_heads);
+            } else {
+                mat(b + "attn_qkv.weight", E, n_ch);
+                mat(b + "attn_gate.weight", E, n_v);
+            }
             t.push_back({ b + "ssm_conv1d.weight", 2, { p.ssm_d_conv, n_ch, 1 }, init_kind::normal, true });
             t.push_back({ b + "ssm_dt.bias", 1, { p.ssm_v_heads, 1, 1 }, init_kind::small });
             t.push_back({ b + "ssm_a", 1, { p.ssm_v_heads, 1, 1 }, init_kind::decay });
-            mat(b + "ssm_beta.weight", E, p.ssm_v_heads);
-            mat(b + "ssm_alpha.weight", E, p.ssm_v_heads);
+            if (!fused) {
+                mat(b + "ssm_beta.weight", E, p.ssm_v_heads);
+                mat(b + "ssm_alpha.weight", E, p.ssm_v_heads);
+            }
             norm(b + "ssm_norm.weight", p.ssm_head_dim);
             mat(b + "ssm_out.weight", n_v, E);
         } else if (is_hybrid(p)) {

@@ -152,10 +152,25 @@ ggml_tensor * llm_build_delta_net(llm_graph_context & g, int il, ggml_tensor * x
     ggml_tensor * v = ggml_view_3d(ctx, conv, d_v, n_vh, T, d_v * es, conv->nb[1], 2 * d_k * n_kh * es);
     q = ggml_l2_norm(ctx, q, eps);
     k = ggml_l2_norm(ctx, k, eps);
+    // The kernel pairs value head h with key head h % n_kh, the order qwen35 files store. Qwen3-Next
+    // keeps a key head's value heads together (h = kh * r + j): transpose that r x n_kh grid of
+    // heads on the way in (v, decay, beta) and back on the way out.
+    const int64_t r = n_vh / n_kh;
+    const bool regroup = lay == llm_delta_net_layout::qwen3next && r > 1 && n_kh > 1;
+    if (regroup) {
+        ggml_tensor * v4 = ggml_view_4d(ctx, conv, d_v, r, n_kh, T, d_v * es, r * d_v * es, conv->nb[1], 2 * d_k * n_kh * es);
+        v = ggml_reshape_3d(ctx, ggml_cont(ctx, ggml_permute(ctx, v4, 0, 2, 1, 3)), d_v, n_vh, T);
+        auto heads_tiled = [&](ggml_tensor * t) {   // [n_vh, T] grouped -> tiled
+            return ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, t, r, n_kh, T), 1, 0, 2, 3)), n_vh, T);
+        };
+        decay = heads_tiled(decay);
+        beta = heads_tiled(beta);
+    }
     // the chunked form for prompt pieces, the recurrence for single tokens (the kernel picks per sequence)
     const int chunk = 64;
     ggml_tensor * o = ggml_gated_delta_net(ctx, q, k, v, decay, beta, g.rs->ssm_l[il], slots, 1.0f / std::sqrt((float) d_k),
                                            chunk);   // [d_v, n_vh, T]
+    if (regroup) o = ggml_reshape_3d(ctx, ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, o, d_v, n_kh, r, T), 0, 2, 1, 3)), d_v, n_vh, T);
     // gated RMS norm: norm(o) * w * silu(z), per value head
     o = g.build_norm(o, l.ssm_norm, nullptr, true, il);
     o = ggml_mul(ctx, o, ggml_silu(ctx, ggml_reshape_3d(ctx, z, d_v, n_vh, T)));
@@ -178,4 +193,29 @@ ggml_tensor * llm_build_gated_attn(llm_graph_context & g, int il, ggml_tensor * 
     ggml_tensor * attn = g.build_attn(il, q, k, v, 1.0f / std::sqrt((float) hd));   // [hd_v * n_head, T]
     attn = ggml_mul(ctx, attn, ggml_sigmoid(ctx, ggml_cont_2d(ctx, gate, hd * hp.n_head, T)));
     return ggml_mul_mat(ctx, l.wo, attn);
+}
+
+void llm_load_delta_net_moe_hparams(llama_model_loader & ml, llama_hparams & hp) {
+    llm_load_common_hparams(ml, hp);
+    llm_load_delta_net_hparams(ml, hp);
+    llm_load_moe_hparams(ml, hp, 0);
+    hp.n_ff_shexp = (uint32_t) ml.get_i64(ml.key("%s.expert_shared_feed_forward_length"), hp.n_ff_exp);
+    hp.n_expert_shared = 1;
+    hp.expert_weights_norm = true;
+    hp.expert_gating_func = llm_graph_context::MOE_GATING_SOFTMAX;
+}
+
+void llm_create_delta_net_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx, llm_delta_net_layout lay) {
+    llm_create_embd_output(ml, m, ctx);
+    for (uint32_t il = 0; il < m.hparams.n_layer; ++il) {
+        llm_create_hybrid_mixer(ml, m, ctx, il, lay);
+        llm_create_moe(ml, m, ctx, il, "post_attention_norm.weight");
+        llm_create_gated_shexp(ml, m, ctx, il);
+    }
+}
+
+ggml_tensor * llm_build_delta_net_moe(llm_graph_context & g, llm_delta_net_layout lay) {
+    return llm_build_delta_net_hybrid(g, lay, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
+        return llm_build_moe_gated_shexp(g, (int) il, x, true);
+    });
 }

@@ -42,3 +42,10 @@ ggml_tensor * llm_build_delta_net_hybrid(llm_graph_context & g, llm_delta_net_la
         },
         ffn);
 }
+
+// The MoE variants (qwen35moe, qwen3next): routed experts (softmax router, top-k, weights
+// renormalized) plus a shared expert scaled per token by sigmoid(ffn_gate_inp_shexp . x) after
+// every mixer. Their files carry no feed_forward_length: expert_(shared_)feed_forward_length.
+void llm_load_delta_net_moe_hparams(llama_model_loader & ml, llama_hparams & hp);
+void llm_create_delta_net_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx, llm_delta_net_layout lay);
+ggml_tensor * llm_build_delta_net_moe(llm_graph_context & g, llm_delta_net_layout lay);
