@@ -251,6 +251,10 @@ std::vector<common_arg> build_table() {
                    "sliding-window layers cache the whole context (default: only their window, which is smaller "
                    "but cannot rewind further back than the window)",
                    [](common_params & p) { p.swa_full = true; }));
+    t.push_back(val({ "-ctxcp", "--ctx-checkpoints" }, "N", ALL,
+                    "models with recurrent layers: state checkpoints kept per sequence, taken after each prompt piece, "
+                    "so a later prompt sharing a prefix resumes from one (default: 8)",
+                    [](common_params & p, const std::string & v) { p.n_ctx_checkpoints = parse_int(v, 0, 1024); }));
     t.push_back(val({ "-ser", "--smart-expert-reduction" }, "K,T", ALL,
                     "use at least K experts, dropping the weakest below cumulative weight T (default: off)",
                     [](common_params & p, const std::string & v) {

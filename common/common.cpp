@@ -129,6 +129,7 @@ llama_context_params common_context_params_to_llama(const common_params & params
     out.fused_moe       = params.fused_moe;
     out.ser_n_min       = params.ser_n_min;
     out.ser_threshold   = params.ser_threshold;
+    out.n_ctx_checkpoints = (uint32_t) std::max(params.n_ctx_checkpoints, 0);
     out.rope_freq_base  = params.rope_freq_base;
     out.rope_freq_scale = params.rope_freq_scale;
     out.swa_full        = params.swa_full;

@@ -86,6 +86,7 @@ struct common_params {
     int32_t ser_n_min = -1;         // -ser K,T; -1: off
     float   ser_threshold = 0.0f;
     bool    swa_full = false;       // --swa-full
+    int32_t n_ctx_checkpoints = 8;  // recurrent-state checkpoints per sequence
 
     common_params_sampling sampling;
 

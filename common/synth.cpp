@@ -46,6 +46,12 @@ struct preset {
     const char * rope_scaling = nullptr;   // "linear" / "yarn"
     float rope_factor = 0.0f;
     int32_t rope_orig_ctx = 0;        // yarn
+    // gated delta-net hybrids (qwen35, qwen35moe): every full_attn_interval-th layer attends (with
+    // an output gate, multi-section RoPE over n_rot dims when sections are given), the others are
+    // recurrent
+    int32_t full_attn_interval = 0, ssm_d_conv = 0, ssm_k_heads = 0, ssm_v_heads = 0, ssm_head_dim = 0;
+    int32_t n_rot = 0, rope_sections[4] = { 0, 0, 0, 0 };
+    int32_t n_ff_shexp = 0;           // a shared expert beside the routed ones, gated per token
 };
 
 // Presets of the issue-14 architectures, written with designated initializers (many fields).
@@ -95,6 +101,44 @@ const preset k_presets[] = {
       .n_ctx_train = 131072, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880, .gating_func = 1, .qk_norm = false,
       .qkv_bias = true, .o_bias_sinks = true, .norm_is_post_attn = true, .router_f32 = true, .expert_biases = true,
       .n_swa = 128, .rope_scaling = "yarn", .rope_factor = 32.0f, .rope_orig_ctx = 4096 },
+    { .name = "qwen3.5-35b-a3b", .desc = "Qwen3.5-35B-A3B shapes: 40 layers (3 gated delta-net : 1 attention), n_embd 2048, "
+      "16/2 heads x 256, delta-net 16/32 heads x 128, 256 experts (8 used) x 512 + shared, vocab 248320",
+      .arch = "qwen35moe", .n_layer = 40, .n_embd = 2048, .n_head = 16, .n_head_kv = 2, .head_dim_k = 256, .head_dim_v = 256,
+      .n_ff = 0, .n_vocab = 248320, .first_special = 248044, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 262144,
+      .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
+      .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 16, .ssm_v_heads = 32, .ssm_head_dim = 128, .n_rot = 64,
+      .rope_sections = { 11, 11, 10, 0 }, .n_ff_shexp = 512 },
+    { .name = "qwen3.5-27b", .desc = "Qwen3.5-27B shapes: 64 layers (3 gated delta-net : 1 attention), n_embd 5120, "
+      "24/4 heads x 256, delta-net 16/48 heads x 128, n_ff 17408, vocab 248320",
+      .arch = "qwen35", .n_layer = 64, .n_embd = 5120, .n_head = 24, .n_head_kv = 4, .head_dim_k = 256, .head_dim_v = 256,
+      .n_ff = 17408, .n_vocab = 248320, .first_special = 248044, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 262144,
+      .norm_is_post_attn = true, .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 16, .ssm_v_heads = 48,
+      .ssm_head_dim = 128, .n_rot = 64, .rope_sections = { 11, 11, 10, 0 } },
+    { .name = "qwen3-next-80b-a3b", .desc = "Qwen3-Next-80B-A3B shapes: 48 layers (3 gated delta-net : 1 attention), n_embd "
+      "2048, 16/2 heads x 256, delta-net 16/32 heads x 128, 512 experts (10 used) x 512 + shared, vocab 151936",
+      .arch = "qwen3next", .n_layer = 48, .n_embd = 2048, .n_head = 16, .n_head_kv = 2, .head_dim_k = 256, .head_dim_v = 256,
+      .n_ff = 0, .n_vocab = 151936, .first_special = 151643, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 262144,
+      .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
+      .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 16, .ssm_v_heads = 32, .ssm_head_dim = 128, .n_rot = 64,
+      .n_ff_shexp = 512 },
+    { .name = "tiny-qwen3next", .desc = "test model for qwen3next (4 layers: 3 delta-net with 2 value heads per key head, "
+      "1 attention; 8 experts, 2 used, + shared)",
+      .arch = "qwen3next", .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 64, .head_dim_v = 64,
+      .n_ff = 0, .n_vocab = 4104, .first_special = 4096, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 4096,
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
+      .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 2, .ssm_v_heads = 4, .ssm_head_dim = 32, .n_rot = 16,
+      .n_ff_shexp = 64 },
+    { .name = "tiny-qwen35", .desc = "test model with the shapes of synth-qwen35 (4 layers: 3 delta-net, 1 attention; n_embd 256)",
+      .arch = "qwen35", .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 128, .head_dim_v = 128,
+      .n_ff = 768, .n_vocab = 4104, .first_special = 4096, .tied_output = true, .rope_base = 1e7f, .n_ctx_train = 4096,
+      .norm_is_post_attn = true, .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 2, .ssm_v_heads = 4,
+      .ssm_head_dim = 128, .n_rot = 32, .rope_sections = { 6, 5, 5, 0 } },
+    { .name = "tiny-qwen35moe", .desc = "test model with the shapes of synth-qwen35moe (3 layers, 16 experts, 4 used, ff 128, shared expert)",
+      .arch = "qwen35moe", .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 128, .head_dim_v = 128,
+      .n_ff = 0, .n_vocab = 4104, .first_special = 4096, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 4096,
+      .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 128, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
+      .full_attn_interval = 3, .ssm_d_conv = 4, .ssm_k_heads = 2, .ssm_v_heads = 4, .ssm_head_dim = 128, .n_rot = 32,
+      .rope_sections = { 6, 5, 5, 0 }, .n_ff_shexp = 128 },
 };
 
 const preset * find_preset(const std::string & name) {
@@ -121,7 +165,8 @@ preset resolve(const kiln_synth_options & opt) {
     return p;
 }
 
-enum class init_kind { normal, ones, small };
+// ones: norms; small: biases; decay: ssm_a = -exp(A_log), negative so the recurrent state decays
+enum class init_kind { normal, ones, small, decay };
 
 struct tensor_spec {
     std::string name;
@@ -130,6 +175,9 @@ struct tensor_spec {
     init_kind init;
     bool f32 = false;   // stored as f32 whatever the type (besides every 1-D tensor)
 };
+
+bool is_hybrid(const preset & p) { return p.full_attn_interval > 0; }
+bool is_recurrent_layer(const preset & p, int il) { return is_hybrid(p) && (il + 1) % p.full_attn_interval != 0; }
 
 std::vector<tensor_spec> tensor_list(const preset & p) {
     std::vector<tensor_spec> t;
@@ -150,7 +198,35 @@ std::vector<tensor_spec> tensor_list(const preset & p) {
     for (int il = 0; il < p.n_layer; ++il) {
         const std::string b = "blk." + std::to_string(il) + ".";
         norm(b + "attn_norm.weight", E);
-        if (mla) {
+        if (is_recurrent_layer(p, il)) {
+            const int64_t d_k = p.ssm_head_dim, n_v = (int64_t) p.ssm_v_heads * p.ssm_head_dim;
+            const int64_t n_ch = 2 * (int64_t) p.ssm_k_heads * d_k + n_v;
+            const bool fused = std::strcmp(p.arch, "qwen3next") == 0;   // q, k, v, z and beta, alpha per key head
+            if (fused) {
+                mat(b + "ssm_in.weight", E, n_ch + n_v);
+                mat(b + "ssm_ba.weight", E, 2 * (int64_t) p.ssm_v_heads);
+            } else {
+                mat(b + "attn_qkv.weight", E, n_ch);
+                mat(b + "attn_gate.weight", E, n_v);
+            }
+            t.push_back({ b + "ssm_conv1d.weight", 2, { p.ssm_d_conv, n_ch, 1 }, init_kind::normal, true });
+            t.push_back({ b + "ssm_dt.bias", 1, { p.ssm_v_heads, 1, 1 }, init_kind::small });
+            t.push_back({ b + "ssm_a", 1, { p.ssm_v_heads, 1, 1 }, init_kind::decay });
+            if (!fused) {
+                mat(b + "ssm_beta.weight", E, p.ssm_v_heads);
+                mat(b + "ssm_alpha.weight", E, p.ssm_v_heads);
+            }
+            norm(b + "ssm_norm.weight", p.ssm_head_dim);
+            mat(b + "ssm_out.weight", n_v, E);
+        } else if (is_hybrid(p)) {
+            // attention with a sigmoid output gate: attn_q holds per head the query, then its gate
+            mat(b + "attn_q.weight", E, 2 * (int64_t) p.n_head * p.head_dim_k);
+            mat(b + "attn_k.weight", E, (int64_t) p.n_head_kv * p.head_dim_k);
+            mat(b + "attn_v.weight", E, (int64_t) p.n_head_kv * p.head_dim_v);
+            mat(b + "attn_output.weight", (int64_t) p.n_head * p.head_dim_v, E);
+            norm(b + "attn_q_norm.weight", p.head_dim_k);
+            norm(b + "attn_k_norm.weight", p.head_dim_k);
+        } else if (mla) {
             const int64_t qk_nope = p.head_dim_k - p.qk_rope;
             mat(b + "attn_q_a.weight", E, p.q_lora);
             norm(b + "attn_q_a_norm.weight", p.q_lora);
@@ -205,8 +281,9 @@ std::vector<tensor_spec> tensor_list(const preset & p) {
             bias(b + "ffn_up_exps.bias", p.n_ff_exp, p.n_expert);
             bias(b + "ffn_down_exps.bias", E, p.n_expert);
         }
-        if (p.n_expert_shared > 0) {
-            const int64_t ff_sh = (int64_t) p.n_ff_exp * p.n_expert_shared;
+        if (p.n_expert_shared > 0 || p.n_ff_shexp > 0) {   // qwen35moe: one gated shared expert, no count key
+            const int64_t ff_sh = p.n_ff_shexp > 0 ? p.n_ff_shexp : (int64_t) p.n_ff_exp * p.n_expert_shared;
+            if (p.n_ff_shexp > 0) t.push_back({ b + "ffn_gate_inp_shexp.weight", 1, { E, 1, 1 }, init_kind::normal });
             mat(b + "ffn_gate_shexp.weight", E, ff_sh);
             mat(b + "ffn_up_shexp.weight", E, ff_sh);
             mat(b + "ffn_down_shexp.weight", ff_sh, E);
@@ -276,6 +353,9 @@ void fill(const tensor_spec & s, rng & r, float * out, int64_t n) {
         case init_kind::small:
             for (int64_t i = 0; i < n; ++i) out[i] = 0.05f * r.standard();
             break;
+        case init_kind::decay:
+            for (int64_t i = 0; i < n; ++i) out[i] = -std::exp(0.5f * r.standard());
+            break;
         case init_kind::normal: {
             // weights ~ N(0, 1/fan_in) keep every matmul output at unit scale
             const float scale = 1.0f / std::sqrt((float) s.ne[0]);
@@ -302,6 +382,18 @@ void set_kv(gguf_context * g, const preset & p, const kiln_synth_options & opt) 
     gguf_set_val_f32(g, key("attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
     gguf_set_val_f32(g, key("rope.freq_base").c_str(), p.rope_base);
     if (p.qk_rope > 0) gguf_set_val_u32(g, key("rope.dimension_count").c_str(), (uint32_t) p.qk_rope);
+    if (p.n_rot > 0) gguf_set_val_u32(g, key("rope.dimension_count").c_str(), (uint32_t) p.n_rot);
+    if (is_hybrid(p)) {
+        if (p.rope_sections[0] + p.rope_sections[1] + p.rope_sections[2] + p.rope_sections[3] > 0) {
+            gguf_set_arr_data(g, key("rope.dimension_sections").c_str(), GGUF_TYPE_INT32, p.rope_sections, 4);
+        }
+        gguf_set_val_u32(g, key("ssm.conv_kernel").c_str(), (uint32_t) p.ssm_d_conv);
+        gguf_set_val_u32(g, key("ssm.state_size").c_str(), (uint32_t) p.ssm_head_dim);
+        gguf_set_val_u32(g, key("ssm.group_count").c_str(), (uint32_t) p.ssm_k_heads);
+        gguf_set_val_u32(g, key("ssm.time_step_rank").c_str(), (uint32_t) p.ssm_v_heads);
+        gguf_set_val_u32(g, key("ssm.inner_size").c_str(), (uint32_t) (p.ssm_v_heads * p.ssm_head_dim));
+        gguf_set_val_u32(g, key("full_attention_interval").c_str(), (uint32_t) p.full_attn_interval);
+    }
     if (p.rope_scaling) {
         gguf_set_val_str(g, key("rope.scaling.type").c_str(), p.rope_scaling);
         gguf_set_val_f32(g, key("rope.scaling.factor").c_str(), p.rope_factor);
@@ -313,13 +405,14 @@ void set_kv(gguf_context * g, const preset & p, const kiln_synth_options & opt) 
     gguf_set_val_u32(g, key("attention.value_length").c_str(), (uint32_t) p.head_dim_v);
     if (p.q_lora > 0) gguf_set_val_u32(g, key("attention.q_lora_rank").c_str(), (uint32_t) p.q_lora);
     if (p.kv_lora > 0) gguf_set_val_u32(g, key("attention.kv_lora_rank").c_str(), (uint32_t) p.kv_lora);
-    gguf_set_val_u32(g, key("feed_forward_length").c_str(), (uint32_t) p.n_ff);
+    if (p.n_ff > 0) gguf_set_val_u32(g, key("feed_forward_length").c_str(), (uint32_t) p.n_ff);   // none in qwen35moe files
     if (p.n_expert > 0) {
         if (p.n_lead_dense > 0) gguf_set_val_u32(g, key("leading_dense_block_count").c_str(), (uint32_t) p.n_lead_dense);
         gguf_set_val_u32(g, key("expert_count").c_str(), (uint32_t) p.n_expert);
         gguf_set_val_u32(g, key("expert_used_count").c_str(), (uint32_t) p.n_expert_used);
         if (p.n_expert_shared > 0) gguf_set_val_u32(g, key("expert_shared_count").c_str(), (uint32_t) p.n_expert_shared);
         gguf_set_val_u32(g, key("expert_feed_forward_length").c_str(), (uint32_t) p.n_ff_exp);
+        if (p.n_ff_shexp > 0) gguf_set_val_u32(g, key("expert_shared_feed_forward_length").c_str(), (uint32_t) p.n_ff_shexp);
         if (p.gating_func == 2) {
             gguf_set_val_f32(g, key("expert_weights_scale").c_str(), p.expert_weights_scale);
             gguf_set_val_bool(g, key("expert_weights_norm").c_str(), true);

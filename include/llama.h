@@ -77,6 +77,9 @@ struct llama_context_params {
     bool     swa_full;         // --swa-full: sliding-window layers cache the whole context
     ggml_backend_sched_eval_callback cb_eval;   // NULL: none
     void *   cb_eval_user_data;
+    // models with recurrent layers: copies of a sequence's state kept after each prompt piece
+    // (--ctx-checkpoints), so llama_memory_seq_rm can go back to them
+    uint32_t n_ctx_checkpoints;
 };
 
 struct llama_batch {
@@ -118,6 +121,10 @@ const char * llama_model_chat_template(const struct llama_model * model, const c
 // metadata value as a string; -1 if absent
 int32_t  llama_model_meta_val_str(const struct llama_model * model, const char * key, char * buf, size_t buf_size);
 bool     llama_model_has_encoder(const struct llama_model * model);
+// recurrent layers only / recurrent layers interleaved with attention (qwen35, qwen3next): a
+// sequence's memory then includes a state that cannot drop a suffix (see llama_memory_seq_rm)
+bool     llama_model_is_recurrent(const struct llama_model * model);
+bool     llama_model_is_hybrid(const struct llama_model * model);
 
 uint32_t llama_n_ctx(const struct llama_context * ctx);
 uint32_t llama_n_batch(const struct llama_context * ctx);
@@ -142,8 +149,14 @@ float * llama_get_logits(struct llama_context * ctx);
 
 // ---- KV cache (memory) per sequence
 void llama_memory_clear(struct llama_context * ctx);
-// remove positions [p0, p1) of seq (seq < 0: all; p0 < 0: from 0; p1 < 0: to the end)
+// remove positions [p0, p1) of seq (seq < 0: all; p0 < 0: from 0; p1 < 0: to the end). A model
+// with a recurrent state can only remove everything, or everything after a checkpoint
+// (llama_memory_seq_pos_resume); otherwise false, and the memory is unchanged.
 bool llama_memory_seq_rm(struct llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1);
+// The largest p' <= p such that llama_memory_seq_rm(ctx, seq, p', -1) succeeds: p for a KV cache;
+// with a recurrent state p when it holds nothing from p on, else one past the latest checkpoint
+// before p, else 0. Prefix reuse keeps [0, p') and decodes the rest.
+llama_pos llama_memory_seq_pos_resume(struct llama_context * ctx, llama_seq_id seq, llama_pos p);
 void llama_memory_seq_cp(struct llama_context * ctx, llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1);
 void llama_memory_seq_keep(struct llama_context * ctx, llama_seq_id seq);
 // add delta to positions [p0, p1) of seq (RoPE shifted lazily before the next decode)

@@ -57,6 +57,15 @@ void llm_create_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx
     l.ffn_down_exps = ml.create(ctx, blk(il, "ffn_down_exps.weight"), { n_ff, n_embd, n_expert });
 }
 
+void llm_create_gated_shexp(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il) {
+    auto & l = m.layers[il];
+    const int64_t n_embd = m.hparams.n_embd, n_ff_sh = m.hparams.n_ff_shexp;
+    l.ffn_gate_inp_shexp = ml.create(ctx, blk(il, "ffn_gate_inp_shexp.weight"), { n_embd });
+    l.ffn_gate_shexp = ml.create(ctx, blk(il, "ffn_gate_shexp.weight"), { n_embd, n_ff_sh });
+    l.ffn_up_shexp = ml.create(ctx, blk(il, "ffn_up_shexp.weight"), { n_embd, n_ff_sh });
+    l.ffn_down_shexp = ml.create(ctx, blk(il, "ffn_down_shexp.weight"), { n_ff_sh, n_embd });
+}
+
 void llm_load_moe_hparams(llama_model_loader & ml, llama_hparams & hp, uint32_t n_ff_exp_default) {
     hp.n_expert = (uint32_t) ml.get_i64(ml.key("%s.expert_count"));
     hp.n_expert_used = (uint32_t) ml.get_i64(ml.key("%s.expert_used_count"));
@@ -82,4 +91,15 @@ ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * 
     k = g.build_rope(k, hp.n_rot, il);
     const float kq_scale = 1.0f / std::sqrt((float) hp.n_embd_head_k);
     return g.build_lin(l.wo, l.bo, g.build_attn(il, q, k, v, kq_scale, l.attn_sinks));
+}
+
+ggml_tensor * llm_build_moe_gated_shexp(llm_graph_context & g, int il, ggml_tensor * x, bool norm_w) {
+    const auto & hp = g.hp;
+    const auto & l = g.model.layers[il];
+    ggml_context * ctx = g.ctx0;
+    ggml_tensor * moe = g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, nullptr,
+                                        hp.n_expert, hp.n_expert_used, llm_graph_context::MOE_GATING_SOFTMAX, norm_w, 1.0f);
+    ggml_tensor * shared = g.build_ffn_swiglu(x, l.ffn_up_shexp, l.ffn_gate_shexp, l.ffn_down_shexp);
+    ggml_tensor * gate = ggml_sigmoid(ctx, ggml_mul_mat(ctx, l.ffn_gate_inp_shexp, x));   // [1, n_tokens]
+    return ggml_add(ctx, moe, ggml_mul(ctx, shared, gate));
 }

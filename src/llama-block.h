@@ -19,28 +19,35 @@ struct llm_attn_options {
 void llm_create_embd_output(llama_model_loader & ml, llama_model & m, ggml_context * ctx);
 // attn_norm, q/k/v/output projections (+ biases / q-k norms)
 void llm_create_attn(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, const llm_attn_options & o);
-// ffn_norm + gate/up/down of width n_ff; norm: the pre-FFN norm's tensor name (GLM and gpt-oss
-// call it post_attention_norm)
+// ffn_norm + gate/up/down of width n_ff; norm: the pre-FFN norm's tensor name (GLM, gpt-oss and
+// Qwen3.5 call it post_attention_norm)
 void llm_create_ffn(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il, int64_t n_ff,
                     const char * norm = "ffn_norm.weight");
 // ffn_norm + router + stacked expert gate/up/down of width n_ff_exp
 void llm_create_moe(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il,
                     const char * norm = "ffn_norm.weight");
+// a shared expert of width n_ff_shexp with its per-token gate (ffn_gate_inp_shexp)
+void llm_create_gated_shexp(llama_model_loader & ml, llama_model & m, ggml_context * ctx, uint32_t il);
 // the expert count keys, checked
 void llm_load_moe_hparams(llama_model_loader & ml, llama_hparams & hp, uint32_t n_ff_exp_default);
 
 // Normalized input x -> attention output projected back to n_embd (before the residual add).
 ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * x, const llm_attn_options & o);
-// The whole llama-family forward pass; ffn(g, il, x) returns the feed-forward output of layer il.
-// Layers with attn_post_norm / ffn_post_norm (Gemma) normalize each branch before its residual add.
-template <typename Ffn>
-ggml_tensor * llm_build_llama_family(llm_graph_context & g, const llm_attn_options & o, Ffn ffn) {
+// Routed experts (softmax router, top-k, weights renormalized when norm_w) plus the shared
+// expert scaled per token by sigmoid(ffn_gate_inp_shexp . x).
+ggml_tensor * llm_build_moe_gated_shexp(llm_graph_context & g, int il, ggml_tensor * x, bool norm_w);
+// The pre-norm residual stack: per layer, mix(g, il, x) (what mixes the tokens: attention, a
+// recurrent layer) and ffn(g, il, x), each on the RMS-normed stream (attn_norm, ffn_norm) and
+// added back; then the output head. Layers with attn_post_norm / ffn_post_norm (Gemma)
+// normalize each branch before its residual add.
+template <typename Mix, typename Ffn>
+ggml_tensor * llm_build_prenorm_stack(llm_graph_context & g, Mix mix, Ffn ffn) {
     const auto & m = g.model;
     ggml_tensor * cur = g.build_inp_embd();
     for (uint32_t il = 0; il < g.hp.n_layer; ++il) {
         const auto & l = m.layers[il];
         ggml_tensor * x = g.build_norm(cur, l.attn_norm, nullptr, true, il);
-        ggml_tensor * y = llm_build_attn_block(g, (int) il, x, o);
+        ggml_tensor * y = mix(g, il, x);
         if (l.attn_post_norm) y = g.build_norm(y, l.attn_post_norm, nullptr, true, il);
         cur = ggml_add(g.ctx0, cur, y);
         x = g.build_norm(cur, l.ffn_norm, nullptr, true, il);
@@ -49,4 +56,11 @@ ggml_tensor * llm_build_llama_family(llm_graph_context & g, const llm_attn_optio
         cur = ggml_add(g.ctx0, cur, y);
     }
     return g.build_output(cur);
+}
+
+// The whole llama-family forward pass; ffn(g, il, x) returns the feed-forward output of layer il.
+template <typename Ffn>
+ggml_tensor * llm_build_llama_family(llm_graph_context & g, const llm_attn_options & o, Ffn ffn) {
+    return llm_build_prenorm_stack(
+        g, [&o](llm_graph_context & g, uint32_t il, ggml_tensor * x) { return llm_build_attn_block(g, (int) il, x, o); }, ffn);
 }

@@ -26,6 +26,19 @@ void set_cells(llama_context & lctx, ggml_tensor * t, const std::vector<uint32_t
 void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch & ub) {
     if (g.inp_tokens) ggml_backend_tensor_set(g.inp_tokens, ub.token, 0, ub.n_tokens * sizeof(int32_t));
     if (g.inp_pos) ggml_backend_tensor_set(g.inp_pos, ub.pos, 0, ub.n_tokens * sizeof(int32_t));
+    if (g.inp_pos_multi) {
+        // text tokens sit at (p, p, p, 0): time, height and width all advance with the token
+        auto & m = lctx.scratch_i32;
+        m.assign(4 * (size_t) ub.n_tokens, 0);
+        for (uint32_t i = 0; i < ub.n_tokens; ++i) m[i] = m[ub.n_tokens + i] = m[2 * ub.n_tokens + i] = ub.pos[i];
+        ggml_backend_tensor_set(g.inp_pos_multi, m.data(), 0, m.size() * sizeof(int32_t));
+    }
+    if (g.inp_rs_slots) {
+        auto & m = lctx.scratch_i32;
+        m.resize(ub.n_tokens);
+        for (uint32_t i = 0; i < ub.n_tokens; ++i) m[i] = ub.seq_id[i][0];   // a sequence's row is its id
+        ggml_backend_tensor_set(g.inp_rs_slots, m.data(), 0, m.size() * sizeof(int32_t));
+    }
     if (g.inp_kv_idx) set_cells(lctx, g.inp_kv_idx, ub.cells);
     if (g.inp_kv_idx_swa) set_cells(lctx, g.inp_kv_idx_swa, ub.cells_swa);
     const llama_pos n_swa = (llama_pos) lctx.model.hparams.n_swa;
@@ -54,11 +67,12 @@ bool apply_kv_shift(llama_context & lctx) {
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
     const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
     const float scale = lctx.cparams.rope_freq_scale > 0 ? lctx.cparams.rope_freq_scale : hp.rope_freq_scale;
-    // every cache's cells carry their own pending shifts
+    // every cache's cells carry their own pending shifts; multi-section RoPE takes (d, d, d, 0)
+    const bool multi = (hp.rope_type & GGML_ROPE_TYPE_MROPE) != 0;
     std::vector<std::pair<llama_kv_cache *, ggml_tensor *>> caches;
     for (llama_kv_cache * kv : { &lctx.kv, &lctx.kv_swa }) {
         if (kv->size == 0) continue;
-        ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, kv->size);
+        ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, (multi ? 4 : 1) * kv->size);
         ggml_set_input(pos);
         caches.emplace_back(kv, pos);
         for (size_t il = 0; il < kv->k_l.size(); ++il) {
@@ -69,9 +83,14 @@ bool apply_kv_shift(llama_context & lctx) {
             ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv->size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
             ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
             const bool swa = hp.is_swa((uint32_t) il);
-            ggml_tensor * r = ggml_rope_ext(ctx, f, pos, nullptr, sh.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn,
-                                            swa ? hp.rope_freq_base_swa : base, swa ? hp.rope_freq_scale_swa : scale,
-                                            hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow);
+            // each pair's angle is linear in its position, so rotating by the shift moves the key there
+            ggml_tensor * r = multi ? ggml_rope_multi(ctx, f, pos, nullptr, sh.n_rot, hp.rope_sections, hp.rope_type,
+                                                      (int) hp.n_ctx_orig_yarn, base, scale, hp.yarn_ext_factor,
+                                                      hp.yarn_attn_factor, hp.yarn_beta_fast, hp.yarn_beta_slow)
+                                    : ggml_rope_ext(ctx, f, pos, nullptr, sh.n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn,
+                                                    swa ? hp.rope_freq_base_swa : base, swa ? hp.rope_freq_scale_swa : scale,
+                                                    hp.yarn_ext_factor, hp.yarn_attn_factor, hp.yarn_beta_fast,
+                                                    hp.yarn_beta_slow);
             ggml_build_forward_expand(gf, ggml_cpy(ctx, r, kv3));
         }
     }
@@ -79,8 +98,11 @@ bool apply_kv_shift(llama_context & lctx) {
     bool ok = ggml_backend_sched_alloc_graph(lctx.sched, gf);
     if (ok) {
         for (auto & c : caches) {
-            std::vector<int32_t> d(c.first->size);
-            for (uint32_t i = 0; i < c.first->size; ++i) d[i] = c.first->cells[i].delta;
+            const uint32_t n = c.first->size;
+            std::vector<int32_t> d((multi ? 4 : 1) * n, 0);
+            for (uint32_t i = 0; i < n; ++i) {
+                for (int k = 0; k < (multi ? 3 : 1); ++k) d[k * n + i] = c.first->cells[i].delta;
+            }
             ggml_backend_tensor_set(c.second, d.data(), 0, d.size() * sizeof(int32_t));
         }
         ggml_backend_cpu_set_n_threads(lctx.cpu, lctx.cparams.n_threads_batch);
@@ -92,6 +114,29 @@ bool apply_kv_shift(llama_context & lctx) {
         c.first->has_shift = false;
     }
     return ok;
+}
+
+// A recurrent state folds in one sequence's tokens in order and cannot rewind: each token of the
+// batch belongs to one sequence and comes after everything that sequence's state already holds.
+bool check_recurrent_batch(const llama_recurrent_state & rs, int32_t n, const llama_pos * pos, const int32_t * n_seq_id,
+                           const llama_seq_id * const * seq_id) {
+    std::vector<llama_pos> last(rs.pos_max);
+    for (int32_t i = 0; i < n; ++i) {
+        if (n_seq_id[i] != 1) {
+            LLAMA_LOG_ERROR("llama_decode: token %d belongs to %d sequences; a model with recurrent layers needs one per "
+                            "token (decode a shared prompt once, then llama_memory_seq_cp)\n", i, n_seq_id[i]);
+            return false;
+        }
+        const llama_seq_id s = seq_id[i][0];
+        if (pos[i] <= last[s]) {
+            LLAMA_LOG_ERROR("llama_decode: token %d: sequence %d at position %d, but its recurrent state already holds "
+                            "positions up to %d (remove back to a checkpoint or to 0 with llama_memory_seq_rm first)\n",
+                            i, s, pos[i], last[s]);
+            return false;
+        }
+        last[s] = pos[i];
+    }
+    return true;
 }
 
 } // namespace
@@ -197,11 +242,12 @@ int32_t llama_context::decode(const llama_batch & batch) {
         for (int32_t i = 0; i < n; ++i) {
             const llama_seq_id s = seq_id[i][0];
             llama_pos & np = next_pos_scratch[s];
-            if (np < 0) np = kv.seq_pos_max(s) + 1;
+            if (np < 0) np = std::max(kv.seq_pos_max(s), rs.active() ? rs.pos_max[s] : -1) + 1;
             pos_scratch[i] = np++;
         }
         pos = pos_scratch.data();
     }
+    if (rs.active() && !check_recurrent_batch(rs, n, pos, n_seq_id, seq_id)) return -1;
     // outputs
     std::vector<int32_t> & out_idx = out_idx_scratch;
     out_idx.clear();
@@ -254,7 +300,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
 
         ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
         ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
-        llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr);
+        llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr, rs.active() ? &rs : nullptr);
         ggml_tensor * out = model.arch->build_graph(g);
         ggml_build_forward_expand(gf, out);
         if (cb_eval) observe_mark(*this, gf);
@@ -271,12 +317,24 @@ int32_t llama_context::decode(const llama_batch & batch) {
             return fail(-3, "graph computation failed");
         }
         if (cb_eval) observe_report(*this);
+        if (rs.active()) {
+            for (int32_t i = 0; i < nt; ++i) rs.advance(ub.seq_id[i][0], ub.pos[i]);
+        }
         const size_t n_out = ub.out_rows.size();
         if (n_out > 0) {
             ggml_backend_tensor_get(out, logits.data() + out_done * n_vocab, 0, n_out * n_vocab * sizeof(float));
             out_done += (int32_t) n_out;
         }
         ggml_free(ctx0);
+    }
+    if (rs.active() && rs.n_checkpoints > 0) {
+        // a prompt piece (more than one token of a sequence) ends in a state worth keeping:
+        // a later request sharing that prefix resumes there (llama_memory_seq_rm to it)
+        std::vector<int32_t> n_of(cparams.n_seq_max, 0);
+        for (int32_t i = 0; i < n; ++i) n_of[seq_id[i][0]]++;
+        for (uint32_t s = 0; s < cparams.n_seq_max; ++s) {
+            if (n_of[s] > 1) rs.save_checkpoint((llama_seq_id) s);
+        }
     }
     const int64_t t_us = ggml_time_us() - t_start;
     if (no_perf) {
@@ -337,7 +395,7 @@ bool llama_context::reserve() {
     kv.reserve_full = kv_swa.reserve_full = true;
     ggml_context * ctx0 = ggml_init({ graph_mem.size(), graph_mem.data(), true });
     ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
-    llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr);
+    llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr, rs.active() ? &rs : nullptr);
     ggml_build_forward_expand(gf, model.arch->build_graph(g));
     const bool ok = ggml_backend_sched_reserve(sched, gf);
     kv.reserve_full = kv_swa.reserve_full = false;
@@ -428,6 +486,12 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) {
         return fail(err);
     }
+    if (model->arch->recurrent_shapes) {
+        std::vector<llama_recurrent_layer_shape> rshapes;
+        model->arch->recurrent_shapes(*model, rshapes);
+        cp.n_ctx_checkpoints = params.n_ctx_checkpoints;
+        if (!ctx->rs.init(rshapes, cp.n_seq_max, cp.n_ctx_checkpoints, err)) return fail(err);
+    }
     ctx->cpu = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(ctx->cpu, cp.n_threads);
     ggml_backend_t backends[1] = { ctx->cpu };
@@ -466,6 +530,17 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
             LLAMA_LOG_INFO("llama_init_from_model: sliding window %u: %u of %u layers keep every cell (%s)\n", hp.n_swa,
                            n_swa_layers, hp.n_layer, cp.swa_full ? "--swa-full" : "the window and a batch fill the context");
         }
+    }
+    if (ctx->rs.active()) {
+        size_t conv = 0, ssm = 0;
+        for (const auto & sh : ctx->rs.shapes) {
+            conv += sh.n_conv * sizeof(float);
+            ssm += sh.n_ssm * sizeof(float);
+        }
+        LLAMA_LOG_INFO("llama_init_from_model: recurrent state f32, %.2f MiB per sequence (convolution %.1f KiB, delta rule "
+                       "%.1f KiB), %.2f MiB for %u sequence(s); %u checkpoint(s) per sequence\n",
+                       ctx->rs.bytes_per_seq() / 1048576.0, conv / 1024.0, ssm / 1024.0, ctx->rs.bytes() / 1048576.0,
+                       cp.n_seq_max, cp.n_ctx_checkpoints);
     }
     // size the compute buffer with the worst case: a full micro-batch attending to the whole cache
     if (!ctx->reserve()) return fail("cannot allocate the compute buffer");
@@ -549,9 +624,12 @@ float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
     return ctx->logits.data() + (size_t) row * ctx->model.hparams.n_vocab;
 }
 
+// The recurrent state (when the model has one) decides whether an edit is possible: it refuses
+// what it cannot do, and then the KV caches are left as they were too.
 void llama_memory_clear(llama_context * ctx) {
     ctx->kv.clear();
     ctx->kv_swa.clear();
+    if (ctx->rs.active()) ctx->rs.clear();
 }
 
 bool llama_memory_seq_rm(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1) {
@@ -567,11 +645,13 @@ bool llama_memory_seq_rm(llama_context * ctx, llama_seq_id seq, llama_pos p0, ll
             }
         }
     }
+    if (ctx->rs.active() && !ctx->rs.seq_rm(seq, p0, p1)) return false;
     ctx->kv_swa.seq_rm(seq, p0, p1);
     return ctx->kv.seq_rm(seq, p0, p1);
 }
 
 void llama_memory_seq_cp(llama_context * ctx, llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    if (ctx->rs.active() && !ctx->rs.seq_cp(src, dst, p0, p1)) return;
     ctx->kv.seq_cp(src, dst, p0, p1);
     ctx->kv_swa.seq_cp(src, dst, p0, p1);
 }
@@ -579,16 +659,21 @@ void llama_memory_seq_cp(llama_context * ctx, llama_seq_id src, llama_seq_id dst
 void llama_memory_seq_keep(llama_context * ctx, llama_seq_id seq) {
     ctx->kv.seq_keep(seq);
     ctx->kv_swa.seq_keep(seq);
+    if (ctx->rs.active()) ctx->rs.seq_keep(seq);
 }
 
 void llama_memory_seq_add(llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta) {
     ctx->kv.seq_add(seq, p0, p1, delta);
     ctx->kv_swa.seq_add(seq, p0, p1, delta);
+    if (ctx->rs.active()) ctx->rs.seq_add(seq, p0, p1, delta);
+}
+llama_pos llama_memory_seq_pos_resume(llama_context * ctx, llama_seq_id seq, llama_pos p) {
+    return ctx->rs.active() ? ctx->rs.resume_pos(seq, p) : std::max<llama_pos>(p, 0);
 }
 llama_pos llama_memory_seq_pos_min(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_min(seq); }
 llama_pos llama_memory_seq_pos_max(llama_context * ctx, llama_seq_id seq) { return ctx->kv.seq_pos_max(seq); }
 int32_t llama_memory_n_used(llama_context * ctx) { return (int32_t) ctx->kv.used; }
-size_t  llama_memory_size_bytes(llama_context * ctx) { return ctx->kv.bytes() + ctx->kv_swa.bytes(); }
+size_t  llama_memory_size_bytes(llama_context * ctx) { return ctx->kv.bytes() + ctx->kv_swa.bytes() + ctx->rs.bytes(); }
 
 llama_perf_context_data llama_perf_context(const llama_context * ctx) {
     llama_perf_context_data d{};

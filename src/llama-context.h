@@ -4,6 +4,7 @@
 #include "llama-graph.h"
 #include "llama-kv-cache.h"
 #include "llama-model.h"
+#include "llama-recurrent-state.h"
 
 #include <vector>
 
@@ -18,6 +19,7 @@ struct llama_context {
     // --swa-full or when the window is not smaller than the context)
     llama_kv_cache kv_swa;
     bool has_kv_swa() const { return kv_swa.size > 0; }
+    llama_recurrent_state rs;           // active only for models with recurrent layers
     ggml_backend_t cpu = nullptr;
     ggml_backend_sched_t sched = nullptr;
     size_t graph_size = 0;
@@ -29,6 +31,7 @@ struct llama_context {
 
     // reused input staging
     std::vector<int64_t> scratch_i64;
+    std::vector<int32_t> scratch_i32;
     std::vector<float> scratch_f32;
     std::vector<uint32_t> cells_taken, cells_taken_swa;  // cells llama_decode assigned so far in this call
     // llama_decode's per-call arrays, kept so that decoding allocates nothing once warm

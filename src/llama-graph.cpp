@@ -3,8 +3,9 @@
 #include <cmath>
 
 llm_graph_context::llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u,
-                                     llama_kv_cache & k, ggml_context * ctx, ggml_cgraph * g, llama_kv_cache * k_swa)
-    : model(m), hp(m.hparams), cp(c), ub(u), kv(k), kv_swa(k_swa), ctx0(ctx), gf(g) {
+                                     llama_kv_cache & k, ggml_context * ctx, ggml_cgraph * g, llama_kv_cache * k_swa,
+                                     llama_recurrent_state * r)
+    : model(m), hp(m.hparams), cp(c), ub(u), kv(k), kv_swa(k_swa), rs(r), ctx0(ctx), gf(g) {
     n_tokens = u.n_tokens;
     n_kv = k.n_kv();
     n_kv_swa = k_swa ? k_swa->n_kv() : n_kv;
@@ -38,7 +39,27 @@ ggml_tensor * llm_graph_context::build_norm(ggml_tensor * cur, ggml_tensor * w, 
     return cur;
 }
 
+ggml_tensor * llm_graph_context::build_inp_rs_slots() {
+    GGML_ASSERT(rs && rs->active() && "build_inp_rs_slots: the context has no recurrent state");
+    if (!inp_rs_slots) {
+        inp_rs_slots = ggml_new_tensor_1d(ctx0, GGML_TYPE_I32, n_tokens);
+        ggml_set_name(inp_rs_slots, "inp_rs_slots");
+        ggml_set_input(inp_rs_slots);
+    }
+    return inp_rs_slots;
+}
+
 ggml_tensor * llm_graph_context::build_rope(ggml_tensor * x, int n_rot, int il) {
+    if (hp.rope_type & GGML_ROPE_TYPE_MROPE) {
+        if (!inp_pos_multi) {
+            inp_pos_multi = ggml_new_tensor_1d(ctx0, GGML_TYPE_I32, 4 * n_tokens);
+            ggml_set_name(inp_pos_multi, "inp_pos_multi");
+            ggml_set_input(inp_pos_multi);
+        }
+        return ggml_rope_multi(ctx0, x, inp_pos_multi, nullptr, n_rot, hp.rope_sections, hp.rope_type,
+                               (int) hp.n_ctx_orig_yarn, freq_base, freq_scale, hp.yarn_ext_factor, hp.yarn_attn_factor,
+                               hp.yarn_beta_fast, hp.yarn_beta_slow);
+    }
     // --rope-freq-base/scale override the global layers' values only, as in llama.cpp
     const bool swa = il >= 0 && hp.is_swa((uint32_t) il);
     return ggml_rope_ext(ctx0, x, build_inp_pos(), nullptr, n_rot, hp.rope_type, (int) hp.n_ctx_orig_yarn,

@@ -5,6 +5,7 @@
 
 #include "llama-kv-cache.h"
 #include "llama-model.h"
+#include "llama-recurrent-state.h"
 
 #include <vector>
 
@@ -18,6 +19,7 @@ struct llama_cparams {
     bool     flash_attn = true;
     bool     fused_moe = true;
     int32_t  mla = 3;
+    uint32_t n_ctx_checkpoints = 0;   // recurrent-state checkpoints kept per sequence
     int32_t  attn_max_batch = 0;
     int32_t  ser_n_min = 0;
     float    ser_threshold = 0.0f;
@@ -45,6 +47,7 @@ struct llm_graph_context {
     const llama_ubatch & ub;
     llama_kv_cache & kv;
     llama_kv_cache * kv_swa;   // the sliding-window layers' own cache (NULL: they use kv)
+    llama_recurrent_state * rs;   // NULL for models without recurrent layers
     ggml_context * ctx0;
     ggml_cgraph * gf;
 
@@ -58,6 +61,8 @@ struct llm_graph_context {
     // graph inputs (filled by the context after allocation)
     ggml_tensor * inp_tokens = nullptr;   // I32 [n_tokens]
     ggml_tensor * inp_pos = nullptr;      // I32 [n_tokens]
+    ggml_tensor * inp_pos_multi = nullptr;   // I32 [4 * n_tokens] (multi-section RoPE: t, h, w, extra)
+    ggml_tensor * inp_rs_slots = nullptr;    // I32 [n_tokens]: each token's row in the recurrent state
     ggml_tensor * inp_mask = nullptr;     // F32 [n_kv, n_tokens]
     ggml_tensor * inp_mask_swa = nullptr; // F32 [n_kv or n_kv_swa, n_tokens]: only the sliding window
     ggml_tensor * inp_kv_idx_swa = nullptr;   // I64 [n_tokens]: cells in kv_swa
@@ -67,13 +72,16 @@ struct llm_graph_context {
     std::vector<std::pair<ggml_tensor *, std::vector<float>>> const_inputs;
 
     llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u, llama_kv_cache & k,
-                      ggml_context * ctx, ggml_cgraph * g, llama_kv_cache * k_swa = nullptr);
+                      ggml_context * ctx, ggml_cgraph * g, llama_kv_cache * k_swa = nullptr,
+                      llama_recurrent_state * r = nullptr);
 
     ggml_tensor * build_inp_embd();
     ggml_tensor * build_inp_pos();
     ggml_tensor * build_norm(ggml_tensor * cur, ggml_tensor * w, ggml_tensor * b, bool rms, int il = -1);
-    // x [head_dim, n_head, n_tokens]; with il, a sliding-window layer uses its own base/scale
+    // x [head_dim, n_head, n_tokens]; with il, a sliding-window layer uses its own base/scale;
+    // multi-section modes (hp.rope_sections) take text positions (p, p, p, 0)
     ggml_tensor * build_rope(ggml_tensor * x, int n_rot, int il = -1);
+    ggml_tensor * build_inp_rs_slots();
     // Store k/v of this micro-batch in the cache and attend. q [hd, n_head, n_tokens],
     // k [hd, n_head_kv, n_tokens], v [hdv, n_head_kv, n_tokens]. Returns [hdv * n_head, n_tokens].
     // A sliding-window layer (hp.is_swa) sees only its window; sinks: f32 [n_head] or NULL.

@@ -24,7 +24,7 @@ struct llama_hparams;
 struct llama_ubatch;
 
 struct llama_kv_layer_shape {
-    uint32_t n_embd_k = 0;     // values of K per cell
+    uint32_t n_embd_k = 0;     // values of K per cell; 0: the layer has no attention (no K/V rows)
     uint32_t n_embd_v = 0;     // values of V per cell; 0: no V tensor (V lives in the K row)
     // the K row as heads, for shifting positions: the first n_rot values of each head are RoPE'd
     uint32_t n_head_k = 1;
@@ -50,7 +50,7 @@ struct llama_kv_cache {
     uint32_t seq_words = 1;             // 64-bit words of sequence bits per cell
     std::vector<uint64_t> seq_bits;     // [size][seq_words]
     std::vector<llama_kv_layer_shape> shapes;
-    std::vector<ggml_tensor *> k_l, v_l;   // [n_embd_k, size], [n_embd_v, size] per layer (v_l NULL: none)
+    std::vector<ggml_tensor *> k_l, v_l;   // [n_embd_k, size], [n_embd_v, size] per layer (NULL: none)
     ggml_context * ctx = nullptr;
     ggml_backend_buffer_t buf = nullptr;
     bool has_shift = false;

@@ -320,6 +320,15 @@ void load_model(llama_model & model, const std::string & path, const llama_model
 
 // ---- C API
 
+namespace {
+// how many of the model's layers keep a recurrent state
+uint32_t n_recurrent_layers(const llama_model * model) {
+    uint32_t n = 0;
+    for (uint32_t il = 0; il < model->hparams.n_layer; ++il) n += model->hparams.is_recurrent(il) ? 1 : 0;
+    return model->arch->recurrent_shapes ? n : 0;
+}
+} // namespace
+
 extern "C" {
 
 const char * llama_last_error(void) { return g_last_error.c_str(); }
@@ -358,6 +367,15 @@ int32_t  llama_model_n_ctx_train(const llama_model * model) { return (int32_t) m
 uint64_t llama_model_size(const llama_model * model) { return model->n_bytes; }
 uint64_t llama_model_n_params(const llama_model * model) { return model->n_elements; }
 bool     llama_model_has_encoder(const llama_model *) { return false; }
+
+bool llama_model_is_recurrent(const llama_model * model) {
+    const uint32_t n = n_recurrent_layers(model);
+    return n > 0 && n == model->hparams.n_layer;
+}
+bool llama_model_is_hybrid(const llama_model * model) {
+    const uint32_t n = n_recurrent_layers(model);
+    return n > 0 && n < model->hparams.n_layer;
+}
 
 int32_t llama_model_desc(const llama_model * model, char * buf, size_t buf_size) {
     const char * ftype = "?";

@@ -16,6 +16,7 @@ struct llama_mmap;
 struct llm_graph_context;
 struct llama_cparams;
 struct llama_kv_layer_shape;
+struct llama_recurrent_layer_shape;
 
 struct llama_hparams {
     uint32_t n_ctx_train = 0;
@@ -63,6 +64,16 @@ struct llama_hparams {
     // MLA
     uint32_t n_lora_q = 0;
     uint32_t n_lora_kv = 0;
+    // multi-section RoPE (GGML_ROPE_TYPE_MROPE / IMROPE): pairs per position component
+    int32_t  rope_sections[4] = { 0, 0, 0, 0 };
+    // recurrent (gated delta-net) layers: every full_attn_interval-th layer is attention, the
+    // others recurrent (0: no recurrent layers)
+    uint32_t full_attn_interval = 0;
+    uint32_t ssm_d_conv = 0;     // convolution kernel
+    uint32_t ssm_d_inner = 0;    // value dims over all value heads
+    uint32_t ssm_d_state = 0;    // key (and value) head size
+    uint32_t ssm_n_group = 0;    // key heads
+    uint32_t ssm_dt_rank = 0;    // value heads
 
     uint32_t n_embd_k_gqa() const { return n_embd_head_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return n_embd_head_v * n_head_kv; }
@@ -72,6 +83,7 @@ struct llama_hparams {
         swa_layers.assign(n_layer, false);
         for (uint32_t il = 0; il < n_layer; ++il) swa_layers[il] = period > 0 && (il + 1) % period != 0;
     }
+    bool is_recurrent(uint32_t il) const { return full_attn_interval > 0 && (il + 1) % full_attn_interval != 0; }
 };
 
 // Every tensor any architecture's layer may have; each architecture fills what it uses.
@@ -102,6 +114,13 @@ struct llama_layer {
     // NextN / multi-token prediction (loaded, not run)
     ggml_tensor * nextn_eh_proj = nullptr, * nextn_enorm = nullptr, * nextn_hnorm = nullptr;
     ggml_tensor * nextn_shared_head_norm = nullptr;
+    // gated delta-net: input projections (qwen35: wqkv + attn_gate for z; qwen3next: fused
+    // ssm_in for q, k, v, z and ssm_ba for beta and alpha), convolution, decay, gated norm
+    ggml_tensor * wqkv_gate = nullptr;
+    ggml_tensor * ssm_in = nullptr, * ssm_ba = nullptr;
+    ggml_tensor * ssm_beta = nullptr, * ssm_alpha = nullptr;
+    ggml_tensor * ssm_conv1d = nullptr, * ssm_dt = nullptr, * ssm_a = nullptr;
+    ggml_tensor * ssm_norm = nullptr, * ssm_out = nullptr;
 };
 
 // What one architecture contributes (src/models/<arch>.cpp registers one of these).
@@ -114,6 +133,8 @@ struct llm_arch_impl {
     void (*kv_shapes)(const llama_model & model, const llama_cparams & cp, std::vector<llama_kv_layer_shape> & out) = nullptr;
     // Optional: settle context parameters for this model (e.g. the MLA mode), logging changes.
     void (*adjust_cparams)(const llama_model & model, llama_cparams & cp) = nullptr;
+    // Optional: the per-sequence recurrent state each layer keeps (NULL: none, a pure KV model).
+    void (*recurrent_shapes)(const llama_model & model, std::vector<llama_recurrent_layer_shape> & out) = nullptr;
 };
 
 void llm_arch_register(const llm_arch_impl & impl);

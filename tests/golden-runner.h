@@ -118,6 +118,14 @@ inline golden_result run_golden(const std::string & model_path, const kld_base &
 }
 
 inline std::string golden_ppl_path(const std::string & rel) { return shared_path("golden/ppl/" + rel); }
+
+// The KL-divergence base of a golden model (golden/ppl/<model>.kld); a test failure if unreadable.
+inline bool load_golden_base(const std::string & model, kld_base & base) {
+    std::string err;
+    const bool ok = base.load(golden_ppl_path(model + ".kld"), err);
+    EXPECT_TRUE(ok) << err;
+    return ok;
+}
 inline std::string model_path(const std::string & rel) { return shared_path("models/" + rel); }
 
 // A number after `label` on a line of the reference's .txt ("Mean    KLD:   0.43 ± ..."), NaN if absent.

@@ -2,7 +2,7 @@
 // by token; greedy generation identical across thread counts; several sequences in one batch; KV
 // cache edits (remove, copy, shift); clear errors for bad batches.
 #include "llama.h"
-#include "testing.h"
+#include "model-handles.h"
 
 #include <gtest/gtest.h>
 
@@ -15,19 +15,10 @@
 
 namespace {
 
-struct model_deleter {
-    void operator()(llama_model * m) const { llama_model_free(m); }
-};
-struct context_deleter {
-    void operator()(llama_context * c) const { llama_free(c); }
-};
-using model_ptr = std::unique_ptr<llama_model, model_deleter>;
-using context_ptr = std::unique_ptr<llama_context, context_deleter>;
+using kiln_test::context_ptr;
+using kiln_test::model_ptr;
 
-model_ptr load(const char * name) {
-    llama_model_params mp = llama_model_default_params();
-    return model_ptr(llama_model_load_from_file(kiln_test::shared_path(std::string("models/") + name).c_str(), mp));
-}
+model_ptr load(const char * name) { return kiln_test::load_shared_model(name); }
 
 context_ptr make_ctx(llama_model * m, int n_threads, bool fa, int n_ubatch = 512, int n_seq = 1, int n_ctx = 256) {
     llama_context_params cp = llama_context_default_params();
@@ -51,27 +42,10 @@ std::vector<llama_token> prompt_tokens(const llama_model * m, int n) {
 
 // decode tokens [start, start + n) of seq at their positions, logits for all
 void decode_range(llama_context * ctx, const std::vector<llama_token> & toks, int start, int n, llama_seq_id seq = 0) {
-    llama_batch b = llama_batch_init(n, 0, 1);
-    b.n_tokens = n;
-    for (int i = 0; i < n; ++i) {
-        b.token[i] = toks[start + i];
-        b.pos[i] = start + i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = seq;
-        b.logits[i] = 1;
-    }
-    ASSERT_EQ(llama_decode(ctx, b), 0);
-    llama_batch_free(b);
+    ASSERT_EQ(kiln_test::decode_tokens(ctx, toks, start, n, start, seq), 0);
 }
 
-double rel_diff(const float * a, const float * b, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; ++i) {
-        num = std::max(num, (double) std::fabs(a[i] - b[i]));
-        den = std::max(den, (double) std::fabs(b[i]));
-    }
-    return num / std::max(den, 1e-12);
-}
+double rel_diff(const float * a, const float * b, int n) { return kiln_test::logits_rel_diff(a, b, n); }
 
 class Decode : public ::testing::TestWithParam<std::tuple<const char *, bool>> {};
 
@@ -173,6 +147,9 @@ TEST(DecodeSequences, InterleavedSequencesMatchSeparateRuns) {
     EXPECT_EQ(llama_memory_seq_pos_max(both.get(), 0), -1);
     EXPECT_EQ(llama_memory_seq_pos_max(both.get(), 1), 9);
     EXPECT_EQ(llama_memory_n_used(both.get()), 10);
+    // a KV cache drops any suffix: a prefix resumes where it ends
+    EXPECT_EQ(llama_memory_seq_pos_resume(both.get(), 1, 5), 5);
+    EXPECT_FALSE(llama_model_is_hybrid(m.get()) || llama_model_is_recurrent(m.get()));
 
     // copy seq 1 into seq 0 and continue seq 0: same as continuing seq 1 alone
     llama_memory_seq_cp(both.get(), 1, 0, -1, -1);
@@ -186,17 +163,7 @@ TEST(DecodeSequences, InterleavedSequencesMatchSeparateRuns) {
 // 0..19 and then moving them to 100..119 must equal decoding at 100..119 directly, since
 // attention with RoPE depends only on relative positions. Removing a range keeps the rest.
 void decode_at(llama_context * ctx, const std::vector<llama_token> & toks, int start, int n, int pos0) {
-    llama_batch b = llama_batch_init(n, 0, 1);
-    b.n_tokens = n;
-    for (int i = 0; i < n; ++i) {
-        b.token[i] = toks[start + i];
-        b.pos[i] = pos0 + i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = 0;
-        b.logits[i] = 1;
-    }
-    ASSERT_EQ(llama_decode(ctx, b), 0);
-    llama_batch_free(b);
+    ASSERT_EQ(kiln_test::decode_tokens(ctx, toks, start, n, pos0), 0);
 }
 
 TEST(DecodeSequences, PositionShiftMatchesDecodingAtShiftedPositions) {

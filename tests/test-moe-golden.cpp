@@ -20,12 +20,7 @@ namespace {
 const char * k_qwen3moe = "synth-qwen3moe-f16";
 const char * k_deepseek2 = "synth-deepseek2-f16";
 
-bool load_base(const std::string & model, kld_base & base) {
-    std::string err;
-    const bool ok = base.load(golden_ppl_path(model + ".kld"), err);
-    EXPECT_TRUE(ok) << err;
-    return ok;
-}
+bool load_base(const std::string & model, kld_base & base) { return load_golden_base(model, base); }
 
 std::string gguf_of(const std::string & model) { return model_path(model + ".gguf"); }
 

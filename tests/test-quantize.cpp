@@ -59,12 +59,12 @@ TEST_P(RecipeGolden, EveryTensorGetsTheReferenceType) {
         if (!writable) not_writable += " " + ftname;
         ++n_checked;
     }
-    EXPECT_GE(n_checked, 30);
+    EXPECT_GE(n_checked, model == "synth-qwen35" ? 1 : 30);   // the reference quantized synth-qwen35 to Q4_K_M only
     // The recipe does not need the kernels: all file types are checked; these cannot be written yet.
     if (!not_writable.empty()) std::printf("%s: file types Kiln cannot write yet:%s\n", model.c_str(), not_writable.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Synth, RecipeGolden, ::testing::Values("synth-qwen3", "synth-qwen3moe", "synth-deepseek2"));
+INSTANTIATE_TEST_SUITE_P(Synth, RecipeGolden, ::testing::Values("synth-qwen3", "synth-qwen3moe", "synth-deepseek2", "synth-qwen35"));
 
 TEST(Recipe, FallbacksForRowLengths) {
     // 128 columns: super-block types cannot hold the row

@@ -49,7 +49,8 @@ struct slot_engine::slot {
 };
 
 slot_engine::slot_engine(llama_context * ctx, engine_params params)
-    : ctx_(ctx), vocab_(llama_model_get_vocab(llama_get_model(ctx))), params_(params) {
+    : ctx_(ctx), vocab_(llama_model_get_vocab(llama_get_model(ctx))), params_(params),
+      recurrent_(llama_model_is_recurrent(llama_get_model(ctx)) || llama_model_is_hybrid(llama_get_model(ctx))) {
     params_.n_slots = std::max(1, params_.n_slots);
     params_.n_batch = std::max(params_.n_batch, params_.n_slots);   // every generating slot fits in a step
     for (int32_t i = 0; i < params_.n_slots; ++i) {
@@ -218,8 +219,10 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     // always decoded again so that its logits exist.
     size_t keep = common_prefix(s.cache, task->prompt);
     if (keep >= task->prompt.size()) keep = task->prompt.size() - 1;
+    // a recurrent state resumes only where it kept a checkpoint (--ctx-checkpoints)
+    keep = (size_t) llama_memory_seq_pos_resume(ctx_, s.id, (llama_pos) keep);
     if (!llama_memory_seq_rm(ctx_, s.id, (llama_pos) keep, -1)) {
-        // the cache cannot go back there (a sliding-window layer dropped what it would need)
+        // the memory cannot go back there (a sliding-window layer dropped what it would need)
         llama_memory_seq_rm(ctx_, s.id, -1, -1);
         keep = 0;
     }
@@ -450,8 +453,13 @@ bool slot_engine::step() {
         slot & s = *sp;
         if (!s.task) continue;
         const auto & prompt = s.task->prompt;
+        int32_t fed_now = 0;
         while (s.n_prompt_fed < prompt.size() && n < params_.n_batch) {
             const bool last = s.n_prompt_fed + 1 == prompt.size();
+            // with a recurrent state the last prompt token gets a step of its own: the piece before
+            // it leaves a checkpoint, from which the same prompt can later resume
+            if (last && recurrent_ && fed_now > 0) break;
+            ++fed_now;
             add(s, prompt[s.n_prompt_fed], last);
             s.n_prompt_fed++;
             n_prompt_tokens++;

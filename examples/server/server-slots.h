@@ -141,6 +141,7 @@ private:
     llama_context * ctx_;
     const llama_vocab * vocab_;
     engine_params params_;
+    bool recurrent_;                 // the model keeps a recurrent state (prefix reuse via checkpoints)
     std::vector<std::unique_ptr<slot>> slots_;
     llama_batch batch_{};
 

@@ -200,6 +200,9 @@ enum ggml_op {
     GGML_OP_UNARY,
     GGML_OP_GLU,
     GGML_OP_MOE_FUSED_UP_GATE,
+    GGML_OP_L2_NORM,
+    GGML_OP_SSM_CONV,
+    GGML_OP_GATED_DELTA_NET,
     GGML_OP_COUNT,
 };
 
@@ -226,6 +229,10 @@ enum ggml_sort_order { GGML_SORT_ORDER_ASC, GGML_SORT_ORDER_DESC };
 // RoPE modes
 #define GGML_ROPE_TYPE_NORMAL 0   // rotate pairs (2i, 2i+1)
 #define GGML_ROPE_TYPE_NEOX   2   // rotate pairs (i, i + n_dims/2)
+// Multi-section RoPE (Qwen2-VL / Qwen3-VL / Qwen3.5): pairs as NEOX, but each pair takes its angle
+// from one of four positions (time, height, width, extra) chosen by the sections (ggml_rope_multi).
+#define GGML_ROPE_TYPE_MROPE  8   // sections are contiguous runs of pairs
+#define GGML_ROPE_TYPE_IMROPE 40  // sections interleaved: pair i uses component i % 3 while that section lasts
 
 enum ggml_prec { GGML_PREC_DEFAULT = 0, GGML_PREC_F32 = 10 };
 
@@ -388,6 +395,8 @@ struct ggml_tensor * ggml_swiglu_split(struct ggml_context * ctx, struct ggml_te
 
 struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
 struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+// each row divided by its Euclidean norm: x / max(||x||, eps)
+struct ggml_tensor * ggml_l2_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
 
 // ---------------------------------------------------------------------------------------------
 // Matrix products
@@ -423,6 +432,13 @@ struct ggml_tensor * ggml_rope_ext(struct ggml_context * ctx, struct ggml_tensor
                                    struct ggml_tensor * freq_factors, int n_dims, int mode, int n_ctx_orig,
                                    float freq_base, float freq_scale, float ext_factor, float attn_factor,
                                    float beta_fast, float beta_slow);
+// Multi-section RoPE (mode GGML_ROPE_TYPE_MROPE or _IMROPE): b holds 4 positions per token, I32
+// [4 * n_tokens] as four runs (all time positions, then height, width, extra). sections[4] count
+// pairs; pair i uses the component its sector (i mod the sections' sum) falls into.
+struct ggml_tensor * ggml_rope_multi(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+                                     struct ggml_tensor * freq_factors, int n_dims, const int sections[4], int mode,
+                                     int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
+                                     float attn_factor, float beta_fast, float beta_slow);
 // YaRN correction range (dims) for given beta values
 void ggml_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float dims[2]);
 
@@ -443,6 +459,29 @@ struct ggml_tensor * ggml_diag_mask_inf(struct ggml_context * ctx, struct ggml_t
 struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_sort_order order);
 // indices of the k largest values of each row, largest first: I32 [k, rows...]
 struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+
+// ---------------------------------------------------------------------------------------------
+// Recurrent layers (gated delta-net). Both ops keep one state row per sequence slot in `state`
+// (f32 [state_size, n_slots], typically a cache tensor) and update it IN PLACE as they run:
+// slots (I32 [n_tokens]) names the row each token's sequence uses. Tokens of one slot are taken
+// in batch order; different slots may interleave freely.
+
+// Short causal depthwise convolution with its rolling window. x [n_ch, n_tokens] (dense rows);
+// w [d_conv, n_ch]; state rows hold the previous d_conv-1 inputs per channel ([d_conv-1, n_ch]).
+// Result [n_ch, n_tokens]: y[c, t] = sum_j w[j, c] * (window of x[c] ending at t)[j].
+struct ggml_tensor * ggml_ssm_conv(struct ggml_context * ctx, struct ggml_tensor * x, struct ggml_tensor * w,
+                                   struct ggml_tensor * state, struct ggml_tensor * slots);
+
+// Gated delta rule. q, k [d_k, n_k_heads, n_tokens] (normalised by the caller); v [d_v, n_v_heads,
+// n_tokens], n_v_heads a multiple of n_k_heads, value head h reading key head h % n_k_heads;
+// g [n_v_heads, n_tokens] log-decay; beta [n_v_heads, n_tokens]. Per head the state S is
+// [d_k x d_v] (row i of S: d_v values), state rows [d_k * d_v * n_v_heads]. Per token:
+//   S = exp(g) S;  S += k (beta (v - S^T k))^T;  out = scale * S^T q.
+// chunk <= 1: that recurrence token by token; chunk > 1: the equivalent chunked (WY) form over
+// runs of up to `chunk` tokens of a sequence (what prompt batches use). Result [d_v, n_v_heads, n_tokens].
+struct ggml_tensor * ggml_gated_delta_net(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                          struct ggml_tensor * v, struct ggml_tensor * g, struct ggml_tensor * beta,
+                                          struct ggml_tensor * state, struct ggml_tensor * slots, float scale, int chunk);
 
 // ---------------------------------------------------------------------------------------------
 // Graphs

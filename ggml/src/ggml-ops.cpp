@@ -3,6 +3,7 @@
 #include "ggml-impl.h"
 
 #include <cstdio>
+#include <initializer_list>
 
 namespace {
 
@@ -38,6 +39,29 @@ ggml_tensor * binary(ggml_context * ctx, ggml_op op, ggml_tensor * a, ggml_tenso
 ggml_tensor * unary_impl(ggml_context * ctx, ggml_tensor * a, ggml_unary_op op) {
     ggml_tensor * r = same_shape_node(ctx, GGML_OP_UNARY, a);
     ggml_set_op_params_i32(r, 0, (int32_t) op);
+    return r;
+}
+
+// the RoPE node shared by the single- and multi-position forms (op params 0..10; sections 11..14)
+ggml_tensor * rope_node(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * freq_factors, int n_dims,
+                        int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor, float attn_factor,
+                        float beta_fast, float beta_slow) {
+    GGML_ASSERT(b->type == GGML_TYPE_I32);
+    GGML_ASSERT(n_dims <= a->ne[0] && n_dims % 2 == 0);
+    if (freq_factors) GGML_ASSERT(freq_factors->type == GGML_TYPE_F32 && freq_factors->ne[0] >= n_dims / 2);
+    ggml_tensor * r = same_shape_node(ctx, GGML_OP_ROPE, a, b);
+    r->src[2] = freq_factors;
+    ggml_set_op_params_i32(r, 0, 0);
+    ggml_set_op_params_i32(r, 1, n_dims);
+    ggml_set_op_params_i32(r, 2, mode);
+    ggml_set_op_params_i32(r, 3, 0);
+    ggml_set_op_params_i32(r, 4, n_ctx_orig);
+    ggml_set_op_params_f32(r, 5, freq_base);
+    ggml_set_op_params_f32(r, 6, freq_scale);
+    ggml_set_op_params_f32(r, 7, ext_factor);
+    ggml_set_op_params_f32(r, 8, attn_factor);
+    ggml_set_op_params_f32(r, 9, beta_fast);
+    ggml_set_op_params_f32(r, 10, beta_slow);
     return r;
 }
 
@@ -114,6 +138,12 @@ ggml_tensor * ggml_norm(ggml_context * ctx, ggml_tensor * a, float eps) {
 
 ggml_tensor * ggml_rms_norm(ggml_context * ctx, ggml_tensor * a, float eps) {
     ggml_tensor * r = same_shape_node(ctx, GGML_OP_RMS_NORM, a);
+    ggml_set_op_params_f32(r, 0, eps);
+    return r;
+}
+
+ggml_tensor * ggml_l2_norm(ggml_context * ctx, ggml_tensor * a, float eps) {
+    ggml_tensor * r = same_shape_node(ctx, GGML_OP_L2_NORM, a);
     ggml_set_op_params_f32(r, 0, eps);
     return r;
 }
@@ -243,22 +273,22 @@ ggml_tensor * ggml_soft_max(ggml_context * ctx, ggml_tensor * a) { return ggml_s
 ggml_tensor * ggml_rope_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * freq_factors, int n_dims,
                             int mode, int n_ctx_orig, float freq_base, float freq_scale, float ext_factor,
                             float attn_factor, float beta_fast, float beta_slow) {
-    GGML_ASSERT(b->type == GGML_TYPE_I32 && b->ne[0] == a->ne[2] && "rope: one position per token (dim 2)");
-    GGML_ASSERT(n_dims <= a->ne[0] && n_dims % 2 == 0);
-    if (freq_factors) GGML_ASSERT(freq_factors->type == GGML_TYPE_F32 && freq_factors->ne[0] >= n_dims / 2);
-    ggml_tensor * r = same_shape_node(ctx, GGML_OP_ROPE, a, b);
-    r->src[2] = freq_factors;
-    ggml_set_op_params_i32(r, 0, 0);
-    ggml_set_op_params_i32(r, 1, n_dims);
-    ggml_set_op_params_i32(r, 2, mode);
-    ggml_set_op_params_i32(r, 3, 0);
-    ggml_set_op_params_i32(r, 4, n_ctx_orig);
-    ggml_set_op_params_f32(r, 5, freq_base);
-    ggml_set_op_params_f32(r, 6, freq_scale);
-    ggml_set_op_params_f32(r, 7, ext_factor);
-    ggml_set_op_params_f32(r, 8, attn_factor);
-    ggml_set_op_params_f32(r, 9, beta_fast);
-    ggml_set_op_params_f32(r, 10, beta_slow);
+    GGML_ASSERT(b->ne[0] == a->ne[2] && "rope: one position per token (dim 2)");
+    GGML_ASSERT(!(mode & GGML_ROPE_TYPE_MROPE) && "rope: multi-section modes go through ggml_rope_multi");
+    return rope_node(ctx, a, b, freq_factors, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
+                     beta_fast, beta_slow);
+}
+
+ggml_tensor * ggml_rope_multi(ggml_context * ctx, ggml_tensor * a, ggml_tensor * b, ggml_tensor * freq_factors, int n_dims,
+                              const int sections[4], int mode, int n_ctx_orig, float freq_base, float freq_scale,
+                              float ext_factor, float attn_factor, float beta_fast, float beta_slow) {
+    GGML_ASSERT(b->ne[0] == 4 * a->ne[2] && "rope_multi: four positions per token");
+    GGML_ASSERT((mode == GGML_ROPE_TYPE_MROPE || mode == GGML_ROPE_TYPE_IMROPE) && "rope_multi: MROPE or IMROPE mode");
+    GGML_ASSERT(sections[0] >= 0 && sections[1] >= 0 && sections[2] >= 0 && sections[3] >= 0);
+    GGML_ASSERT(sections[0] + sections[1] + sections[2] + sections[3] > 0);
+    ggml_tensor * r = rope_node(ctx, a, b, freq_factors, n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
+                                attn_factor, beta_fast, beta_slow);
+    for (int i = 0; i < 4; ++i) ggml_set_op_params_i32(r, 11 + i, sections[i]);
     return r;
 }
 
@@ -325,6 +355,45 @@ ggml_tensor * ggml_top_k(ggml_context * ctx, ggml_tensor * a, int k) {
     return r;
 }
 
+// ---- recurrent layers
+
+ggml_tensor * ggml_ssm_conv(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * state, ggml_tensor * slots) {
+    const int64_t n_ch = x->ne[0], n_tokens = x->ne[1], d_conv = w->ne[0];
+    GGML_ASSERT(x->type == GGML_TYPE_F32 && w->type == GGML_TYPE_F32 && state->type == GGML_TYPE_F32);
+    GGML_ASSERT(x->ne[2] == 1 && x->ne[3] == 1 && x->nb[0] == sizeof(float));
+    GGML_ASSERT(d_conv >= 1 && w->ne[1] == n_ch && ggml_is_contiguous(w) && "ssm_conv: w is [d_conv, n_ch]");
+    GGML_ASSERT(state->ne[0] == (d_conv - 1) * n_ch && state->ne[2] == 1 && state->ne[3] == 1 && state->nb[0] == sizeof(float));
+    GGML_ASSERT(slots->type == GGML_TYPE_I32 && slots->ne[0] == n_tokens && ggml_is_contiguous(slots));
+    const int64_t ne[4] = { n_ch, n_tokens, 1, 1 };
+    ggml_tensor * r = new_node(ctx, GGML_OP_SSM_CONV, GGML_TYPE_F32, ne, x, w, state);
+    r->src[3] = slots;
+    return r;
+}
+
+ggml_tensor * ggml_gated_delta_net(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * g,
+                                   ggml_tensor * beta, ggml_tensor * state, ggml_tensor * slots, float scale, int chunk) {
+    const int64_t d_k = q->ne[0], n_kh = q->ne[1], n_tokens = q->ne[2];
+    const int64_t d_v = v->ne[0], n_vh = v->ne[1];
+    for (const ggml_tensor * t : { q, k, v, g, beta, state }) {
+        GGML_ASSERT(t->type == GGML_TYPE_F32 && t->nb[0] == sizeof(float) && t->ne[3] == 1);
+    }
+    GGML_ASSERT(ggml_are_same_shape(q, k) && "gated_delta_net: q and k shapes differ");
+    GGML_ASSERT(v->ne[2] == n_tokens && n_vh % n_kh == 0 && "gated_delta_net: value heads must be a multiple of key heads");
+    GGML_ASSERT(g->ne[0] == n_vh && g->ne[1] == n_tokens && g->ne[2] == 1);
+    GGML_ASSERT(beta->ne[0] == n_vh && beta->ne[1] == n_tokens && beta->ne[2] == 1);
+    GGML_ASSERT(state->ne[0] == d_k * d_v * n_vh && state->ne[2] == 1);
+    GGML_ASSERT(slots->type == GGML_TYPE_I32 && slots->ne[0] == n_tokens && ggml_is_contiguous(slots));
+    const int64_t ne[4] = { d_v, n_vh, n_tokens, 1 };
+    ggml_tensor * r = new_node(ctx, GGML_OP_GATED_DELTA_NET, GGML_TYPE_F32, ne, q, k, v);
+    r->src[3] = g;
+    r->src[4] = beta;
+    r->src[5] = state;
+    r->src[6] = slots;
+    ggml_set_op_params_f32(r, 0, scale);
+    ggml_set_op_params_i32(r, 1, chunk);
+    return r;
+}
+
 // ---- names
 
 const char * ggml_op_name(ggml_op op) {
@@ -332,9 +401,9 @@ const char * ggml_op_name(ggml_op op) {
         "NONE", "DUP", "ADD", "SUB", "MUL", "DIV", "SCALE", "SQR", "SQRT", "SUM_ROWS", "MEAN", "ARGMAX",
         "CONCAT", "NORM", "RMS_NORM", "MUL_MAT", "MUL_MAT_ID", "CPY", "CONT", "RESHAPE", "VIEW", "PERMUTE",
         "TRANSPOSE", "GET_ROWS", "SET_ROWS", "DIAG_MASK_INF", "SOFT_MAX", "ROPE", "CLAMP", "ARGSORT", "TOP_K",
-        "FLASH_ATTN_EXT", "UNARY", "GLU", "MOE_FUSED_UP_GATE",
+        "FLASH_ATTN_EXT", "UNARY", "GLU", "MOE_FUSED_UP_GATE", "L2_NORM", "SSM_CONV", "GATED_DELTA_NET",
     };
-    static_assert(GGML_OP_COUNT == 35, "update op names");
+    static_assert(GGML_OP_COUNT == 38, "update op names");
     return (op >= 0 && op < GGML_OP_COUNT) ? names[op] : "?";
 }
 

@@ -21,30 +21,17 @@ void load_hparams(llama_model_loader & ml, llama_hparams & hp) {
 }
 
 void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx) {
-    const int64_t n_embd = m.hparams.n_embd, n_ff_sh = m.hparams.n_ff_shexp;
     llm_create_embd_output(ml, m, ctx);
     for (uint32_t il = 0; il < m.hparams.n_layer; ++il) {
         llm_create_attn(ml, m, ctx, il, k_attn);
         llm_create_moe(ml, m, ctx, il);
-        auto & l = m.layers[il];
-        auto name = [il](const char * t) { return llama_format("blk.%u.%s", il, t); };
-        l.ffn_gate_inp_shexp = ml.create(ctx, name("ffn_gate_inp_shexp.weight"), { n_embd });
-        l.ffn_gate_shexp = ml.create(ctx, name("ffn_gate_shexp.weight"), { n_embd, n_ff_sh });
-        l.ffn_up_shexp = ml.create(ctx, name("ffn_up_shexp.weight"), { n_embd, n_ff_sh });
-        l.ffn_down_shexp = ml.create(ctx, name("ffn_down_shexp.weight"), { n_ff_sh, n_embd });
+        llm_create_gated_shexp(ml, m, ctx, il);
     }
 }
 
 ggml_tensor * build_graph(llm_graph_context & g) {
     return llm_build_llama_family(g, k_attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
-        const auto & hp = g.hp;
-        const auto & l = g.model.layers[il];
-        ggml_context * ctx = g.ctx0;
-        ggml_tensor * moe = g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, nullptr,
-                                            hp.n_expert, hp.n_expert_used, llm_graph_context::MOE_GATING_SOFTMAX, false, 1.0f);
-        ggml_tensor * shared = g.build_ffn_swiglu(x, l.ffn_up_shexp, l.ffn_gate_shexp, l.ffn_down_shexp);
-        ggml_tensor * gate = ggml_sigmoid(ctx, ggml_mul_mat(ctx, l.ffn_gate_inp_shexp, x));   // [1, n_tokens]
-        return ggml_add(ctx, moe, ggml_mul(ctx, shared, gate));
+        return llm_build_moe_gated_shexp(g, (int) il, x, false);
     });
 }
 

@@ -1,6 +1,6 @@
 // llama-server over plain HTTP: error statuses and OpenAI error objects, the API key, a client
 // that disconnects mid-stream, the bounded queue, llama.cpp's native endpoints, logprobs,
-// reasoning_content, /metrics and the demo model.
+// reasoning_content, /metrics, the demo model and prefix reuse on a model with a recurrent state.
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -406,5 +406,60 @@ describe('demo mode (no -m)', () => {
     const r = await client.chat.completions.create({ model: list.data[0].id, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4 });
     assert.equal(r.usage.completion_tokens > 0, true);
     await sleep(0);
+  });
+});
+
+// A model with a recurrent state (synth-qwen35: gated delta-net layers) cannot drop a suffix of
+// its memory; prefix reuse resumes from the state checkpoint kept after each prompt piece.
+describe('synth-qwen35: prefix reuse from recurrent-state checkpoints', () => {
+  const QWEN35 = model('synth-qwen35-f16.gguf');
+  const args = [...T1, '-m', QWEN35, '-c', '1024', '-np', '1'];
+  let srv;
+  let client;
+  before(async () => {
+    srv = await startServer(args);
+    client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  });
+  after(async () => { await srv?.stop(); });
+
+  const first = [{ role: 'system', content: 'You are a careful assistant who answers in one line.' }, { role: 'user', content: 'Name a colour.' }];
+  const ask = (c, messages) => c.chat.completions.create({ model: 'm', messages, max_tokens: 8, temperature: 0 });
+
+  test('the same prompt again reuses all but its last token and answers the same', async () => {
+    const a = await ask(client, first);
+    const b = await ask(client, first);
+    assert.equal(a.usage.prompt_tokens_details.cached_tokens, 0);
+    assert.equal(b.usage.prompt_tokens_details.cached_tokens, b.usage.prompt_tokens - 1);
+    assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+  });
+
+  test('a continued conversation resumes from a checkpoint and answers as a cold server does', async () => {
+    const a = await ask(client, first);
+    const next = [...first, { role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: 'And another one?' }];
+    const warm = await ask(client, next);
+    const cached = warm.usage.prompt_tokens_details.cached_tokens;
+    assert.ok(cached >= a.usage.prompt_tokens - 1 && cached < warm.usage.prompt_tokens - 1, `cached_tokens ${cached}`);
+    const cold = await startServer(args);
+    try {
+      const c = new OpenAI({ baseURL: `${cold.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+      const r = await ask(c, next);
+      assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0);
+      assert.equal(warm.choices[0].message.content, r.choices[0].message.content);
+    } finally {
+      await cold.stop();
+    }
+  });
+
+  test('without checkpoints the whole prompt is processed again', async () => {
+    const none = await startServer([...args, '--ctx-checkpoints', '0']);
+    try {
+      const c = new OpenAI({ baseURL: `${none.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+      const a = await ask(c, first);
+      const b = await ask(c, first);
+      assert.equal(b.usage.prompt_tokens_details.cached_tokens, 0);
+      assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+    } finally {
+      await none.stop();
+    }
   });
 });

@@ -43,7 +43,7 @@ if [ -f "$SHARED/models/synth-qwen3-f16.gguf" ]; then
     tensor_table <"$TMP/info" >"$TMP/our.t"
     [ -s "$TMP/ref.t" ] && cmp -s "$TMP/ref.t" "$TMP/our.t" && pass || fail "tensor table differs from synth-qwen3-f16: $(diff "$TMP/ref.t" "$TMP/our.t" | head -5)"
 fi
-for m in qwen3moe deepseek2 gemma3 glm4moe gpt-oss; do
+for m in qwen3moe deepseek2 gemma3 glm4moe gpt-oss qwen35 qwen35moe; do
     [ -f "$SHARED/models/synth-$m-f16.gguf" ] || continue
     "$GGUF" synth "tiny-$m" -o "$TMP/t-$m.gguf" >/dev/null 2>&1 || { fail "synth tiny-$m"; continue; }
     "$GGUF" info "$SHARED/models/synth-$m-f16.gguf" 2>&1 | tensor_table >"$TMP/ref-$m"
@@ -70,6 +70,16 @@ grep -q '^blk.2.ffn_down.weight  *f16  *\[18432, 7168\]' "$TMP/ds" && grep -q '^
 grep -q '^blk.23.ffn_gate_exps.weight  *f16  *\[2880, 2880, 32\]' "$TMP/oss" && grep -q '^blk.0.attn_sinks.weight  *f32  *\[64\]' "$TMP/oss" &&
     grep -q '^blk.0.attn_q.weight  *f16  *\[2880, 4096\]' "$TMP/oss" && grep -q '^blk.23.ffn_down_exps.bias  *f32  *\[2880, 32\]' "$TMP/oss" &&
     ! grep -q '^blk.24\.' "$TMP/oss" && pass || fail "gpt-oss-20b: attention/expert shapes"
+# the gated delta-net hybrids: Qwen3.5-35B-A3B (interleaved layers, no dense FFN length) and Qwen3-Next-80B-A3B
+"$GGUF" synth qwen3.5-35b-a3b --dry-run >"$TMP/q35" 2>&1
+grep -q 'total: 34660610688 parameters' "$TMP/q35" && pass || fail "qwen3.5-35b-a3b: $(tail -1 "$TMP/q35")"
+grep -q '^blk.0.attn_qkv.weight  *f16  *\[2048, 8192\]' "$TMP/q35" && grep -q '^blk.0.ssm_conv1d.weight  *f32  *\[4, 8192\]' "$TMP/q35" &&
+    grep -q '^blk.3.attn_q.weight  *f16  *\[2048, 8192\]' "$TMP/q35" && grep -q '^blk.39.ffn_down_exps.weight  *f16  *\[512, 2048, 256\]' "$TMP/q35" &&
+    ! grep -q '^blk.3.attn_qkv' "$TMP/q35" && pass || fail "qwen3.5-35b-a3b: delta-net / attention / expert shapes"
+"$GGUF" synth qwen3-next-80b-a3b --dry-run >"$TMP/q3n" 2>&1
+grep -q 'total: 79674391296 parameters' "$TMP/q3n" && pass || fail "qwen3-next-80b-a3b: $(tail -1 "$TMP/q3n")"
+grep -q '^blk.0.ssm_in.weight  *f16  *\[2048, 12288\]' "$TMP/q3n" && grep -q '^blk.0.ssm_ba.weight  *f16  *\[2048, 64\]' "$TMP/q3n" && pass ||
+    fail "qwen3-next-80b-a3b: fused delta-net projections"
 # shrinking
 "$GGUF" synth deepseek-v3 --layers 4 --experts 16 --dry-run >"$TMP/ds4" 2>&1
 grep -q '^blk.3.ffn_gate_exps.weight  *f16  *\[7168, 2048, 16\]' "$TMP/ds4" && ! grep -q '^blk.4\.' "$TMP/ds4" && pass || fail "deepseek-v3 --layers 4 --experts 16"
@@ -86,7 +96,9 @@ if [ -x "$PPL" ]; then
     "$GGUF" synth tiny-gemma3 -o "$TMP/g.gguf" >/dev/null 2>&1
     "$GGUF" synth tiny-glm4moe -o "$TMP/l.gguf" >/dev/null 2>&1
     "$GGUF" synth tiny-gpt-oss -o "$TMP/o.gguf" >/dev/null 2>&1
-    for f in a m d f g l o; do
+    "$GGUF" synth tiny-qwen35moe -o "$TMP/h.gguf" >/dev/null 2>&1
+    "$GGUF" synth tiny-qwen3next -o "$TMP/n.gguf" >/dev/null 2>&1
+    for f in a m d f g l o h n; do
         if "$PPL" -m "$TMP/$f.gguf" -f "$SHARED/text/wikitext-2-test-300k.txt" -c 128 --chunks 2 -t 2 >"$TMP/p" 2>"$TMP/e"; then
             v=$(sed -n 's/^Final estimate: .* = \([0-9.]*\) +\/- .*/\1/p' "$TMP/p")
             # random weights with activations of unit scale: close to (not far beyond) a uniform guess over 4104 tokens

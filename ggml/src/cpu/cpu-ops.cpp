@@ -40,6 +40,7 @@ void ggml_cpu_compute_op(const ggml_compute_params * p, ggml_tensor * node) {
         case GGML_OP_ARGMAX:            ggml_cpu_op_argmax(p, node); break;
         case GGML_OP_NORM:              ggml_cpu_op_norm(p, node); break;
         case GGML_OP_RMS_NORM:          ggml_cpu_op_rms_norm(p, node); break;
+        case GGML_OP_L2_NORM:           ggml_cpu_op_l2_norm(p, node); break;
         case GGML_OP_ROPE:              ggml_cpu_op_rope(p, node); break;
         case GGML_OP_SOFT_MAX:          ggml_cpu_op_soft_max(p, node); break;
         case GGML_OP_DIAG_MASK_INF:     ggml_cpu_op_diag_mask_inf(p, node); break;
@@ -55,6 +56,8 @@ void ggml_cpu_compute_op(const ggml_compute_params * p, ggml_tensor * node) {
         case GGML_OP_MUL_MAT_ID:        ggml_cpu_op_mul_mat_id(p, node); break;
         case GGML_OP_MOE_FUSED_UP_GATE: ggml_cpu_op_moe_up_gate(p, node); break;
         case GGML_OP_FLASH_ATTN_EXT:    ggml_cpu_op_flash_attn_ext(p, node); break;
+        case GGML_OP_SSM_CONV:          ggml_cpu_op_ssm_conv(p, node); break;
+        case GGML_OP_GATED_DELTA_NET:   ggml_cpu_op_gated_delta_net(p, node); break;
         default: GGML_ABORT("CPU backend: op %s not implemented", ggml_op_name(node->op));
     }
 }

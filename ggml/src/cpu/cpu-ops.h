@@ -48,6 +48,7 @@ void ggml_cpu_op_mean(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_argmax(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_norm(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_rms_norm(const ggml_compute_params * p, ggml_tensor * dst);
+void ggml_cpu_op_l2_norm(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_rope(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_soft_max(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_diag_mask_inf(const ggml_compute_params * p, ggml_tensor * dst);
@@ -61,6 +62,8 @@ void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_mul_mat_id(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_moe_up_gate(const ggml_compute_params * p, ggml_tensor * dst);
 void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * p, ggml_tensor * dst);
+void ggml_cpu_op_ssm_conv(const ggml_compute_params * p, ggml_tensor * dst);          // ops-recurrent.cpp
+void ggml_cpu_op_gated_delta_net(const ggml_compute_params * p, ggml_tensor * dst);
 
 size_t ggml_cpu_mul_mat_work_size(const ggml_tensor * dst, int nth);
 size_t ggml_cpu_mul_mat_id_work_size(const ggml_tensor * dst, int nth);

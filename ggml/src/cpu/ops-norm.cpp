@@ -1,6 +1,7 @@
-// Normalisation over each row (ne0): layer norm without affine terms, and RMS norm.
+// Normalisation over each row (ne0): layer norm without affine terms, RMS norm and L2 norm.
 #include "ops-common.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace {
@@ -43,5 +44,14 @@ void ggml_cpu_op_norm(const ggml_compute_params * p, ggml_tensor * dst) {
         v.scale_bias(n, y, x, 1.0f, -mean);
         const float var = v.sum_sq(n, y) / (float) n;
         v.scale_bias(n, y, y, 1.0f / std::sqrt(var + eps), 0.0f);
+    });
+}
+
+void ggml_cpu_op_l2_norm(const ggml_compute_params * p, ggml_tensor * dst) {
+    const float eps = ggml_get_op_params_f32(dst, 0);
+    const auto & v = ggml_cpu_vec();
+    norm_rows(p, dst, [&](const float * x, float * y, int64_t n) {
+        // eps bounds the scale of an all-zero row instead of producing 0/0
+        v.scale_bias(n, y, x, 1.0f / std::max(std::sqrt(v.sum_sq(n, x)), eps), 0.0f);
     });
 }

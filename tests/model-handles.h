@@ -1,0 +1,57 @@
+// Owning handles for libllama models and contexts in tests, loading a model from
+// ../shared/models by file name, decoding a run of tokens, comparing logits.
+#pragma once
+
+#include "llama.h"
+#include "testing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln_test {
+
+struct model_deleter {
+    void operator()(llama_model * m) const { llama_model_free(m); }
+};
+struct context_deleter {
+    void operator()(llama_context * c) const { llama_free(c); }
+};
+using model_ptr = std::unique_ptr<llama_model, model_deleter>;
+using context_ptr = std::unique_ptr<llama_context, context_deleter>;
+
+inline model_ptr load_shared_model(const std::string & name) {
+    return model_ptr(llama_model_load_from_file(shared_path("models/" + name).c_str(), llama_model_default_params()));
+}
+
+// Decode toks[start, start + n) as sequence seq at positions pos0 + i, logits for every token;
+// returns llama_decode's code.
+inline int decode_tokens(llama_context * ctx, const std::vector<llama_token> & toks, int start, int n, int pos0,
+                         llama_seq_id seq = 0) {
+    llama_batch b = llama_batch_init(n, 0, 1);
+    b.n_tokens = n;
+    for (int i = 0; i < n; ++i) {
+        b.token[i] = toks[start + i];
+        b.pos[i] = pos0 + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = 1;
+    }
+    const int rc = llama_decode(ctx, b);
+    llama_batch_free(b);
+    return rc;
+}
+
+// max |a - b| / max |b| over n values
+inline double logits_rel_diff(const float * a, const float * b, int n) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; ++i) {
+        num = std::max(num, (double) std::fabs(a[i] - b[i]));
+        den = std::max(den, (double) std::fabs(b[i]));
+    }
+    return num / std::max(den, 1e-12);
+}
+
+} // namespace kiln_test
