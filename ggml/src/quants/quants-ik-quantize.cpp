@@ -493,9 +493,15 @@ void ks_block_scales(const float * x, int64_t n, const float * qw, const ks_para
 }
 
 // iq4_ks / iq5_ks: even scale codes 0..254 (scale + 127) against d = max|scale| / 127.
+// `fix` (optional) may change levels after the pick (iq4_kss: a parity constraint); the refit
+// then uses the changed levels. It gets the importance weights, or none without an imatrix: the
+// default x^2 weights steer the scale search, but a forced level change is best judged by its
+// plain squared error. `pack` stores a sub-block's scale code and levels.
+using level_fix_fn = void (*)(const float * xb, const float * w, const float * v, float dl, uint8_t * idx);
+
 template <typename Block, int NV>
 void ks_even_row(const float * x, char * out, int64_t n, const float * qw, const ks_params & p, const float * values,
-                 void (*pack)(Block &, int ib, const uint8_t * idx)) {
+                 void (*pack)(Block &, int ib, int code, const uint8_t * idx), level_fix_fn fix = nullptr) {
     float * dptr = (float *) out;
     auto * y = (Block *) (out + 4);
     std::vector<float> scales;
@@ -514,22 +520,36 @@ void ks_even_row(const float * x, char * out, int64_t n, const float * qw, const
         const float sigma2 = 2.f * sum_squares(xbl, QK_K) / QK_K;
         for (int ib = 0; ib < 8; ++ib) {
             const int l = std::clamp(nearest_int(0.5f * (scales[ibl * 8 + ib] / d + 127.f)), 0, 127) << 1;
-            y[ibl].scales[ib] = (uint8_t) (l | shifted[ibl * 8 + ib]);
             const int ls = l - 127;
             const float * xb = xbl + 32 * ib;
+            const float * v = values + shifted[ibl * 8 + ib] * NV;
             block_weights(xb, qw ? qw + ibl * QK_K + 32 * ib : nullptr, 32, sigma2, W_SQUARE, w);
-            pick_levels(xb, w, 32, values + shifted[ibl * 8 + ib] * NV, NV, d * ls, (float) ls, idx, sumqx, sumq2);
-            pack(y[ibl], ib, idx);
+            float bqx = 0, bq2 = 0;
+            pick_levels(xb, w, 32, v, NV, d * ls, (float) ls, idx, bqx, bq2);
+            if (fix) {
+                fix(xb, qw ? w : nullptr, v, d * ls, idx);
+                bqx = bq2 = 0;
+                for (int j = 0; j < 32; ++j) {
+                    const float q = v[idx[j]] * ls;
+                    bqx += w[j] * q * xb[j];
+                    bq2 += w[j] * q * q;
+                }
+            }
+            sumqx += bqx;
+            sumq2 += bq2;
+            pack(y[ibl], ib, l | shifted[ibl * 8 + ib], idx);
         }
     }
     if (sumq2 > 0) *dptr = sumqx / sumq2;
 }
 
-void pack_iq4_ks(block_iq4_ks & b, int ib, const uint8_t * idx) {
+void pack_iq4_ks(block_iq4_ks & b, int ib, int code, const uint8_t * idx) {
+    b.scales[ib] = (uint8_t) code;
     for (int j = 0; j < 16; ++j) b.qs[16 * ib + j] = (uint8_t) (idx[j] | (idx[j + 16] << 4));
 }
 
-void pack_iq5_ks(block_iq5_ks & b, int ib, const uint8_t * idx) {
+void pack_iq5_ks(block_iq5_ks & b, int ib, int code, const uint8_t * idx) {
+    b.scales[ib] = (uint8_t) code;
     uint8_t * qs = b.qs + 32 * (ib / 2);
     for (int j = 0; j < 32; ++j) {
         qs[j] |= (uint8_t) ((idx[j] & 0xF) << 4 * (ib % 2));
@@ -540,6 +560,50 @@ void pack_iq5_ks(block_iq5_ks & b, int ib, const uint8_t * idx) {
 void iq4_ks_row(const float * x, char * out, int64_t n, const float * qw) {
     const grid gr = g_iq4.g();
     ks_even_row<block_iq4_ks, 16>(x, out, n, qw, { &gr, 7, 0.f }, g_iq4.v, pack_iq4_ks);
+}
+
+// iq4_kss: iq4_ks levels packed 4 to a 16-bit word g (positions 2k, 2k+16, 2k+1, 2k+17 as its
+// nibbles) stored as its Gray-code preimage, whose lowest bit carries one bit of the scale code:
+// only words of even bit parity survive. An odd group gives up the one level change (any of its
+// four values, any level of the other parity) that costs the least (weighted) squared error.
+inline int parity4(int q) { return __builtin_popcount((unsigned) q) & 1; }
+
+void kss_fix_parity(const float * xb, const float * w, const float * v, float dl, uint8_t * idx) {
+    for (int k = 0; k < 8; ++k) {
+        const int pos[4] = { 2 * k, 2 * k + 1, 2 * k + 16, 2 * k + 17 };
+        if (!((parity4(idx[pos[0]]) + parity4(idx[pos[1]]) + parity4(idx[pos[2]]) + parity4(idx[pos[3]])) & 1)) continue;
+        float best = INFINITY;
+        int bp = pos[0], bq = idx[pos[0]];
+        for (int p : pos) {
+            const float e0 = xb[p] - dl * v[idx[p]];
+            for (int q = 0; q < 16; ++q) {
+                if (parity4(q) == parity4(idx[p])) continue;
+                const float e = xb[p] - dl * v[q];
+                const float cost = (w ? w[p] : 1.f) * (e * e - e0 * e0);
+                if (cost < best) { best = cost; bp = p; bq = q; }
+            }
+        }
+        idx[bp] = (uint8_t) bq;
+    }
+}
+
+void pack_iq4_kss(block_iq4_kss & b, int ib, int code, const uint8_t * idx) {
+    uint16_t words[8];
+    for (int k = 0; k < 8; ++k) {
+        uint16_t g = (uint16_t) (idx[2 * k] | (idx[2 * k + 16] << 4) | (idx[2 * k + 1] << 8) | (idx[2 * k + 17] << 12));
+        // inverse Gray code: bit i of the preimage is the XOR of bits i.. of g (bit 0: the parity, 0)
+        g ^= (uint16_t) (g >> 1);
+        g ^= (uint16_t) (g >> 2);
+        g ^= (uint16_t) (g >> 4);
+        g ^= (uint16_t) (g >> 8);
+        words[k] = (uint16_t) (g | ((code >> k) & 1));
+    }
+    std::memcpy((char *) b.qs + 16 * ib, words, sizeof(words));
+}
+
+void iq4_kss_row(const float * x, char * out, int64_t n, const float * qw) {
+    const grid gr = g_iq4.g();
+    ks_even_row<block_iq4_kss, 16>(x, out, n, qw, { &gr, 7, 0.f }, g_iq4.v, pack_iq4_kss, kss_fix_parity);
 }
 
 void iq5_ks_row(const float * x, char * out, int64_t n, const float * qw) {
@@ -797,6 +861,9 @@ size_t ik_quantize_iq5_ks(const float * s, void * d, int64_t nr, int64_t n, cons
 }
 size_t ik_quantize_iq3_ks(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
     return quantize_rows(s, d, nr, n, im, GGML_TYPE_IQ3_KS, 32, iq3_ks_row);
+}
+size_t ik_quantize_iq4_kss(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
+    return quantize_rows(s, d, nr, n, im, GGML_TYPE_IQ4_KSS, 32, iq4_kss_row);
 }
 size_t ik_quantize_iq2_kl(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
     return quantize_rows(s, d, nr, n, im, GGML_TYPE_IQ2_KL, 32, iq2_kl_row);
