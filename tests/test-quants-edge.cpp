@@ -103,8 +103,10 @@ TEST_F(QuantEdge, ConstantRowsStayFiniteAndClose) {
             const std::vector<float> src(k_n, c);
             ASSERT_GT(round_trip(q, src, 1, out, false), 0u) << ggml_type_name(q.type);
             for (float v : out) ASSERT_TRUE(std::isfinite(v)) << ggml_type_name(q.type) << " constant " << c;
-            // every format can hold a constant to within a coarse grid step
-            EXPECT_LT(rel_rmse(out, src), 0.35) << ggml_type_name(q.type) << " constant " << c;
+            // every format can hold a constant to within a coarse grid step, except that iq1_kt's
+            // 8192 pseudo-random runs of 8 (1.75 bpw) hold none close to a constant run
+            const double bound = q.type == GGML_TYPE_IQ1_KT ? 0.5 : 0.35;
+            EXPECT_LT(rel_rmse(out, src), bound) << ggml_type_name(q.type) << " constant " << c;
         }
     }
 }

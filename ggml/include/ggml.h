@@ -136,6 +136,7 @@ struct ggml_type_traits {
     size_t            type_size;      // bytes per block
     size_t            row_meta_size;  // bytes of per-row metadata before the blocks
     int               nrows_interleaved; // 1, or R = 4/8/16 for row-interleaved layouts (see below)
+    enum ggml_type    interleaved_base;  // for R > 1: the plain type whose R rows are woven together
     bool              is_quantized;
     bool              known;          // a type id Kiln knows the layout of
     // decode one row (n elements); NULL when not implemented. For a row-interleaved type (R > 1)

@@ -493,9 +493,15 @@ void ks_block_scales(const float * x, int64_t n, const float * qw, const ks_para
 }
 
 // iq4_ks / iq5_ks: even scale codes 0..254 (scale + 127) against d = max|scale| / 127.
+// `fix` (optional) may change levels after the pick (iq4_kss: a parity constraint); the refit
+// then uses the changed levels. It gets the importance weights, or none without an imatrix: the
+// default x^2 weights steer the scale search, but a forced level change is best judged by its
+// plain squared error. `pack` stores a sub-block's scale code and levels.
+using level_fix_fn = void (*)(const float * xb, const float * w, const float * v, float dl, uint8_t * idx);
+
 template <typename Block, int NV>
 void ks_even_row(const float * x, char * out, int64_t n, const float * qw, const ks_params & p, const float * values,
-                 void (*pack)(Block &, int ib, const uint8_t * idx)) {
+                 void (*pack)(Block &, int ib, int code, const uint8_t * idx), level_fix_fn fix = nullptr) {
     float * dptr = (float *) out;
     auto * y = (Block *) (out + 4);
     std::vector<float> scales;
@@ -514,22 +520,36 @@ void ks_even_row(const float * x, char * out, int64_t n, const float * qw, const
         const float sigma2 = 2.f * sum_squares(xbl, QK_K) / QK_K;
         for (int ib = 0; ib < 8; ++ib) {
             const int l = std::clamp(nearest_int(0.5f * (scales[ibl * 8 + ib] / d + 127.f)), 0, 127) << 1;
-            y[ibl].scales[ib] = (uint8_t) (l | shifted[ibl * 8 + ib]);
             const int ls = l - 127;
             const float * xb = xbl + 32 * ib;
+            const float * v = values + shifted[ibl * 8 + ib] * NV;
             block_weights(xb, qw ? qw + ibl * QK_K + 32 * ib : nullptr, 32, sigma2, W_SQUARE, w);
-            pick_levels(xb, w, 32, values + shifted[ibl * 8 + ib] * NV, NV, d * ls, (float) ls, idx, sumqx, sumq2);
-            pack(y[ibl], ib, idx);
+            float bqx = 0, bq2 = 0;
+            pick_levels(xb, w, 32, v, NV, d * ls, (float) ls, idx, bqx, bq2);
+            if (fix) {
+                fix(xb, qw ? w : nullptr, v, d * ls, idx);
+                bqx = bq2 = 0;
+                for (int j = 0; j < 32; ++j) {
+                    const float q = v[idx[j]] * ls;
+                    bqx += w[j] * q * xb[j];
+                    bq2 += w[j] * q * q;
+                }
+            }
+            sumqx += bqx;
+            sumq2 += bq2;
+            pack(y[ibl], ib, l | shifted[ibl * 8 + ib], idx);
         }
     }
     if (sumq2 > 0) *dptr = sumqx / sumq2;
 }
 
-void pack_iq4_ks(block_iq4_ks & b, int ib, const uint8_t * idx) {
+void pack_iq4_ks(block_iq4_ks & b, int ib, int code, const uint8_t * idx) {
+    b.scales[ib] = (uint8_t) code;
     for (int j = 0; j < 16; ++j) b.qs[16 * ib + j] = (uint8_t) (idx[j] | (idx[j + 16] << 4));
 }
 
-void pack_iq5_ks(block_iq5_ks & b, int ib, const uint8_t * idx) {
+void pack_iq5_ks(block_iq5_ks & b, int ib, int code, const uint8_t * idx) {
+    b.scales[ib] = (uint8_t) code;
     uint8_t * qs = b.qs + 32 * (ib / 2);
     for (int j = 0; j < 32; ++j) {
         qs[j] |= (uint8_t) ((idx[j] & 0xF) << 4 * (ib % 2));
@@ -540,6 +560,50 @@ void pack_iq5_ks(block_iq5_ks & b, int ib, const uint8_t * idx) {
 void iq4_ks_row(const float * x, char * out, int64_t n, const float * qw) {
     const grid gr = g_iq4.g();
     ks_even_row<block_iq4_ks, 16>(x, out, n, qw, { &gr, 7, 0.f }, g_iq4.v, pack_iq4_ks);
+}
+
+// iq4_kss: iq4_ks levels packed 4 to a 16-bit word g (positions 2k, 2k+16, 2k+1, 2k+17 as its
+// nibbles) stored as its Gray-code preimage, whose lowest bit carries one bit of the scale code:
+// only words of even bit parity survive. An odd group gives up the one level change (any of its
+// four values, any level of the other parity) that costs the least (weighted) squared error.
+inline int parity4(int q) { return __builtin_popcount((unsigned) q) & 1; }
+
+void kss_fix_parity(const float * xb, const float * w, const float * v, float dl, uint8_t * idx) {
+    for (int k = 0; k < 8; ++k) {
+        const int pos[4] = { 2 * k, 2 * k + 1, 2 * k + 16, 2 * k + 17 };
+        if (!((parity4(idx[pos[0]]) + parity4(idx[pos[1]]) + parity4(idx[pos[2]]) + parity4(idx[pos[3]])) & 1)) continue;
+        float best = INFINITY;
+        int bp = pos[0], bq = idx[pos[0]];
+        for (int p : pos) {
+            const float e0 = xb[p] - dl * v[idx[p]];
+            for (int q = 0; q < 16; ++q) {
+                if (parity4(q) == parity4(idx[p])) continue;
+                const float e = xb[p] - dl * v[q];
+                const float cost = (w ? w[p] : 1.f) * (e * e - e0 * e0);
+                if (cost < best) { best = cost; bp = p; bq = q; }
+            }
+        }
+        idx[bp] = (uint8_t) bq;
+    }
+}
+
+void pack_iq4_kss(block_iq4_kss & b, int ib, int code, const uint8_t * idx) {
+    uint16_t words[8];
+    for (int k = 0; k < 8; ++k) {
+        uint16_t g = (uint16_t) (idx[2 * k] | (idx[2 * k + 16] << 4) | (idx[2 * k + 1] << 8) | (idx[2 * k + 17] << 12));
+        // inverse Gray code: bit i of the preimage is the XOR of bits i.. of g (bit 0: the parity, 0)
+        g ^= (uint16_t) (g >> 1);
+        g ^= (uint16_t) (g >> 2);
+        g ^= (uint16_t) (g >> 4);
+        g ^= (uint16_t) (g >> 8);
+        words[k] = (uint16_t) (g | ((code >> k) & 1));
+    }
+    std::memcpy((char *) b.qs + 16 * ib, words, sizeof(words));
+}
+
+void iq4_kss_row(const float * x, char * out, int64_t n, const float * qw) {
+    const grid gr = g_iq4.g();
+    ks_even_row<block_iq4_kss, 16>(x, out, n, qw, { &gr, 7, 0.f }, g_iq4.v, pack_iq4_kss, kss_fix_parity);
 }
 
 void iq5_ks_row(const float * x, char * out, int64_t n, const float * qw) {
@@ -631,6 +695,147 @@ void iq2_ks_row(const float * x, char * out, int64_t n, const float * qw) {
     *dptr = GGML_FP32_TO_FP16(1.030f * (sumq2 > 0 ? sumqx / sumq2 : d));
 }
 
+// ---------------------------------------------------------------------------------------------
+// iq2_kl: per 32 values, 16 pairs each taken from a 32-entry grid of iq3nl level pairs, a signed
+// 6-bit scale, one fp16 scale per row. The pair search is exhaustive (32 candidates weighted by
+// the importance of both values), so every step below sees the best pair for its scale.
+
+struct kl_pairs {
+    float a[32], b[32];
+    kl_pairs() {
+        for (int i = 0; i < 32; ++i) {
+            a[i] = (float) (int8_t) (ik_iq2kl_values[i] & 0xFF);
+            b[i] = (float) (int8_t) (ik_iq2kl_values[i] >> 8);
+        }
+    }
+    // best pair for the scaled values (s1, s2) under weights (w1, w2)
+    int best(float s1, float s2, float w1, float w2) const {
+        int ib = 0;
+        float e = INFINITY;
+        for (int i = 0; i < 32; ++i) {
+            const float e1 = a[i] - s1, e2 = b[i] - s2;
+            const float ei = w1 * e1 * e1 + w2 * e2 * e2;
+            if (ei < e) { e = ei; ib = i; }
+        }
+        return ib;
+    }
+};
+const kl_pairs g_kl;
+
+// Least-squares terms of one 32-block quantized with inverse scale id (pairs in idx if given).
+void kl_fit(const float * xb, const float * w, float id, float & sumqx, float & sumq2, uint8_t * idx = nullptr) {
+    sumqx = sumq2 = 0;
+    for (int j = 0; j < 32; j += 2) {
+        const int i = g_kl.best(id * xb[j], id * xb[j + 1], w[j], w[j + 1]);
+        if (idx) idx[j / 2] = (uint8_t) i;
+        sumqx += w[j] * g_kl.a[i] * xb[j] + w[j + 1] * g_kl.b[i] * xb[j + 1];
+        sumq2 += w[j] * g_kl.a[i] * g_kl.a[i] + w[j + 1] * g_kl.b[i] * g_kl.b[i];
+    }
+}
+
+// Step 1: the best free scale of a 32-block over scalings of its largest value, both signs.
+float kl_block_scale(const float * xb, const float * w) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j) {
+        if (std::fabs(xb[j]) > amax) { amax = std::fabs(xb[j]); max = xb[j]; }
+    }
+    if (amax == 0) return 0.f;
+    float d = 0, best = 0;
+    for (int itry = -8; itry <= 8; ++itry) {
+        for (float sign : { 1.f, -1.f }) {
+            float qx, q2;
+            kl_fit(xb, w, sign * (itry + ik_iq3nl_values[0]) / max, qx, q2);
+            if (q2 > 0 && qx * qx > best * q2) { d = qx / q2; best = d * qx; }
+        }
+    }
+    return d;
+}
+
+void kl_weights(const float * xbl, const float * qw, int ib, float * w) {
+    const float sigma2 = 2.f * sum_squares(xbl, QK_K) / QK_K;
+    const float * xb = xbl + 32 * ib;
+    for (int j = 0; j < 32; ++j) w[j] = qw ? qw[32 * ib + j] * std::sqrt(sigma2 + xb[j] * xb[j]) : std::fabs(xb[j]);
+}
+
+// Steps 2-3 for a row scale d: each block's 6-bit scale (the nearest and its neighbours, by the
+// error they give), its pairs, and the least-squares terms of the refit.
+struct kl_row {
+    std::vector<int8_t>  ls;
+    std::vector<uint8_t> idx;
+    float sumqx = 0, sumq2 = 0;
+};
+
+kl_row kl_assign(const float * x, int64_t n, const float * qw, const std::vector<float> & scales, float d) {
+    kl_row r;
+    r.ls.assign(n / 32, 0);
+    r.idx.assign(n / 2, 0);
+    float w[32];
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const float * xb = x + 32 * ib;
+        kl_weights(x + (ib / 8) * QK_K, qw ? qw + (ib / 8) * QK_K : nullptr, (int) (ib % 8), w);
+        const int l0 = std::clamp(nearest_int(scales[ib] / d), -32, 31);
+        float best = INFINITY;
+        for (int l = std::max(-32, l0 - 1); l <= std::min(31, l0 + 1); ++l) {
+            if (l == 0) continue;
+            uint8_t idx[16];
+            float qx, q2;
+            kl_fit(xb, w, 1 / (d * l), qx, q2, idx);
+            // weighted error of the block at scale d * l: sum w x^2 - 2 d l qx + (d l)^2 q2
+            const float dl = d * l, err = dl * dl * q2 - 2 * dl * qx;
+            if (err < best) {
+                best = err;
+                r.ls[ib] = (int8_t) l;
+                std::memcpy(r.idx.data() + 16 * ib, idx, 16);
+            }
+        }
+        if (!r.ls[ib]) continue;
+        const uint8_t * idx = r.idx.data() + 16 * ib;
+        for (int j = 0; j < 16; ++j) {
+            const float q1 = r.ls[ib] * g_kl.a[idx[j]], q2 = r.ls[ib] * g_kl.b[idx[j]];
+            r.sumqx += w[2 * j] * q1 * xb[2 * j] + w[2 * j + 1] * q2 * xb[2 * j + 1];
+            r.sumq2 += w[2 * j] * q1 * q1 + w[2 * j + 1] * q2 * q2;
+        }
+    }
+    return r;
+}
+
+void iq2_kl_row(const float * x, char * out, int64_t n, const float * qw) {
+    auto * dptr = (ggml_fp16_t *) out;
+    auto * y = (block_iq2_kl *) (out + 2);
+    std::vector<float> scales(n / 32);
+    float w[32], max_scale = 0;
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        kl_weights(x + (ib / 8) * QK_K, qw ? qw + (ib / 8) * QK_K : nullptr, (int) (ib % 8), w);
+        scales[ib] = kl_block_scale(x + 32 * ib, w);
+        if (std::fabs(scales[ib]) > std::fabs(max_scale)) max_scale = scales[ib];
+    }
+    *dptr = GGML_FP32_TO_FP16(0.f);
+    if (max_scale == 0) return;
+    // the row scale maps the largest block scale to -32; re-assigning once with the refit row
+    // scale lets the block scales use the range the refit freed (kept only if it fits better)
+    float d = -max_scale / 32;
+    kl_row r = kl_assign(x, n, qw, scales, d);
+    for (int iter = 0; iter < 2 && r.sumq2 > 0; ++iter) {
+        const float dn = r.sumqx / r.sumq2;
+        kl_row t = kl_assign(x, n, qw, scales, dn);
+        if (t.sumq2 <= 0 || t.sumqx * t.sumqx * r.sumq2 <= r.sumqx * r.sumqx * t.sumq2) break;
+        r = std::move(t);
+    }
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        block_iq2_kl & b = y[ib / 8];
+        const int k = (int) (ib % 8), u = r.ls[ib] + 32;
+        b.scales_l[k % 4] |= (uint8_t) ((u & 0xF) << 4 * (k / 4));
+        b.scales_h |= (uint16_t) ((u >> 4) << 2 * k);
+        for (int j = 0; j < 16; ++j) {
+            const int i = r.idx[16 * ib + j];
+            b.qs[16 * (k / 2) + j] |= (uint8_t) ((i & 0xF) << 4 * (k % 2));
+            b.qh[j] |= (uint8_t) ((i >> 4) << k);
+        }
+    }
+    // the reference stores its least-squares row scale times 1.025: files match it
+    *dptr = GGML_FP32_TO_FP16(1.025f * (r.sumq2 > 0 ? r.sumqx / r.sumq2 : d));
+}
+
 } // namespace
 
 size_t ik_quantize_iq2_k(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
@@ -656,6 +861,12 @@ size_t ik_quantize_iq5_ks(const float * s, void * d, int64_t nr, int64_t n, cons
 }
 size_t ik_quantize_iq3_ks(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
     return quantize_rows(s, d, nr, n, im, GGML_TYPE_IQ3_KS, 32, iq3_ks_row);
+}
+size_t ik_quantize_iq4_kss(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
+    return quantize_rows(s, d, nr, n, im, GGML_TYPE_IQ4_KSS, 32, iq4_kss_row);
+}
+size_t ik_quantize_iq2_kl(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
+    return quantize_rows(s, d, nr, n, im, GGML_TYPE_IQ2_KL, 32, iq2_kl_row);
 }
 size_t ik_quantize_iq2_ks(const float * s, void * d, int64_t nr, int64_t n, const float * im) {
     return quantize_rows(s, d, nr, n, im, GGML_TYPE_IQ2_KS, 32, iq2_ks_row);

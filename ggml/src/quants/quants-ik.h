@@ -257,3 +257,8 @@ size_t ik_quantize_iq2_ks(const float * src, void * dst, int64_t nrows, int64_t 
 size_t ik_quantize_iq3_ks(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
 size_t ik_quantize_iq2_kl(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
 size_t ik_quantize_iq4_kss(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
+// trellis types (quants-kt-quantize.cpp)
+size_t ik_quantize_iq1_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
+size_t ik_quantize_iq2_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
+size_t ik_quantize_iq3_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
+size_t ik_quantize_iq4_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);

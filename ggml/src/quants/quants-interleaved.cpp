@@ -1,4 +1,4 @@
-// Row-interleaved layouts of ik_llama.cpp (_r4 / _r8): the same bits as their base type, with
+// Row-interleaved layouts of ik_llama.cpp (_r4 / _r8 / _r16), decoders and gemms: the same bits as their base type, with
 // the blocks of 4 or 8 consecutive rows woven together so one vector load holds the same block
 // position of several rows.
 //
@@ -10,8 +10,7 @@
 // Decoders follow the reference's index arithmetic and float expressions exactly. The gemm of
 // iq4_k_r4 / iq4_ks_r4 decodes each row into the common ik form and runs the exact q8_K integer
 // dot; the other layouts use a float gemm over the decoded group (correct, not fast).
-#include "quants-ik.h"
-#include "quants-k.h"
+#include "quants-interleaved.h"
 
 #include "cpu-traits.h"
 
@@ -19,33 +18,6 @@
 #include <vector>
 
 namespace {
-
-// Position p (0..31) of row k in a 64-byte 4-row nibble group (iq4_nl_r4, iq4_k_r4, iq4_ks_r4,
-// q4_k_r4, q5_k_r4/q6_k_r4 low bits): byte offsets of the eight 4-value quarters.
-inline int r4_nibble(const uint8_t * q, int k, int p) {
-    static const uint8_t base[8] = { 0, 32, 0, 32, 16, 48, 16, 48 };
-    const int quarter = p / 4;
-    const uint8_t b = q[base[quarter] + 4 * k + (p % 4)];
-    return (quarter % 4) >= 2 ? b >> 4 : b & 0xF;
-}
-
-struct iq4_nl_r4_block { ggml_fp16_t d[4]; uint8_t qs[64]; };
-struct q4_0_r8_block { ggml_fp16_t d[8]; uint8_t qs[128]; };
-struct q8_0_r8_block { ggml_fp16_t d[8]; int8_t qs[256]; };
-struct iq5_k_r4_block { ggml_fp16_t d[4]; uint8_t extra[8]; uint8_t scales_h[16]; uint8_t scales_l[32]; uint8_t qs[512]; uint8_t qh[128]; };
-struct iq4_xs_r8_block { ggml_fp16_t d[8]; uint8_t scales_h[16]; uint8_t scales_l[32]; uint8_t qs[1024]; };
-struct q4_k_r4_block { ggml_fp16_t d[8]; uint8_t scales_h[16]; uint8_t scales_l[32]; uint8_t qs[512]; };
-struct q5_k_r4_block { ggml_fp16_t d[8]; uint8_t scales_h[16]; uint8_t scales_l[32]; uint8_t qh[128]; uint8_t qs[512]; };
-struct q6_k_r4_block { ggml_fp16_t d[4]; int8_t scales[64]; uint8_t qh[256]; uint8_t ql[512]; };
-static_assert(sizeof(iq4_nl_r4_block) == 72 && sizeof(q4_0_r8_block) == 144 && sizeof(q8_0_r8_block) == 272, "r layouts");
-static_assert(sizeof(iq4_k_r4_block) == 576 && sizeof(iq5_k_r4_block) == 704 && sizeof(iq4_ks_r4_block) == 544, "r layouts");
-static_assert(sizeof(iq4_xs_r8_block) == 1088 && sizeof(q4_k_r4_block) == 576 && sizeof(q5_k_r4_block) == 704, "r layouts");
-static_assert(sizeof(q6_k_r4_block) == 840, "r layouts");
-
-// 6-bit scale of sub-block slot `is` (0..63) in the r4/r8 split scale arrays.
-inline int split_scale6(const uint8_t * sl, const uint8_t * sh, int is) {
-    return ((sl[is % 32] >> 4 * (is / 32)) & 0xF) | (((sh[is % 16] >> 2 * (is / 16)) & 3) << 4);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Row decoders into the common ik form (for the q8_K gemm) and to floats.
@@ -73,22 +45,43 @@ void iq4_ks_r4_row(const iq4_ks_r4_block & b, float row_d, int k, ik_decoded & o
     }
 }
 
+// 4-bit signed scale slots 8 ib + k (first 16 values) and 8 ib + k + 4 (second 16).
+inline int nibble_slot(const uint8_t * s, int is) { return (s[is % 32] >> 4 * (is / 32)) & 0xF; }
+
+void iq2_k_r4_row(const iq2_k_r4_block & b, float, int k, ik_decoded & out) {
+    out.d = GGML_FP16_TO_FP32(b.d[k]);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint8_t * q = b.qs + 32 * ib;
+        for (int half = 0; half < 2; ++half) {
+            out.sc[2 * ib + half] = (int16_t) (nibble_slot(b.scales, 8 * ib + k + 4 * half) - 8);
+            const int8_t * v = ik_iq2nl_values + ((b.extra[k + 4 * half] >> ib) & 1) * 4;
+            for (int p = 16 * half; p < 16 * half + 16; ++p) out.q[32 * ib + p] = v[(q[r4_crumb_byte(k, p)] >> r4_crumb_shift(p)) & 3];
+        }
+    }
+}
+
+void iq3_k_r4_row(const iq3_k_r4_block & b, float, int k, ik_decoded & out) {
+    out.d = GGML_FP16_TO_FP32(b.d[k]);
+    for (int ib = 0; ib < 8; ++ib) {
+        const uint8_t * q = b.qs + 32 * ib;
+        const uint8_t * qh = b.qh + 16 * ib + 4 * k;
+        for (int half = 0; half < 2; ++half) {
+            const int is = 8 * ib + k + 4 * half;
+            const int m = 2 * nibble_slot(b.scales_l, is) + 1;
+            out.sc[2 * ib + half] = (int16_t) ((b.scales_h[is % 8] >> (is / 8)) & 1 ? -m : m);
+            const int8_t * v = ik_iq3nl_values + ((b.extra[k + 4 * half] >> ib) & 1) * 8;
+            for (int p = 16 * half; p < 16 * half + 16; ++p) {
+                const int l = ((q[r4_crumb_byte(k, p)] >> r4_crumb_shift(p)) & 3) | (((qh[p % 4] >> (p / 4)) & 1) << 2);
+                out.q[32 * ib + p] = v[l];
+            }
+        }
+    }
+}
+
 void decoded_to_float(const ik_decoded & db, float * y) {
     for (int g = 0; g < QK_K / 16; ++g) {
         const float dl = db.d * (float) db.sc[g];
         for (int i = 16 * g; i < 16 * g + 16; ++i) y[i] = dl * (float) db.q[i];
-    }
-}
-
-void iq4_k_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const iq4_k_r4_block *) vx;
-    ik_decoded db;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        for (int k = 0; k < 4; ++k) {
-            iq4_k_r4_row(x[ibl], k, db);
-            decoded_to_float(db, y + k * npr + ibl * QK_K);
-        }
     }
 }
 
@@ -105,11 +98,23 @@ void iq4_ks_r4_to_float(const void * vx, float * y, int64_t n) {
     }
 }
 
+// Decode a group of 4 rows through a row decoder into the common ik form.
+template <typename Block, void (*row_decode)(const Block &, float, int, ik_decoded &)>
+void r4_ik_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 4;
+    const auto * x = (const Block *) vx;
+    ik_decoded db;
+    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
+        for (int k = 0; k < 4; ++k) {
+            row_decode(x[ibl], 0.f, k, db);
+            decoded_to_float(db, y + k * npr + ibl * QK_K);
+        }
+    }
+}
+
 void iq5_k_r4_to_float(const void * vx, float * y, int64_t n) {
     const int64_t npr = n / 4;
     const auto * x = (const iq5_k_r4_block *) vx;
-    // fifth bit of position p: bit order of the qh byte is i, i+8, i+16, i+24, i+4, i+12, i+20, i+28
-    static const uint8_t hbit[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
     for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
         const auto & b = x[ibl];
         for (int k = 0; k < 4; ++k) {
@@ -121,7 +126,7 @@ void iq5_k_r4_to_float(const void * vx, float * y, int64_t n) {
                 const int8_t * v2 = ik_iq5nl_values + ((b.extra[k + 4] >> ib) & 1) * 32;
                 float * yr = y + k * npr + ibl * QK_K + 32 * ib;
                 for (int p = 0; p < 32; ++p) {
-                    const int h = (b.qh[16 * ib + 4 * k + p % 4] >> hbit[p / 4]) & 1;
+                    const int h = (b.qh[16 * ib + 4 * k + p % 4] >> iq5_k_r4_hbit(p)) & 1;
                     const int l = r4_nibble(b.qs + 64 * ib, k, p) | (h << 4);
                     yr[p] = p < 16 ? dl1 * v1[l] : dl2 * v2[l];
                 }
@@ -220,8 +225,6 @@ void q4_k_r4_to_float(const void * vx, float * y, int64_t n) {
 void q5_k_r4_to_float(const void * vx, float * y, int64_t n) {
     const int64_t npr = n / 4;
     const auto * x = (const q5_k_r4_block *) vx;
-    // fifth bit of position p: qh bit order i, i+8, i+4, i+12, i+16, i+24, i+20, i+28
-    static const uint8_t hbit[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
     for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
         const auto & b = x[ibl];
         for (int k = 0; k < 4; ++k) {
@@ -233,7 +236,7 @@ void q5_k_r4_to_float(const void * vx, float * y, int64_t n) {
                 const float ml = m * ((b.scales_l[is] >> 4) | ((h & 0xC) << 2));
                 float * yr = y + k * npr + ibl * QK_K + 32 * ib;
                 for (int p = 0; p < 32; ++p) {
-                    const int hb = (b.qh[16 * ib + 4 * k + p % 4] >> hbit[p / 4]) & 1;
+                    const int hb = (b.qh[16 * ib + 4 * k + p % 4] >> q5_k_r4_hbit(p)) & 1;
                     yr[p] = dl * (r4_nibble(b.qs + 64 * ib, k, p) | (hb << 4)) - ml;
                 }
             }
@@ -244,9 +247,6 @@ void q5_k_r4_to_float(const void * vx, float * y, int64_t n) {
 void q6_k_r4_to_float(const void * vx, float * y, int64_t n) {
     const int64_t npr = n / 4;
     const auto * x = (const q6_k_r4_block *) vx;
-    // two high bits of position p: (byte offset 0/16, shift) per quarter
-    static const uint8_t hoff[8] = { 0, 0, 0, 0, 16, 16, 16, 16 };
-    static const uint8_t hshift[8] = { 0, 4, 2, 6, 0, 4, 2, 6 };
     for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
         const auto & b = x[ibl];
         for (int k = 0; k < 4; ++k) {
@@ -255,12 +255,24 @@ void q6_k_r4_to_float(const void * vx, float * y, int64_t n) {
                 const float dl1 = d * b.scales[8 * ib + k], dl2 = d * b.scales[8 * ib + k + 4];
                 float * yr = y + k * npr + ibl * QK_K + 32 * ib;
                 for (int p = 0; p < 32; ++p) {
-                    const int q4 = p / 4;
-                    const int h = (b.qh[32 * ib + hoff[q4] + 4 * k + p % 4] >> hshift[q4]) & 3;
+                    const int h = (b.qh[32 * ib + q6_k_r4_hoff(p) + 4 * k + p % 4] >> q6_k_r4_hshift(p)) & 3;
                     const int l = (r4_nibble(b.ql + 64 * ib, k, p) | (h << 4)) - 32;
                     yr[p] = (p < 16 ? dl1 : dl2) * l;
                 }
             }
+        }
+    }
+}
+
+// bf16_r16: 16 rows woven two columns at a time, the pair (2 i, 2 i + 1) of row k at 32 i + 2 k
+// (the operand shape of a bf16 pair dot product over 16 rows).
+void bf16_r16_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 16;
+    const auto * x = (const ggml_bf16_t *) vx;
+    for (int64_t i = 0; i < npr / 2; ++i) {
+        for (int k = 0; k < 16; ++k) {
+            y[k * npr + 2 * i]     = ggml_compute_bf16_to_fp32(x[32 * i + 2 * k]);
+            y[k * npr + 2 * i + 1] = ggml_compute_bf16_to_fp32(x[32 * i + 2 * k + 1]);
         }
     }
 }
@@ -339,87 +351,12 @@ void register_float_path(ggml_to_float_t to_float) {
     ggml_cpu_type_traits_mut(T)->rows_per_call = ggml_get_type_traits(T)->nrows_interleaved;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Quantizers: quantize 4 rows with the base type, then weave them (the reference's recipe, so
-// the quality is the base type's).
-
-// Inverse of r4_nibble: store nibble v of position p of row k.
-inline void r4_put_nibble(uint8_t * q, int k, int p, int v) {
-    static const uint8_t base[8] = { 0, 32, 0, 32, 16, 48, 16, 48 };
-    const int quarter = p / 4;
-    uint8_t & b = q[base[quarter] + 4 * k + (p % 4)];
-    b |= (uint8_t) ((quarter % 4) >= 2 ? v << 4 : v);
-}
-
-void repack_iq4_k(const block_iq4_k * const rows[4], int64_t nblock, iq4_k_r4_block * y) {
-    for (int64_t ibl = 0; ibl < nblock; ++ibl) {
-        std::memset(&y[ibl], 0, sizeof(y[ibl]));
-        for (int k = 0; k < 4; ++k) {
-            const block_iq4_k & b = rows[k][ibl];
-            y[ibl].d[k] = b.d;
-            for (int ib = 0; ib < 8; ++ib) {
-                if ((b.extra >> (2 * ib)) & 1) y[ibl].extra[k] |= 1 << ib;
-                if ((b.extra >> (2 * ib + 1)) & 1) y[ibl].extra[k + 4] |= 1 << ib;
-                const int sh = b.scales_h[ib / 2] >> 4 * (ib % 2);
-                const int s1 = (b.scales_l[ib] & 0xF) | ((sh & 3) << 4), s2 = (b.scales_l[ib] >> 4) | (((sh >> 2) & 3) << 4);
-                for (int half = 0; half < 2; ++half) {
-                    const int is = 8 * ib + k + 4 * half, s = half ? s2 : s1;
-                    y[ibl].scales_l[is % 32] |= (uint8_t) ((s & 0xF) << 4 * (is / 32));
-                    y[ibl].scales_h[is % 16] |= (uint8_t) ((s >> 4) << 2 * (is / 16));
-                }
-                for (int j = 0; j < 16; ++j) {
-                    r4_put_nibble(y[ibl].qs + 64 * ib, k, j, b.qs[16 * ib + j] & 0xF);
-                    r4_put_nibble(y[ibl].qs + 64 * ib, k, j + 16, b.qs[16 * ib + j] >> 4);
-                }
-            }
-        }
-    }
-}
-
-void repack_iq4_ks(const block_iq4_ks * const rows[4], int64_t nblock, iq4_ks_r4_block * y) {
-    for (int64_t ibl = 0; ibl < nblock; ++ibl) {
-        std::memset(&y[ibl], 0, sizeof(y[ibl]));
-        for (int k = 0; k < 4; ++k) {
-            const block_iq4_ks & b = rows[k][ibl];
-            for (int ib = 0; ib < 8; ++ib) {
-                y[ibl].scales[4 * ib + k] = b.scales[ib];
-                for (int j = 0; j < 16; ++j) {
-                    r4_put_nibble(y[ibl].qs + 64 * ib, k, j, b.qs[16 * ib + j] & 0xF);
-                    r4_put_nibble(y[ibl].qs + 64 * ib, k, j + 16, b.qs[16 * ib + j] >> 4);
-                }
-            }
-        }
-    }
-}
-
-size_t quantize_iq4_k_r4(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    if (nrows % 4 != 0 || n_per_row % QK_K != 0) return 0;
-    const size_t row_size = ggml_row_size(GGML_TYPE_IQ4_K, n_per_row);
-    std::vector<char> tmp(4 * row_size);
-    for (int64_t r = 0; r < nrows; r += 4) {
-        if (!ik_quantize_iq4_k(src + r * n_per_row, tmp.data(), 4, n_per_row, imatrix)) return 0;
-        const block_iq4_k * rows[4];
-        for (int k = 0; k < 4; ++k) rows[k] = (const block_iq4_k *) (tmp.data() + k * row_size);
-        repack_iq4_k(rows, n_per_row / QK_K, (iq4_k_r4_block *) ((char *) dst + r * row_size));
-    }
-    return nrows * row_size;
-}
-
-size_t quantize_iq4_ks_r4(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    if (nrows % 4 != 0 || n_per_row % QK_K != 0) return 0;
-    const size_t row_size = ggml_row_size(GGML_TYPE_IQ4_KS, n_per_row);
-    std::vector<char> tmp(4 * row_size);
-    for (int64_t r = 0; r < nrows; r += 4) {
-        if (!ik_quantize_iq4_ks(src + r * n_per_row, tmp.data(), 4, n_per_row, imatrix)) return 0;
-        char * group = (char *) dst + r * row_size;
-        const block_iq4_ks * rows[4];
-        for (int k = 0; k < 4; ++k) {
-            std::memcpy(group + 4 * k, tmp.data() + k * row_size, 4);   // the row scales come first
-            rows[k] = (const block_iq4_ks *) (tmp.data() + k * row_size + 4);
-        }
-        repack_iq4_ks(rows, n_per_row / QK_K, (iq4_ks_r4_block *) (group + 16));
-    }
-    return nrows * row_size;
+// A 4-row layout with a row decoder into the ik form: float decoding and the exact q8_K gemm.
+template <ggml_type T, typename Block, void (*row_decode)(const Block &, float, int, ik_decoded &)>
+void register_r4_q8_K() {
+    ggml_type_traits_mut(T)->to_float = r4_ik_to_float<Block, row_decode>;
+    ggml_cpu_register_gemm(T, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, r4_gemm_q8_K<Block, false, row_decode>);
+    ggml_cpu_type_traits_mut(T)->rows_per_call = 4;
 }
 
 void register_interleaved_types() {
@@ -431,14 +368,12 @@ void register_interleaved_types() {
     register_float_path<GGML_TYPE_Q5_K_R4>(q5_k_r4_to_float);
     register_float_path<GGML_TYPE_Q6_K_R4>(q6_k_r4_to_float);
     register_float_path<GGML_TYPE_IQ5_K_R4>(iq5_k_r4_to_float);
+    register_float_path<GGML_TYPE_BF16_R16>(bf16_r16_to_float);
 
-    ggml_type_traits_mut(GGML_TYPE_IQ4_K_R4)->to_float = iq4_k_r4_to_float;
-    ggml_type_traits_mut(GGML_TYPE_IQ4_K_R4)->quantize = quantize_iq4_k_r4;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K,
-                           r4_gemm_q8_K<iq4_k_r4_block, false, iq4_k_r4_row_adapter>);
-    ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_K_R4)->rows_per_call = 4;
+    register_r4_q8_K<GGML_TYPE_IQ2_K_R4, iq2_k_r4_block, iq2_k_r4_row>();
+    register_r4_q8_K<GGML_TYPE_IQ3_K_R4, iq3_k_r4_block, iq3_k_r4_row>();
+    register_r4_q8_K<GGML_TYPE_IQ4_K_R4, iq4_k_r4_block, iq4_k_r4_row_adapter>();
     ggml_type_traits_mut(GGML_TYPE_IQ4_KS_R4)->to_float = iq4_ks_r4_to_float;
-    ggml_type_traits_mut(GGML_TYPE_IQ4_KS_R4)->quantize = quantize_iq4_ks_r4;
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K,
                            r4_gemm_q8_K<iq4_ks_r4_block, true, iq4_ks_r4_row>);
     ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_KS_R4)->rows_per_call = 4;

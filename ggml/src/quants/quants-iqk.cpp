@@ -373,10 +373,10 @@ void register_iqk_types() {
     register_one<GGML_TYPE_IQ6_K>(ik_quantize_iq6_k, iq6_k_to_float);
     register_one<GGML_TYPE_IQ4_KS>(ik_quantize_iq4_ks);
     register_one<GGML_TYPE_IQ2_KS>(ik_quantize_iq2_ks);
-    register_one<GGML_TYPE_IQ4_KSS>(nullptr);   // quantizer: not yet
+    register_one<GGML_TYPE_IQ4_KSS>(ik_quantize_iq4_kss);
     register_one<GGML_TYPE_IQ5_KS>(ik_quantize_iq5_ks);
     register_one<GGML_TYPE_IQ3_KS>(ik_quantize_iq3_ks);
-    register_one<GGML_TYPE_IQ2_KL>(nullptr);    // quantizer: not yet
+    register_one<GGML_TYPE_IQ2_KL>(ik_quantize_iq2_kl);
 }
 GGML_REGISTER(register_iqk_types);
 

@@ -150,18 +150,18 @@ void kt_gemm_scalar(int64_t n, const void * w, size_t w_stride, const void * x, 
 }
 
 template <ggml_type T, ik_decode_t Decode, ik_decode_t GemmDecode, size_t Bytes>
-void register_kt() {
+void register_kt(ggml_quantize_rows_t quantize) {
     ggml_type_traits * tt = ggml_type_traits_mut(T);
     tt->to_float = kt_to_float<Decode, Bytes>;
-    tt->quantize = nullptr;   // quantizers: not yet
+    tt->quantize = quantize;   // quants-kt-quantize.cpp
     ggml_cpu_register_gemm(T, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, kt_gemm_scalar<GemmDecode, Bytes>);
 }
 
 void register_kt_types() {
-    register_kt<GGML_TYPE_IQ1_KT, ik_decode_iq1_kt, ik_decode_iq1_kt, sizeof(block_iq1_kt)>();
-    register_kt<GGML_TYPE_IQ2_KT, ik_decode_iq2_kt, ik_decode_iq2_kt_gemm, sizeof(block_iq2_kt)>();
-    register_kt<GGML_TYPE_IQ3_KT, ik_decode_iq3_kt, ik_decode_iq3_kt_gemm, sizeof(block_iq3_kt)>();
-    register_kt<GGML_TYPE_IQ4_KT, ik_decode_iq4_kt, ik_decode_iq4_kt, sizeof(block_iq4_kt)>();
+    register_kt<GGML_TYPE_IQ1_KT, ik_decode_iq1_kt, ik_decode_iq1_kt, sizeof(block_iq1_kt)>(ik_quantize_iq1_kt);
+    register_kt<GGML_TYPE_IQ2_KT, ik_decode_iq2_kt, ik_decode_iq2_kt_gemm, sizeof(block_iq2_kt)>(ik_quantize_iq2_kt);
+    register_kt<GGML_TYPE_IQ3_KT, ik_decode_iq3_kt, ik_decode_iq3_kt_gemm, sizeof(block_iq3_kt)>(ik_quantize_iq3_kt);
+    register_kt<GGML_TYPE_IQ4_KT, ik_decode_iq4_kt, ik_decode_iq4_kt, sizeof(block_iq4_kt)>(ik_quantize_iq4_kt);
 }
 GGML_REGISTER(register_kt_types);
 

@@ -1,0 +1,148 @@
+// Row-interleaved layouts (ggml/src/quants/quants-interleaved*.cpp) against their plain twins:
+//   - quantizing with the interleaved type equals quantizing with the twin and weaving: both
+//     decode to the same floats, bit for bit (with and without importance weights);
+//   - the registered scalar gemm of every interleaved type with a decoder agrees with the exact
+//     product of its decoded rows, whole tensors and strided row views alike;
+//   - every interleaved type names a plain twin of its own block size family.
+// The decode/quantize/gemm checks run for every interleaved type that has a decoder; such a type
+// must also have a quantizer and a scalar gemm.
+#include "testing.h"
+
+#include "cpu-traits.h"
+#include "ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<ggml_type> interleaved_types(bool decodable_only) {
+    std::vector<ggml_type> out;
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        if (!ggml_type_is_valid(t)) continue;
+        const ggml_type_traits * tt = ggml_get_type_traits((ggml_type) t);
+        if (tt->nrows_interleaved > 1 && (!decodable_only || tt->to_float)) out.push_back((ggml_type) t);
+    }
+    return out;
+}
+
+// Rows of weights with a few outliers (what pushes scales around in real tensors).
+std::vector<float> weights(int64_t nrows, int64_t ncols, uint32_t seed) {
+    std::vector<float> w = kiln_test::random_floats(nrows * ncols, seed, -1.0f, 1.0f);
+    for (size_t i = 0; i < w.size(); i += 97) w[i] *= 6.0f;
+    return w;
+}
+
+std::vector<float> decode(ggml_type t, const std::vector<uint8_t> & q, int64_t nrows, int64_t ncols) {
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    const int64_t R = tt->nrows_interleaved;
+    const size_t row = ggml_row_size(t, ncols);
+    std::vector<float> out(nrows * ncols, NAN);
+    for (int64_t r = 0; r < nrows; r += R) tt->to_float(q.data() + r * row, out.data() + r * ncols, R * ncols);
+    return out;
+}
+
+std::vector<uint8_t> quantize(ggml_type t, const std::vector<float> & src, int64_t nrows, int64_t ncols, const float * imatrix) {
+    std::vector<uint8_t> q(nrows * ggml_row_size(t, ncols));
+    const size_t written = ggml_quantize_chunk(t, src.data(), q.data(), 0, nrows, ncols, imatrix);
+    EXPECT_EQ(written, q.size()) << ggml_type_name(t);
+    return q;
+}
+
+class InterleavedLayout : public ::testing::TestWithParam<ggml_type> {};
+class Interleaved : public ::testing::TestWithParam<ggml_type> {};
+
+TEST_P(InterleavedLayout, TwinIsPlainTypeOfSameFamily) {
+    const ggml_type t = GetParam();
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    const ggml_type base = tt->interleaved_base;
+    ASSERT_NE(base, t);
+    ASSERT_TRUE(ggml_type_is_valid(base));
+    EXPECT_EQ(ggml_get_type_traits(base)->nrows_interleaved, 1) << ggml_type_name(t);
+    // the twin's name (any case) with an _rN suffix
+    std::string name = tt->type_name, bname = ggml_type_name(base);
+    for (auto * s : { &name, &bname }) {
+        for (char & c : *s) c = (char) std::tolower((unsigned char) c);
+    }
+    EXPECT_EQ(name.compare(0, bname.size(), bname), 0) << name << " vs " << bname;
+    EXPECT_EQ(name.compare(name.rfind("_r"), std::string::npos, "_r" + std::to_string(tt->nrows_interleaved)), 0) << name;
+}
+
+TEST_P(Interleaved, QuantizeEqualsTwinThenWeave) {
+    const ggml_type t = GetParam();
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    ASSERT_TRUE(tt->quantize) << ggml_type_name(t) << ": decodes but has no quantizer";
+    const ggml_type base = tt->interleaved_base;
+    const int64_t ncols = 512, nrows = 2 * tt->nrows_interleaved;
+    const std::vector<float> src = weights(nrows, ncols, 1234 + t);
+    std::vector<float> imatrix = kiln_test::random_floats(ncols, 99, 0.05f, 2.0f);
+    for (const float * im : { (const float *) nullptr, (const float *) imatrix.data() }) {
+        if (!im && ggml_quantize_requires_imatrix(base)) continue;
+        const std::vector<float> ours = decode(t, quantize(t, src, nrows, ncols, im), nrows, ncols);
+        const std::vector<float> twin = decode(base, quantize(base, src, nrows, ncols, im), nrows, ncols);
+        int64_t diff = 0, first = -1;
+        for (size_t i = 0; i < ours.size(); ++i) {
+            if (std::memcmp(&ours[i], &twin[i], sizeof(float)) != 0) {
+                if (first < 0) first = (int64_t) i;
+                ++diff;
+            }
+        }
+        EXPECT_EQ(diff, 0) << ggml_type_name(t) << (im ? " (imatrix)" : "") << ": first at row " << first / ncols
+                           << " col " << first % ncols << ": " << ours[first] << " vs twin " << twin[first];
+    }
+}
+
+TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
+    const ggml_type t = GetParam();
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    const ggml_gemm_t gemm = ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR);
+    ASSERT_TRUE(tt->quantize && gemm) << ggml_type_name(t) << ": decodes but has no quantizer or scalar gemm";
+    const int64_t ncols = 512, R = tt->nrows_interleaved, nrows = 2 * R;
+    const int nact = 3;
+    const std::vector<uint8_t> q = quantize(t, weights(nrows, ncols, 77 + t), nrows, ncols, nullptr);
+    const std::vector<float> w = decode(t, q, nrows, ncols);
+    const std::vector<float> act = kiln_test::random_floats(nact * ncols, 5);
+    const ggml_type vdt = ggml_cpu_get_type_traits(t)->vec_dot_type;
+    ggml_from_float_t enc = ggml_cpu_from_float_at(vdt, GGML_CPU_ISA_SCALAR);
+    if (!enc) enc = ggml_get_type_traits(vdt)->from_float_ref;
+    ASSERT_TRUE(enc);
+    const size_t act_row = ggml_row_size(vdt, ncols), row = ggml_row_size(t, ncols);
+    std::vector<uint8_t> xq(nact * act_row);
+    for (int c = 0; c < nact; ++c) enc(act.data() + c * ncols, xq.data() + c * act_row, ncols);
+    // the whole tensor, then its second group through a strided copy (rows 2 row sizes apart)
+    std::vector<float> dst(nact * nrows, NAN);
+    gemm(ncols, q.data(), row, xq.data(), act_row, dst.data(), nrows, (int) nrows, nact);
+    std::vector<uint8_t> spread(2 * R * row);
+    for (int64_t k = 0; k < R; ++k) std::memcpy(spread.data() + 2 * k * row, q.data() + (R + k) * row, row);
+    std::vector<float> dst2(nact * R, NAN);
+    gemm(ncols, spread.data(), 2 * row, xq.data(), act_row, dst2.data(), R, (int) R, nact);
+    for (int c = 0; c < nact; ++c) {
+        double norm = 0;
+        for (int64_t i = 0; i < ncols; ++i) norm += std::fabs(act[c * ncols + i]);
+        for (int64_t r = 0; r < nrows; ++r) {
+            double exact = 0, scale = 0;
+            for (int64_t i = 0; i < ncols; ++i) {
+                exact += (double) w[r * ncols + i] * act[c * ncols + i];
+                scale = std::max(scale, (double) std::fabs(w[r * ncols + i]));
+            }
+            // activation rounding (8-bit types) bounds the error by ~1% of |w|max * sum|a|
+            const double tol = (vdt == GGML_TYPE_F32 ? 1e-5 : 1e-2) * scale * norm + 1e-6;
+            EXPECT_NEAR(dst[c * nrows + r], exact, tol) << ggml_type_name(t) << " row " << r << " col " << c;
+            if (r >= R) EXPECT_EQ(dst2[c * R + r - R], dst[c * nrows + r]) << ggml_type_name(t) << ": strided rows";
+        }
+    }
+}
+
+std::string type_param_name(const ::testing::TestParamInfo<ggml_type> & info) { return ggml_type_name(info.param); }
+
+INSTANTIATE_TEST_SUITE_P(AllInterleaved, InterleavedLayout, ::testing::ValuesIn(interleaved_types(false)), type_param_name);
+INSTANTIATE_TEST_SUITE_P(Decodable, Interleaved, ::testing::ValuesIn(interleaved_types(true)), type_param_name);
+
+} // namespace
