@@ -355,6 +355,11 @@ std::vector<common_arg> build_table() {
                    [](common_params & p) { p.endpoint_metrics = true; }));
     t.push_back(sw({ "--slots" }, SRV, "enable the /slots endpoint (default: on)", [](common_params & p) { p.endpoint_slots = true; }));
     t.push_back(sw({ "--no-slots" }, SRV, "disable the /slots endpoint", [](common_params & p) { p.endpoint_slots = false; }));
+    t.push_back(sw({ "--embedding", "--embeddings" }, SRV, "serve embeddings (/v1/embeddings, /embedding) instead of completions",
+                   [](common_params & p) { p.embedding = true; }));
+    t.push_back(val({ "--pooling" }, "{none,mean,cls,last}", SRV,
+                    "how token embeddings become one vector (default: the model's, else none)",
+                    [](common_params & p, const std::string & v) { p.pooling = parse_choice(v, { "none", "mean", "cls", "last" }); }));
     t.push_back(sw({ "-cb", "--cont-batching" }, SRV, "continuous batching (default: on)",
                    [](common_params & p) { p.cont_batching = true; }));
     t.push_back(sw({ "-nocb", "--no-cont-batching" }, SRV, "disable continuous batching",

@@ -111,6 +111,8 @@ struct common_params {
     int32_t timeout_read  = 600;    // seconds
     int32_t timeout_write = 600;
     bool endpoint_metrics = false;
+    bool        embedding = false;   // --embedding: the server answers embeddings, not completions
+    std::string pooling;             // --pooling none|mean|cls|last (empty: the model's, else none)
     bool endpoint_slots   = true;
     bool cont_batching    = true;
 

@@ -6,6 +6,7 @@
 #include "chat-template.h"
 #include "common.h"
 #include "llama.h"
+#include "server-embeddings.h"
 #include "server-oai.h"
 #include "server-slots.h"
 #include "server-stream.h"
@@ -46,6 +47,7 @@ struct server_context {
     std::unique_ptr<kiln::chat_template> tmpl;
     std::string tmpl_source;
     std::unique_ptr<slot_engine> engine;
+    std::unique_ptr<embedding_engine> embeddings;   // --embedding: set, and the slot engine never starts
     server_info info;
     std::string model_path;
     std::string demo_file;   // the synthesized model, removed at exit
@@ -148,6 +150,10 @@ void cancel_tasks(server_context & sc, const std::vector<task_ptr> & tasks) {
 }
 
 void handle_completion(server_context & sc, const httplib::Request & req, httplib::Response & res, api_kind kind) {
+    if (sc.embeddings) {
+        throw http_error(501, "this server answers embeddings only (it was started with --embedding); start it without "
+                              "--embedding for completions", "not_supported_error");
+    }
     const json body = parse_body(req);
     auto creq = std::make_shared<completion_request>(kind == api_kind::chat ? parse_chat_request(body, sc.info)
                                                                              : parse_completion_request(body, sc.info, kind));
@@ -312,6 +318,8 @@ json props_json(const server_context & sc) {
         { "model_path", sc.model_path },
         { "model_alias", sc.info.model_name },
         { "demo", sc.demo },
+        { "embedding", sc.embeddings != nullptr },
+        { "pooling", sc.embeddings ? pooling_name(sc.embeddings->pooling()) : "none" },
         { "chat_template", sc.tmpl_source },
         { "bos_token", bos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, bos) },
         { "eos_token", eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos) },
@@ -463,12 +471,18 @@ void register_routes(httplib::Server & svr, server_context & sc) {
                  if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
                  send_json(res, { { "prompt", render_chat_prompt(body, sc.info) } });
              }));
-    auto not_supported = guarded([](const httplib::Request & req, httplib::Response &) {
-        throw http_error(501, req.path + " is not supported by this server");
+    auto need_embeddings = [&sc]() -> embedding_engine & {
+        if (!sc.embeddings) throw http_error(501, "embeddings are off: start the server with --embedding", "not_supported_error");
+        return *sc.embeddings;
+    };
+    svr.Post("/v1/embeddings", guarded([&sc, need_embeddings](const httplib::Request & req, httplib::Response & res) {
+                 send_json(res, handle_oai_embeddings(parse_body(req), need_embeddings(), sc.info));
+             }));
+    auto native_embeddings = guarded([&sc, need_embeddings](const httplib::Request & req, httplib::Response & res) {
+        send_json(res, handle_native_embeddings(parse_body(req), need_embeddings(), sc.info));
     });
-    svr.Post("/v1/embeddings", not_supported);
-    svr.Post("/embeddings", not_supported);
-    svr.Post("/embedding", not_supported);
+    svr.Post("/embeddings", native_embeddings);
+    svr.Post("/embedding", native_embeddings);
 }
 
 // ---- start-up ------------------------------------------------------------------------------------
@@ -563,6 +577,11 @@ bool load_model(server_context & sc, std::string & err) {
     ep.n_batch = (int32_t) llama_n_batch(sc.ctx);
     ep.queue_capacity = std::max(16, 4 * n_slots);
     sc.engine = std::make_unique<slot_engine>(sc.ctx, ep);
+    if (params.embedding) {
+        const pooling_kind pooling = params.pooling.empty() ? pooling_of_model(sc.model) : pooling_from_name(params.pooling);
+        sc.embeddings = std::make_unique<embedding_engine>(sc.ctx, pooling);
+        LOG_INF("embeddings on (pooling %s): completions are refused\n", pooling_name(pooling));
+    }
     sc.created = unix_time_s();
     LOG_INF("model '%s' loaded%s: %d slots of %d tokens (context %d), queue of %d\n", name.c_str(),
             sc.demo ? " (demo, random weights)" : "", n_slots, n_ctx_slot, n_ctx, ep.queue_capacity);
@@ -619,7 +638,8 @@ int main(int argc, char ** argv) {
         http.join();
         return 1;
     }
-    sc.engine->start();
+    // an embedding server decodes on the request threads (one at a time); the slot loop stays idle
+    if (!sc.embeddings) sc.engine->start();
     sc.state = server_state::ready;
     LOG_INF("ready: http://%s:%d/v1 serves '%s'\n", sc.params.hostname.c_str(), port, sc.info.model_name.c_str());
 
