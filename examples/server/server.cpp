@@ -6,11 +6,13 @@
 #include "chat-template.h"
 #include "common.h"
 #include "llama.h"
+#include "server-anthropic.h"
 #include "server-embeddings.h"
 #include "server-oai.h"
 #include "server-slots.h"
 #include "server-stream.h"
 #include "server-utils.h"
+#include "server-wire.h"
 #include "synth.h"
 
 #include <httplib.h>
@@ -149,14 +151,16 @@ void cancel_tasks(server_context & sc, const std::vector<task_ptr> & tasks) {
     sc.engine->notify();
 }
 
-void handle_completion(server_context & sc, const httplib::Request & req, httplib::Response & res, api_kind kind) {
+void refuse_if_embedding_server(const server_context & sc) {
     if (sc.embeddings) {
         throw http_error(501, "this server answers embeddings only (it was started with --embedding); start it without "
                               "--embedding for completions", "not_supported_error");
     }
-    const json body = parse_body(req);
-    auto creq = std::make_shared<completion_request>(kind == api_kind::chat ? parse_chat_request(body, sc.info)
-                                                                             : parse_completion_request(body, sc.info, kind));
+}
+
+// Runs a parsed request and answers it, whole or streamed; with an adapter, in its wire format.
+void serve_completion(server_context & sc, const httplib::Request & req, httplib::Response & res,
+                      std::shared_ptr<completion_request> creq, std::shared_ptr<wire_adapter> adapter) {
     std::vector<task_ptr> tasks = submit_tasks(sc, *creq);
     // to notice a client that leaves while its request waits in the queue or reads its prompt
     const int peer_fd = find_peer_socket(req.remote_addr, req.remote_port);
@@ -183,12 +187,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                         cancel_tasks(sc, tasks);
                         throw http_error(ev.error_status, ev.error);
                     }
+                    if (adapter) adapter->on_event(ev);
                     rb.add_event(i, ev);
                     done = done || ev.is_final;
                 }
             }
         }
-        send_json(res, rb.final_response());
+        send_json(res, adapter ? adapter->final_response(rb.final_response()) : rb.final_response());
         return;
     }
 
@@ -198,6 +203,7 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     // their slots at the next step and drops them from the queue.
     struct stream_state {
         std::shared_ptr<completion_request> creq;
+        std::shared_ptr<wire_adapter> adapter;
         std::unique_ptr<response_builder> rb;
         std::vector<task_ptr> tasks;
         std::vector<bool> done;
@@ -206,6 +212,7 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     };
     auto st = std::make_shared<stream_state>();
     st->creq = creq;
+    st->adapter = adapter;
     st->rb = std::make_unique<response_builder>(*creq, sc.info.model_name);
     st->tasks = tasks;
     st->done.assign(tasks.size(), false);
@@ -216,11 +223,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     res.set_chunked_content_provider(
         "text/event-stream",
         [st](size_t, httplib::DataSink & sink) -> bool {
-            auto write = [&](const std::string & s) { return sink.write(s.data(), s.size()); };
+            auto write = [&](const std::string & s) { return s.empty() || sink.write(s.data(), s.size()); };
+            auto chunk = [&](const json & c) { return st->adapter ? st->adapter->stream_chunk(c) : sse_event(c); };
             if (!st->begun) {
                 st->begun = true;
+                if (st->adapter && !write(st->adapter->stream_begin())) return false;
                 for (const json & c : st->rb->stream_begin()) {
-                    if (!write(sse_event(c))) return false;
+                    if (!write(chunk(c))) return false;
                 }
                 return true;
             }
@@ -234,12 +243,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                 st->tasks[i]->channel->wait_pop(events, wrote ? 0 : 100);
                 for (const auto & ev : events) {
                     if (ev.error_status) {
-                        write(sse_error(ev.error_status, ev.error));
+                        write(st->adapter ? st->adapter->stream_error(ev.error_status, ev.error) : sse_error(ev.error_status, ev.error));
                         sink.done();
                         return true;
                     }
+                    if (st->adapter) st->adapter->on_event(ev);
                     for (const json & c : st->rb->stream_event(i, ev)) {
-                        if (!write(sse_event(c))) return false;
+                        if (!write(chunk(c))) return false;
                         wrote = true;
                     }
                     if (ev.is_final) st->done[i] = true;
@@ -247,9 +257,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
             }
             if (all_done) {
                 for (const json & c : st->rb->stream_end()) {
-                    if (!write(sse_event(c))) return false;
+                    if (!write(chunk(c))) return false;
                 }
-                if (st->rb->sends_done() && !write(sse_done())) return false;
+                if (st->adapter) {
+                    if (!write(st->adapter->stream_end())) return false;
+                } else if (st->rb->sends_done() && !write(sse_done())) {
+                    return false;
+                }
                 sink.done();
                 return true;
             }
@@ -271,6 +285,14 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                 sc.engine->notify();
             }
         });
+}
+
+void handle_completion(server_context & sc, const httplib::Request & req, httplib::Response & res, api_kind kind) {
+    refuse_if_embedding_server(sc);
+    const json body = parse_body(req);
+    auto creq = std::make_shared<completion_request>(kind == api_kind::chat ? parse_chat_request(body, sc.info)
+                                                                             : parse_completion_request(body, sc.info, kind));
+    serve_completion(sc, req, res, std::move(creq), nullptr);
 }
 
 // ---- the other endpoints -------------------------------------------------------------------------
@@ -424,6 +446,15 @@ void register_routes(httplib::Server & svr, server_context & sc) {
     svr.Post("/completions", completions);
     svr.Post("/completion", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
                  handle_completion(sc, req, res, api_kind::native);
+             }));
+
+    svr.Post("/v1/messages", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 refuse_if_embedding_server(sc);
+                 auto creq = std::make_shared<completion_request>(parse_chat_request(anthropic_to_chat(parse_body(req), false), sc.info));
+                 serve_completion(sc, req, res, creq, make_anthropic_adapter(*creq, sc.info.model_name));
+             }));
+    svr.Post("/v1/messages/count_tokens", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 send_json(res, anthropic_count_tokens(parse_body(req), sc.info));
              }));
 
     svr.Post("/tokenize", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
