@@ -543,7 +543,8 @@ common_parse_result common_params_parse_args(const std::vector<std::string> & ar
 bool common_params_parse(int argc, char ** argv, common_params & params, common_tool tool) {
     std::vector<std::string> args;
     for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-    const common_parse_result r = common_params_parse_args(args, params, tool);
+    common_parse_result r = common_params_apply_env(args, params, tool, [](const char * name) { return std::getenv(name); });
+    if (r.status == common_parse_result::ok) r = common_params_parse_args(args, params, tool);
     switch (r.status) {
         case common_parse_result::ok:
             return true;
