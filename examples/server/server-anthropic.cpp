@@ -6,41 +6,16 @@
 
 #include <algorithm>
 
-std::string sse_named_event(const std::string & name, const json & data) {
-    return "event: " + name + "\ndata: " + dump_json(data) + "\n\n";
-}
-
 namespace {
 
 void refuse_unknown(const json & obj, std::initializer_list<const char *> known, const std::string & where) {
-    for (const auto & item : obj.items()) {
-        if (std::none_of(known.begin(), known.end(), [&](const char * k) { return item.key() == k; })) {
-            throw http_error(400, "'" + where + item.key() + "' is not supported by /v1/messages");
-        }
-    }
+    refuse_unknown_fields(obj, known, where, "/v1/messages");
 }
 
-// Text blocks ([{"type": "text", "text": ...}]) or a string, as OpenAI text parts or a string.
+// Text blocks ([{"type": "text", "text": ...}]) or a string. cache_control is a hint about
+// Anthropic's prompt cache; Kiln's slots reuse prompt prefixes anyway.
 json text_content(const json & content, const std::string & where) {
-    if (content.is_string()) return content;
-    if (!content.is_array()) throw http_error(400, "'" + where + "' must be a string or a list of content blocks");
-    json parts = json::array();
-    for (size_t j = 0; j < content.size(); ++j) {
-        const json & b = content[j];
-        const std::string at = where + "[" + std::to_string(j) + "]";
-        if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) {
-            throw http_error(400, "'" + at + "' must be a content block with a 'type'");
-        }
-        if (b["type"] != "text") {
-            throw http_error(400, "'" + at + ".type' '" + b["type"].get<std::string>() +
-                                      "' is not supported (only text blocks are implemented)");
-        }
-        // cache_control is a hint about Anthropic's prompt cache; Kiln's slots reuse prefixes anyway
-        refuse_unknown(b, { "type", "text", "cache_control" }, at + ".");
-        if (!b.contains("text") || !b["text"].is_string()) throw http_error(400, "'" + at + ".text' must be a string");
-        parts.push_back({ { "type", "text" }, { "text", b["text"] } });
-    }
-    return parts;
+    return text_parts_to_chat(content, where, { { "text" }, { "type", "text", "cache_control" }, "/v1/messages" });
 }
 
 std::string stop_reason(const std::string & finish_reason, const std::string & stop_word) {
@@ -94,19 +69,11 @@ public:
 
     std::string stream_chunk(const json & chunk) override {
         std::string out;
-        if (chunk.contains("usage") && chunk["usage"].is_object()) output_tokens_ = chunk["usage"].value("completion_tokens", 0);
-        if (!chunk.contains("choices") || chunk["choices"].empty()) return out;
-        const json & choice = chunk["choices"][0];
-        if (choice.contains("delta")) {
-            const json & d = choice["delta"];
-            if (d.contains("reasoning_content") && d["reasoning_content"].is_string() && !d["reasoning_content"].get<std::string>().empty()) {
-                out += block_delta("thinking", { { "type", "thinking_delta" }, { "thinking", d["reasoning_content"] } });
-            }
-            if (d.contains("content") && d["content"].is_string() && !d["content"].get<std::string>().empty()) {
-                out += block_delta("text", { { "type", "text_delta" }, { "text", d["content"] } });
-            }
-        }
-        if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) finish_reason_ = choice["finish_reason"];
+        const chat_chunk_view v = read_chat_chunk(chunk);
+        if (v.completion_tokens >= 0) output_tokens_ = v.completion_tokens;
+        if (!v.reasoning.empty()) out += block_delta("thinking", { { "type", "thinking_delta" }, { "thinking", v.reasoning } });
+        if (!v.content.empty()) out += block_delta("text", { { "type", "text_delta" }, { "text", v.content } });
+        if (!v.finish_reason.empty()) finish_reason_ = v.finish_reason;
         return out;
     }
 

@@ -3,6 +3,7 @@
 
 #include "common.h"
 #include "server-oai.h"
+#include "server-wire.h"
 
 #include <algorithm>
 #include <cmath>
@@ -156,16 +157,6 @@ std::vector<std::vector<float>> embedding_engine::embed(const std::vector<llama_
 
 namespace {
 
-// Fields a request may carry; any other is refused so that a client never believes an option
-// it sent took effect.
-void refuse_unknown_fields(const json & body, std::initializer_list<const char *> known) {
-    for (const auto & item : body.items()) {
-        if (std::find_if(known.begin(), known.end(), [&](const char * k) { return item.key() == k; }) == known.end()) {
-            throw http_error(400, "'" + item.key() + "' is not supported by this endpoint");
-        }
-    }
-}
-
 // The prompts of an "input" / "content" field, tokenized: a string or a token list is one; a
 // list of those is several.
 std::vector<std::vector<llama_token>> input_prompts(const json & input, const char * field, const server_info & info) {
@@ -190,7 +181,7 @@ std::vector<std::vector<llama_token>> input_prompts(const json & input, const ch
 
 json handle_oai_embeddings(const json & body, embedding_engine & engine, const server_info & info) {
     if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
-    refuse_unknown_fields(body, { "input", "model", "encoding_format", "user" });
+    refuse_unknown_fields(body, { "input", "model", "encoding_format", "user" }, "", "/v1/embeddings");
     if (!body.contains("input")) throw http_error(400, "'input' is required");
     if (engine.pooling() == pooling_kind::none) {
         throw http_error(400, "pooling 'none' gives one vector per token, which /v1/embeddings cannot return; start the server "
@@ -223,7 +214,7 @@ json handle_oai_embeddings(const json & body, embedding_engine & engine, const s
 
 json handle_native_embeddings(const json & body, embedding_engine & engine, const server_info & info) {
     if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
-    refuse_unknown_fields(body, { "content", "input", "embd_normalize", "model" });
+    refuse_unknown_fields(body, { "content", "input", "embd_normalize", "model" }, "", "/embedding");
     if (body.contains("content") == body.contains("input")) throw http_error(400, "give the text in 'content' (or 'input')");
     const char * field = body.contains("content") ? "content" : "input";
     int norm = 2;

@@ -5,8 +5,10 @@
 #pragma once
 
 #include "server-slots.h"
+#include "server-stream.h"
 #include "server-utils.h"
 
+#include <initializer_list>
 #include <string>
 
 class wire_adapter {
@@ -24,5 +26,25 @@ public:
     virtual std::string stream_error(int status, const std::string & message) = 0;
 };
 
-// "event: NAME\ndata: JSON\n\n", the named-event SSE both Anthropic and the Responses API use.
-std::string sse_named_event(const std::string & name, const json & data);
+// A field of obj (at path where, "messages[0]." ...) that is not in known is refused: 400
+// "'<where><field>' is not supported by <endpoint>", so a client never believes it took effect.
+void refuse_unknown_fields(const json & obj, std::initializer_list<const char *> known, const std::string & where,
+                           const std::string & endpoint);
+
+// Which content parts an API's text may hold: their types and the keys they may carry.
+struct text_part_rules {
+    std::initializer_list<const char *> types;
+    std::initializer_list<const char *> keys;
+    const char * endpoint;
+};
+// A string, or a list of text parts as OpenAI chat text parts; throws http_error(400) naming the
+// part at fault (an image, an unknown key).
+json text_parts_to_chat(const json & content, const std::string & where, const text_part_rules & rules);
+
+// What one OpenAI chat stream chunk carries for the first choice: text deltas, the finish reason
+// ("" until the last), and the completion tokens of the usage chunk (-1 when it is not one).
+struct chat_chunk_view {
+    std::string reasoning, content, finish_reason;
+    int64_t completion_tokens = -1;
+};
+chat_chunk_view read_chat_chunk(const json & chunk);

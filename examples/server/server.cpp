@@ -9,6 +9,7 @@
 #include "server-anthropic.h"
 #include "server-embeddings.h"
 #include "server-oai.h"
+#include "server-responses.h"
 #include "server-slots.h"
 #include "server-stream.h"
 #include "server-utils.h"
@@ -452,6 +453,12 @@ void register_routes(httplib::Server & svr, server_context & sc) {
                  refuse_if_embedding_server(sc);
                  auto creq = std::make_shared<completion_request>(parse_chat_request(anthropic_to_chat(parse_body(req), false), sc.info));
                  serve_completion(sc, req, res, creq, make_anthropic_adapter(*creq, sc.info.model_name));
+             }));
+    svr.Post("/v1/responses", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 refuse_if_embedding_server(sc);
+                 const json body = parse_body(req);
+                 auto creq = std::make_shared<completion_request>(parse_chat_request(responses_to_chat(body), sc.info));
+                 serve_completion(sc, req, res, creq, make_responses_adapter(body, *creq, sc.info.model_name));
              }));
     svr.Post("/v1/messages/count_tokens", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
                  send_json(res, anthropic_count_tokens(parse_body(req), sc.info));
