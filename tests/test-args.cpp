@@ -391,6 +391,7 @@ TEST(Args, EveryFlagParses) {
                     else if (h == "PATTERN=TYPE,...") v = "exps=CPU";
                     else if (h == "MODE") v = "layer";
                     else if (h == "FORMAT") v = n == "--reasoning-format" ? "none" : "md";
+                    else if (!h.empty() && h.front() == '{') v = h.substr(1, h.find_first_of(",}") - 1);   // {a,b,...}: a
                     args.push_back(v);
                 }
                 common_params p;
