@@ -383,6 +383,11 @@ std::vector<common_arg> build_table() {
                    [](common_params & p) { p.endpoint_metrics = true; }));
     t.push_back(sw({ "--slots" }, SRV, "enable the /slots endpoint (default: on)", [](common_params & p) { p.endpoint_slots = true; }));
     t.push_back(sw({ "--no-slots" }, SRV, "disable the /slots endpoint", [](common_params & p) { p.endpoint_slots = false; }));
+    t.push_back(sw({ "--embedding", "--embeddings" }, SRV, "serve embeddings (/v1/embeddings, /embedding) instead of completions",
+                   [](common_params & p) { p.embedding = true; }));
+    t.push_back(val({ "--pooling" }, "{none,mean,cls,last}", SRV,
+                    "how token embeddings become one vector (default: the model's, else none)",
+                    [](common_params & p, const std::string & v) { p.pooling = parse_choice(v, { "none", "mean", "cls", "last" }); }));
     // batching is always continuous: both are accepted with a warning (arg-promises.cpp)
     t.push_back(sw({ "-cb", "--cont-batching" }, SRV, "accepted for compatibility (batching is always continuous)",
                    [](common_params &) {}));
@@ -575,7 +580,8 @@ common_parse_result common_params_parse_args(const std::vector<std::string> & ar
 bool common_params_parse(int argc, char ** argv, common_params & params, common_tool tool) {
     std::vector<std::string> args;
     for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-    const common_parse_result r = common_params_parse_args(args, params, tool);
+    common_parse_result r = common_params_apply_env(args, params, tool, [](const char * name) { return std::getenv(name); });
+    if (r.status == common_parse_result::ok) r = common_params_parse_args(args, params, tool);
     switch (r.status) {
         case common_parse_result::ok:
             for (const std::string & w : r.warnings) LOG_WRN("warning: %s\n", w.c_str());

@@ -65,6 +65,12 @@ struct common_parse_result {
 common_parse_result common_params_parse_args(const std::vector<std::string> & args, common_params & params,
                                              common_tool tool);
 
+// The LLAMA_ARG_* environment variables (llama.cpp's names) of this tool's flags, read with
+// get_env, applied to params unless args (the command line) gives the same flag. Call before
+// parsing args. A bad value is an error that names the variable.
+common_parse_result common_params_apply_env(const std::vector<std::string> & args, common_params & params, common_tool tool,
+                                            const std::function<const char *(const char *)> & get_env);
+
 // The usage text of a tool: one line per flag with its value hint and help.
 std::string common_params_usage(common_tool tool);
 std::string common_version_text();

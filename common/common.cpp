@@ -124,6 +124,7 @@ llama_context_params common_context_params_to_llama(const common_params & params
     out.type_k          = tk == GGML_TYPE_COUNT ? GGML_TYPE_F16 : tk;   // the parser rejected bad names
     out.type_v          = tv == GGML_TYPE_COUNT ? GGML_TYPE_F16 : tv;
     out.no_perf         = params.no_perf;
+    out.embeddings      = params.embedding;
     out.mla             = params.mla_attn;
     out.attn_max_batch  = params.attn_max_batch;
     out.fused_moe       = params.fused_moe;

@@ -113,6 +113,8 @@ struct common_params {
     std::vector<std::string> cors_origins = { "*" };   // origins browsers may call from; "*": any
     int32_t n_threads_http = -1;    // -1: enough for every slot and the queue
     bool endpoint_metrics = false;
+    bool        embedding = false;   // --embedding: the server answers embeddings, not completions
+    std::string pooling;             // --pooling none|mean|cls|last (empty: the model's, else none)
     bool endpoint_slots   = true;
 
     // perplexity / KL-divergence

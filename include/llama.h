@@ -144,6 +144,10 @@ int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
 
 // Logits of the i-th token of the last batch that asked for output (negative i counts from the end).
 float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
+// With llama_context_params.embeddings on, a batch outputs the final normalized hidden state
+// (n_embd floats) of each output token instead of logits (which are then NULL). Pooling is left
+// to the caller. NULL when embeddings are off or token i asked for no output.
+float * llama_get_embeddings_ith(struct llama_context * ctx, int32_t i);
 // All output logits of the last batch, [n_outputs][n_vocab].
 float * llama_get_logits(struct llama_context * ctx);
 

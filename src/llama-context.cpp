@@ -255,8 +255,10 @@ int32_t llama_context::decode(const llama_batch & batch) {
         const bool want = batch.logits ? batch.logits[i] != 0 : i == n - 1;
         if (want) out_idx.push_back(i);
     }
-    const size_t n_vocab = hp.n_vocab;
-    logits.resize(out_idx.size() * n_vocab);
+    // an embedding context outputs hidden states (n_embd per row) instead of logits
+    const size_t n_vocab = cparams.embeddings ? (size_t) hp.n_embd : (size_t) hp.n_vocab;
+    std::vector<float> & out_rows = cparams.embeddings ? embd : logits;
+    out_rows.resize(out_idx.size() * n_vocab);
     output_of.assign(n, -1);
     for (size_t k = 0; k < out_idx.size(); ++k) output_of[out_idx[k]] = (int32_t) k;
     n_outputs = (int32_t) out_idx.size();
@@ -322,7 +324,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
         }
         const size_t n_out = ub.out_rows.size();
         if (n_out > 0) {
-            ggml_backend_tensor_get(out, logits.data() + out_done * n_vocab, 0, n_out * n_vocab * sizeof(float));
+            ggml_backend_tensor_get(out, out_rows.data() + out_done * n_vocab, 0, n_out * n_vocab * sizeof(float));
             out_done += (int32_t) n_out;
         }
         ggml_free(ctx0);
@@ -443,6 +445,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     cp.rope_freq_scale = params.rope_freq_scale;
     cp.swa_full = params.swa_full;
     ctx->no_perf = params.no_perf;
+    cp.embeddings = params.embeddings;
     ctx->cb_eval = params.cb_eval;
     ctx->cb_eval_user_data = params.cb_eval_user_data;
 
@@ -608,19 +611,31 @@ int32_t llama_decode(llama_context * ctx, llama_batch batch) {
 
 float * llama_get_logits(llama_context * ctx) { return ctx->logits.empty() ? nullptr : ctx->logits.data(); }
 
-float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
+// Row of batch index i (negative: from the end) among the last batch's outputs; -1 if none.
+static int32_t output_row(const llama_context * ctx, int32_t i, const char * who) {
     const int32_t n_batch = (int32_t) ctx->output_of.size();
-    int32_t row;
-    if (i < 0) {
-        row = ctx->n_outputs + i;
-        if (row < 0) return nullptr;
-    } else {
-        if (i >= n_batch || ctx->output_of[i] < 0) {
-            LLAMA_LOG_ERROR("llama_get_logits_ith: no logits for batch index %d\n", i);
-            return nullptr;
-        }
-        row = ctx->output_of[i];
+    if (i < 0) return ctx->n_outputs + i >= 0 ? ctx->n_outputs + i : -1;
+    if (i >= n_batch || ctx->output_of[i] < 0) {
+        LLAMA_LOG_ERROR("%s: no output for batch index %d\n", who, i);
+        return -1;
     }
+    return ctx->output_of[i];
+}
+
+float * llama_get_embeddings_ith(llama_context * ctx, int32_t i) {
+    if (!ctx->cparams.embeddings) {
+        LLAMA_LOG_ERROR("llama_get_embeddings_ith: the context was not created with embeddings on\n");
+        return nullptr;
+    }
+    const int32_t row = output_row(ctx, i, "llama_get_embeddings_ith");
+    if (row < 0) return nullptr;
+    return ctx->embd.data() + (size_t) row * ctx->model.hparams.n_embd;
+}
+
+float * llama_get_logits_ith(llama_context * ctx, int32_t i) {
+    if (ctx->cparams.embeddings) return nullptr;
+    const int32_t row = output_row(ctx, i, "llama_get_logits_ith");
+    if (row < 0) return nullptr;
     return ctx->logits.data() + (size_t) row * ctx->model.hparams.n_vocab;
 }
 

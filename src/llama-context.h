@@ -26,6 +26,7 @@ struct llama_context {
     std::vector<uint8_t> graph_mem;     // tensor metadata of the graph being built (reused)
 
     std::vector<float> logits;          // [n_outputs][n_vocab] of the last batch
+    std::vector<float> embd;            // [n_outputs][n_embd] of the last batch (cparams.embeddings)
     std::vector<int32_t> output_of;     // batch index -> output row (-1: none)
     int32_t n_outputs = 0;
 

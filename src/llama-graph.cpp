@@ -281,6 +281,12 @@ ggml_tensor * llm_graph_context::build_output(ggml_tensor * cur) {
         cur = ggml_get_rows(ctx0, cur, inp_out_ids);
     }
     cur = build_norm(cur, model.output_norm, model.output_norm_b, true);
+    if (cp.embeddings) {
+        // an embedding context wants the hidden states: the head (n_vocab wide) would be wasted work
+        ggml_set_name(cur, "result_norm");
+        ggml_set_output(cur);
+        return cur;
+    }
     ggml_tensor * head = model.output ? model.output : model.tok_embd;
     cur = ggml_mul_mat(ctx0, head, cur);
     ggml_set_name(cur, "result_output");

@@ -26,6 +26,7 @@ struct llama_cparams {
     float    rope_freq_base = 0.0f;
     float    rope_freq_scale = 0.0f;
     bool     swa_full = false;   // sliding-window layers keep every cell (--swa-full)
+    bool     embeddings = false; // outputs are the final normalized hidden states, not logits
 };
 
 // One micro-batch as the graph sees it.

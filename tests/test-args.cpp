@@ -400,6 +400,7 @@ TEST(Args, EveryFlagParses) {
                     else if (h == "JINJA_TEMPLATE") v = "chatml";
                     else if (h == "ORIGIN[,ORIGIN...]") v = "http://a.example";
                     else if (h == "FORMAT") v = n == "--reasoning-format" ? "none" : "md";
+                    else if (!h.empty() && h.front() == '{') v = h.substr(1, h.find_first_of(",}") - 1);   // {a,b,...}: a
                     args.push_back(v);
                 }
                 common_params p;

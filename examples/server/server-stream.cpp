@@ -190,6 +190,10 @@ std::string sse_event(const json & data) { return "data: " + dump_json(data) + "
 
 std::string sse_done() { return "data: [DONE]\n\n"; }
 
+std::string sse_named_event(const std::string & name, const json & data) {
+    return "event: " + name + "\ndata: " + dump_json(data) + "\n\n";
+}
+
 std::string sse_error(int status, const std::string & message) {
     // as OpenAI does: the openai client libraries raise an APIError for a data event with "error"
     return sse_event(make_error_json(status, message));

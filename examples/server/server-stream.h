@@ -71,5 +71,7 @@ private:
 std::string sse_event(const json & data);
 // The OpenAI end-of-stream marker.
 std::string sse_done();
+// "event: NAME\ndata: JSON\n\n": the named events of Anthropic's and the Responses API's streams.
+std::string sse_named_event(const std::string & name, const json & data);
 // An error inside a stream (the headers were sent already, so the status cannot change).
 std::string sse_error(int status, const std::string & message);

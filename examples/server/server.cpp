@@ -7,10 +7,14 @@
 #include "common.h"
 #include "llama.h"
 #include "server-http.h"
+#include "server-anthropic.h"
+#include "server-embeddings.h"
 #include "server-oai.h"
+#include "server-responses.h"
 #include "server-slots.h"
 #include "server-stream.h"
 #include "server-utils.h"
+#include "server-wire.h"
 #include "synth.h"
 
 #include <httplib.h>
@@ -40,6 +44,7 @@ struct server_context {
     std::unique_ptr<kiln::chat_template> tmpl;
     std::string tmpl_source;
     std::unique_ptr<slot_engine> engine;
+    std::unique_ptr<embedding_engine> embeddings;   // --embedding: set, and the slot engine never starts
     server_info info;
     std::string model_path;
     std::string demo_file;   // the synthesized model, removed at exit
@@ -160,10 +165,16 @@ void cancel_tasks(server_context & sc, const std::vector<task_ptr> & tasks) {
     sc.engine->notify();
 }
 
-void handle_completion(server_context & sc, const httplib::Request & req, httplib::Response & res, api_kind kind) {
-    const json body = parse_body(req);
-    auto creq = std::make_shared<completion_request>(kind == api_kind::chat ? parse_chat_request(body, sc.info)
-                                                                             : parse_completion_request(body, sc.info, kind));
+void refuse_if_embedding_server(const server_context & sc) {
+    if (sc.embeddings) {
+        throw http_error(501, "this server answers embeddings only (it was started with --embedding); start it without "
+                              "--embedding for completions", "not_supported_error");
+    }
+}
+
+// Runs a parsed request and answers it, whole or streamed; with an adapter, in its wire format.
+void serve_completion(server_context & sc, const httplib::Request & req, httplib::Response & res,
+                      std::shared_ptr<completion_request> creq, std::shared_ptr<wire_adapter> adapter) {
     std::vector<task_ptr> tasks = submit_tasks(sc, *creq);
     // to notice a client that leaves while its request waits in the queue or reads its prompt
     const int peer_fd = current_connection_socket();
@@ -190,12 +201,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                         cancel_tasks(sc, tasks);
                         throw http_error(ev.error_status, ev.error);
                     }
+                    if (adapter) adapter->on_event(ev);
                     rb.add_event(i, ev);
                     done = done || ev.is_final;
                 }
             }
         }
-        send_json(res, rb.final_response());
+        send_json(res, adapter ? adapter->final_response(rb.final_response()) : rb.final_response());
         return;
     }
 
@@ -205,6 +217,7 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     // their slots at the next step and drops them from the queue.
     struct stream_state {
         std::shared_ptr<completion_request> creq;
+        std::shared_ptr<wire_adapter> adapter;
         std::unique_ptr<response_builder> rb;
         std::vector<task_ptr> tasks;
         std::vector<bool> done;
@@ -213,6 +226,7 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     };
     auto st = std::make_shared<stream_state>();
     st->creq = creq;
+    st->adapter = adapter;
     st->rb = std::make_unique<response_builder>(*creq, sc.info.model_name);
     st->tasks = tasks;
     st->done.assign(tasks.size(), false);
@@ -223,11 +237,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
     res.set_chunked_content_provider(
         "text/event-stream",
         [st](size_t, httplib::DataSink & sink) -> bool {
-            auto write = [&](const std::string & s) { return sink.write(s.data(), s.size()); };
+            auto write = [&](const std::string & s) { return s.empty() || sink.write(s.data(), s.size()); };
+            auto chunk = [&](const json & c) { return st->adapter ? st->adapter->stream_chunk(c) : sse_event(c); };
             if (!st->begun) {
                 st->begun = true;
+                if (st->adapter && !write(st->adapter->stream_begin())) return false;
                 for (const json & c : st->rb->stream_begin()) {
-                    if (!write(sse_event(c))) return false;
+                    if (!write(chunk(c))) return false;
                 }
                 return true;
             }
@@ -241,12 +257,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                 st->tasks[i]->channel->wait_pop(events, wrote ? 0 : 100);
                 for (const auto & ev : events) {
                     if (ev.error_status) {
-                        write(sse_error(ev.error_status, ev.error));
+                        write(st->adapter ? st->adapter->stream_error(ev.error_status, ev.error) : sse_error(ev.error_status, ev.error));
                         sink.done();
                         return true;
                     }
+                    if (st->adapter) st->adapter->on_event(ev);
                     for (const json & c : st->rb->stream_event(i, ev)) {
-                        if (!write(sse_event(c))) return false;
+                        if (!write(chunk(c))) return false;
                         wrote = true;
                     }
                     if (ev.is_final) st->done[i] = true;
@@ -254,9 +271,13 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
             }
             if (all_done) {
                 for (const json & c : st->rb->stream_end()) {
-                    if (!write(sse_event(c))) return false;
+                    if (!write(chunk(c))) return false;
                 }
-                if (st->rb->sends_done() && !write(sse_done())) return false;
+                if (st->adapter) {
+                    if (!write(st->adapter->stream_end())) return false;
+                } else if (st->rb->sends_done() && !write(sse_done())) {
+                    return false;
+                }
                 sink.done();
                 return true;
             }
@@ -278,6 +299,14 @@ void handle_completion(server_context & sc, const httplib::Request & req, httpli
                 sc.engine->notify();
             }
         });
+}
+
+void handle_completion(server_context & sc, const httplib::Request & req, httplib::Response & res, api_kind kind) {
+    refuse_if_embedding_server(sc);
+    const json body = parse_body(req);
+    auto creq = std::make_shared<completion_request>(kind == api_kind::chat ? parse_chat_request(body, sc.info)
+                                                                             : parse_completion_request(body, sc.info, kind));
+    serve_completion(sc, req, res, std::move(creq), nullptr);
 }
 
 // ---- the other endpoints -------------------------------------------------------------------------
@@ -325,6 +354,8 @@ json props_json(const server_context & sc) {
         { "model_path", sc.model_path },
         { "model_alias", sc.info.model_name },
         { "demo", sc.demo },
+        { "embedding", sc.embeddings != nullptr },
+        { "pooling", sc.embeddings ? pooling_name(sc.embeddings->pooling()) : "none" },
         { "chat_template", sc.tmpl_source },
         { "bos_token", bos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, bos) },
         { "eos_token", eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos) },
@@ -431,6 +462,21 @@ void register_routes(httplib::Server & svr, server_context & sc) {
                  handle_completion(sc, req, res, api_kind::native);
              }));
 
+    svr.Post("/v1/messages", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 refuse_if_embedding_server(sc);
+                 auto creq = std::make_shared<completion_request>(parse_chat_request(anthropic_to_chat(parse_body(req), false), sc.info));
+                 serve_completion(sc, req, res, creq, make_anthropic_adapter(*creq, sc.info.model_name));
+             }));
+    svr.Post("/v1/responses", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 refuse_if_embedding_server(sc);
+                 const json body = parse_body(req);
+                 auto creq = std::make_shared<completion_request>(parse_chat_request(responses_to_chat(body), sc.info));
+                 serve_completion(sc, req, res, creq, make_responses_adapter(body, *creq, sc.info.model_name));
+             }));
+    svr.Post("/v1/messages/count_tokens", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 send_json(res, anthropic_count_tokens(parse_body(req), sc.info));
+             }));
+
     svr.Post("/tokenize", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
                  const json body = parse_body(req);
                  if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
@@ -476,12 +522,18 @@ void register_routes(httplib::Server & svr, server_context & sc) {
                  if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
                  send_json(res, { { "prompt", render_chat_prompt(body, sc.info) } });
              }));
-    auto not_supported = guarded([](const httplib::Request & req, httplib::Response &) {
-        throw http_error(501, req.path + " is not supported by this server");
+    auto need_embeddings = [&sc]() -> embedding_engine & {
+        if (!sc.embeddings) throw http_error(501, "embeddings are off: start the server with --embedding", "not_supported_error");
+        return *sc.embeddings;
+    };
+    svr.Post("/v1/embeddings", guarded([&sc, need_embeddings](const httplib::Request & req, httplib::Response & res) {
+                 send_json(res, handle_oai_embeddings(parse_body(req), need_embeddings(), sc.info));
+             }));
+    auto native_embeddings = guarded([&sc, need_embeddings](const httplib::Request & req, httplib::Response & res) {
+        send_json(res, handle_native_embeddings(parse_body(req), need_embeddings(), sc.info));
     });
-    svr.Post("/v1/embeddings", not_supported);
-    svr.Post("/embeddings", not_supported);
-    svr.Post("/embedding", not_supported);
+    svr.Post("/embeddings", native_embeddings);
+    svr.Post("/embedding", native_embeddings);
 }
 
 // ---- start-up ------------------------------------------------------------------------------------
@@ -576,6 +628,11 @@ bool load_model(server_context & sc, std::string & err) {
     ep.n_batch = (int32_t) llama_n_batch(sc.ctx);
     ep.queue_capacity = std::max(16, 4 * n_slots);
     sc.engine = std::make_unique<slot_engine>(sc.ctx, ep);
+    if (params.embedding) {
+        const pooling_kind pooling = params.pooling.empty() ? pooling_of_model(sc.model) : pooling_from_name(params.pooling);
+        sc.embeddings = std::make_unique<embedding_engine>(sc.ctx, pooling);
+        LOG_INF("embeddings on (pooling %s): completions are refused\n", pooling_name(pooling));
+    }
     sc.created = unix_time_s();
     LOG_INF("model '%s' loaded%s: %d slots of %d tokens (context %d), queue of %d\n", name.c_str(),
             sc.demo ? " (demo, random weights)" : "", n_slots, n_ctx_slot, n_ctx, ep.queue_capacity);
@@ -634,7 +691,8 @@ int main(int argc, char ** argv) {
         http.join();
         return 1;
     }
-    sc.engine->start();
+    // an embedding server decodes on the request threads (one at a time); the slot loop stays idle
+    if (!sc.embeddings) sc.engine->start();
     sc.state = server_state::ready;
     LOG_INF("ready: http://%s:%d/v1 serves '%s'\n", sc.params.hostname.c_str(), port, sc.info.model_name.c_str());
 

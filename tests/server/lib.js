@@ -32,9 +32,13 @@ const deadlineAfter = (ms) => new Promise((r) => setTimeout(r, ms).unref()).then
 // Starts llama-server with args (plus --port 0) and resolves when /health answers 200.
 // The port is read from the server's "listening on http://HOST:PORT" line, so there is no race
 // for a port picked in advance.
-export async function startServer(args, { timeoutMs = 60000 } = {}) {
+// env: variables added to the server's environment (LLAMA_ARG_*).
+export async function startServer(args, { timeoutMs = 60000, env = {} } = {}) {
   if (!fs.existsSync(SERVER)) throw new Error(`${SERVER} is not built`);
-  const proc = spawn(SERVER, [...args, '--host', '127.0.0.1', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(SERVER, [...args, '--host', '127.0.0.1', '--port', '0'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...env },
+  });
   running.add(proc);
   if (process.env.KILN_SERVER_PIDFILE) fs.appendFileSync(process.env.KILN_SERVER_PIDFILE, `${proc.pid}\n`);
   let log = '';
@@ -46,6 +50,8 @@ export async function startServer(args, { timeoutMs = 60000 } = {}) {
       const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
       if (m) resolve(Number(m[1]));
     });
+    // a server that exits before listening (a bad flag) is reported once its stderr is read
+    proc.on('close', () => resolve(null));
   });
   const deadline = Date.now() + timeoutMs;
   const port = await Promise.race([portPromise, deadlineAfter(timeoutMs)]);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# llama-server end to end: the node tests in tests/server/ (official openai client and plain
+# llama-server end to end: the node tests in tests/server/ (official openai and anthropic clients, plain
 # HTTP) against servers on stories260K and the synthetic Qwen3 model. Installs the tests' npm
 # dependencies first if needed (tests/server/setup.sh). Usage: server.sh <build>/bin <shared dir>
 set -u
@@ -31,7 +31,7 @@ trap cleanup EXIT
 cd "$TESTS" || exit 1
 KILN_BIN="$BIN" KILN_SHARED="$SHARED" KILN_SERVER_PIDFILE="$PIDFILE" \
     timeout -k 10 540 node --test --test-concurrency=1 --test-timeout=240000 --test-reporter=spec \
-    openai.test.js http.test.js
+    openai.test.js http.test.js embeddings.test.js anthropic.test.js responses.test.js env.test.js
 rc=$?
 if [ $rc -eq 0 ]; then echo "PASS: llama-server tests"; else echo "FAIL: llama-server tests (exit $rc)"; fi
 exit $rc
