@@ -68,6 +68,13 @@ std::vector<std::string> split(const std::string & s, char sep) {
     return parts;
 }
 
+// A grammar is checked when the flag is read, so a typo fails at start-up with its position.
+std::string check_grammar(const std::string & text, const std::string & where) {
+    char err[512];
+    if (!llama_grammar_validate(text.c_str(), "root", err, sizeof err)) throw common_arg_error(where + ": " + err);
+    return text;
+}
+
 std::string read_file_or_throw(const std::string & path) {
     std::string text, err;
     if (!common_read_file(path, text, err)) throw common_arg_error(err);
@@ -288,6 +295,12 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) { p.sampling.penalty_present = parse_float(v); }));
     t.push_back(val({ "--frequency-penalty" }, "F", GEN, "frequency penalty (default: 0.0 = off)",
                     [](common_params & p, const std::string & v) { p.sampling.penalty_freq = parse_float(v); }));
+    t.push_back(val({ "--grammar" }, "GRAMMAR", GEN, "constrain generations with a GBNF grammar (start rule: root)",
+                    [](common_params & p, const std::string & v) { p.sampling.grammar = check_grammar(v, "--grammar"); }));
+    t.push_back(val({ "--grammar-file" }, "FNAME", GEN, "read the GBNF grammar from a file",
+                    [](common_params & p, const std::string & v) {
+                        p.sampling.grammar = check_grammar(read_file_or_throw(v), "'" + v + "'");
+                    }));
     t.push_back(sw({ "--ignore-eos" }, GEN, "keep generating after end-of-generation tokens",
                    [](common_params & p) { p.sampling.ignore_eos = true; }));
 

@@ -159,6 +159,18 @@ llama_sampler * common_sampler_chain_from_params(const common_params_sampling & 
     return chain;
 }
 
+bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab, const common_params_sampling & sp,
+                                std::string & err) {
+    if (sp.grammar.empty()) return true;
+    char msg[512];
+    if (!llama_grammar_validate(sp.grammar.c_str(), "root", msg, sizeof msg)) {
+        err = msg;
+        return false;
+    }
+    llama_sampler_chain_add(chain, llama_sampler_init_grammar(vocab, sp.grammar.c_str(), "root"));
+    return true;
+}
+
 void common_process_escapes(std::string & s) {
     std::string out;
     out.reserve(s.size());

@@ -38,6 +38,7 @@ struct common_params_sampling {
     float    penalty_present = 0.0f;
     int32_t  min_keep        = 0;
     bool     ignore_eos      = false;
+    std::string grammar;                // GBNF; empty: unconstrained
 };
 
 // -ot PATTERN=BUFFER_TYPE: tensors whose name matches the regex are placed in that buffer type.
@@ -148,6 +149,10 @@ llama_context_params common_context_params_to_llama(const common_params & params
 // min-p, temperature, then dist (seeded) — or greedy when temp <= 0. n_ctx resolves a
 // penalty window of -1.
 llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx);
+// Adds sp's grammar (if any) to the chain. Call it after accepting the prompt's tokens, which
+// must not advance the grammar. False with a message naming line and column if it does not parse.
+bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab, const common_params_sampling & sp,
+                                std::string & err);
 
 // Replace \n \t \r \\ \" \' \a \b \f \v \0 and \xNN by the characters they name.
 void common_process_escapes(std::string & s);

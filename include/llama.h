@@ -207,6 +207,16 @@ struct llama_sampler * llama_sampler_init_temp(float t);
 struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, float penalty_repeat, float penalty_freq,
                                                     float penalty_present);
 
+// A GBNF grammar (llama.cpp's syntax) as a constraint: candidates the grammar does not allow next
+// are removed. NULL when the grammar does not parse (the error is logged). In a chain,
+// constraints apply before the other samplers whatever the order of adding, and
+// llama_sampler_sample keeps the unconstrained pick when the grammar allows it. Add it after
+// accepting the prompt's tokens: every token it accepts advances the grammar.
+struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar_str,
+                                                  const char * grammar_root);
+// Whether the grammar parses; if not, the message (naming line and column) is copied to err.
+bool llama_grammar_validate(const char * grammar_str, const char * grammar_root, char * err, size_t err_size);
+
 const char * llama_sampler_name(const struct llama_sampler * smpl);
 void llama_sampler_accept(struct llama_sampler * smpl, llama_token token);
 void llama_sampler_apply(struct llama_sampler * smpl, llama_token_data_array * cur_p);

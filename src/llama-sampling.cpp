@@ -68,21 +68,36 @@ uint32_t resolve_seed(uint32_t seed) {
 // ---------------------------------------------------------------------------------------------
 
 struct sampler_chain final : llama_sampler {
+    std::vector<llama_sampler *> constraints;   // applied first, whatever the order of adding
     std::vector<llama_sampler *> samplers;
     bool no_perf = true;
 
     ~sampler_chain() override {
+        for (llama_sampler * s : constraints) delete s;
         for (llama_sampler * s : samplers) delete s;
     }
     const char * name() const override { return "chain"; }
     void accept(llama_token token) override {
+        for (llama_sampler * s : constraints) s->accept(token);
         for (llama_sampler * s : samplers) s->accept(token);
     }
     void apply(llama_token_data_array * cur_p) override {
+        for (llama_sampler * s : constraints) s->apply(cur_p);
+        apply_unconstrained(cur_p);
+    }
+    void apply_unconstrained(llama_token_data_array * cur_p) {
         for (llama_sampler * s : samplers) s->apply(cur_p);
     }
     void reset() override {
+        for (llama_sampler * s : constraints) s->reset();
         for (llama_sampler * s : samplers) s->reset();
+    }
+    bool is_constraint() const override { return !constraints.empty(); }
+    bool allows(llama_token token) override {
+        for (llama_sampler * s : constraints) {
+            if (!s->allows(token)) return false;
+        }
+        return true;
     }
 };
 
@@ -349,12 +364,12 @@ void llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler 
         delete smpl;   // ownership was passed to us
         return;
     }
-    c->samplers.push_back(smpl);
+    (smpl->is_constraint() ? c->constraints : c->samplers).push_back(smpl);
 }
 
 int llama_sampler_chain_n(const struct llama_sampler * chain) {
     auto * c = chain ? dynamic_cast<const sampler_chain *>(chain) : nullptr;
-    return c ? (int) c->samplers.size() : 0;
+    return c ? (int) (c->constraints.size() + c->samplers.size()) : 0;
 }
 
 struct llama_sampler * llama_sampler_init_greedy(void) { return new sampler_greedy(); }
@@ -385,6 +400,27 @@ void llama_sampler_reset(struct llama_sampler * smpl) {
 
 void llama_sampler_free(struct llama_sampler * smpl) { delete smpl; }
 
+namespace {
+
+void fill_candidates(std::vector<llama_token_data> & cand, const float * logits, int32_t n_vocab) {
+    cand.resize((size_t) n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        // a NaN would break the sort order the samplers rely on; treat it as impossible
+        const float l = logits[i];
+        cand[i] = llama_token_data{ i, std::isnan(l) ? -std::numeric_limits<float>::infinity() : l, 0.0f };
+    }
+}
+
+// The chosen candidate's token, or LLAMA_TOKEN_NULL when the samplers removed every one.
+llama_token chosen_token(const llama_token_data_array & cur) {
+    if (cur.selected >= 0 && (size_t) cur.selected < cur.size) return cur.data[cur.selected].id;
+    // a chain without a final selector (greedy / dist): take the most likely candidate
+    if (cur.size > 0) return cur.data[argmax_index(&cur)].id;
+    return LLAMA_TOKEN_NULL;
+}
+
+} // namespace
+
 llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx) {
     if (!smpl || !ctx) return LLAMA_TOKEN_NULL;
     const float * logits = llama_get_logits_ith(ctx, idx);
@@ -396,26 +432,26 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
     if (n_vocab <= 0) return LLAMA_TOKEN_NULL;
 
     auto & cand = smpl->candidates;
-    cand.resize((size_t) n_vocab);
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        // a NaN would break the sort order the samplers rely on; treat it as impossible
-        const float l = logits[i];
-        cand[i] = llama_token_data{ i, std::isnan(l) ? -std::numeric_limits<float>::infinity() : l, 0.0f };
+    llama_token token = LLAMA_TOKEN_NULL;
+    auto * chain = dynamic_cast<sampler_chain *>(smpl);
+    if (chain && !chain->constraints.empty()) {
+        // fast path: the unconstrained pick, kept if the constraints allow it
+        fill_candidates(cand, logits, n_vocab);
+        llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
+        chain->apply_unconstrained(&cur);
+        token = chosen_token(cur);
+        if (token != LLAMA_TOKEN_NULL && !chain->allows(token)) token = LLAMA_TOKEN_NULL;
     }
-    llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
-    smpl->apply(&cur);
-
-    size_t chosen;
-    if (cur.selected >= 0 && (size_t) cur.selected < cur.size) {
-        chosen = (size_t) cur.selected;
-    } else if (cur.size > 0) {
-        // a chain without a final selector (greedy / dist): take the most likely candidate
-        chosen = argmax_index(&cur);
-    } else {
+    if (token == LLAMA_TOKEN_NULL) {
+        fill_candidates(cand, logits, n_vocab);
+        llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
+        smpl->apply(&cur);
+        token = chosen_token(cur);
+    }
+    if (token == LLAMA_TOKEN_NULL) {
         ggml_log(GGML_LOG_LEVEL_ERROR, "llama_sampler_sample: the samplers removed every candidate\n");
         return LLAMA_TOKEN_NULL;
     }
-    const llama_token token = cur.data[chosen].id;
     smpl->accept(token);
     return token;
 }

@@ -15,6 +15,12 @@ struct llama_sampler {
     virtual void apply(llama_token_data_array * cur_p) = 0;
     virtual void reset() {}
 
+    // Constraints (grammars) decide which tokens may come next. A chain applies them before its
+    // other samplers, and llama_sampler_sample first tries the unconstrained pick and checks
+    // it with allows(), which is far cheaper than filtering the whole vocabulary.
+    virtual bool is_constraint() const { return false; }
+    virtual bool allows(llama_token) { return true; }
+
     // Candidates for llama_sampler_sample, kept between calls so sampling a token does not
     // allocate once the buffer has grown to n_vocab.
     std::vector<llama_token_data> candidates;

@@ -194,6 +194,11 @@ int main(int argc, char ** argv) {
 
     // The prompt counts as history for the repetition penalties, as in llama.cpp.
     for (llama_token t : prompt) llama_sampler_accept(res.smpl, t);
+    std::string grammar_err;
+    if (!common_sampler_add_grammar(res.smpl, vocab, sp, grammar_err)) {
+        LOG_ERR("error: %s\n", grammar_err.c_str());
+        return 1;
+    }
 
     // EOG tokens that --ignore-eos must never let the sampler pick.
     std::vector<llama_token> eog_tokens;

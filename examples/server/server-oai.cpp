@@ -1,5 +1,7 @@
 #include "server-oai.h"
 
+#include "server-constraints.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -118,6 +120,7 @@ generation_params parse_generation(const json & body, const server_info & info, 
     sp.penalty_last_n  = (int32_t) get_int(body, "repeat_last_n", sp.penalty_last_n, -1, INT32_MAX);
     sp.min_keep        = (int32_t) get_int(body, "min_keep", sp.min_keep, 0, INT32_MAX);
     sp.ignore_eos      = get_bool(body, "ignore_eos", sp.ignore_eos);
+    parse_constraints(body, sp);
     if (has(body, "seed")) {
         const int64_t seed = get_int(body, "seed", -1, INT64_MIN / 2, INT64_MAX / 2);
         // -1 (and any negative seed) means a random one, as in llama.cpp
@@ -254,12 +257,6 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
     completion_request req;
     req.kind = api_kind::chat;
-    if (has(body, "response_format")) {
-        const json & rf = body["response_format"];
-        if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
-            throw http_error(400, "'response_format' must be an object with a 'type'");
-        }
-    }
     req.gen = parse_generation(body, info, api_kind::chat);
     req.stream = get_bool(body, "stream", false);
     if (has(body, "stream_options")) {

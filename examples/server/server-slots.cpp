@@ -235,6 +235,11 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     s.smpl = common_sampler_chain_from_params(task->params.sampling, params_.n_ctx_slot);
     // the prompt is history for the repetition penalties
     for (llama_token t : task->prompt) llama_sampler_accept(s.smpl, t);
+    // checked when the request was read; a failure here is an internal error
+    std::string grammar_err;
+    if (!common_sampler_add_grammar(s.smpl, vocab_, task->params.sampling, grammar_err)) {
+        LOG_ERR("slot %d: %s\n", s.id, grammar_err.c_str());
+    }
     s.t_start_ms = monotonic_ms();
     s.t_first_token_ms = 0;
     {

@@ -115,6 +115,17 @@ if [ -f "$MODEL" ]; then
     grep -q "^\[user\] $P" "$TMP/chat.err" || fail "-cnv did not log the formatted prompt"
     if grep -q "^$P" "$TMP/chat.out"; then fail "-cnv echoed the raw prompt"; else pass; fi
     expect_err "prompt is too long" "$TOOL" -m "$MODEL" -p "$P $P $P $P" -c 8 -n 1 $T
+
+    # --grammar / --grammar-file constrain the sampled text; bad grammars name line and column
+    printf 'root ::= "tel " digits "-" digits\ndigits ::= [0-9]{3}\n' >"$TMP/tel.gbnf"
+    run gfile -m "$MODEL" -p "$P" -n 64 --temp 1.5 -s 7 --no-display-prompt --grammar-file "$TMP/tel.gbnf" $T
+    grep -qxE 'tel [0-9]{3}-[0-9]{3}' "$TMP/gfile.out" || fail "--grammar-file output: '$(cat "$TMP/gfile.out")'"
+    run gflag -m "$MODEL" -p "$P" -n 64 --temp 1.5 -s 8 --no-display-prompt --grammar 'root ::= ("yes" | "no") "!"' $T
+    grep -qxE '(yes|no)!' "$TMP/gflag.out" || fail "--grammar output: '$(cat "$TMP/gflag.out")'"
+    expect_err "line 1, column 10: undefined rule 'x'" "$TOOL" -m "$MODEL" -p "$P" --grammar 'root ::= x'
+    expect_err "$TMP/none.gbnf" "$TOOL" -m "$MODEL" -p "$P" --grammar-file "$TMP/none.gbnf"
+    printf 'root ::= "a"\nb ::= "\n' >"$TMP/bad.gbnf"
+    expect_err "bad.gbnf': grammar parse error at line 2, column 7" "$TOOL" -m "$MODEL" -p "$P" --grammar-file "$TMP/bad.gbnf"
 fi
 
 expect_err "no model given (-m FILE, or --demo" "$TOOL" -p "hello"
