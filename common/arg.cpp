@@ -5,6 +5,7 @@
 
 #include "arg-promises.h"
 #include "chat-template.h"
+#include "json-schema-grammar.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -73,6 +74,16 @@ std::string check_grammar(const std::string & text, const std::string & where) {
     char err[512];
     if (!llama_grammar_validate(text.c_str(), "root", err, sizeof err)) throw common_arg_error(where + ": " + err);
     return text;
+}
+
+std::string schema_grammar(const std::string & text, const std::string & where) {
+    const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (schema.is_discarded()) throw common_arg_error(where + ": not valid JSON");
+    try {
+        return check_grammar(json_schema_to_grammar(schema), where);
+    } catch (const std::invalid_argument & e) {
+        throw common_arg_error(where + ": " + e.what());
+    }
 }
 
 std::string read_file_or_throw(const std::string & path) {
@@ -300,6 +311,12 @@ std::vector<common_arg> build_table() {
     t.push_back(val({ "--grammar-file" }, "FNAME", GEN, "read the GBNF grammar from a file",
                     [](common_params & p, const std::string & v) {
                         p.sampling.grammar = check_grammar(read_file_or_throw(v), "'" + v + "'");
+                    }));
+    t.push_back(val({ "-j", "--json-schema" }, "SCHEMA", GEN, "constrain generations to JSON this schema validates",
+                    [](common_params & p, const std::string & v) { p.sampling.grammar = schema_grammar(v, "--json-schema"); }));
+    t.push_back(val({ "-jf", "--json-schema-file" }, "FNAME", GEN, "read the JSON schema from a file",
+                    [](common_params & p, const std::string & v) {
+                        p.sampling.grammar = schema_grammar(read_file_or_throw(v), "'" + v + "'");
                     }));
     t.push_back(sw({ "--ignore-eos" }, GEN, "keep generating after end-of-generation tokens",
                    [](common_params & p) { p.sampling.ignore_eos = true; }));

@@ -188,3 +188,96 @@ bool matcher::complete() const {
 }
 
 } // namespace llama_gbnf
+
+namespace llama_gbnf {
+
+namespace {
+
+// Code points of complete, valid UTF-8 text; false otherwise.
+bool decode_utf8(const std::string & text, std::vector<uint32_t> & out) {
+    out.clear();
+    for (size_t i = 0; i < text.size();) {
+        const uint8_t c = (uint8_t) text[i];
+        const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (len == 0 || i + (size_t) len > text.size()) return false;
+        uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+        for (int k = 1; k < len; ++k) {
+            const uint8_t cc = (uint8_t) text[i + (size_t) k];
+            if ((cc >> 6) != 0x2) return false;
+            v = (v << 6) | (cc & 0x3f);
+        }
+        out.push_back(v);
+        i += (size_t) len;
+    }
+    return !out.empty();
+}
+
+} // namespace
+
+void token_trie::build(const std::vector<std::string> & pieces, const std::vector<uint8_t> & skip) {
+    // sort the tokens by code point sequence; then each node's children are contiguous runs
+    struct entry {
+        std::vector<uint32_t> cps;
+        int32_t token;
+    };
+    std::vector<entry> entries;
+    std::vector<uint32_t> cps;
+    others.clear();
+    for (size_t t = 0; t < pieces.size(); ++t) {
+        if (skip[t]) continue;
+        if (decode_utf8(pieces[t], cps)) entries.push_back({ cps, (int32_t) t });
+        else others.push_back((int32_t) t);
+    }
+    std::sort(entries.begin(), entries.end(), [](const entry & a, const entry & b) { return a.cps < b.cps; });
+    nodes.assign(1, node{});
+    tokens.clear();
+    max_depth = 0;
+    // breadth-first: the entries below a node at depth d form a range [lo, hi) of the sorted list
+    struct range {
+        uint32_t node, depth;
+        size_t lo, hi;
+    };
+    std::vector<range> queue{ { 0, 0, 0, entries.size() } };
+    for (size_t q = 0; q < queue.size(); ++q) {
+        const range r = queue[q];
+        size_t i = r.lo;
+        // entries that end exactly at this depth come first in sorted order
+        const uint32_t tok_begin = (uint32_t) tokens.size();
+        while (i < r.hi && entries[i].cps.size() == r.depth) tokens.push_back(entries[i++].token);
+        nodes[r.node].first_token = tok_begin;
+        nodes[r.node].n_tokens = (uint32_t) tokens.size() - tok_begin;
+        nodes[r.node].first_child = (uint32_t) nodes.size();
+        while (i < r.hi) {
+            const uint32_t cp = entries[i].cps[r.depth];
+            size_t j = i;
+            while (j < r.hi && entries[j].cps[r.depth] == cp) ++j;
+            node child;
+            child.cp = cp;
+            nodes.push_back(child);
+            queue.push_back({ (uint32_t) nodes.size() - 1, r.depth + 1, i, j });
+            max_depth = std::max(max_depth, r.depth + 1);
+            i = j;
+        }
+        nodes[r.node].n_children = (uint32_t) nodes.size() - nodes[r.node].first_child;
+    }
+}
+
+void matcher::walk(const token_trie & trie, uint32_t n, uint32_t depth, std::vector<uint8_t> & allowed) {
+    const token_trie::node & nd = trie.nodes[n];
+    const stack_set & in = depth == 0 ? cur_ : levels_[depth];
+    for (uint32_t c = 0; c < nd.n_children; ++c) {
+        const uint32_t child = nd.first_child + c;
+        step(in, trie.nodes[child].cp, levels_[depth + 1]);
+        if (levels_[depth + 1].size() == 0) continue;
+        const token_trie::node & cn = trie.nodes[child];
+        for (uint32_t k = 0; k < cn.n_tokens; ++k) allowed[(size_t) trie.tokens[cn.first_token + k]] = 1;
+        if (cn.n_children > 0) walk(trie, child, depth + 1, allowed);
+    }
+}
+
+void matcher::allowed_trie_tokens(const token_trie & trie, std::vector<uint8_t> & allowed) {
+    if (levels_.size() < trie.max_depth + 1) levels_.resize(trie.max_depth + 1);
+    walk(trie, 0, 0, allowed);
+}
+
+} // namespace llama_gbnf

@@ -44,6 +44,25 @@ struct utf8_state {
     uint8_t total = 0;       // length of the sequence being decoded (for the partial range)
 };
 
+// The vocabulary as a trie of code points, so that filtering every token walks each shared
+// prefix once (" the", " then", " there" share the step for ' ', then 't', 'h', 'e').
+// Tokens whose text is not complete UTF-8 are listed apart and checked one by one.
+struct token_trie {
+    struct node {
+        uint32_t cp = 0;             // the code point leading here
+        uint32_t first_child = 0;    // children are nodes[first_child, first_child + n_children)
+        uint32_t n_children = 0;
+        uint32_t first_token = 0;    // tokens ending here: tokens[first_token, + n_tokens)
+        uint32_t n_tokens = 0;
+    };
+    std::vector<node> nodes;         // nodes[0] is the root
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> others;     // empty or not complete UTF-8
+    uint32_t max_depth = 0;
+
+    void build(const std::vector<std::string> & pieces, const std::vector<uint8_t> & skip);
+};
+
 class matcher {
 public:
     explicit matcher(const grammar & g);
@@ -53,6 +72,10 @@ public:
     bool allows(const std::string & text);
     // Advance over the text; false (state unchanged) when the grammar does not allow it.
     bool accept(const std::string & text);
+    // Sets allowed[t] = 1 for every trie token the grammar allows next (others untouched:
+    // check them with allows()). Not valid while inside a multi-byte character.
+    void allowed_trie_tokens(const token_trie & trie, std::vector<uint8_t> & allowed);
+    bool inside_character() const { return utf8_.remaining > 0; }
     // The root rule has been matched completely (an end of generation is allowed).
     bool complete() const;
     size_t n_stacks() const { return cur_.offsets.size() - 1; }
@@ -80,6 +103,8 @@ private:
     utf8_state utf8_;
     stack_set scratch_[2];
     std::vector<const elem *> work_;
+    std::vector<stack_set> levels_;   // trie walk: the stacks after each depth
+    void walk(const token_trie & trie, uint32_t node, uint32_t depth, std::vector<uint8_t> & allowed);
 };
 
 } // namespace llama_gbnf

@@ -17,6 +17,8 @@ struct sampler_grammar final : llama_sampler {
     llama_gbnf::matcher m;
     std::vector<std::string> pieces;       // token id -> text (special tokens as their text)
     std::vector<uint8_t> eog;
+    llama_gbnf::token_trie trie;
+    std::vector<uint8_t> allowed;          // per token, for the current position
 
     sampler_grammar(std::unique_ptr<llama_gbnf::grammar> gr, const llama_vocab * vocab)
         : g(std::move(gr)), m(*g) {
@@ -33,6 +35,8 @@ struct sampler_grammar final : llama_sampler {
             if (len > 0) pieces[(size_t) t].assign(buf.data(), (size_t) len);
             eog[(size_t) t] = llama_vocab_is_eog(vocab, t) ? 1 : 0;
         }
+        trie.build(pieces, eog);
+        allowed.resize(pieces.size());
     }
 
     const char * name() const override { return "grammar"; }
@@ -54,10 +58,23 @@ struct sampler_grammar final : llama_sampler {
     }
 
     void apply(llama_token_data_array * cur_p) override {
+        // a few candidates: check each; many: one walk of the vocabulary trie answers them all
+        const bool walk = cur_p->size > 64 && !m.inside_character();
+        if (walk) {
+            std::fill(allowed.begin(), allowed.end(), 0);
+            m.allowed_trie_tokens(trie, allowed);
+            for (int32_t t : trie.others) allowed[(size_t) t] = allows(t) ? 1 : 0;
+            const bool done = m.complete();
+            for (size_t t = 0; t < eog.size(); ++t) {
+                if (eog[t]) allowed[t] = done ? 1 : 0;
+            }
+        }
         // stable in-place filter: keeps the caller's order (and "sorted")
         size_t w = 0;
         for (size_t i = 0; i < cur_p->size; ++i) {
-            if (allows(cur_p->data[i].id)) cur_p->data[w++] = cur_p->data[i];
+            const llama_token t = cur_p->data[i].id;
+            const bool ok = t >= 0 && (size_t) t < pieces.size() && (walk ? allowed[(size_t) t] != 0 : allows(t));
+            if (ok) cur_p->data[w++] = cur_p->data[i];
         }
         cur_p->size = w;
         cur_p->selected = -1;

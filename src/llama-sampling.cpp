@@ -71,6 +71,9 @@ struct sampler_chain final : llama_sampler {
     std::vector<llama_sampler *> constraints;   // applied first, whatever the order of adding
     std::vector<llama_sampler *> samplers;
     bool no_perf = true;
+    // consecutive tokens the unconstrained pick did not fit; after a few, the pick is tried
+    // only now and then (inside rigid structure it rarely fits, and costs a second pass)
+    uint32_t fast_misses = 0;
 
     ~sampler_chain() override {
         for (llama_sampler * s : constraints) delete s;
@@ -89,6 +92,7 @@ struct sampler_chain final : llama_sampler {
         for (llama_sampler * s : samplers) s->apply(cur_p);
     }
     void reset() override {
+        fast_misses = 0;
         for (llama_sampler * s : constraints) s->reset();
         for (llama_sampler * s : samplers) s->reset();
     }
@@ -434,13 +438,16 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
     auto & cand = smpl->candidates;
     llama_token token = LLAMA_TOKEN_NULL;
     auto * chain = dynamic_cast<sampler_chain *>(smpl);
-    if (chain && !chain->constraints.empty()) {
+    if (chain && !chain->constraints.empty() && (chain->fast_misses < 2 || chain->fast_misses % 4 == 0)) {
         // fast path: the unconstrained pick, kept if the constraints allow it
         fill_candidates(cand, logits, n_vocab);
         llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
         chain->apply_unconstrained(&cur);
         token = chosen_token(cur);
         if (token != LLAMA_TOKEN_NULL && !chain->allows(token)) token = LLAMA_TOKEN_NULL;
+        chain->fast_misses = token == LLAMA_TOKEN_NULL ? chain->fast_misses + 1 : 0;
+    } else if (chain && !chain->constraints.empty()) {
+        chain->fast_misses++;
     }
     if (token == LLAMA_TOKEN_NULL) {
         fill_candidates(cand, logits, n_vocab);
