@@ -342,3 +342,33 @@ TEST(GrammarSampling, GreedyPicksTheBestAllowedToken) {
     EXPECT_NE(std::string(err).find("line 1, column 16: undefined rule 'bogus'"), std::string::npos) << err;
     EXPECT_EQ(llama_sampler_init_grammar(f.vocab, "root ::= (", "root"), nullptr);
 }
+
+// Filtering the whole vocabulary (the trie walk) keeps exactly the tokens that checking each one
+// alone (one-candidate arrays) allows, at several positions of a JSON grammar.
+TEST(GrammarSampling, TrieWalkAgreesWithPerTokenChecks) {
+    model_fixture f;
+    if (!f.load()) GTEST_SKIP() << "synth-qwen3-Q8_0.gguf not present";
+    const int32_t n_vocab = llama_vocab_n_tokens(f.vocab);
+    const char * prefixes[] = { "", "{", "{ \"ab", "{\"a\": [1", "{\"a\": -1.5e", "{\"s\":\"\\u00", "{\"s\":\"x\"}" };
+    for (const char * prefix : prefixes) {
+        llama_sampler * g = llama_sampler_init_grammar(f.vocab, k_json, "root");
+        ASSERT_NE(g, nullptr);
+        for (llama_token t : common_tokenize(f.vocab, prefix, false, false)) llama_sampler_accept(g, t);
+        std::vector<llama_token_data> all;
+        for (llama_token t = 0; t < n_vocab; ++t) all.push_back({ t, 0.0f, 0.0f });
+        llama_token_data_array arr = { all.data(), all.size(), -1, false };
+        llama_sampler_apply(g, &arr);
+        std::vector<llama_token> walked;
+        for (size_t i = 0; i < arr.size; ++i) walked.push_back(arr.data[i].id);
+        std::vector<llama_token> single;
+        for (llama_token t = 0; t < n_vocab; ++t) {
+            llama_token_data one = { t, 0.0f, 0.0f };
+            llama_token_data_array a1 = { &one, 1, -1, false };
+            llama_sampler_apply(g, &a1);
+            if (a1.size == 1) single.push_back(t);
+        }
+        EXPECT_EQ(walked, single) << "after '" << prefix << "'";
+        EXPECT_FALSE(walked.empty()) << "after '" << prefix << "'";
+        llama_sampler_free(g);
+    }
+}

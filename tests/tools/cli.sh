@@ -122,6 +122,10 @@ if [ -f "$MODEL" ]; then
     grep -qxE 'tel [0-9]{3}-[0-9]{3}' "$TMP/gfile.out" || fail "--grammar-file output: '$(cat "$TMP/gfile.out")'"
     run gflag -m "$MODEL" -p "$P" -n 64 --temp 1.5 -s 8 --no-display-prompt --grammar 'root ::= ("yes" | "no") "!"' $T
     grep -qxE '(yes|no)!' "$TMP/gflag.out" || fail "--grammar output: '$(cat "$TMP/gflag.out")'"
+    run jschema -m "$MODEL" -p "$P" -n 64 --temp 1.5 -s 9 --no-display-prompt -j '{"enum": ["cat", "dog", 17]}' $T
+    grep -qxE '("cat"|"dog"|17) ?' "$TMP/jschema.out" || fail "--json-schema output: '$(cat "$TMP/jschema.out")'"
+    expect_err "--json-schema: schema at #: unknown type 'word'" "$TOOL" -m "$MODEL" -p "$P" -j '{"type": "word"}'
+    expect_err "--json-schema: not valid JSON" "$TOOL" -m "$MODEL" -p "$P" -j '{"type":'
     expect_err "line 1, column 10: undefined rule 'x'" "$TOOL" -m "$MODEL" -p "$P" --grammar 'root ::= x'
     expect_err "$TMP/none.gbnf" "$TOOL" -m "$MODEL" -p "$P" --grammar-file "$TMP/none.gbnf"
     printf 'root ::= "a"\nb ::= "\n' >"$TMP/bad.gbnf"
