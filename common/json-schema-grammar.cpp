@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -148,35 +149,29 @@ std::string integer_range(bool has_lo, long long lo, bool has_hi, long long hi) 
 
 class converter {
 public:
-    explicit converter(const json & root) : root_(root) {}
+    // Rules for one schema, whose $refs resolve within it; returns the rule matching one value.
+    std::string add(const json & schema, const std::string & hint) {
+        root_ = &schema;
+        ref_names_.clear();
+        const std::string expr = visit(schema, hint, "#");
+        root_ = nullptr;
+        const bool is_name = std::all_of(expr.begin(), expr.end(), [](char c) { return std::isalnum((unsigned char) c) || c == '-'; });
+        return is_name ? expr : add_rule(hint, expr);
+    }
 
-    std::string run() {
-        rules_["root"] = "\"\"";   // reserved: the schema's own rule gets another name
-        rules_["root"] = visit(root_, "root", "#");
+    void set_rule(const std::string & name, const std::string & body) { rules_[name] = body; }
+
+    std::string text() const {
         std::string out;
-        out += "root ::= " + rules_["root"] + "\n";
+        auto root = rules_.find("root");
+        if (root != rules_.end()) out += "root ::= " + root->second + "\n";
         for (const auto & [name, rule] : rules_) {
             if (name != "root") out += name + " ::= " + rule + "\n";
         }
         return out;
     }
 
-private:
-    const json & root_;
-    std::map<std::string, std::string> rules_;
-    std::map<std::string, std::string> ref_names_;   // "$ref" -> rule name
-
-    [[noreturn]] static void fail(const std::string & path, const std::string & msg) {
-        throw std::invalid_argument("schema at " + path + ": " + msg);
-    }
-
-    static std::string sanitize(const std::string & hint) {
-        std::string out;
-        for (char c : hint) out += std::isalnum((unsigned char) c) ? c : '-';
-        if (out.empty()) out = "r";
-        return out;
-    }
-
+    // A primitive's rule ("space", "string", ...), added with what it uses.
     std::string primitive(const std::string & name) {
         if (!rules_.count(name)) {
             rules_[name] = primitive_rules().at(name);
@@ -200,11 +195,27 @@ private:
         }
     }
 
+private:
+    const json * root_ = nullptr;
+    std::map<std::string, std::string> rules_{ { "root", "\"\"" } };   // root: reserved for the caller
+    std::map<std::string, std::string> ref_names_;   // "$ref" -> rule name
+
+    [[noreturn]] static void fail(const std::string & path, const std::string & msg) {
+        throw std::invalid_argument("schema at " + path + ": " + msg);
+    }
+
+    static std::string sanitize(const std::string & hint) {
+        std::string out;
+        for (char c : hint) out += std::isalnum((unsigned char) c) ? c : '-';
+        if (out.empty()) out = "r";
+        return out;
+    }
+
     const json & resolve(const std::string & ref, const std::string & path) const {
         if (ref.empty() || ref[0] != '#') fail(path, "$ref '" + ref + "' points outside this schema (not supported)");
         try {
             const json::json_pointer ptr(ref.substr(1));
-            return root_.at(ptr);
+            return root_->at(ptr);
         } catch (const std::exception &) {
             fail(path, "$ref '" + ref + "' does not resolve");
         }
@@ -510,7 +521,29 @@ private:
 
 } // namespace
 
+struct json_schema_grammar_builder::impl {
+    converter c;
+};
+
+json_schema_grammar_builder::json_schema_grammar_builder() : impl_(std::make_unique<impl>()) {}
+json_schema_grammar_builder::~json_schema_grammar_builder() = default;
+
+std::string json_schema_grammar_builder::add(const json & schema, const std::string & name_hint) {
+    return impl_->c.add(schema, name_hint);
+}
+
+std::string json_schema_grammar_builder::primitive(const std::string & name) { return impl_->c.primitive(name); }
+
+std::string json_schema_grammar_builder::add_rule(const std::string & name_hint, const std::string & body) {
+    return impl_->c.add_rule(name_hint, body);
+}
+
+void json_schema_grammar_builder::set_root(const std::string & body) { impl_->c.set_rule("root", body); }
+
+std::string json_schema_grammar_builder::text() const { return impl_->c.text(); }
+
 std::string json_schema_to_grammar(const json & schema) {
-    converter c(schema);
-    return c.run();
+    json_schema_grammar_builder b;
+    b.set_root(b.add(schema, "root"));
+    return b.text();
 }

@@ -14,10 +14,29 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 
 // GBNF text whose start rule is "root".
 std::string json_schema_to_grammar(const nlohmann::ordered_json & schema);
+
+// Grammars that embed JSON values of several schemas (tool calls): each add() brings the rules
+// of one schema (its $refs resolve within it) and returns the rule that matches one value
+// followed by optional whitespace; the caller writes the root.
+class json_schema_grammar_builder {
+public:
+    json_schema_grammar_builder();
+    ~json_schema_grammar_builder();
+    std::string add(const nlohmann::ordered_json & schema, const std::string & name_hint);
+    std::string primitive(const std::string & name);   // "space", "string", "value", ...
+    std::string add_rule(const std::string & name_hint, const std::string & body);   // returns the name
+    void set_root(const std::string & body);
+    std::string text() const;   // every rule, root first
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
 
 // A JSON regular expression (the "pattern" keyword) as a GBNF expression over the characters of
 // the decoded string. Throws std::invalid_argument for unsupported syntax.

@@ -231,13 +231,15 @@ std::string render_chat_prompt(const json & body, const server_info & info) {
             out["content"] = nullptr;
         }
         if (out["content"].is_null() && role != "assistant") throw http_error(400, where + ".content' must not be null");
+        if (role == "assistant" && has(m, "tool_calls")) {
+            out["tool_calls"] = decoded_tool_calls(m["tool_calls"], where);
+            // a call without text: templates test and split content as a string
+            if (out["content"].is_null()) out["content"] = "";
+        }
         messages.push_back(std::move(out));
     }
-    json tools = nullptr;
-    if (has(body, "tools")) {
-        if (!body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
-        if (!body["tools"].empty()) tools = body["tools"];
-    }
+    if (has(body, "tools") && !body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
+    const json tools = tools_for_template(body);
     json extra = nullptr;
     if (has(body, "chat_template_kwargs")) {
         if (!body["chat_template_kwargs"].is_object()) throw http_error(400, "'chat_template_kwargs' must be an object");
@@ -258,6 +260,13 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     completion_request req;
     req.kind = api_kind::chat;
     req.gen = parse_generation(body, info, api_kind::chat);
+    req.tools = parse_tool_request(body, info.tools_syntax, req.gen.sampling);
+    if (req.tools.active) {
+        for (const std::string & marker : tool_syntax_markers(req.tools.syntax)) {
+            const std::vector<llama_token> t = common_tokenize(info.vocab, marker, false, true);
+            if (t.size() == 1) req.gen.preserved.push_back(t[0]);
+        }
+    }
     req.stream = get_bool(body, "stream", false);
     if (has(body, "stream_options")) {
         if (!body["stream_options"].is_object()) throw http_error(400, "'stream_options' must be an object");
@@ -333,7 +342,10 @@ response_builder::response_builder(const completion_request & req, std::string m
     : req_(req), model_(std::move(model_name)), created_(unix_time_s()) {
     id_ = random_id(req.kind == api_kind::chat ? "chatcmpl-" : "cmpl-");
     choices_.resize(req.prompts.size());
-    for (auto & c : choices_) c.splitter = reasoning_splitter(req.reasoning_split, req.reasoning_starts_inside, req.markup);
+    for (auto & c : choices_) {
+        c.splitter = reasoning_splitter(req.reasoning_split, req.reasoning_starts_inside, req.markup);
+        c.tools = tool_stream(&req_.tools);
+    }
 }
 
 reasoning_splitter::delta response_builder::absorb(size_t choice, const task_event & ev) {
@@ -345,6 +357,14 @@ reasoning_splitter::delta response_builder::absorb(size_t choice, const task_eve
         d.content += rest.content;
         c.summary = ev.summary;
         c.done = true;
+    }
+    // text that may be the start of a tool call is held back until the calls can be parsed
+    d.content = c.tools.feed(d.content);
+    if (ev.is_final) {
+        tool_stream::result calls = c.tools.finish();
+        d.content += calls.content;
+        c.tool_calls = std::move(calls.calls);
+        if (!c.tool_calls.empty() && c.summary.finish_reason == "stop") c.summary.finish_reason = "tool_calls";
     }
     c.content += d.content;
     c.reasoning += d.reasoning;
@@ -462,6 +482,22 @@ std::vector<json> response_builder::stream_event(size_t choice, const task_event
                 if (req_.include_usage) ch["usage"] = nullptr;
                 out.push_back(std::move(ch));
             }
+            // each call as OpenAI streams it: id and name first, then the arguments
+            for (size_t i = 0; ev.is_final && i < c.tool_calls.size(); ++i) {
+                const json & call = c.tool_calls[i];
+                const json first = { { "index", i }, { "id", call["id"] }, { "type", "function" },
+                                     { "function", { { "name", call["function"]["name"] }, { "arguments", "" } } } };
+                const json args = { { "index", i }, { "function", { { "arguments", call["function"]["arguments"] } } } };
+                for (const json & part : { first, args }) {
+                    json ch = chunk_base("chat.completion.chunk");
+                    ch["choices"] = json::array({ { { "index", choice },
+                                                    { "delta", { { "tool_calls", json::array({ part }) } } },
+                                                    { "logprobs", nullptr },
+                                                    { "finish_reason", nullptr } } });
+                    if (req_.include_usage) ch["usage"] = nullptr;
+                    out.push_back(std::move(ch));
+                }
+            }
             if (ev.is_final) {
                 json ch = chunk_base("chat.completion.chunk");
                 ch["choices"] = json::array({ { { "index", choice },
@@ -527,6 +563,10 @@ json response_builder::final_response() const {
                 const choice_state & c = choices_[i];
                 json message = { { "role", "assistant" }, { "content", c.content } };
                 if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+                if (!c.tool_calls.empty()) {
+                    if (c.content.empty()) message["content"] = nullptr;
+                    message["tool_calls"] = c.tool_calls;
+                }
                 choices.push_back({ { "index", i },
                                     { "message", std::move(message) },
                                     { "logprobs", req_.gen.logprobs ? chat_logprobs(c.tokens) : json(nullptr) },

@@ -335,7 +335,9 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         finish(s, "stop");
         return;
     }
-    const std::string piece = common_token_to_piece(vocab_, tok, gp.render_special);
+    const bool keep_special =
+        gp.render_special || std::find(gp.preserved.begin(), gp.preserved.end(), tok) != gp.preserved.end();
+    const std::string piece = common_token_to_piece(vocab_, tok, keep_special);
     if (gp.logprobs) {
         token_report rep;
         rep.chosen = { tok, piece, logits[tok] - log_norm };
