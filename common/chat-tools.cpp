@@ -292,6 +292,17 @@ std::vector<std::string> tool_syntax_markers(tool_syntax syntax) {
     return {};
 }
 
+std::vector<std::string> tool_call_triggers(tool_syntax syntax) {
+    switch (syntax) {
+        case tool_syntax::hermes:
+        case tool_syntax::qwen_xml: return { k_hermes_open };
+        case tool_syntax::mistral: return { k_mistral_open };
+        case tool_syntax::llama3:
+        case tool_syntax::generic: return {};
+    }
+    return {};
+}
+
 parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, const json & tools) {
     parsed_reply out;
     out.content = text;

@@ -39,6 +39,10 @@ parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, cons
 // as special tokens, their text must be kept in the output for the parser to see.
 std::vector<std::string> tool_syntax_markers(tool_syntax syntax);
 
+// Words that open a call, for a lazy grammar under tool_choice "auto" (the grammar text from
+// tool_call_grammar starts with them). Empty where a call is not marked (Llama 3 JSON, generic).
+std::vector<std::string> tool_call_triggers(tool_syntax syntax);
+
 // How many leading bytes of a reply being streamed are surely text (no call can start in them).
 size_t tool_text_safe_prefix(tool_syntax syntax, const std::string & text);
 

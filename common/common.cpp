@@ -167,7 +167,13 @@ bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab
         err = msg;
         return false;
     }
-    llama_sampler_chain_add(chain, llama_sampler_init_grammar(vocab, sp.grammar.c_str(), "root"));
+    if (sp.grammar_triggers.empty()) {
+        llama_sampler_chain_add(chain, llama_sampler_init_grammar(vocab, sp.grammar.c_str(), "root"));
+        return true;
+    }
+    std::vector<const char *> words;
+    for (const auto & w : sp.grammar_triggers) words.push_back(w.c_str());
+    llama_sampler_chain_add(chain, llama_sampler_init_grammar_lazy(vocab, sp.grammar.c_str(), "root", words.data(), words.size()));
     return true;
 }
 

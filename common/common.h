@@ -39,6 +39,7 @@ struct common_params_sampling {
     int32_t  min_keep        = 0;
     bool     ignore_eos      = false;
     std::string grammar;                // GBNF; empty: unconstrained
+    std::vector<std::string> grammar_triggers;   // non-empty: the grammar starts at the first of these
 };
 
 // -ot PATTERN=BUFFER_TYPE: tensors whose name matches the regex are placed in that buffer type.

@@ -214,6 +214,11 @@ struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, floa
 // accepting the prompt's tokens: every token it accepts advances the grammar.
 struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar_str,
                                                   const char * grammar_root);
+// The same, inactive until the output contains one of the trigger words; from there on the
+// grammar applies to the text starting at the trigger (tool calls amid free text).
+struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str,
+                                                       const char * grammar_root, const char ** trigger_words,
+                                                       size_t num_trigger_words);
 // Whether the grammar parses; if not, the message (naming line and column) is copied to err.
 bool llama_grammar_validate(const char * grammar_str, const char * grammar_root, char * err, size_t err_size);
 

@@ -19,6 +19,12 @@ struct sampler_grammar final : llama_sampler {
     std::vector<uint8_t> eog;
     llama_gbnf::token_trie trie;
     std::vector<uint8_t> allowed;          // per token, for the current position
+    // lazy grammars (tool calls under tool_choice auto) constrain nothing until the output
+    // contains one of the trigger words; the grammar then starts at the trigger
+    std::vector<std::string> triggers;
+    bool active = true;
+    std::string tail;                      // the last output bytes while waiting for a trigger
+    size_t max_trigger = 0;
 
     sampler_grammar(std::unique_ptr<llama_gbnf::grammar> gr, const llama_vocab * vocab)
         : g(std::move(gr)), m(*g) {
@@ -42,7 +48,34 @@ struct sampler_grammar final : llama_sampler {
     const char * name() const override { return "grammar"; }
     bool is_constraint() const override { return true; }
 
+    void set_triggers(std::vector<std::string> words) {
+        triggers = std::move(words);
+        for (const auto & w : triggers) max_trigger = std::max(max_trigger, w.size());
+        active = triggers.empty();
+        tail.reserve(2 * max_trigger + 64);
+    }
+
+    // Waiting for a trigger: look for one in the recent output; on a hit the grammar reads the
+    // text from the trigger on.
+    void watch(llama_token t) {
+        tail += pieces[(size_t) t];
+        size_t hit = std::string::npos;
+        for (const auto & w : triggers) hit = std::min(hit, tail.find(w));
+        if (hit == std::string::npos) {
+            // keep only what could still be the start of a trigger
+            if (tail.size() > max_trigger) tail.erase(0, tail.size() - max_trigger);
+            return;
+        }
+        active = true;
+        m.reset();
+        if (!m.accept(tail.substr(hit))) {
+            ggml_log(GGML_LOG_LEVEL_WARN, "grammar sampler: the text after the trigger does not fit the grammar\n");
+        }
+        tail.clear();
+    }
+
     bool allows(llama_token t) override {
+        if (!active) return true;
         if (t < 0 || (size_t) t >= pieces.size()) return false;
         if (eog[(size_t) t]) return m.complete();
         const std::string & piece = pieces[(size_t) t];
@@ -51,6 +84,10 @@ struct sampler_grammar final : llama_sampler {
 
     void accept(llama_token t) override {
         if (t < 0 || (size_t) t >= pieces.size() || eog[(size_t) t]) return;
+        if (!active) {
+            watch(t);
+            return;
+        }
         if (!m.accept(pieces[(size_t) t])) {
             ggml_log(GGML_LOG_LEVEL_WARN, "grammar sampler: token %d ('%s') does not fit the grammar; ignored\n", t,
                      pieces[(size_t) t].c_str());
@@ -58,6 +95,7 @@ struct sampler_grammar final : llama_sampler {
     }
 
     void apply(llama_token_data_array * cur_p) override {
+        if (!active) return;
         // a few candidates: check each; many: one walk of the vocabulary trie answers them all
         const bool walk = cur_p->size > 64 && !m.inside_character();
         if (walk) {
@@ -80,7 +118,11 @@ struct sampler_grammar final : llama_sampler {
         cur_p->selected = -1;
     }
 
-    void reset() override { m.reset(); }
+    void reset() override {
+        m.reset();
+        active = triggers.empty();
+        tail.clear();
+    }
 };
 
 std::unique_ptr<llama_gbnf::grammar> parse_or_log(const char * grammar_str, const char * grammar_root, std::string & err) {
@@ -105,6 +147,19 @@ struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * voc
         return nullptr;
     }
     return new sampler_grammar(std::move(g), vocab);
+}
+
+struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str,
+                                                       const char * grammar_root, const char ** trigger_words,
+                                                       size_t num_trigger_words) {
+    llama_sampler * s = llama_sampler_init_grammar(vocab, grammar_str, grammar_root);
+    if (!s) return nullptr;
+    std::vector<std::string> words;
+    for (size_t i = 0; i < num_trigger_words; ++i) {
+        if (trigger_words[i] && *trigger_words[i]) words.emplace_back(trigger_words[i]);
+    }
+    static_cast<sampler_grammar *>(s)->set_triggers(std::move(words));
+    return s;
 }
 
 bool llama_grammar_validate(const char * grammar_str, const char * grammar_root, char * err, size_t err_size) {

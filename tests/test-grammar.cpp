@@ -372,3 +372,44 @@ TEST(GrammarSampling, TrieWalkAgreesWithPerTokenChecks) {
         llama_sampler_free(g);
     }
 }
+
+// A lazy grammar leaves the output free until a trigger word appears (here as the special token
+// and, separately, spelled out in plain text), then constrains from the trigger on.
+TEST(GrammarSampling, LazyGrammarStartsAtTheTrigger) {
+    model_fixture f;
+    if (!f.load()) GTEST_SKIP() << "synth-qwen3-Q8_0.gguf not present";
+    const int32_t n_vocab = llama_vocab_n_tokens(f.vocab);
+    const char * grammar = "root ::= \"<tool_call>\\n\" [0-9]+ \"\\n</tool_call>\"";
+    const char * triggers[] = { "<tool_call>" };
+    auto allowed_count = [&](llama_sampler * s) {
+        std::vector<llama_token_data> all;
+        for (llama_token t = 0; t < n_vocab; ++t) all.push_back({ t, 0.0f, 0.0f });
+        llama_token_data_array arr = { all.data(), all.size(), -1, false };
+        llama_sampler_apply(s, &arr);
+        for (size_t i = 0; i < arr.size; ++i) {
+            const std::string piece = common_token_to_piece(f.vocab, arr.data[i].id, true);
+            EXPECT_TRUE(arr.size == (size_t) n_vocab || piece.rfind("\n", 0) == 0) << "'" << piece << "' allowed after the trigger";
+        }
+        return arr.size;
+    };
+    for (const char * text : { "Let me see <tool_call>", "Let me see <tool_", "Let me see <tool_call" }) {
+        llama_sampler * s = llama_sampler_init_grammar_lazy(f.vocab, grammar, "root", triggers, 1);
+        ASSERT_NE(s, nullptr);
+        EXPECT_EQ(allowed_count(s), (size_t) n_vocab);   // free before the trigger
+        // special tokens on: "<tool_call>" is one token; the partial texts are plain tokens
+        for (llama_token t : common_tokenize(f.vocab, text, false, true)) llama_sampler_accept(s, t);
+        const bool complete_trigger = std::string(text).find("<tool_call>") != std::string::npos;
+        if (complete_trigger) {
+            EXPECT_LT(allowed_count(s), 50u) << text;
+        } else {
+            EXPECT_EQ(allowed_count(s), (size_t) n_vocab) << text;
+            // the rest of the trigger arrives as plain text
+            const std::string rest = std::string(text).back() == '_' ? "call>" : ">";
+            for (llama_token t : common_tokenize(f.vocab, rest, false, false)) llama_sampler_accept(s, t);
+            EXPECT_LT(allowed_count(s), 50u) << text;
+        }
+        llama_sampler_reset(s);
+        EXPECT_EQ(allowed_count(s), (size_t) n_vocab);   // reset: waiting again
+        llama_sampler_free(s);
+    }
+}

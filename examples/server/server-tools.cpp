@@ -63,6 +63,15 @@ tool_request parse_tool_request(const json & body, tool_syntax syntax, common_pa
     if (!given || body["tools"].empty() || choice == "none") return req;
     req.active = true;
     req.tools = body["tools"];
+    if (choice == "auto" && sp.grammar.empty() && !tool_call_triggers(syntax).empty()) {
+        // calls amid free text: the grammar takes over at the call's opening tag
+        try {
+            sp.grammar = tool_call_grammar(syntax, req.tools, req.parallel, "");
+            sp.grammar_triggers = tool_call_triggers(syntax);
+        } catch (const std::invalid_argument & e) {
+            throw http_error(400, std::string("'tools': ") + e.what());
+        }
+    }
     if (choice == "required" || choice == "named") {
         for (const char * f : { "grammar", "json_schema", "response_format" }) {
             if (has(body, f) && !(std::string(f) == "response_format" && body[f].value("type", json()) == "text")) {
