@@ -306,6 +306,32 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) { p.sampling.penalty_present = parse_float(v); }));
     t.push_back(val({ "--frequency-penalty" }, "F", GEN, "frequency penalty (default: 0.0 = off)",
                     [](common_params & p, const std::string & v) { p.sampling.penalty_freq = parse_float(v); }));
+    t.push_back(val({ "--top-nsigma", "--top-n-sigma" }, "N", GEN, "keep tokens within N standard deviations of the top logit (default: -1 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.top_n_sigma = parse_float(v); }));
+    t.push_back(val({ "--xtc-probability" }, "P", GEN, "XTC: chance of removing the top choices (default: 0.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.xtc_probability = parse_float(v); }));
+    t.push_back(val({ "--xtc-threshold" }, "P", GEN, "XTC: tokens at least this likely count as top choices (default: 0.1)",
+                    [](common_params & p, const std::string & v) { p.sampling.xtc_threshold = parse_float(v); }));
+    t.push_back(val({ "--mirostat" }, "N", GEN, "mirostat: 0 off, 1 mirostat, 2 mirostat 2.0 (replaces top-k/p, min-p, typical, XTC)",
+                    [](common_params & p, const std::string & v) {
+                        const int32_t m = parse_int(v);
+                        if (m < 0 || m > 2) throw common_arg_error("expected 0, 1 or 2");
+                        p.sampling.mirostat = m;
+                    }));
+    t.push_back(val({ "--mirostat-lr" }, "ETA", GEN, "mirostat learning rate (default: 0.1)",
+                    [](common_params & p, const std::string & v) { p.sampling.mirostat_eta = parse_float(v); }));
+    t.push_back(val({ "--mirostat-ent" }, "TAU", GEN, "mirostat target entropy (default: 5.0)",
+                    [](common_params & p, const std::string & v) { p.sampling.mirostat_tau = parse_float(v); }));
+    t.push_back(val({ "-l", "--logit-bias" }, "TOKEN_ID(+/-)BIAS", GEN, "add BIAS to a token's logit, e.g. 15043+1 or 15043-inf",
+                    [](common_params & p, const std::string & v) {
+                        const size_t sign = v.find_first_of("+-", 1);
+                        if (sign == std::string::npos) throw common_arg_error("expected TOKEN_ID+BIAS or TOKEN_ID-BIAS");
+                        const int32_t id = parse_int(v.substr(0, sign));
+                        if (id < 0) throw common_arg_error("the token id must not be negative");
+                        const std::string b = v.substr(sign);
+                        const float bias = (b == "-inf" || b == "-INF") ? -INFINITY : (b == "+inf" ? INFINITY : parse_float(b));
+                        p.sampling.logit_bias.push_back({ id, bias });
+                    }));
     t.push_back(val({ "--grammar" }, "GRAMMAR", GEN, "constrain generations with a GBNF grammar (start rule: root)",
                     [](common_params & p, const std::string & v) { p.sampling.grammar = check_grammar(v, "--grammar"); }));
     t.push_back(val({ "--grammar-file" }, "FNAME", GEN, "read the GBNF grammar from a file",

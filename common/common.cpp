@@ -135,11 +135,16 @@ llama_context_params common_context_params_to_llama(const common_params & params
     return out;
 }
 
-llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx) {
+llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx, const llama_vocab * vocab) {
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     llama_sampler * chain = llama_sampler_chain_init(cp);
     const size_t min_keep = (size_t) std::max(sp.min_keep, 0);
+    int32_t n_vocab = vocab ? llama_vocab_n_tokens(vocab) : 0;
+    for (const auto & lb : sp.logit_bias) n_vocab = std::max(n_vocab, lb.token + 1);
 
+    if (!sp.logit_bias.empty()) {
+        llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(n_vocab, (int32_t) sp.logit_bias.size(), sp.logit_bias.data()));
+    }
     const int32_t last_n = sp.penalty_last_n < 0 ? std::max(n_ctx, 0) : sp.penalty_last_n;
     if (last_n != 0 && (sp.penalty_repeat != 1.0f || sp.penalty_freq != 0.0f || sp.penalty_present != 0.0f)) {
         llama_sampler_chain_add(chain, llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq,
@@ -150,10 +155,21 @@ llama_sampler * common_sampler_chain_from_params(const common_params_sampling & 
         llama_sampler_chain_add(chain, llama_sampler_init_greedy());
         return chain;
     }
+    if (sp.mirostat == 1 || sp.mirostat == 2) {
+        llama_sampler_chain_add(chain, llama_sampler_init_temp(sp.temp));
+        llama_sampler_chain_add(chain, sp.mirostat == 1
+                                           ? llama_sampler_init_mirostat(n_vocab, sp.seed, sp.mirostat_tau, sp.mirostat_eta, 100)
+                                           : llama_sampler_init_mirostat_v2(sp.seed, sp.mirostat_tau, sp.mirostat_eta));
+        return chain;
+    }
+    if (sp.top_n_sigma > 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_top_n_sigma(sp.top_n_sigma));
     llama_sampler_chain_add(chain, llama_sampler_init_top_k(sp.top_k));
     llama_sampler_chain_add(chain, llama_sampler_init_typical(sp.typ_p, min_keep));
     llama_sampler_chain_add(chain, llama_sampler_init_top_p(sp.top_p, min_keep));
     llama_sampler_chain_add(chain, llama_sampler_init_min_p(sp.min_p, min_keep));
+    if (sp.xtc_probability > 0.0f) {
+        llama_sampler_chain_add(chain, llama_sampler_init_xtc(sp.xtc_probability, sp.xtc_threshold, std::max<size_t>(min_keep, 1), sp.seed));
+    }
     llama_sampler_chain_add(chain, llama_sampler_init_temp(sp.temp));
     llama_sampler_chain_add(chain, llama_sampler_init_dist(sp.seed));
     return chain;

@@ -38,6 +38,13 @@ struct common_params_sampling {
     float    penalty_present = 0.0f;
     int32_t  min_keep        = 0;
     bool     ignore_eos      = false;
+    float    top_n_sigma     = -1.0f;   // <= 0: off
+    float    xtc_probability = 0.0f;    // 0: XTC off
+    float    xtc_threshold   = 0.1f;
+    int32_t  mirostat        = 0;       // 0 off, 1 mirostat, 2 mirostat 2.0 (replace the filters)
+    float    mirostat_tau    = 5.0f;
+    float    mirostat_eta    = 0.1f;
+    std::vector<llama_logit_bias> logit_bias;
     std::string grammar;                // GBNF; empty: unconstrained
     std::vector<std::string> grammar_triggers;   // non-empty: the grammar starts at the first of these
 };
@@ -146,10 +153,12 @@ std::string common_kv_cache_type_names();
 bool common_model_params_to_llama(common_params & params, llama_model_params & out, std::string & err);
 llama_context_params common_context_params_to_llama(const common_params & params);
 
-// The sampler chain of the parameters, in llama.cpp's order: penalties, top-k, typical, top-p,
-// min-p, temperature, then dist (seeded) — or greedy when temp <= 0. n_ctx resolves a
-// penalty window of -1.
-llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx);
+// The sampler chain of the parameters, in llama.cpp's order: logit bias, penalties, top-n-sigma,
+// top-k, typical, top-p, min-p, XTC, temperature, then dist (seeded); greedy when temp <= 0;
+// with mirostat, temperature then mirostat instead of the filters. n_ctx resolves a
+// penalty_last_n of -1; vocab (may be null) sizes the logit-bias table and mirostat v1.
+llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx,
+                                                 const llama_vocab * vocab = nullptr);
 // Adds sp's grammar (if any) to the chain. Call it after accepting the prompt's tokens, which
 // must not advance the grammar. False with a message naming line and column if it does not parse.
 bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab, const common_params_sampling & sp,

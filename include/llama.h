@@ -207,6 +207,20 @@ struct llama_sampler * llama_sampler_init_temp(float t);
 struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, float penalty_repeat, float penalty_freq,
                                                     float penalty_present);
 
+typedef struct llama_logit_bias {
+    llama_token token;
+    float bias;   // added to the logit; -INFINITY bans the token
+} llama_logit_bias;
+struct llama_sampler * llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n_logit_bias, const llama_logit_bias * logit_bias);
+// XTC: with probability p, drop every token at least t likely except the least likely of them.
+struct llama_sampler * llama_sampler_init_xtc(float p, float t, size_t min_keep, uint32_t seed);
+// Keep tokens whose logit is within n standard deviations of the largest (n <= 0: off).
+struct llama_sampler * llama_sampler_init_top_n_sigma(float n);
+// Mirostat v1 (m: tokens used to estimate the Zipf exponent, 100 in the paper) and v2; both
+// select the token (use them last in a chain, instead of dist).
+struct llama_sampler * llama_sampler_init_mirostat(int32_t n_vocab, uint32_t seed, float tau, float eta, int32_t m);
+struct llama_sampler * llama_sampler_init_mirostat_v2(uint32_t seed, float tau, float eta);
+
 // A GBNF grammar (llama.cpp's syntax) as a constraint: candidates the grammar does not allow next
 // are removed. NULL when the grammar does not parse (the error is logged). In a chain,
 // constraints apply before the other samplers whatever the order of adding, and

@@ -59,12 +59,6 @@ size_t argmax_index(const llama_token_data_array * cur_p) {
     return best;
 }
 
-uint32_t resolve_seed(uint32_t seed) {
-    if (seed != LLAMA_DEFAULT_SEED) return seed;
-    std::random_device rd;
-    return rd() ^ (uint32_t) std::chrono::steady_clock::now().time_since_epoch().count();
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct sampler_chain final : llama_sampler {
@@ -112,40 +106,15 @@ struct sampler_greedy final : llama_sampler {
     }
 };
 
-// Draws from the softmax of the candidates with a seeded Mersenne twister. The draw is an
-// inverse-CDF walk with a canonical double in [0, 1), which is how std::discrete_distribution
-// samples, but without its per-call allocation of the cumulative table.
+// Draws from the softmax of the candidates with a seeded Mersenne twister (llama_sampler_draw).
 struct sampler_dist final : llama_sampler {
     uint32_t seed;
     std::mt19937 rng;
 
-    explicit sampler_dist(uint32_t s) : seed(s), rng(resolve_seed(s)) {}
+    explicit sampler_dist(uint32_t s) : seed(s), rng(llama_sampler_resolve_seed(s)) {}
     const char * name() const override { return "dist"; }
-    void apply(llama_token_data_array * cur_p) override {
-        if (cur_p->size == 0) {
-            cur_p->selected = -1;
-            return;
-        }
-        softmax_unsorted(cur_p);
-        double total = 0.0;
-        for (size_t i = 0; i < cur_p->size; ++i) total += cur_p->data[i].p;
-        const double u = std::generate_canonical<double, std::numeric_limits<double>::digits>(rng);
-        double cum = 0.0;
-        size_t last_nonzero = 0;
-        for (size_t i = 0; i < cur_p->size; ++i) {
-            const double p = cur_p->data[i].p / total;
-            if (p <= 0.0) continue;
-            last_nonzero = i;
-            cum += p;
-            if (cum > u) {
-                cur_p->selected = (int64_t) i;
-                return;
-            }
-        }
-        // rounding left the sum just below u: the last token with mass wins
-        cur_p->selected = (int64_t) last_nonzero;
-    }
-    void reset() override { rng.seed(resolve_seed(seed)); }
+    void apply(llama_token_data_array * cur_p) override { cur_p->selected = llama_sampler_draw(cur_p, rng); }
+    void reset() override { rng.seed(llama_sampler_resolve_seed(seed)); }
 };
 
 struct sampler_top_k final : llama_sampler {
@@ -343,6 +312,35 @@ struct sampler_penalties final : llama_sampler {
 void llama_sampler_softmax(llama_token_data_array * cur_p) {
     sort_candidates(cur_p);
     softmax_unsorted(cur_p);
+}
+
+void llama_sampler_probs(llama_token_data_array * cur_p) { softmax_unsorted(cur_p); }
+
+uint32_t llama_sampler_resolve_seed(uint32_t seed) {
+    if (seed != LLAMA_DEFAULT_SEED) return seed;
+    std::random_device rd;
+    return rd() ^ (uint32_t) std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
+// An inverse-CDF walk with a canonical double in [0, 1), which is how std::discrete_distribution
+// samples, but without its per-call allocation of the cumulative table.
+int64_t llama_sampler_draw(llama_token_data_array * cur_p, std::mt19937 & rng) {
+    if (cur_p->size == 0) return -1;
+    softmax_unsorted(cur_p);
+    double total = 0.0;
+    for (size_t i = 0; i < cur_p->size; ++i) total += cur_p->data[i].p;
+    const double u = std::generate_canonical<double, std::numeric_limits<double>::digits>(rng);
+    double cum = 0.0;
+    size_t last_nonzero = 0;
+    for (size_t i = 0; i < cur_p->size; ++i) {
+        const double p = cur_p->data[i].p / total;
+        if (p <= 0.0) continue;
+        last_nonzero = i;
+        cum += p;
+        if (cum > u) return (int64_t) i;
+    }
+    // rounding left the sum just below u: the last token with mass wins
+    return (int64_t) last_nonzero;
 }
 
 // ---- C API ----------------------------------------------------------------------------------

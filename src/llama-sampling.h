@@ -4,6 +4,7 @@
 
 #include "llama.h"
 
+#include <random>
 #include <vector>
 
 struct llama_sampler {
@@ -28,3 +29,9 @@ struct llama_sampler {
 
 // Turn logits into probabilities in place: sorts by logit (descending) if not sorted yet.
 void llama_sampler_softmax(llama_token_data_array * cur_p);
+// The same without reordering.
+void llama_sampler_probs(llama_token_data_array * cur_p);
+// LLAMA_DEFAULT_SEED: a random seed; any other value as given.
+uint32_t llama_sampler_resolve_seed(uint32_t seed);
+// Index of a candidate drawn from the softmax of the logits (the p fields are set on the way).
+int64_t llama_sampler_draw(llama_token_data_array * cur_p, std::mt19937 & rng);

@@ -182,7 +182,7 @@ int main(int argc, char ** argv) {
         LOG_INF("\n");
     }
 
-    res.smpl = common_sampler_chain_from_params(params.sampling, n_ctx);
+    res.smpl = common_sampler_chain_from_params(params.sampling, n_ctx, vocab);
     const auto & sp = params.sampling;
     LOG_INF("sampler params: repeat_last_n = %d, repeat_penalty = %.3f, frequency_penalty = %.3f, "
             "presence_penalty = %.3f\n\ttop_k = %d, top_p = %.3f, min_p = %.3f, typical_p = %.3f, temp = %.3f\n",

@@ -1,6 +1,7 @@
 #include "server-oai.h"
 
 #include "server-constraints.h"
+#include "server-samplers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -121,6 +122,7 @@ generation_params parse_generation(const json & body, const server_info & info, 
     sp.min_keep        = (int32_t) get_int(body, "min_keep", sp.min_keep, 0, INT32_MAX);
     sp.ignore_eos      = get_bool(body, "ignore_eos", sp.ignore_eos);
     parse_constraints(body, sp);
+    parse_sampler_fields(body, info.vocab, sp);
     if (has(body, "seed")) {
         const int64_t seed = get_int(body, "seed", -1, INT64_MIN / 2, INT64_MAX / 2);
         // -1 (and any negative seed) means a random one, as in llama.cpp

@@ -232,7 +232,7 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     s.reports.clear();
     s.stops = stop_matcher(task->params.stop);
     if (s.smpl) llama_sampler_free(s.smpl);
-    s.smpl = common_sampler_chain_from_params(task->params.sampling, params_.n_ctx_slot);
+    s.smpl = common_sampler_chain_from_params(task->params.sampling, params_.n_ctx_slot, vocab_);
     // the prompt is history for the repetition penalties
     for (llama_token t : task->prompt) llama_sampler_accept(s.smpl, t);
     // checked when the request was read; a failure here is an internal error

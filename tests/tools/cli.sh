@@ -126,6 +126,17 @@ if [ -f "$MODEL" ]; then
     grep -qxE '("cat"|"dog"|17) ?' "$TMP/jschema.out" || fail "--json-schema output: '$(cat "$TMP/jschema.out")'"
     expect_err "--json-schema: schema at #: unknown type 'word'" "$TOOL" -m "$MODEL" -p "$P" -j '{"type": "word"}'
     expect_err "--json-schema: not valid JSON" "$TOOL" -m "$MODEL" -p "$P" -j '{"type":'
+    # sampler flags: -l decides the greedy token; mirostat / XTC / top-n-sigma run
+    i=0
+    for f in "--mirostat 2 --mirostat-ent 3 --mirostat-lr 0.2" "--mirostat 1" "--xtc-probability 1 --xtc-threshold 0.01" "--top-nsigma 1.5"; do
+        i=$((i + 1))
+        run "smp$i" -m "$MODEL" -p "$P" -n 4 --temp 1 -s 1 $f $T
+    done
+    expect_err "expected 0, 1 or 2" "$TOOL" -m "$MODEL" -p "$P" --mirostat 3
+    expect_err "TOKEN_ID+BIAS" "$TOOL" -m "$MODEL" -p "$P" -l 12
+    run lb_forced -m "$MODEL" -p "$P" -n 1 --temp 0 --no-display-prompt -l 300+100 $T
+    run lb_other -m "$MODEL" -p "$P" -n 1 --temp 0 --no-display-prompt -l 301+100 $T
+    if cmp -s "$TMP/lb_forced.out" "$TMP/lb_other.out"; then fail "-l 300+100 and -l 301+100 gave the same token"; else pass; fi
     expect_err "line 1, column 10: undefined rule 'x'" "$TOOL" -m "$MODEL" -p "$P" --grammar 'root ::= x'
     expect_err "$TMP/none.gbnf" "$TOOL" -m "$MODEL" -p "$P" --grammar-file "$TMP/none.gbnf"
     printf 'root ::= "a"\nb ::= "\n' >"$TMP/bad.gbnf"

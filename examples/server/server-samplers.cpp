@@ -1,0 +1,85 @@
+#include "server-samplers.h"
+
+#include <cmath>
+#include <string>
+
+namespace {
+
+bool has(const json & body, const char * key) { return body.contains(key) && !body.at(key).is_null(); }
+
+float number_in(const json & body, const char * key, float def, double lo, double hi) {
+    if (!has(body, key)) return def;
+    const json & v = body.at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo || v.get<double>() > hi) {
+        throw http_error(400, std::string("'") + key + "' must be a number between " + json(lo).dump() + " and " + json(hi).dump());
+    }
+    return v.get<float>();
+}
+
+// A bias value: a number, or false for "never this token".
+float bias_value(const json & v, const std::string & where) {
+    if (v.is_boolean() && !v.get<bool>()) return -INFINITY;
+    if (!v.is_number() || !std::isfinite(v.get<double>())) throw http_error(400, where + " must be a number or false");
+    return v.get<float>();
+}
+
+// The tokens a logit_bias key stands for: an id, or a text whose tokens all get the bias.
+void add_bias(const std::string & key, bool key_is_id, float bias, const llama_vocab * vocab, common_params_sampling & sp,
+              const std::string & where) {
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    if (key_is_id) {
+        size_t used = 0;
+        long long id = -1;
+        try {
+            id = std::stoll(key, &used);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used == key.size() && used > 0) {
+            if (id < 0 || id >= n_vocab) {
+                throw http_error(400, where + ": token id " + key + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
+            }
+            sp.logit_bias.push_back({ (llama_token) id, bias });
+            return;
+        }
+    }
+    const std::vector<llama_token> toks = common_tokenize(vocab, key, false, false);
+    if (toks.empty()) throw http_error(400, where + ": '" + key + "' has no tokens");
+    for (llama_token t : toks) sp.logit_bias.push_back({ t, bias });
+}
+
+} // namespace
+
+void parse_sampler_fields(const json & body, const llama_vocab * vocab, common_params_sampling & sp) {
+    sp.top_n_sigma = number_in(body, "top_n_sigma", sp.top_n_sigma, -1.0, 1000.0);
+    sp.xtc_probability = number_in(body, "xtc_probability", sp.xtc_probability, 0.0, 1.0);
+    sp.xtc_threshold = number_in(body, "xtc_threshold", sp.xtc_threshold, 0.0, 1.0);
+    if (has(body, "mirostat")) {
+        const json & m = body["mirostat"];
+        if (!m.is_number_integer() || m.get<int>() < 0 || m.get<int>() > 2) throw http_error(400, "'mirostat' must be 0, 1 or 2");
+        sp.mirostat = m.get<int>();
+    }
+    sp.mirostat_tau = number_in(body, "mirostat_tau", sp.mirostat_tau, 0.0, 100.0);
+    sp.mirostat_eta = number_in(body, "mirostat_eta", sp.mirostat_eta, 0.0, 10.0);
+    if (!has(body, "logit_bias")) return;
+    const json & lb = body["logit_bias"];
+    sp.logit_bias.clear();   // the request's biases replace the server's -l ones
+    if (lb.is_object()) {
+        for (const auto & [key, v] : lb.items()) {
+            add_bias(key, true, bias_value(v, "'logit_bias[\"" + key + "\"]'"), vocab, sp, "'logit_bias'");
+        }
+    } else if (lb.is_array()) {
+        for (size_t i = 0; i < lb.size(); ++i) {
+            const std::string where = "'logit_bias[" + std::to_string(i) + "]'";
+            const json & pair = lb[i];
+            if (!pair.is_array() || pair.size() != 2 || !(pair[0].is_string() || pair[0].is_number_integer())) {
+                throw http_error(400, where + " must be [token id or text, bias]");
+            }
+            const float bias = bias_value(pair[1], where);
+            if (pair[0].is_string()) add_bias(pair[0].get<std::string>(), false, bias, vocab, sp, where);
+            else add_bias(std::to_string(pair[0].get<long long>()), true, bias, vocab, sp, where);
+        }
+    } else {
+        throw http_error(400, "'logit_bias' must be an object of token id -> bias, or a list of [token, bias] pairs");
+    }
+}
