@@ -306,6 +306,26 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) { p.sampling.penalty_present = parse_float(v); }));
     t.push_back(val({ "--frequency-penalty" }, "F", GEN, "frequency penalty (default: 0.0 = off)",
                     [](common_params & p, const std::string & v) { p.sampling.penalty_freq = parse_float(v); }));
+    t.push_back(val({ "--dry-multiplier" }, "N", GEN, "DRY repetition penalty multiplier (default: 0.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_multiplier = parse_float(v); }));
+    t.push_back(val({ "--dry-base" }, "N", GEN, "DRY: penalty base (default: 1.75)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_base = parse_float(v); }));
+    t.push_back(val({ "--dry-allowed-length" }, "N", GEN, "DRY: repeats up to this long are free (default: 2)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_allowed_length = parse_int(v, 1); }));
+    t.push_back(val({ "--dry-penalty-last-n" }, "N", GEN, "DRY: tokens looked back over (default: -1 = context size)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_penalty_last_n = parse_int(v, -1); }));
+    t.push_back(val({ "--dry-sequence-breaker" }, "STRING", GEN,
+                    "DRY: a sequence breaker (repeatable; replaces the defaults \\n : \" *; 'none' for none)",
+                    [](common_params & p, const std::string & v) {
+                        // the first one given replaces the defaults
+                        static const std::vector<std::string> defaults = common_params_sampling().dry_sequence_breakers;
+                        if (p.sampling.dry_sequence_breakers == defaults) p.sampling.dry_sequence_breakers.clear();
+                        if (v != "none") {
+                            std::string s = v;
+                            common_process_escapes(s);
+                            p.sampling.dry_sequence_breakers.push_back(s);
+                        }
+                    }));
     t.push_back(val({ "--top-nsigma", "--top-n-sigma" }, "N", GEN, "keep tokens within N standard deviations of the top logit (default: -1 = off)",
                     [](common_params & p, const std::string & v) { p.sampling.top_n_sigma = parse_float(v); }));
     t.push_back(val({ "--xtc-probability" }, "P", GEN, "XTC: chance of removing the top choices (default: 0.0 = off)",

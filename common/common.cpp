@@ -150,6 +150,12 @@ llama_sampler * common_sampler_chain_from_params(const common_params_sampling & 
         llama_sampler_chain_add(chain, llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq,
                                                                     sp.penalty_present));
     }
+    if (sp.dry_multiplier != 0.0f && vocab) {
+        std::vector<const char *> breakers;
+        for (const auto & b : sp.dry_sequence_breakers) breakers.push_back(b.c_str());
+        llama_sampler_chain_add(chain, llama_sampler_init_dry(vocab, n_ctx, sp.dry_multiplier, sp.dry_base, sp.dry_allowed_length,
+                                                              sp.dry_penalty_last_n, breakers.data(), breakers.size()));
+    }
     if (sp.temp <= 0.0f) {
         // greedy: the filters cannot change the argmax, so skip them
         llama_sampler_chain_add(chain, llama_sampler_init_greedy());

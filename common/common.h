@@ -45,6 +45,11 @@ struct common_params_sampling {
     float    mirostat_tau    = 5.0f;
     float    mirostat_eta    = 0.1f;
     std::vector<llama_logit_bias> logit_bias;
+    float    dry_multiplier  = 0.0f;    // 0: DRY off
+    float    dry_base        = 1.75f;
+    int32_t  dry_allowed_length = 2;
+    int32_t  dry_penalty_last_n = -1;   // -1: the context size
+    std::vector<std::string> dry_sequence_breakers = { "\n", ":", "\"", "*" };
     std::string grammar;                // GBNF; empty: unconstrained
     std::vector<std::string> grammar_triggers;   // non-empty: the grammar starts at the first of these
 };
@@ -153,7 +158,7 @@ std::string common_kv_cache_type_names();
 bool common_model_params_to_llama(common_params & params, llama_model_params & out, std::string & err);
 llama_context_params common_context_params_to_llama(const common_params & params);
 
-// The sampler chain of the parameters, in llama.cpp's order: logit bias, penalties, top-n-sigma,
+// The sampler chain of the parameters, in llama.cpp's order: logit bias, penalties, DRY, top-n-sigma,
 // top-k, typical, top-p, min-p, XTC, temperature, then dist (seeded); greedy when temp <= 0;
 // with mirostat, temperature then mirostat instead of the filters. n_ctx resolves a
 // penalty_last_n of -1; vocab (may be null) sizes the logit-bias table and mirostat v1.

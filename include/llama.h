@@ -221,6 +221,13 @@ struct llama_sampler * llama_sampler_init_top_n_sigma(float n);
 struct llama_sampler * llama_sampler_init_mirostat(int32_t n_vocab, uint32_t seed, float tau, float eta, int32_t m);
 struct llama_sampler * llama_sampler_init_mirostat_v2(uint32_t seed, float tau, float eta);
 
+// DRY: a token that would extend a repetition of length L >= allowed_length of the last
+// penalty_last_n tokens (-1: n_ctx) loses multiplier * base^(L - allowed_length) from its logit;
+// matching stops at tokens whose text contains a sequence breaker.
+struct llama_sampler * llama_sampler_init_dry(const struct llama_vocab * vocab, int32_t n_ctx_train, float dry_multiplier,
+                                              float dry_base, int32_t dry_allowed_length, int32_t dry_penalty_last_n,
+                                              const char ** seq_breakers, size_t num_breakers);
+
 // A GBNF grammar (llama.cpp's syntax) as a constraint: candidates the grammar does not allow next
 // are removed. NULL when the grammar does not parse (the error is logged). In a chain,
 // constraints apply before the other samplers whatever the order of adding, and

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -124,4 +125,44 @@ TEST(SamplingAdaptive, MirostatV1) {
     ASSERT_GE(c.arr.selected, 0);
     EXPECT_LT(c.arr.data[c.arr.selected].id, 8);
     llama_sampler_free(s);
+}
+
+// DRY on the synthetic model's vocabulary, with A B C three word tokens and N a newline
+// (a breaker). multiplier 1, base 2, allowed length 2: a repeat of length L costs 2^(L - 2).
+TEST(SamplingAdaptive, Dry) {
+    const std::string path = kiln_test::shared_path("models/synth-qwen3-Q8_0.gguf");
+    if (!kiln_test::file_exists(path)) GTEST_SKIP() << path << " not present";
+    llama_backend_init();
+    llama_model * model = llama_model_load_from_file(path.c_str(), llama_model_default_params());
+    ASSERT_NE(model, nullptr);
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    auto one = [&](const char * text) {
+        llama_token t[4];
+        EXPECT_EQ(llama_tokenize(vocab, text, (int32_t) strlen(text), t, 4, false, false), 1) << text;
+        return t[0];
+    };
+    const llama_token A = one(" the"), B = one(" cat"), C = one(" sat"), N = one("\n");
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    const char * breakers[] = { "\n" };
+    // the penalty each of A, B, C, N gets after the history
+    auto penalties = [&](const std::vector<llama_token> & history, size_t n_breakers) {
+        llama_sampler * s = llama_sampler_init_dry(vocab, 4096, 1.0f, 2.0f, 2, -1, breakers, n_breakers);
+        for (llama_token t : history) llama_sampler_accept(s, t);
+        std::vector<float> logits(n_vocab, 0.0f);
+        cands c(logits);
+        llama_sampler_apply(s, &c.arr);
+        llama_sampler_free(s);
+        return std::vector<float>{ -c.data[A].logit, -c.data[B].logit, -c.data[C].logit, -c.data[N].logit };
+    };
+    // A B C A B: "A B" was followed by C: C extends a repeat of 2 -> 2^0 = 1
+    EXPECT_EQ(penalties({ A, B, C, A, B }, 1), (std::vector<float>{ 0, 0, 1, 0 }));
+    // A B C A B C A B: C extends "A B C A B" (length 5) -> 2^3 = 8
+    EXPECT_EQ(penalties({ A, B, C, A, B, C, A, B }, 1), (std::vector<float>{ 0, 0, 8, 0 }));
+    // A N B A N B: A would extend "B" only, the match stops at the breaker N; without breakers
+    // it extends "A N B" (3) -> 2
+    EXPECT_EQ(penalties({ A, N, B, A, N, B }, 1), (std::vector<float>{ 0, 0, 0, 0 }));
+    EXPECT_EQ(penalties({ A, N, B, A, N, B }, 0), (std::vector<float>{ 2, 0, 0, 0 }));
+    // output ending in a breaker: nothing is penalized
+    EXPECT_EQ(penalties({ A, B, N, A, B, N }, 1), (std::vector<float>{ 0, 0, 0, 0 }));
+    llama_model_free(model);
 }

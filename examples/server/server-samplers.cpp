@@ -1,5 +1,6 @@
 #include "server-samplers.h"
 
+#include <climits>
 #include <cmath>
 #include <string>
 
@@ -61,6 +62,26 @@ void parse_sampler_fields(const json & body, const llama_vocab * vocab, common_p
     }
     sp.mirostat_tau = number_in(body, "mirostat_tau", sp.mirostat_tau, 0.0, 100.0);
     sp.mirostat_eta = number_in(body, "mirostat_eta", sp.mirostat_eta, 0.0, 10.0);
+    sp.dry_multiplier = number_in(body, "dry_multiplier", sp.dry_multiplier, 0.0, 100.0);
+    sp.dry_base = number_in(body, "dry_base", sp.dry_base, 1.0, 100.0);
+    for (const char * key : { "dry_allowed_length", "dry_penalty_last_n" }) {
+        if (!has(body, key)) continue;
+        const json & v = body[key];
+        const int lo = std::string(key) == "dry_penalty_last_n" ? -1 : 1;
+        if (!v.is_number_integer() || v.get<long long>() < lo || v.get<long long>() > INT32_MAX) {
+            throw http_error(400, std::string("'") + key + "' must be an integer of at least " + std::to_string(lo));
+        }
+        (std::string(key) == "dry_allowed_length" ? sp.dry_allowed_length : sp.dry_penalty_last_n) = v.get<int32_t>();
+    }
+    if (has(body, "dry_sequence_breakers")) {
+        const json & v = body["dry_sequence_breakers"];
+        if (!v.is_array()) throw http_error(400, "'dry_sequence_breakers' must be a list of strings");
+        sp.dry_sequence_breakers.clear();
+        for (const auto & b : v) {
+            if (!b.is_string() || b.get<std::string>().empty()) throw http_error(400, "'dry_sequence_breakers' must be a list of non-empty strings");
+            sp.dry_sequence_breakers.push_back(b.get<std::string>());
+        }
+    }
     if (!has(body, "logit_bias")) return;
     const json & lb = body["logit_bias"];
     sp.logit_bias.clear();   // the request's biases replace the server's -l ones

@@ -1,5 +1,6 @@
 // Sampler request fields through llama-server: logit_bias in OpenAI's and llama.cpp's forms
-// changes which token comes first, XTC / top-n-sigma / mirostat run, bad values are 400s.
+// changes which token comes first, DRY breaks a greedy loop, XTC / top-n-sigma / mirostat run,
+// bad values are 400s.
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, model, postJson } from './lib.js';
@@ -31,6 +32,21 @@ describe('sampler fields', () => {
     assert.ok(tok.json.tokens.includes(forcedText.json.tokens[0]), JSON.stringify([tok.json, forcedText.json.tokens]));
   });
 
+  test('DRY breaks the greedy loop of a random model', async () => {
+    const longestRun = (toks) => {
+      let best = 0;
+      let run = 0;
+      toks.forEach((t, i) => { run = i > 0 && toks[i - 1] === t ? run + 1 : 1; best = Math.max(best, run); });
+      return best;
+    };
+    const plain = await complete({ temperature: 0, n_predict: 30 });
+    assert.ok(longestRun(plain.json.tokens) >= 20, `the baseline repeats one token: ${plain.json.tokens}`);
+    const dry = await complete({ temperature: 0, n_predict: 30, dry_multiplier: 3, dry_base: 1.75, dry_allowed_length: 2, dry_sequence_breakers: ['\n'] });
+    assert.equal(dry.status, 200, dry.text);
+    assert.ok(longestRun(dry.json.tokens) < 10, `DRY output still loops: ${dry.json.tokens}`);
+    assert.ok(new Set(dry.json.tokens).size >= 4, `${dry.json.tokens}`);
+  });
+
   test('XTC, top-n-sigma and mirostat run', async () => {
     for (const extra of [{ xtc_probability: 1, xtc_threshold: 0.01 }, { top_n_sigma: 1.5 }, { mirostat: 1 }, { mirostat: 2, mirostat_tau: 3, mirostat_eta: 0.2 }]) {
       const r = await complete({ temperature: 1, seed: 1, ...extra });
@@ -46,6 +62,9 @@ describe('sampler fields', () => {
       assert.match(r.json.error.message, re);
     };
     await bad({ mirostat: 3 }, /'mirostat' must be 0, 1 or 2/);
+    await bad({ dry_multiplier: -1 }, /'dry_multiplier'/);
+    await bad({ dry_allowed_length: 0 }, /'dry_allowed_length' must be an integer of at least 1/);
+    await bad({ dry_sequence_breakers: '\n' }, /'dry_sequence_breakers' must be a list/);
     await bad({ xtc_probability: 2 }, /'xtc_probability'/);
     await bad({ top_n_sigma: 'x' }, /'top_n_sigma'/);
     await bad({ logit_bias: 5 }, /'logit_bias' must be/);

@@ -128,7 +128,7 @@ if [ -f "$MODEL" ]; then
     expect_err "--json-schema: not valid JSON" "$TOOL" -m "$MODEL" -p "$P" -j '{"type":'
     # sampler flags: -l decides the greedy token; mirostat / XTC / top-n-sigma run
     i=0
-    for f in "--mirostat 2 --mirostat-ent 3 --mirostat-lr 0.2" "--mirostat 1" "--xtc-probability 1 --xtc-threshold 0.01" "--top-nsigma 1.5"; do
+    for f in "--mirostat 2 --mirostat-ent 3 --mirostat-lr 0.2" "--mirostat 1" "--xtc-probability 1 --xtc-threshold 0.01" "--top-nsigma 1.5" "--dry-multiplier 0.8 --dry-sequence-breaker none"; do
         i=$((i + 1))
         run "smp$i" -m "$MODEL" -p "$P" -n 4 --temp 1 -s 1 $f $T
     done
