@@ -306,6 +306,16 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) { p.sampling.penalty_present = parse_float(v); }));
     t.push_back(val({ "--frequency-penalty" }, "F", GEN, "frequency penalty (default: 0.0 = off)",
                     [](common_params & p, const std::string & v) { p.sampling.penalty_freq = parse_float(v); }));
+    t.push_back(val({ "--samplers" }, "SAMPLERS", GEN,
+                    "samplers in order, separated by ';' (default: penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)",
+                    [](common_params & p, const std::string & v) {
+                        p.sampling.samplers.clear();
+                        for (const std::string & name : split(v, ';')) {
+                            const std::string c = common_sampler_canonical_name(name);
+                            if (c.empty()) throw common_arg_error("unknown sampler '" + name + "'");
+                            p.sampling.samplers.push_back(c);
+                        }
+                    }));
     t.push_back(val({ "--dry-multiplier" }, "N", GEN, "DRY repetition penalty multiplier (default: 0.0 = off)",
                     [](common_params & p, const std::string & v) { p.sampling.dry_multiplier = parse_float(v); }));
     t.push_back(val({ "--dry-base" }, "N", GEN, "DRY: penalty base (default: 1.75)",

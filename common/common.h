@@ -50,6 +50,8 @@ struct common_params_sampling {
     int32_t  dry_allowed_length = 2;
     int32_t  dry_penalty_last_n = -1;   // -1: the context size
     std::vector<std::string> dry_sequence_breakers = { "\n", ":", "\"", "*" };
+    // the order of the samplers between the logit bias and the final pick (canonical names)
+    std::vector<std::string> samplers = { "penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature" };
     std::string grammar;                // GBNF; empty: unconstrained
     std::vector<std::string> grammar_triggers;   // non-empty: the grammar starts at the first of these
 };
@@ -164,6 +166,9 @@ llama_context_params common_context_params_to_llama(const common_params & params
 // penalty_last_n of -1; vocab (may be null) sizes the logit-bias table and mirostat v1.
 llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx,
                                                  const llama_vocab * vocab = nullptr);
+// A sampler name of the "samplers" order as its canonical spelling ("temp" -> "temperature",
+// "typical_p" -> "typ_p"); empty if it names no sampler.
+std::string common_sampler_canonical_name(const std::string & name);
 // Adds sp's grammar (if any) to the chain. Call it after accepting the prompt's tokens, which
 // must not advance the grammar. False with a message naming line and column if it does not parse.
 bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab, const common_params_sampling & sp,

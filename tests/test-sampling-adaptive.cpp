@@ -1,5 +1,6 @@
 // Logit bias, XTC, top-n-sigma and mirostat v1 / v2 against distributions worked out by hand
 // (see each test's comment for the arithmetic).
+#include "common.h"
 #include "llama.h"
 #include "testing.h"
 
@@ -165,4 +166,30 @@ TEST(SamplingAdaptive, Dry) {
     // output ending in a breaker: nothing is penalized
     EXPECT_EQ(penalties({ A, B, N, A, B, N }, 1), (std::vector<float>{ 0, 0, 0, 0 }));
     llama_model_free(model);
+}
+
+// The "samplers" order: p = 0.4 0.3 0.2 0.1 with top-k 2 and top-p 0.5. top-k first leaves
+// 0.4 / 0.3 -> 0.571 / 0.429, then top-p keeps one; top-p first keeps two (0.4 < 0.5 <= 0.7),
+// then top-k keeps both.
+TEST(SamplingAdaptive, SamplerOrder) {
+    common_params_sampling sp;
+    sp.top_k = 2;
+    sp.top_p = 0.5f;
+    sp.min_p = 0.0f;
+    sp.temp = 1.0f;
+    sp.seed = 1;
+    auto kept = [&](std::vector<std::string> order) {
+        sp.samplers = std::move(order);
+        llama_sampler * chain = common_sampler_chain_from_params(sp, 64);
+        cands c = cands::probs({ 0.4, 0.3, 0.2, 0.1 });
+        llama_sampler_apply(chain, &c.arr);
+        llama_sampler_free(chain);
+        return c.arr.size;
+    };
+    EXPECT_EQ(kept({ "top_k", "top_p" }), 1u);
+    EXPECT_EQ(kept({ "top_p", "top_k" }), 2u);
+    EXPECT_EQ(kept({}), 4u);   // nothing but the final draw
+    EXPECT_EQ(common_sampler_canonical_name("temp"), "temperature");
+    EXPECT_EQ(common_sampler_canonical_name("typical_p"), "typ_p");
+    EXPECT_EQ(common_sampler_canonical_name("top-k"), "");
 }

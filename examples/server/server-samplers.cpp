@@ -82,6 +82,36 @@ void parse_sampler_fields(const json & body, const llama_vocab * vocab, common_p
             sp.dry_sequence_breakers.push_back(b.get<std::string>());
         }
     }
+    if (has(body, "samplers")) {
+        const json & v = body["samplers"];
+        std::vector<std::string> names;
+        if (v.is_string()) {
+            std::string cur;
+            for (char c : v.get<std::string>() + ";") {
+                if (c == ';') {
+                    if (!cur.empty()) names.push_back(cur);
+                    cur.clear();
+                } else {
+                    cur += c;
+                }
+            }
+        } else if (v.is_array()) {
+            for (const auto & n : v) {
+                if (!n.is_string()) throw http_error(400, "'samplers' must be a list of sampler names");
+                names.push_back(n.get<std::string>());
+            }
+        } else {
+            throw http_error(400, "'samplers' must be a list of sampler names");
+        }
+        sp.samplers.clear();
+        for (const auto & n : names) {
+            const std::string c = common_sampler_canonical_name(n);
+            if (c.empty()) {
+                throw http_error(400, "'samplers': unknown sampler '" + n + "' (known: penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature)");
+            }
+            sp.samplers.push_back(c);
+        }
+    }
     if (!has(body, "logit_bias")) return;
     const json & lb = body["logit_bias"];
     sp.logit_bias.clear();   // the request's biases replace the server's -l ones

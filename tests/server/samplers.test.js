@@ -47,8 +47,8 @@ describe('sampler fields', () => {
     assert.ok(new Set(dry.json.tokens).size >= 4, `${dry.json.tokens}`);
   });
 
-  test('XTC, top-n-sigma and mirostat run', async () => {
-    for (const extra of [{ xtc_probability: 1, xtc_threshold: 0.01 }, { top_n_sigma: 1.5 }, { mirostat: 1 }, { mirostat: 2, mirostat_tau: 3, mirostat_eta: 0.2 }]) {
+  test('samplers order, XTC, top-n-sigma and mirostat run', async () => {
+    for (const extra of [{ samplers: ['min_p', 'temperature'] }, { samplers: 'top_k;top_p;temp' }, { xtc_probability: 1, xtc_threshold: 0.01 }, { top_n_sigma: 1.5 }, { mirostat: 1 }, { mirostat: 2, mirostat_tau: 3, mirostat_eta: 0.2 }]) {
       const r = await complete({ temperature: 1, seed: 1, ...extra });
       assert.equal(r.status, 200, `${JSON.stringify(extra)}: ${r.text}`);
       assert.equal(r.json.tokens.length, 3);
@@ -63,6 +63,8 @@ describe('sampler fields', () => {
     };
     await bad({ mirostat: 3 }, /'mirostat' must be 0, 1 or 2/);
     await bad({ dry_multiplier: -1 }, /'dry_multiplier'/);
+    await bad({ samplers: ['top_k', 'magic'] }, /unknown sampler 'magic'/);
+    await bad({ samplers: 5 }, /'samplers' must be a list/);
     await bad({ dry_allowed_length: 0 }, /'dry_allowed_length' must be an integer of at least 1/);
     await bad({ dry_sequence_breakers: '\n' }, /'dry_sequence_breakers' must be a list/);
     await bad({ xtc_probability: 2 }, /'xtc_probability'/);

@@ -128,11 +128,12 @@ if [ -f "$MODEL" ]; then
     expect_err "--json-schema: not valid JSON" "$TOOL" -m "$MODEL" -p "$P" -j '{"type":'
     # sampler flags: -l decides the greedy token; mirostat / XTC / top-n-sigma run
     i=0
-    for f in "--mirostat 2 --mirostat-ent 3 --mirostat-lr 0.2" "--mirostat 1" "--xtc-probability 1 --xtc-threshold 0.01" "--top-nsigma 1.5" "--dry-multiplier 0.8 --dry-sequence-breaker none"; do
+    for f in "--mirostat 2 --mirostat-ent 3 --mirostat-lr 0.2" "--mirostat 1" "--xtc-probability 1 --xtc-threshold 0.01" "--top-nsigma 1.5" "--dry-multiplier 0.8 --dry-sequence-breaker none" "--samplers min_p;temp"; do
         i=$((i + 1))
         run "smp$i" -m "$MODEL" -p "$P" -n 4 --temp 1 -s 1 $f $T
     done
     expect_err "expected 0, 1 or 2" "$TOOL" -m "$MODEL" -p "$P" --mirostat 3
+    expect_err "unknown sampler 'magic'" "$TOOL" -m "$MODEL" -p "$P" --samplers "top_k;magic"
     expect_err "TOKEN_ID+BIAS" "$TOOL" -m "$MODEL" -p "$P" -l 12
     run lb_forced -m "$MODEL" -p "$P" -n 1 --temp 0 --no-display-prompt -l 300+100 $T
     run lb_other -m "$MODEL" -p "$P" -n 1 --temp 0 --no-display-prompt -l 301+100 $T
