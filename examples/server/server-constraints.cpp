@@ -32,6 +32,8 @@ void parse_constraints(const json & body, common_params_sampling & sp) {
     const char * given = nullptr;
     for (const char * f : fields) {
         if (!has(body, f)) continue;
+        // "grammar": "" is what clients send when they use none
+        if (std::string(f) == "grammar" && body[f].is_string() && body[f].get<std::string>().empty()) continue;
         // response_format {type: text} constrains nothing and combines with anything
         if (std::string(f) == "response_format" && body[f].is_object() && body[f].value("type", json()) == "text") continue;
         if (given) throw http_error(400, std::string("'") + given + "' and '" + f + "' cannot be used together");
@@ -39,7 +41,8 @@ void parse_constraints(const json & body, common_params_sampling & sp) {
     }
     if (has(body, "grammar")) {
         if (!body["grammar"].is_string()) throw http_error(400, "'grammar' must be a string (GBNF)");
-        sp.grammar = checked_grammar(body["grammar"].get<std::string>(), "grammar");
+        const std::string g = body["grammar"].get<std::string>();
+        if (!g.empty()) sp.grammar = checked_grammar(g, "grammar");
     }
     if (has(body, "json_schema")) sp.grammar = schema_grammar(body["json_schema"], "json_schema");
     if (has(body, "response_format")) {

@@ -54,12 +54,10 @@ bool get_bool(const json & body, const char * key, bool def) {
 // without "dry_multiplier", "mirostat_tau" without "mirostat") change nothing anywhere, so they
 // are accepted.
 
-bool is_set(const json & v) { return !v.is_null(); }
-bool non_empty(const json & v) { return !v.is_null() && !(v.is_string() && v.get_ref<const std::string &>().empty()) && !(v.is_structured() && v.empty()); }
 bool non_zero(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == 0.0); }
 bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_true(const json & v) { return v.is_boolean() && v.get<bool>(); }
 bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
-bool not_text_format(const json & v) { return v.is_object() && v.contains("type") && v["type"] != "text"; }
 
 struct unimplemented_field {
     const char * key;
@@ -68,13 +66,7 @@ struct unimplemented_field {
 };
 
 const unimplemented_field k_unimplemented_fields[] = {
-    { "grammar",          non_empty,       "grammar-constrained sampling" },
-    { "json_schema",      is_set,          "JSON-schema-constrained sampling" },
-    { "response_format",  not_text_format, "structured output (response_format other than text)" },
-    { "logit_bias",       non_empty,       "logit biases" },
-    { "mirostat",         non_zero,        "mirostat sampling" },
-    { "dry_multiplier",   non_zero,        "DRY repetition penalty" },
-    { "xtc_probability",  non_zero,        "XTC sampling" },
+    { "post_sampling_probs", is_true,      "probabilities after the samplers (post_sampling_probs)" },
     { "id_slot",          not_minus_one,   "choosing the slot" },
     { "cache_prompt",     is_false,        "turning the prompt cache off" },
     { "n_keep",           non_zero,        "context shift (n_keep)" },
