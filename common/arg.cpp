@@ -5,6 +5,7 @@
 
 #include "arg-promises.h"
 #include "chat-template.h"
+#include "json-schema-grammar.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -66,6 +67,23 @@ std::vector<std::string> split(const std::string & s, char sep) {
     }
     parts.push_back(cur);
     return parts;
+}
+
+// A grammar is checked when the flag is read, so a typo fails at start-up with its position.
+std::string check_grammar(const std::string & text, const std::string & where) {
+    char err[512];
+    if (!llama_grammar_validate(text.c_str(), "root", err, sizeof err)) throw common_arg_error(where + ": " + err);
+    return text;
+}
+
+std::string schema_grammar(const std::string & text, const std::string & where) {
+    const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (schema.is_discarded()) throw common_arg_error(where + ": not valid JSON");
+    try {
+        return check_grammar(json_schema_to_grammar(schema), where);
+    } catch (const std::invalid_argument & e) {
+        throw common_arg_error(where + ": " + e.what());
+    }
 }
 
 std::string read_file_or_throw(const std::string & path) {
@@ -292,6 +310,74 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) { p.sampling.penalty_present = parse_float(v); }));
     t.push_back(val({ "--frequency-penalty" }, "F", GEN, "frequency penalty (default: 0.0 = off)",
                     [](common_params & p, const std::string & v) { p.sampling.penalty_freq = parse_float(v); }));
+    t.push_back(val({ "--samplers" }, "SAMPLERS", GEN,
+                    "samplers in order, separated by ';' (default: penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)",
+                    [](common_params & p, const std::string & v) {
+                        p.sampling.samplers.clear();
+                        for (const std::string & name : split(v, ';')) {
+                            const std::string c = common_sampler_canonical_name(name);
+                            if (c.empty()) throw common_arg_error("unknown sampler '" + name + "'");
+                            p.sampling.samplers.push_back(c);
+                        }
+                    }));
+    t.push_back(val({ "--dry-multiplier" }, "N", GEN, "DRY repetition penalty multiplier (default: 0.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_multiplier = parse_float(v); }));
+    t.push_back(val({ "--dry-base" }, "N", GEN, "DRY: penalty base (default: 1.75)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_base = parse_float(v); }));
+    t.push_back(val({ "--dry-allowed-length" }, "N", GEN, "DRY: repeats up to this long are free (default: 2)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_allowed_length = parse_int(v, 1); }));
+    t.push_back(val({ "--dry-penalty-last-n" }, "N", GEN, "DRY: tokens looked back over (default: -1 = context size)",
+                    [](common_params & p, const std::string & v) { p.sampling.dry_penalty_last_n = parse_int(v, -1); }));
+    t.push_back(val({ "--dry-sequence-breaker" }, "STRING", GEN,
+                    "DRY: a sequence breaker (repeatable; replaces the defaults \\n : \" *; 'none' for none)",
+                    [](common_params & p, const std::string & v) {
+                        // the first one given replaces the defaults
+                        static const std::vector<std::string> defaults = common_params_sampling().dry_sequence_breakers;
+                        if (p.sampling.dry_sequence_breakers == defaults) p.sampling.dry_sequence_breakers.clear();
+                        if (v != "none") {
+                            std::string s = v;
+                            common_process_escapes(s);
+                            p.sampling.dry_sequence_breakers.push_back(s);
+                        }
+                    }));
+    t.push_back(val({ "--top-nsigma", "--top-n-sigma" }, "N", GEN, "keep tokens within N standard deviations of the top logit (default: -1 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.top_n_sigma = parse_float(v); }));
+    t.push_back(val({ "--xtc-probability" }, "P", GEN, "XTC: chance of removing the top choices (default: 0.0 = off)",
+                    [](common_params & p, const std::string & v) { p.sampling.xtc_probability = parse_float(v); }));
+    t.push_back(val({ "--xtc-threshold" }, "P", GEN, "XTC: tokens at least this likely count as top choices (default: 0.1)",
+                    [](common_params & p, const std::string & v) { p.sampling.xtc_threshold = parse_float(v); }));
+    t.push_back(val({ "--mirostat" }, "N", GEN, "mirostat: 0 off, 1 mirostat, 2 mirostat 2.0 (replaces top-k/p, min-p, typical, XTC)",
+                    [](common_params & p, const std::string & v) {
+                        const int32_t m = parse_int(v);
+                        if (m < 0 || m > 2) throw common_arg_error("expected 0, 1 or 2");
+                        p.sampling.mirostat = m;
+                    }));
+    t.push_back(val({ "--mirostat-lr" }, "ETA", GEN, "mirostat learning rate (default: 0.1)",
+                    [](common_params & p, const std::string & v) { p.sampling.mirostat_eta = parse_float(v); }));
+    t.push_back(val({ "--mirostat-ent" }, "TAU", GEN, "mirostat target entropy (default: 5.0)",
+                    [](common_params & p, const std::string & v) { p.sampling.mirostat_tau = parse_float(v); }));
+    t.push_back(val({ "-l", "--logit-bias" }, "TOKEN_ID(+/-)BIAS", GEN, "add BIAS to a token's logit, e.g. 15043+1 or 15043-inf",
+                    [](common_params & p, const std::string & v) {
+                        const size_t sign = v.find_first_of("+-", 1);
+                        if (sign == std::string::npos) throw common_arg_error("expected TOKEN_ID+BIAS or TOKEN_ID-BIAS");
+                        const int32_t id = parse_int(v.substr(0, sign));
+                        if (id < 0) throw common_arg_error("the token id must not be negative");
+                        const std::string b = v.substr(sign);
+                        const float bias = (b == "-inf" || b == "-INF") ? -INFINITY : (b == "+inf" ? INFINITY : parse_float(b));
+                        p.sampling.logit_bias.push_back({ id, bias });
+                    }));
+    t.push_back(val({ "--grammar" }, "GRAMMAR", GEN, "constrain generations with a GBNF grammar (start rule: root)",
+                    [](common_params & p, const std::string & v) { p.sampling.grammar = check_grammar(v, "--grammar"); }));
+    t.push_back(val({ "--grammar-file" }, "FNAME", GEN, "read the GBNF grammar from a file",
+                    [](common_params & p, const std::string & v) {
+                        p.sampling.grammar = check_grammar(read_file_or_throw(v), "'" + v + "'");
+                    }));
+    t.push_back(val({ "-j", "--json-schema" }, "SCHEMA", GEN, "constrain generations to JSON this schema validates",
+                    [](common_params & p, const std::string & v) { p.sampling.grammar = schema_grammar(v, "--json-schema"); }));
+    t.push_back(val({ "-jf", "--json-schema-file" }, "FNAME", GEN, "read the JSON schema from a file",
+                    [](common_params & p, const std::string & v) {
+                        p.sampling.grammar = schema_grammar(read_file_or_throw(v), "'" + v + "'");
+                    }));
     t.push_back(sw({ "--ignore-eos" }, GEN, "keep generating after end-of-generation tokens",
                    [](common_params & p) { p.sampling.ignore_eos = true; }));
 

@@ -137,28 +137,94 @@ llama_context_params common_context_params_to_llama(const common_params & params
     return out;
 }
 
-llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx) {
+llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx, const llama_vocab * vocab) {
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     llama_sampler * chain = llama_sampler_chain_init(cp);
     const size_t min_keep = (size_t) std::max(sp.min_keep, 0);
+    int32_t n_vocab = vocab ? llama_vocab_n_tokens(vocab) : 0;
+    for (const auto & lb : sp.logit_bias) n_vocab = std::max(n_vocab, lb.token + 1);
 
+    if (!sp.logit_bias.empty()) {
+        llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(n_vocab, (int32_t) sp.logit_bias.size(), sp.logit_bias.data()));
+    }
     const int32_t last_n = sp.penalty_last_n < 0 ? std::max(n_ctx, 0) : sp.penalty_last_n;
-    if (last_n != 0 && (sp.penalty_repeat != 1.0f || sp.penalty_freq != 0.0f || sp.penalty_present != 0.0f)) {
-        llama_sampler_chain_add(chain, llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq,
-                                                                    sp.penalty_present));
+    const bool greedy = sp.temp <= 0.0f;
+    const bool mirostat = !greedy && (sp.mirostat == 1 || sp.mirostat == 2);
+    for (const std::string & name : sp.samplers) {
+        if (name == "penalties") {
+            if (last_n != 0 && (sp.penalty_repeat != 1.0f || sp.penalty_freq != 0.0f || sp.penalty_present != 0.0f)) {
+                llama_sampler_chain_add(chain, llama_sampler_init_penalties(last_n, sp.penalty_repeat, sp.penalty_freq,
+                                                                            sp.penalty_present));
+            }
+        } else if (name == "dry") {
+            if (sp.dry_multiplier != 0.0f && vocab) {
+                std::vector<const char *> breakers;
+                for (const auto & b : sp.dry_sequence_breakers) breakers.push_back(b.c_str());
+                llama_sampler_chain_add(chain, llama_sampler_init_dry(vocab, n_ctx, sp.dry_multiplier, sp.dry_base, sp.dry_allowed_length,
+                                                                      sp.dry_penalty_last_n, breakers.data(), breakers.size()));
+            }
+        } else if (greedy || mirostat) {
+            // greedy: the filters cannot change the argmax; mirostat replaces them
+        } else if (name == "top_n_sigma") {
+            if (sp.top_n_sigma > 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_top_n_sigma(sp.top_n_sigma));
+        } else if (name == "top_k") {
+            llama_sampler_chain_add(chain, llama_sampler_init_top_k(sp.top_k));
+        } else if (name == "typ_p") {
+            llama_sampler_chain_add(chain, llama_sampler_init_typical(sp.typ_p, min_keep));
+        } else if (name == "top_p") {
+            llama_sampler_chain_add(chain, llama_sampler_init_top_p(sp.top_p, min_keep));
+        } else if (name == "min_p") {
+            llama_sampler_chain_add(chain, llama_sampler_init_min_p(sp.min_p, min_keep));
+        } else if (name == "xtc") {
+            if (sp.xtc_probability > 0.0f) {
+                llama_sampler_chain_add(chain, llama_sampler_init_xtc(sp.xtc_probability, sp.xtc_threshold,
+                                                                      std::max<size_t>(min_keep, 1), sp.seed));
+            }
+        } else if (name == "temperature") {
+            llama_sampler_chain_add(chain, llama_sampler_init_temp(sp.temp));
+        }
     }
-    if (sp.temp <= 0.0f) {
-        // greedy: the filters cannot change the argmax, so skip them
+    if (greedy) {
         llama_sampler_chain_add(chain, llama_sampler_init_greedy());
-        return chain;
+    } else if (mirostat) {
+        llama_sampler_chain_add(chain, llama_sampler_init_temp(sp.temp));
+        llama_sampler_chain_add(chain, sp.mirostat == 1
+                                           ? llama_sampler_init_mirostat(n_vocab, sp.seed, sp.mirostat_tau, sp.mirostat_eta, 100)
+                                           : llama_sampler_init_mirostat_v2(sp.seed, sp.mirostat_tau, sp.mirostat_eta));
+    } else {
+        llama_sampler_chain_add(chain, llama_sampler_init_dist(sp.seed));
     }
-    llama_sampler_chain_add(chain, llama_sampler_init_top_k(sp.top_k));
-    llama_sampler_chain_add(chain, llama_sampler_init_typical(sp.typ_p, min_keep));
-    llama_sampler_chain_add(chain, llama_sampler_init_top_p(sp.top_p, min_keep));
-    llama_sampler_chain_add(chain, llama_sampler_init_min_p(sp.min_p, min_keep));
-    llama_sampler_chain_add(chain, llama_sampler_init_temp(sp.temp));
-    llama_sampler_chain_add(chain, llama_sampler_init_dist(sp.seed));
     return chain;
+}
+
+std::string common_sampler_canonical_name(const std::string & name) {
+    static const std::pair<const char *, const char *> names[] = {
+        { "penalties", "penalties" }, { "dry", "dry" },         { "top_n_sigma", "top_n_sigma" }, { "top_k", "top_k" },
+        { "typ_p", "typ_p" },         { "typical_p", "typ_p" }, { "typical", "typ_p" },           { "top_p", "top_p" },
+        { "min_p", "min_p" },         { "xtc", "xtc" },         { "temperature", "temperature" }, { "temp", "temperature" },
+    };
+    for (const auto & [alias, canonical] : names) {
+        if (name == alias) return canonical;
+    }
+    return "";
+}
+
+bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab, const common_params_sampling & sp,
+                                std::string & err) {
+    if (sp.grammar.empty()) return true;
+    char msg[512];
+    if (!llama_grammar_validate(sp.grammar.c_str(), "root", msg, sizeof msg)) {
+        err = msg;
+        return false;
+    }
+    if (sp.grammar_triggers.empty()) {
+        llama_sampler_chain_add(chain, llama_sampler_init_grammar(vocab, sp.grammar.c_str(), "root"));
+        return true;
+    }
+    std::vector<const char *> words;
+    for (const auto & w : sp.grammar_triggers) words.push_back(w.c_str());
+    llama_sampler_chain_add(chain, llama_sampler_init_grammar_lazy(vocab, sp.grammar.c_str(), "root", words.data(), words.size()));
+    return true;
 }
 
 void common_process_escapes(std::string & s) {

@@ -38,6 +38,22 @@ struct common_params_sampling {
     float    penalty_present = 0.0f;
     int32_t  min_keep        = 0;
     bool     ignore_eos      = false;
+    float    top_n_sigma     = -1.0f;   // <= 0: off
+    float    xtc_probability = 0.0f;    // 0: XTC off
+    float    xtc_threshold   = 0.1f;
+    int32_t  mirostat        = 0;       // 0 off, 1 mirostat, 2 mirostat 2.0 (replace the filters)
+    float    mirostat_tau    = 5.0f;
+    float    mirostat_eta    = 0.1f;
+    std::vector<llama_logit_bias> logit_bias;
+    float    dry_multiplier  = 0.0f;    // 0: DRY off
+    float    dry_base        = 1.75f;
+    int32_t  dry_allowed_length = 2;
+    int32_t  dry_penalty_last_n = -1;   // -1: the context size
+    std::vector<std::string> dry_sequence_breakers = { "\n", ":", "\"", "*" };
+    // the order of the samplers between the logit bias and the final pick (canonical names)
+    std::vector<std::string> samplers = { "penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature" };
+    std::string grammar;                // GBNF; empty: unconstrained
+    std::vector<std::string> grammar_triggers;   // non-empty: the grammar starts at the first of these
 };
 
 // -ot PATTERN=BUFFER_TYPE: tensors whose name matches the regex are placed in that buffer type.
@@ -147,10 +163,19 @@ std::string common_kv_cache_type_names();
 bool common_model_params_to_llama(common_params & params, llama_model_params & out, std::string & err);
 llama_context_params common_context_params_to_llama(const common_params & params);
 
-// The sampler chain of the parameters, in llama.cpp's order: penalties, top-k, typical, top-p,
-// min-p, temperature, then dist (seeded) — or greedy when temp <= 0. n_ctx resolves a
-// penalty window of -1.
-llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx);
+// The sampler chain of the parameters, in llama.cpp's order: logit bias, penalties, DRY, top-n-sigma,
+// top-k, typical, top-p, min-p, XTC, temperature, then dist (seeded); greedy when temp <= 0;
+// with mirostat, temperature then mirostat instead of the filters. n_ctx resolves a
+// penalty_last_n of -1; vocab (may be null) sizes the logit-bias table and mirostat v1.
+llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx,
+                                                 const llama_vocab * vocab = nullptr);
+// A sampler name of the "samplers" order as its canonical spelling ("temp" -> "temperature",
+// "typical_p" -> "typ_p"); empty if it names no sampler.
+std::string common_sampler_canonical_name(const std::string & name);
+// Adds sp's grammar (if any) to the chain. Call it after accepting the prompt's tokens, which
+// must not advance the grammar. False with a message naming line and column if it does not parse.
+bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab, const common_params_sampling & sp,
+                                std::string & err);
 
 // Replace \n \t \r \\ \" \' \a \b \f \v \0 and \xNN by the characters they name.
 void common_process_escapes(std::string & s);

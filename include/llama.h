@@ -224,6 +224,42 @@ struct llama_sampler * llama_sampler_init_temp(float t);
 struct llama_sampler * llama_sampler_init_penalties(int32_t penalty_last_n, float penalty_repeat, float penalty_freq,
                                                     float penalty_present);
 
+typedef struct llama_logit_bias {
+    llama_token token;
+    float bias;   // added to the logit; -INFINITY bans the token
+} llama_logit_bias;
+struct llama_sampler * llama_sampler_init_logit_bias(int32_t n_vocab, int32_t n_logit_bias, const llama_logit_bias * logit_bias);
+// XTC: with probability p, drop every token at least t likely except the least likely of them.
+struct llama_sampler * llama_sampler_init_xtc(float p, float t, size_t min_keep, uint32_t seed);
+// Keep tokens whose logit is within n standard deviations of the largest (n <= 0: off).
+struct llama_sampler * llama_sampler_init_top_n_sigma(float n);
+// Mirostat v1 (m: tokens used to estimate the Zipf exponent, 100 in the paper) and v2; both
+// select the token (use them last in a chain, instead of dist).
+struct llama_sampler * llama_sampler_init_mirostat(int32_t n_vocab, uint32_t seed, float tau, float eta, int32_t m);
+struct llama_sampler * llama_sampler_init_mirostat_v2(uint32_t seed, float tau, float eta);
+
+// DRY: a token that would extend a repetition of length L >= allowed_length of the last
+// penalty_last_n tokens (-1: n_ctx) loses multiplier * base^(L - allowed_length) from its logit;
+// matching stops at tokens whose text contains a sequence breaker.
+struct llama_sampler * llama_sampler_init_dry(const struct llama_vocab * vocab, int32_t n_ctx_train, float dry_multiplier,
+                                              float dry_base, int32_t dry_allowed_length, int32_t dry_penalty_last_n,
+                                              const char ** seq_breakers, size_t num_breakers);
+
+// A GBNF grammar (llama.cpp's syntax) as a constraint: candidates the grammar does not allow next
+// are removed. NULL when the grammar does not parse (the error is logged). In a chain,
+// constraints apply before the other samplers whatever the order of adding, and
+// llama_sampler_sample keeps the unconstrained pick when the grammar allows it. Add it after
+// accepting the prompt's tokens: every token it accepts advances the grammar.
+struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar_str,
+                                                  const char * grammar_root);
+// The same, inactive until the output contains one of the trigger words; from there on the
+// grammar applies to the text starting at the trigger (tool calls amid free text).
+struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str,
+                                                       const char * grammar_root, const char ** trigger_words,
+                                                       size_t num_trigger_words);
+// Whether the grammar parses; if not, the message (naming line and column) is copied to err.
+bool llama_grammar_validate(const char * grammar_str, const char * grammar_root, char * err, size_t err_size);
+
 const char * llama_sampler_name(const struct llama_sampler * smpl);
 void llama_sampler_accept(struct llama_sampler * smpl, llama_token token);
 void llama_sampler_apply(struct llama_sampler * smpl, llama_token_data_array * cur_p);

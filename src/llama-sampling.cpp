@@ -59,30 +59,43 @@ size_t argmax_index(const llama_token_data_array * cur_p) {
     return best;
 }
 
-uint32_t resolve_seed(uint32_t seed) {
-    if (seed != LLAMA_DEFAULT_SEED) return seed;
-    std::random_device rd;
-    return rd() ^ (uint32_t) std::chrono::steady_clock::now().time_since_epoch().count();
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct sampler_chain final : llama_sampler {
+    std::vector<llama_sampler *> constraints;   // applied first, whatever the order of adding
     std::vector<llama_sampler *> samplers;
     bool no_perf = true;
+    // consecutive tokens the unconstrained pick did not fit; after a few, the pick is tried
+    // only now and then (inside rigid structure it rarely fits, and costs a second pass)
+    uint32_t fast_misses = 0;
 
     ~sampler_chain() override {
+        for (llama_sampler * s : constraints) delete s;
         for (llama_sampler * s : samplers) delete s;
     }
     const char * name() const override { return "chain"; }
     void accept(llama_token token) override {
+        for (llama_sampler * s : constraints) s->accept(token);
         for (llama_sampler * s : samplers) s->accept(token);
     }
     void apply(llama_token_data_array * cur_p) override {
+        for (llama_sampler * s : constraints) s->apply(cur_p);
+        apply_unconstrained(cur_p);
+    }
+    void apply_unconstrained(llama_token_data_array * cur_p) {
         for (llama_sampler * s : samplers) s->apply(cur_p);
     }
     void reset() override {
+        fast_misses = 0;
+        for (llama_sampler * s : constraints) s->reset();
         for (llama_sampler * s : samplers) s->reset();
+    }
+    bool is_constraint() const override { return !constraints.empty(); }
+    bool allows(llama_token token) override {
+        for (llama_sampler * s : constraints) {
+            if (!s->allows(token)) return false;
+        }
+        return true;
     }
 };
 
@@ -93,40 +106,15 @@ struct sampler_greedy final : llama_sampler {
     }
 };
 
-// Draws from the softmax of the candidates with a seeded Mersenne twister. The draw is an
-// inverse-CDF walk with a canonical double in [0, 1), which is how std::discrete_distribution
-// samples, but without its per-call allocation of the cumulative table.
+// Draws from the softmax of the candidates with a seeded Mersenne twister (llama_sampler_draw).
 struct sampler_dist final : llama_sampler {
     uint32_t seed;
     std::mt19937 rng;
 
-    explicit sampler_dist(uint32_t s) : seed(s), rng(resolve_seed(s)) {}
+    explicit sampler_dist(uint32_t s) : seed(s), rng(llama_sampler_resolve_seed(s)) {}
     const char * name() const override { return "dist"; }
-    void apply(llama_token_data_array * cur_p) override {
-        if (cur_p->size == 0) {
-            cur_p->selected = -1;
-            return;
-        }
-        softmax_unsorted(cur_p);
-        double total = 0.0;
-        for (size_t i = 0; i < cur_p->size; ++i) total += cur_p->data[i].p;
-        const double u = std::generate_canonical<double, std::numeric_limits<double>::digits>(rng);
-        double cum = 0.0;
-        size_t last_nonzero = 0;
-        for (size_t i = 0; i < cur_p->size; ++i) {
-            const double p = cur_p->data[i].p / total;
-            if (p <= 0.0) continue;
-            last_nonzero = i;
-            cum += p;
-            if (cum > u) {
-                cur_p->selected = (int64_t) i;
-                return;
-            }
-        }
-        // rounding left the sum just below u: the last token with mass wins
-        cur_p->selected = (int64_t) last_nonzero;
-    }
-    void reset() override { rng.seed(resolve_seed(seed)); }
+    void apply(llama_token_data_array * cur_p) override { cur_p->selected = llama_sampler_draw(cur_p, rng); }
+    void reset() override { rng.seed(llama_sampler_resolve_seed(seed)); }
 };
 
 struct sampler_top_k final : llama_sampler {
@@ -326,6 +314,35 @@ void llama_sampler_softmax(llama_token_data_array * cur_p) {
     softmax_unsorted(cur_p);
 }
 
+void llama_sampler_probs(llama_token_data_array * cur_p) { softmax_unsorted(cur_p); }
+
+uint32_t llama_sampler_resolve_seed(uint32_t seed) {
+    if (seed != LLAMA_DEFAULT_SEED) return seed;
+    std::random_device rd;
+    return rd() ^ (uint32_t) std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
+// An inverse-CDF walk with a canonical double in [0, 1), which is how std::discrete_distribution
+// samples, but without its per-call allocation of the cumulative table.
+int64_t llama_sampler_draw(llama_token_data_array * cur_p, std::mt19937 & rng) {
+    if (cur_p->size == 0) return -1;
+    softmax_unsorted(cur_p);
+    double total = 0.0;
+    for (size_t i = 0; i < cur_p->size; ++i) total += cur_p->data[i].p;
+    const double u = std::generate_canonical<double, std::numeric_limits<double>::digits>(rng);
+    double cum = 0.0;
+    size_t last_nonzero = 0;
+    for (size_t i = 0; i < cur_p->size; ++i) {
+        const double p = cur_p->data[i].p / total;
+        if (p <= 0.0) continue;
+        last_nonzero = i;
+        cum += p;
+        if (cum > u) return (int64_t) i;
+    }
+    // rounding left the sum just below u: the last token with mass wins
+    return (int64_t) last_nonzero;
+}
+
 // ---- C API ----------------------------------------------------------------------------------
 
 struct llama_sampler_chain_params llama_sampler_chain_default_params(void) {
@@ -349,12 +366,12 @@ void llama_sampler_chain_add(struct llama_sampler * chain, struct llama_sampler 
         delete smpl;   // ownership was passed to us
         return;
     }
-    c->samplers.push_back(smpl);
+    (smpl->is_constraint() ? c->constraints : c->samplers).push_back(smpl);
 }
 
 int llama_sampler_chain_n(const struct llama_sampler * chain) {
     auto * c = chain ? dynamic_cast<const sampler_chain *>(chain) : nullptr;
-    return c ? (int) c->samplers.size() : 0;
+    return c ? (int) (c->constraints.size() + c->samplers.size()) : 0;
 }
 
 struct llama_sampler * llama_sampler_init_greedy(void) { return new sampler_greedy(); }
@@ -385,6 +402,27 @@ void llama_sampler_reset(struct llama_sampler * smpl) {
 
 void llama_sampler_free(struct llama_sampler * smpl) { delete smpl; }
 
+namespace {
+
+void fill_candidates(std::vector<llama_token_data> & cand, const float * logits, int32_t n_vocab) {
+    cand.resize((size_t) n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        // a NaN would break the sort order the samplers rely on; treat it as impossible
+        const float l = logits[i];
+        cand[i] = llama_token_data{ i, std::isnan(l) ? -std::numeric_limits<float>::infinity() : l, 0.0f };
+    }
+}
+
+// The chosen candidate's token, or LLAMA_TOKEN_NULL when the samplers removed every one.
+llama_token chosen_token(const llama_token_data_array & cur) {
+    if (cur.selected >= 0 && (size_t) cur.selected < cur.size) return cur.data[cur.selected].id;
+    // a chain without a final selector (greedy / dist): take the most likely candidate
+    if (cur.size > 0) return cur.data[argmax_index(&cur)].id;
+    return LLAMA_TOKEN_NULL;
+}
+
+} // namespace
+
 llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx) {
     if (!smpl || !ctx) return LLAMA_TOKEN_NULL;
     const float * logits = llama_get_logits_ith(ctx, idx);
@@ -396,26 +434,29 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
     if (n_vocab <= 0) return LLAMA_TOKEN_NULL;
 
     auto & cand = smpl->candidates;
-    cand.resize((size_t) n_vocab);
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        // a NaN would break the sort order the samplers rely on; treat it as impossible
-        const float l = logits[i];
-        cand[i] = llama_token_data{ i, std::isnan(l) ? -std::numeric_limits<float>::infinity() : l, 0.0f };
+    llama_token token = LLAMA_TOKEN_NULL;
+    auto * chain = dynamic_cast<sampler_chain *>(smpl);
+    if (chain && !chain->constraints.empty() && (chain->fast_misses < 2 || chain->fast_misses % 4 == 0)) {
+        // fast path: the unconstrained pick, kept if the constraints allow it
+        fill_candidates(cand, logits, n_vocab);
+        llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
+        chain->apply_unconstrained(&cur);
+        token = chosen_token(cur);
+        if (token != LLAMA_TOKEN_NULL && !chain->allows(token)) token = LLAMA_TOKEN_NULL;
+        chain->fast_misses = token == LLAMA_TOKEN_NULL ? chain->fast_misses + 1 : 0;
+    } else if (chain && !chain->constraints.empty()) {
+        chain->fast_misses++;
     }
-    llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
-    smpl->apply(&cur);
-
-    size_t chosen;
-    if (cur.selected >= 0 && (size_t) cur.selected < cur.size) {
-        chosen = (size_t) cur.selected;
-    } else if (cur.size > 0) {
-        // a chain without a final selector (greedy / dist): take the most likely candidate
-        chosen = argmax_index(&cur);
-    } else {
+    if (token == LLAMA_TOKEN_NULL) {
+        fill_candidates(cand, logits, n_vocab);
+        llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
+        smpl->apply(&cur);
+        token = chosen_token(cur);
+    }
+    if (token == LLAMA_TOKEN_NULL) {
         ggml_log(GGML_LOG_LEVEL_ERROR, "llama_sampler_sample: the samplers removed every candidate\n");
         return LLAMA_TOKEN_NULL;
     }
-    const llama_token token = cur.data[chosen].id;
     smpl->accept(token);
     return token;
 }

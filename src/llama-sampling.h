@@ -4,6 +4,7 @@
 
 #include "llama.h"
 
+#include <random>
 #include <vector>
 
 struct llama_sampler {
@@ -15,6 +16,12 @@ struct llama_sampler {
     virtual void apply(llama_token_data_array * cur_p) = 0;
     virtual void reset() {}
 
+    // Constraints (grammars) decide which tokens may come next. A chain applies them before its
+    // other samplers, and llama_sampler_sample first tries the unconstrained pick and checks
+    // it with allows(), which is far cheaper than filtering the whole vocabulary.
+    virtual bool is_constraint() const { return false; }
+    virtual bool allows(llama_token) { return true; }
+
     // Candidates for llama_sampler_sample, kept between calls so sampling a token does not
     // allocate once the buffer has grown to n_vocab.
     std::vector<llama_token_data> candidates;
@@ -22,3 +29,9 @@ struct llama_sampler {
 
 // Turn logits into probabilities in place: sorts by logit (descending) if not sorted yet.
 void llama_sampler_softmax(llama_token_data_array * cur_p);
+// The same without reordering.
+void llama_sampler_probs(llama_token_data_array * cur_p);
+// LLAMA_DEFAULT_SEED: a random seed; any other value as given.
+uint32_t llama_sampler_resolve_seed(uint32_t seed);
+// Index of a candidate drawn from the softmax of the logits (the p fields are set on the way).
+int64_t llama_sampler_draw(llama_token_data_array * cur_p, std::mt19937 & rng);

@@ -68,6 +68,20 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("penalty_present", p.sampling.penalty_present);
     v("min_keep", p.sampling.min_keep);
     v("ignore_eos", p.sampling.ignore_eos);
+    v("top_n_sigma", p.sampling.top_n_sigma);
+    v("xtc_probability", p.sampling.xtc_probability);
+    v("xtc_threshold", p.sampling.xtc_threshold);
+    v("mirostat", p.sampling.mirostat);
+    v("mirostat_tau", p.sampling.mirostat_tau);
+    v("mirostat_eta", p.sampling.mirostat_eta);
+    v("logit_bias", p.sampling.logit_bias);
+    v("dry_multiplier", p.sampling.dry_multiplier);
+    v("dry_base", p.sampling.dry_base);
+    v("dry_allowed_length", p.sampling.dry_allowed_length);
+    v("dry_penalty_last_n", p.sampling.dry_penalty_last_n);
+    v("dry_sequence_breakers", p.sampling.dry_sequence_breakers);
+    v("samplers", p.sampling.samplers);
+    v("grammar", p.sampling.grammar);
     v("conversation_mode", p.conversation_mode);
     v("escape", p.escape);
     v("verbose_prompt", p.verbose_prompt);
@@ -106,6 +120,10 @@ template <class T> std::string show(const T & x) {
         std::string s;
         for (const auto & e : x) s += e + "\n";
         return s;
+    } else if constexpr (std::is_same_v<T, std::vector<llama_logit_bias>>) {
+        std::string s;
+        for (const auto & e : x) s += std::to_string(e.token) + ":" + std::to_string(e.bias) + "\n";
+        return s;
     } else {
         std::string s;
         for (const auto & o : x) s += o.pattern + "=" + o.buft + "\n";
@@ -130,6 +148,7 @@ common_params perturbed() {
         else if constexpr (std::is_arithmetic_v<T>) f = (T) (f + 3);
         else if constexpr (std::is_same_v<T, std::string>) f = "zz";
         else if constexpr (std::is_same_v<T, std::vector<std::string>>) f = { "zz" };
+        else if constexpr (std::is_same_v<T, std::vector<llama_logit_bias>>) f = { { 3, 1.0f } };
         else f = { { "zz", "CPU" } };
     });
     return p;
@@ -197,7 +216,9 @@ std::string temp_file(const std::string & name, const std::string & content) {
 std::vector<std::string> candidate_values(const common_arg & a) {
     if (a.kind == common_arg_kind::none) return { "" };
     const std::vector<std::string> values = { temp_file("any.txt", "x\n"), "7", "0", "0.5", "q8_0", "4,0.5", "exps=CPU",
-                                              "blk=CUDA0", "chatml", "http://a.example", "none", "layer", "graph", "deepseek", "jsonl", "csv", "off" };
+                                              "blk=CUDA0", "chatml", "http://a.example", "none", "layer", "graph", "deepseek", "jsonl", "csv", "off",
+                                              "top_k;temp", "5+1", "root ::= \"x\"", "{\"type\": \"integer\"}",
+                                              temp_file("any.gbnf", "root ::= \"x\"\n"), temp_file("any.json", "{\"type\": \"string\"}") };
     return values;
 }
 

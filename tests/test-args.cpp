@@ -371,6 +371,8 @@ TEST(Args, HelpAndVersion) {
 // start with '-', no name appears twice for the same tool, every flag has help.
 TEST(Args, EveryFlagParses) {
     const std::string file = temp_file("any.txt", "x");
+    const std::string grammar_file = temp_file("any.gbnf", "root ::= \"x\"\n");
+    const std::string schema_file = temp_file("any.json", "{\"type\": \"string\"}");
     const common_tool tools[] = { COMMON_TOOL_CLI, COMMON_TOOL_SERVER, COMMON_TOOL_PERPLEXITY,
                                   COMMON_TOOL_SWEEP_BENCH, COMMON_TOOL_BENCH, COMMON_TOOL_IMATRIX };
     for (common_tool tool : tools) {
@@ -392,7 +394,13 @@ TEST(Args, EveryFlagParses) {
                 if (a->kind == common_arg_kind::required) {
                     const std::string & h = a->value_hint;
                     std::string v = "1";
-                    if (h == "FNAME") v = file;
+                    if (h == "FNAME") v = n.find("grammar") != std::string::npos ? grammar_file
+                                          : (n.find("json-schema") != std::string::npos || n == "-jf") ? schema_file
+                                                                                                       : file;
+                    else if (h == "GRAMMAR") v = "root ::= \"x\"";
+                    else if (h == "SCHEMA") v = "{\"type\": \"integer\"}";
+                    else if (h == "SAMPLERS") v = "top_k;temperature";
+                    else if (h == "TOKEN_ID(+/-)BIAS") v = "1+1";
                     else if (h == "TYPE") v = "q8_0";
                     else if (h == "K,T") v = "4,0.5";
                     else if (h == "PATTERN=TYPE,...") v = "exps=CPU";

@@ -182,7 +182,7 @@ int main(int argc, char ** argv) {
         LOG_INF("\n");
     }
 
-    res.smpl = common_sampler_chain_from_params(params.sampling, n_ctx);
+    res.smpl = common_sampler_chain_from_params(params.sampling, n_ctx, vocab);
     const auto & sp = params.sampling;
     LOG_INF("sampler params: repeat_last_n = %d, repeat_penalty = %.3f, frequency_penalty = %.3f, "
             "presence_penalty = %.3f\n\ttop_k = %d, top_p = %.3f, min_p = %.3f, typical_p = %.3f, temp = %.3f\n",
@@ -194,6 +194,11 @@ int main(int argc, char ** argv) {
 
     // The prompt counts as history for the repetition penalties, as in llama.cpp.
     for (llama_token t : prompt) llama_sampler_accept(res.smpl, t);
+    std::string grammar_err;
+    if (!common_sampler_add_grammar(res.smpl, vocab, sp, grammar_err)) {
+        LOG_ERR("error: %s\n", grammar_err.c_str());
+        return 1;
+    }
 
     // EOG tokens that --ignore-eos must never let the sampler pick.
     std::vector<llama_token> eog_tokens;

@@ -1,5 +1,8 @@
 #include "server-oai.h"
 
+#include "server-constraints.h"
+#include "server-samplers.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -51,12 +54,10 @@ bool get_bool(const json & body, const char * key, bool def) {
 // without "dry_multiplier", "mirostat_tau" without "mirostat") change nothing anywhere, so they
 // are accepted.
 
-bool is_set(const json & v) { return !v.is_null(); }
-bool non_empty(const json & v) { return !v.is_null() && !(v.is_string() && v.get_ref<const std::string &>().empty()) && !(v.is_structured() && v.empty()); }
 bool non_zero(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == 0.0); }
 bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_true(const json & v) { return v.is_boolean() && v.get<bool>(); }
 bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
-bool not_text_format(const json & v) { return v.is_object() && v.contains("type") && v["type"] != "text"; }
 
 struct unimplemented_field {
     const char * key;
@@ -65,13 +66,7 @@ struct unimplemented_field {
 };
 
 const unimplemented_field k_unimplemented_fields[] = {
-    { "grammar",          non_empty,       "grammar-constrained sampling" },
-    { "json_schema",      is_set,          "JSON-schema-constrained sampling" },
-    { "response_format",  not_text_format, "structured output (response_format other than text)" },
-    { "logit_bias",       non_empty,       "logit biases" },
-    { "mirostat",         non_zero,        "mirostat sampling" },
-    { "dry_multiplier",   non_zero,        "DRY repetition penalty" },
-    { "xtc_probability",  non_zero,        "XTC sampling" },
+    { "post_sampling_probs", is_true,      "probabilities after the samplers (post_sampling_probs)" },
     { "id_slot",          not_minus_one,   "choosing the slot" },
     { "cache_prompt",     is_false,        "turning the prompt cache off" },
     { "n_keep",           non_zero,        "context shift (n_keep)" },
@@ -118,6 +113,8 @@ generation_params parse_generation(const json & body, const server_info & info, 
     sp.penalty_last_n  = (int32_t) get_int(body, "repeat_last_n", sp.penalty_last_n, -1, INT32_MAX);
     sp.min_keep        = (int32_t) get_int(body, "min_keep", sp.min_keep, 0, INT32_MAX);
     sp.ignore_eos      = get_bool(body, "ignore_eos", sp.ignore_eos);
+    parse_constraints(body, sp);
+    parse_sampler_fields(body, info.vocab, sp);
     if (has(body, "seed")) {
         const int64_t seed = get_int(body, "seed", -1, INT64_MIN / 2, INT64_MAX / 2);
         // -1 (and any negative seed) means a random one, as in llama.cpp
@@ -228,13 +225,15 @@ std::string render_chat_prompt(const json & body, const server_info & info) {
             out["content"] = nullptr;
         }
         if (out["content"].is_null() && role != "assistant") throw http_error(400, where + ".content' must not be null");
+        if (role == "assistant" && has(m, "tool_calls")) {
+            out["tool_calls"] = decoded_tool_calls(m["tool_calls"], where);
+            // a call without text: templates test and split content as a string
+            if (out["content"].is_null()) out["content"] = "";
+        }
         messages.push_back(std::move(out));
     }
-    json tools = nullptr;
-    if (has(body, "tools")) {
-        if (!body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
-        if (!body["tools"].empty()) tools = body["tools"];
-    }
+    if (has(body, "tools") && !body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
+    const json tools = tools_for_template(body);
     json extra = nullptr;
     if (has(body, "chat_template_kwargs")) {
         if (!body["chat_template_kwargs"].is_object()) throw http_error(400, "'chat_template_kwargs' must be an object");
@@ -254,13 +253,14 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
     completion_request req;
     req.kind = api_kind::chat;
-    if (has(body, "response_format")) {
-        const json & rf = body["response_format"];
-        if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
-            throw http_error(400, "'response_format' must be an object with a 'type'");
+    req.gen = parse_generation(body, info, api_kind::chat);
+    req.tools = parse_tool_request(body, info.tools_syntax, req.gen.sampling);
+    if (req.tools.active) {
+        for (const std::string & marker : tool_syntax_markers(req.tools.syntax)) {
+            const std::vector<llama_token> t = common_tokenize(info.vocab, marker, false, true);
+            if (t.size() == 1) req.gen.preserved.push_back(t[0]);
         }
     }
-    req.gen = parse_generation(body, info, api_kind::chat);
     req.stream = get_bool(body, "stream", false);
     if (has(body, "stream_options")) {
         if (!body["stream_options"].is_object()) throw http_error(400, "'stream_options' must be an object");
@@ -336,7 +336,10 @@ response_builder::response_builder(const completion_request & req, std::string m
     : req_(req), model_(std::move(model_name)), created_(unix_time_s()) {
     id_ = random_id(req.kind == api_kind::chat ? "chatcmpl-" : "cmpl-");
     choices_.resize(req.prompts.size());
-    for (auto & c : choices_) c.splitter = reasoning_splitter(req.reasoning_split, req.reasoning_starts_inside, req.markup);
+    for (auto & c : choices_) {
+        c.splitter = reasoning_splitter(req.reasoning_split, req.reasoning_starts_inside, req.markup);
+        c.tools = tool_stream(&req_.tools);
+    }
 }
 
 reasoning_splitter::delta response_builder::absorb(size_t choice, const task_event & ev) {
@@ -348,6 +351,14 @@ reasoning_splitter::delta response_builder::absorb(size_t choice, const task_eve
         d.content += rest.content;
         c.summary = ev.summary;
         c.done = true;
+    }
+    // text that may be the start of a tool call is held back until the calls can be parsed
+    d.content = c.tools.feed(d.content);
+    if (ev.is_final) {
+        tool_stream::result calls = c.tools.finish();
+        d.content += calls.content;
+        c.tool_calls = std::move(calls.calls);
+        if (!c.tool_calls.empty() && c.summary.finish_reason == "stop") c.summary.finish_reason = "tool_calls";
     }
     c.content += d.content;
     c.reasoning += d.reasoning;
@@ -465,6 +476,22 @@ std::vector<json> response_builder::stream_event(size_t choice, const task_event
                 if (req_.include_usage) ch["usage"] = nullptr;
                 out.push_back(std::move(ch));
             }
+            // each call as OpenAI streams it: id and name first, then the arguments
+            for (size_t i = 0; ev.is_final && i < c.tool_calls.size(); ++i) {
+                const json & call = c.tool_calls[i];
+                const json first = { { "index", i }, { "id", call["id"] }, { "type", "function" },
+                                     { "function", { { "name", call["function"]["name"] }, { "arguments", "" } } } };
+                const json args = { { "index", i }, { "function", { { "arguments", call["function"]["arguments"] } } } };
+                for (const json & part : { first, args }) {
+                    json ch = chunk_base("chat.completion.chunk");
+                    ch["choices"] = json::array({ { { "index", choice },
+                                                    { "delta", { { "tool_calls", json::array({ part }) } } },
+                                                    { "logprobs", nullptr },
+                                                    { "finish_reason", nullptr } } });
+                    if (req_.include_usage) ch["usage"] = nullptr;
+                    out.push_back(std::move(ch));
+                }
+            }
             if (ev.is_final) {
                 json ch = chunk_base("chat.completion.chunk");
                 ch["choices"] = json::array({ { { "index", choice },
@@ -530,6 +557,10 @@ json response_builder::final_response() const {
                 const choice_state & c = choices_[i];
                 json message = { { "role", "assistant" }, { "content", c.content } };
                 if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+                if (!c.tool_calls.empty()) {
+                    if (c.content.empty()) message["content"] = nullptr;
+                    message["tool_calls"] = c.tool_calls;
+                }
                 choices.push_back({ { "index", i },
                                     { "message", std::move(message) },
                                     { "logprobs", req_.gen.logprobs ? chat_logprobs(c.tokens) : json(nullptr) },

@@ -7,6 +7,7 @@
 #include "common.h"
 #include "server-slots.h"
 #include "server-stream.h"
+#include "server-tools.h"
 #include "server-utils.h"
 
 #include <memory>
@@ -28,6 +29,7 @@ struct server_info {
     const kiln::chat_template * tmpl = nullptr;   // null: no chat template available
     bool reasoning_split = true;                  // --reasoning-format other than none
     reasoning_markup markup = reasoning_markup::think;   // how the model's replies mark reasoning
+    tool_syntax tools_syntax = tool_syntax::generic;   // how the template's model writes tool calls
 };
 
 struct completion_request {
@@ -42,6 +44,7 @@ struct completion_request {
     bool reasoning_split = false;
     bool reasoning_starts_inside = false;            // the prompt ends inside <think>
     reasoning_markup markup = reasoning_markup::think;
+    tool_request tools;                              // chat: parse tool calls out of the replies
 };
 
 // Parse a request body. Throws http_error(400) naming the field at fault; prompts longer than
@@ -77,6 +80,8 @@ private:
         task_summary summary;
         bool done = false;
         size_t text_offset = 0;   // completions logprobs: where the next token starts
+        tool_stream tools;
+        json tool_calls = json::array();
     };
     reasoning_splitter::delta absorb(size_t choice, const task_event & ev);
     json usage() const;

@@ -235,9 +235,14 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     s.reports.clear();
     s.stops = stop_matcher(task->params.stop);
     if (s.smpl) llama_sampler_free(s.smpl);
-    s.smpl = common_sampler_chain_from_params(task->params.sampling, params_.n_ctx_slot);
+    s.smpl = common_sampler_chain_from_params(task->params.sampling, params_.n_ctx_slot, vocab_);
     // the prompt is history for the repetition penalties
     for (llama_token t : task->prompt) llama_sampler_accept(s.smpl, t);
+    // checked when the request was read; a failure here is an internal error
+    std::string grammar_err;
+    if (!common_sampler_add_grammar(s.smpl, vocab_, task->params.sampling, grammar_err)) {
+        LOG_ERR("slot %d: %s\n", s.id, grammar_err.c_str());
+    }
     s.t_start_ms = monotonic_ms();
     s.t_first_token_ms = 0;
     {
@@ -333,7 +338,9 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         finish(s, "stop");
         return;
     }
-    const std::string piece = common_token_to_piece(vocab_, tok, gp.render_special);
+    const bool keep_special =
+        gp.render_special || std::find(gp.preserved.begin(), gp.preserved.end(), tok) != gp.preserved.end();
+    const std::string piece = common_token_to_piece(vocab_, tok, keep_special);
     if (gp.logprobs) {
         token_report rep;
         rep.chosen = { tok, piece, logits[tok] - log_norm };

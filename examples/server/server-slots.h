@@ -27,6 +27,7 @@ struct generation_params {
     bool    logprobs = false;          // report the chosen tokens' log-probabilities
     int32_t top_logprobs = 0;          // ... and this many alternatives each
     bool    render_special = false;    // control tokens' text is part of the reply (harmony's channels)
+    std::vector<llama_token> preserved;   // special tokens whose text is output (tool-call markers)
 };
 
 struct token_logprob {

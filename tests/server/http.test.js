@@ -86,14 +86,7 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     const chat = `${srv.url}/v1/chat/completions`;
     const user = [{ role: 'user', content: 'hi' }];
     const refused = [
-      { grammar: 'root ::= "a"' },
-      { json_schema: { type: 'object' } },
-      { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } },
-      { response_format: { type: 'json_object' } },
-      { logit_bias: { 15: -100 } },
-      { mirostat: 2 },
-      { dry_multiplier: 0.8 },
-      { xtc_probability: 0.5 },
+      { post_sampling_probs: true },
       { id_slot: 1 },
       { cache_prompt: false },
       { n_keep: 8 },
@@ -109,6 +102,7 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     const off = {
       grammar: '', logit_bias: {}, mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, dry_multiplier: 0, dry_base: 1.75,
       xtc_probability: 0, xtc_threshold: 0.1, id_slot: -1, cache_prompt: true, n_keep: 0, response_format: { type: 'text' },
+      post_sampling_probs: false,
     };
     const ok = await postJson(chat, { messages: user, max_tokens: 1, ...off });
     assert.equal(ok.status, 200, ok.text);

@@ -115,6 +115,33 @@ if [ -f "$MODEL" ]; then
     grep -q "^\[user\] $P" "$TMP/chat.err" || fail "-cnv did not log the formatted prompt"
     if grep -q "^$P" "$TMP/chat.out"; then fail "-cnv echoed the raw prompt"; else pass; fi
     expect_err "prompt is too long" "$TOOL" -m "$MODEL" -p "$P $P $P $P" -c 8 -n 1 $T
+
+    # --grammar / --grammar-file constrain the sampled text; bad grammars name line and column
+    printf 'root ::= "tel " digits "-" digits\ndigits ::= [0-9]{3}\n' >"$TMP/tel.gbnf"
+    run gfile -m "$MODEL" -p "$P" -n 64 --temp 1.5 -s 7 --no-display-prompt --grammar-file "$TMP/tel.gbnf" $T
+    grep -qxE 'tel [0-9]{3}-[0-9]{3}' "$TMP/gfile.out" || fail "--grammar-file output: '$(cat "$TMP/gfile.out")'"
+    run gflag -m "$MODEL" -p "$P" -n 64 --temp 1.5 -s 8 --no-display-prompt --grammar 'root ::= ("yes" | "no") "!"' $T
+    grep -qxE '(yes|no)!' "$TMP/gflag.out" || fail "--grammar output: '$(cat "$TMP/gflag.out")'"
+    run jschema -m "$MODEL" -p "$P" -n 64 --temp 1.5 -s 9 --no-display-prompt -j '{"enum": ["cat", "dog", 17]}' $T
+    grep -qxE '("cat"|"dog"|17) ?' "$TMP/jschema.out" || fail "--json-schema output: '$(cat "$TMP/jschema.out")'"
+    expect_err "--json-schema: schema at #: unknown type 'word'" "$TOOL" -m "$MODEL" -p "$P" -j '{"type": "word"}'
+    expect_err "--json-schema: not valid JSON" "$TOOL" -m "$MODEL" -p "$P" -j '{"type":'
+    # sampler flags: -l decides the greedy token; mirostat / XTC / top-n-sigma run
+    i=0
+    for f in "--mirostat 2 --mirostat-ent 3 --mirostat-lr 0.2" "--mirostat 1" "--xtc-probability 1 --xtc-threshold 0.01" "--top-nsigma 1.5" "--dry-multiplier 0.8 --dry-sequence-breaker none" "--samplers min_p;temp"; do
+        i=$((i + 1))
+        run "smp$i" -m "$MODEL" -p "$P" -n 4 --temp 1 -s 1 $f $T
+    done
+    expect_err "expected 0, 1 or 2" "$TOOL" -m "$MODEL" -p "$P" --mirostat 3
+    expect_err "unknown sampler 'magic'" "$TOOL" -m "$MODEL" -p "$P" --samplers "top_k;magic"
+    expect_err "TOKEN_ID+BIAS" "$TOOL" -m "$MODEL" -p "$P" -l 12
+    run lb_forced -m "$MODEL" -p "$P" -n 1 --temp 0 --no-display-prompt -l 300+100 $T
+    run lb_other -m "$MODEL" -p "$P" -n 1 --temp 0 --no-display-prompt -l 301+100 $T
+    if cmp -s "$TMP/lb_forced.out" "$TMP/lb_other.out"; then fail "-l 300+100 and -l 301+100 gave the same token"; else pass; fi
+    expect_err "line 1, column 10: undefined rule 'x'" "$TOOL" -m "$MODEL" -p "$P" --grammar 'root ::= x'
+    expect_err "$TMP/none.gbnf" "$TOOL" -m "$MODEL" -p "$P" --grammar-file "$TMP/none.gbnf"
+    printf 'root ::= "a"\nb ::= "\n' >"$TMP/bad.gbnf"
+    expect_err "bad.gbnf': grammar parse error at line 2, column 7" "$TOOL" -m "$MODEL" -p "$P" --grammar-file "$TMP/bad.gbnf"
 fi
 
 expect_err "no model given (-m FILE, or --demo" "$TOOL" -p "hello"

@@ -1,0 +1,138 @@
+#include "server-tools.h"
+
+#include <stdexcept>
+
+namespace {
+
+bool has(const json & body, const char * key) { return body.contains(key) && !body.at(key).is_null(); }
+
+void check_tools(const json & tools) {
+    if (!tools.is_array()) throw http_error(400, "'tools' must be a list");
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const std::string where = "'tools[" + std::to_string(i) + "]";
+        const json & t = tools[i];
+        if (!t.is_object() || t.value("type", json()) != "function") throw http_error(400, where + ".type' must be \"function\"");
+        if (!t.contains("function") || !t["function"].is_object()) throw http_error(400, where + ".function' must be an object");
+        const json & f = t["function"];
+        if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty()) {
+            throw http_error(400, where + ".function.name' must be a non-empty string");
+        }
+        if (has(f, "parameters") && !f["parameters"].is_object()) {
+            throw http_error(400, where + ".function.parameters' must be a JSON schema object");
+        }
+    }
+}
+
+} // namespace
+
+json tools_for_template(const json & body) {
+    if (!has(body, "tools") || !body["tools"].is_array() || body["tools"].empty()) return nullptr;
+    if (has(body, "tool_choice") && body["tool_choice"] == "none") return nullptr;
+    return body["tools"];
+}
+
+tool_request parse_tool_request(const json & body, tool_syntax syntax, common_params_sampling & sp) {
+    tool_request req;
+    req.syntax = syntax;
+    req.parallel = true;
+    if (has(body, "parallel_tool_calls")) {
+        if (!body["parallel_tool_calls"].is_boolean()) throw http_error(400, "'parallel_tool_calls' must be true or false");
+        req.parallel = body["parallel_tool_calls"].get<bool>();
+    }
+    const bool given = has(body, "tools");
+    if (given) check_tools(body["tools"]);
+    std::string choice = "auto", only;
+    if (has(body, "tool_choice")) {
+        const json & tc = body["tool_choice"];
+        if (tc.is_string()) {
+            choice = tc.get<std::string>();
+            if (choice != "auto" && choice != "none" && choice != "required") {
+                throw http_error(400, "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            }
+        } else if (tc.is_object() && tc.value("type", json()) == "function" && tc.contains("function") &&
+                   tc["function"].is_object() && tc["function"].contains("name") && tc["function"]["name"].is_string()) {
+            choice = "named";
+            only = tc["function"]["name"].get<std::string>();
+        } else {
+            throw http_error(400, "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        }
+        if (choice != "none" && choice != "auto" && (!given || body["tools"].empty())) {
+            throw http_error(400, "'tool_choice' " + (choice == "named" ? "names a function" : "'" + choice + "'") + " but 'tools' is empty");
+        }
+    }
+    if (!given || body["tools"].empty() || choice == "none") return req;
+    req.active = true;
+    req.tools = body["tools"];
+    if (choice == "auto" && sp.grammar.empty() && !tool_call_triggers(syntax).empty()) {
+        // calls amid free text: the grammar takes over at the call's opening tag
+        try {
+            sp.grammar = tool_call_grammar(syntax, req.tools, req.parallel, "");
+            sp.grammar_triggers = tool_call_triggers(syntax);
+        } catch (const std::invalid_argument & e) {
+            throw http_error(400, std::string("'tools': ") + e.what());
+        }
+    }
+    if (choice == "required" || choice == "named") {
+        for (const char * f : { "grammar", "json_schema", "response_format" }) {
+            if (has(body, f) && !(std::string(f) == "response_format" && body[f].value("type", json()) == "text")) {
+                throw http_error(400, std::string("'tool_choice' ") + (choice == "named" ? "naming a function" : "\"required\"") +
+                                          " and '" + f + "' cannot be used together");
+            }
+        }
+        try {
+            sp.grammar = tool_call_grammar(syntax, req.tools, req.parallel, only);
+        } catch (const std::invalid_argument & e) {
+            throw http_error(400, std::string("'tools': ") + e.what());
+        }
+        char err[512];
+        if (!llama_grammar_validate(sp.grammar.c_str(), "root", err, sizeof err)) {
+            throw http_error(400, std::string("'tools': the tool-call grammar does not parse: ") + err);
+        }
+    }
+    return req;
+}
+
+json decoded_tool_calls(const json & tool_calls, const std::string & where) {
+    if (!tool_calls.is_array()) throw http_error(400, where + ".tool_calls' must be a list");
+    json out = tool_calls;
+    for (size_t i = 0; i < out.size(); ++i) {
+        json & c = out[i];
+        const std::string at = where + ".tool_calls[" + std::to_string(i) + "]";
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
+            !c["function"]["name"].is_string()) {
+            throw http_error(400, at + ".function.name' must be a string");
+        }
+        json & f = c["function"];
+        if (f.contains("arguments") && f["arguments"].is_string()) {
+            const json args = json::parse(f["arguments"].get<std::string>(), nullptr, false);
+            if (args.is_discarded()) throw http_error(400, at + ".function.arguments' is not valid JSON");
+            f["arguments"] = args;
+        }
+    }
+    return out;
+}
+
+std::string tool_stream::feed(const std::string & content) {
+    if (!req_ || !req_->active) return content;
+    all_ += content;
+    const size_t safe = tool_text_safe_prefix(req_->syntax, all_);
+    if (safe <= sent_) return "";
+    std::string out = all_.substr(sent_, safe - sent_);
+    sent_ = safe;
+    return out;
+}
+
+tool_stream::result tool_stream::finish() {
+    result r;
+    if (!req_ || !req_->active) return r;
+    parsed_reply p = parse_tool_calls(req_->syntax, all_, req_->tools);
+    if (!req_->parallel && p.calls.size() > 1) p.calls.resize(1);
+    for (const auto & c : p.calls) {
+        r.calls.push_back({ { "id", random_id("call_") },
+                            { "type", "function" },
+                            { "function", { { "name", c.name }, { "arguments", c.arguments } } } });
+    }
+    // what was sent is a prefix of the content (text before the first call never held back)
+    if (p.content.size() >= sent_ && p.content.compare(0, sent_, all_, 0, sent_) == 0) r.content = p.content.substr(sent_);
+    return r;
+}

@@ -1,0 +1,50 @@
+// OpenAI tool calling: reading "tools", "tool_choice" and "parallel_tool_calls"; the grammar
+// that forces a call when one is required; turning the model's calls into message.tool_calls
+// (whole, or as streamed delta.tool_calls) with the syntax the chat template uses.
+#pragma once
+
+#include "chat-tools.h"
+#include "common.h"
+#include "server-utils.h"
+
+#include <string>
+#include <vector>
+
+struct tool_request {
+    bool active = false;              // tools given and tool_choice is not "none": parse replies
+    tool_syntax syntax = tool_syntax::generic;
+    json tools = json::array();       // the request's tools, as given
+    bool parallel = true;             // parallel_tool_calls
+};
+
+// Reads the tool fields of a chat request (400 naming the field when malformed). For
+// tool_choice "required" or a named function, sets sp.grammar so the first tokens are a call;
+// together with "grammar" / "json_schema" / "response_format" that is a 400.
+tool_request parse_tool_request(const json & body, tool_syntax syntax, common_params_sampling & sp);
+
+// The "tools" to render into the prompt: null when tool_choice is "none" or there are none.
+json tools_for_template(const json & body);
+
+// An assistant message's tool_calls with "arguments" strings decoded to objects, which most
+// templates iterate over (Qwen3-Coder's items(), Llama's tojson).
+json decoded_tool_calls(const json & tool_calls, const std::string & where);
+
+// Splits streamed content into text that can be sent now and text held back because a tool call
+// may be starting; finish() parses what was held and gives the remaining content and the calls.
+class tool_stream {
+public:
+    tool_stream() = default;
+    explicit tool_stream(const tool_request * req) : req_(req) {}
+
+    std::string feed(const std::string & content);   // the text safe to send
+    struct result {
+        std::string content;    // text still to send
+        json calls = json::array();   // OpenAI tool_calls (id, type, function {name, arguments})
+    };
+    result finish();
+
+private:
+    const tool_request * req_ = nullptr;
+    std::string all_;
+    size_t sent_ = 0;
+};
