@@ -110,6 +110,9 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("output_format", p.output_format);
     v("out_file", p.out_file);
     v("warmup_batch", p.warmup_batch);
+    v("n_ctx_checkpoints", p.n_ctx_checkpoints);
+    v("embedding", p.embedding);
+    v("pooling", p.pooling);
 }
 
 template <class T> std::string show(const T & x) {
