@@ -5,6 +5,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+# -g builds (the sanitizer pass) embed the build directory; without this a new clone misses the cache
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 
 stage_start=$SECONDS
 stage() {   # prints the time of the stage that just ended
