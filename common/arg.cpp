@@ -469,6 +469,14 @@ std::vector<common_arg> build_table() {
                    [](common_params & p) { p.endpoint_metrics = true; }));
     t.push_back(sw({ "--slots" }, SRV, "enable the /slots endpoint (default: on)", [](common_params & p) { p.endpoint_slots = true; }));
     t.push_back(sw({ "--no-slots" }, SRV, "disable the /slots endpoint", [](common_params & p) { p.endpoint_slots = false; }));
+    // llama.cpp's --webui/--no-webui switches, and ik_llama.cpp's --webui NAME (there "llamacpp" picks
+    // another bundled page; Kiln has one)
+    t.push_back(val({ "--webui" }, "[auto|llamacpp|none]", SRV, "serve the chat page at / (default: auto = on; none: off)",
+                    [](common_params & p, const std::string & v) {
+                        p.webui = v.empty() || parse_choice(v, { "auto", "llamacpp", "none" }) != "none";
+                    },
+                    common_arg_kind::optional));
+    t.push_back(sw({ "--no-webui" }, SRV, "do not serve the chat page (/ answers 404)", [](common_params & p) { p.webui = false; }));
     t.push_back(sw({ "--embedding", "--embeddings" }, SRV, "serve embeddings (/v1/embeddings, /embedding) instead of completions",
                    [](common_params & p) { p.embedding = true; }));
     t.push_back(val({ "--pooling" }, "{none,mean,cls,last}", SRV,

@@ -132,6 +132,7 @@ struct common_params {
     bool        embedding = false;   // --embedding: the server answers embeddings, not completions
     std::string pooling;             // --pooling none|mean|cls|last (empty: the model's, else none)
     bool endpoint_slots   = true;
+    bool webui            = true;    // the chat page at / (--webui, --no-webui)
 
     // perplexity / KL-divergence
     int32_t n_chunks = -1;

@@ -103,6 +103,7 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("n_threads_http", p.n_threads_http);
     v("endpoint_metrics", p.endpoint_metrics);
     v("endpoint_slots", p.endpoint_slots);
+    v("webui", p.webui);
     v("n_chunks", p.n_chunks);
     v("logits_file", p.logits_file);
     v("kl_divergence", p.kl_divergence);

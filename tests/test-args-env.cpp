@@ -42,6 +42,7 @@ TEST(ArgsEnv, VariablesSetTheirFlags) {
                  { "LLAMA_API_KEY", "k1,k2" },
                  { "LLAMA_ARG_ENDPOINT_METRICS", "1" },
                  { "LLAMA_ARG_NO_ENDPOINT_SLOTS", "true" },
+                 { "LLAMA_ARG_NO_WEBUI", "1" },
                  { "LLAMA_ARG_EMBEDDINGS", "on" },
                  { "LLAMA_ARG_POOLING", "last" } };
     common_params p;
@@ -58,6 +59,7 @@ TEST(ArgsEnv, VariablesSetTheirFlags) {
     EXPECT_EQ(p.api_keys, (std::vector<std::string>{ "k1", "k2" }));
     EXPECT_TRUE(p.endpoint_metrics);
     EXPECT_FALSE(p.endpoint_slots);
+    EXPECT_FALSE(p.webui);
     EXPECT_TRUE(p.embedding);
     EXPECT_EQ(p.pooling, "last");
 }

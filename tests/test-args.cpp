@@ -307,6 +307,22 @@ TEST(Args, Server) {
     EXPECT_NE(parse_err({ "--threads-http", "0" }, COMMON_TOOL_SERVER).find("--threads-http"), std::string::npos);
 }
 
+// llama.cpp's --webui / --no-webui switches and ik_llama.cpp's --webui NAME
+TEST(Args, ServerWebui) {
+    EXPECT_TRUE(parse_ok({}, COMMON_TOOL_SERVER).webui);
+    EXPECT_FALSE(parse_ok({ "--no-webui" }, COMMON_TOOL_SERVER).webui);
+    EXPECT_FALSE(parse_ok({ "--webui", "none" }, COMMON_TOOL_SERVER).webui);
+    EXPECT_TRUE(parse_ok({ "--no-webui", "--webui" }, COMMON_TOOL_SERVER).webui);
+    EXPECT_TRUE(parse_ok({ "--no-webui", "--webui", "auto" }, COMMON_TOOL_SERVER).webui);
+    EXPECT_TRUE(parse_ok({ "--no-webui", "--webui", "llamacpp" }, COMMON_TOOL_SERVER).webui);
+    // a bare --webui takes no flag as its value
+    const common_params p = parse_ok({ "--webui", "--port", "9000" }, COMMON_TOOL_SERVER);
+    EXPECT_TRUE(p.webui);
+    EXPECT_EQ(p.port, 9000);
+    EXPECT_NE(parse_err({ "--webui", "svelte" }, COMMON_TOOL_SERVER).find("--webui"), std::string::npos);
+    EXPECT_NE(parse_err({ "--no-webui" }, COMMON_TOOL_CLI).find("--no-webui"), std::string::npos);
+}
+
 TEST(Args, PerplexityAndSweepBench) {
     const common_params p = parse_ok({ "-m", "m.gguf", "-f", temp_file("wiki.txt", "text"), "--chunks", "8",
                                        "--kl-divergence-base", "base.kld", "--kl-divergence", "-c", "128" },

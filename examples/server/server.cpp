@@ -14,6 +14,7 @@
 #include "server-slots.h"
 #include "server-stream.h"
 #include "server-utils.h"
+#include "server-webui.h"
 #include "server-wire.h"
 #include "synth.h"
 
@@ -412,6 +413,7 @@ void register_routes(httplib::Server & svr, server_context & sc) {
             }
             return httplib::Server::HandlerResponse::Handled;
         };
+        if (sc.params.webui && is_webui_path(req.path)) return httplib::Server::HandlerResponse::Unhandled;
         if (sc.state.load() != server_state::ready) return refuse(503, "Loading model", "unavailable_error");
         if (!is_health && !authorized(sc, req)) return refuse(401, "Invalid API Key", "authentication_error");
         return httplib::Server::HandlerResponse::Unhandled;
@@ -433,6 +435,8 @@ void register_routes(httplib::Server & svr, server_context & sc) {
         }
         send_error(res, 500, msg);
     });
+
+    if (sc.params.webui) register_webui_routes(svr);
 
     auto health = guarded([](const httplib::Request &, httplib::Response & res) { send_json(res, { { "status", "ok" } }); });
     svr.Get("/health", health);

@@ -17,16 +17,7 @@ done
 
 bash "$TESTS/setup.sh" || { echo "FAIL: npm ci in $TESTS failed"; exit 1; }
 
-# Every server the tests start is listed here, so none outlives the run (the tests stop them
-# themselves; this catches a test runner that was killed).
-PIDFILE=$(mktemp /tmp/kiln-server-pids-XXXXXX)
-cleanup() {
-    while read -r pid; do
-        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-    done < "$PIDFILE"
-    rm -f "$PIDFILE"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib/server-pids.sh"   # $PIDFILE
 
 cd "$TESTS" || exit 1
 KILN_BIN="$BIN" KILN_SHARED="$SHARED" KILN_SERVER_PIDFILE="$PIDFILE" \

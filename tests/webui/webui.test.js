@@ -1,0 +1,245 @@
+// The web UI (webui/) in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
+// against llama-server on its synthesized demo model: load the page, send, watch the reply
+// stream in, stop it, change a sampling setting, regenerate, edit, reload and find the
+// conversation; the API key prompt; Markdown, highlighting and reasoning from a canned stream;
+// and / turned off by --no-webui. Run by tests/tools/webui.sh (CTest tool-webui).
+// KILN_WEBUI_SCREENSHOT: where to save a screenshot of the chat (optional).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { chromium } from 'playwright-core';
+import { startServer, waitFor } from '../server/lib.js';
+import { WEBUI_DIR, sourceHash } from '../../webui/source-hash.mjs';
+
+const CHROMIUM = process.env.KILN_CHROMIUM || '/usr/bin/chromium';
+let browser;
+let srv;   // the demo server most tests share (a server takes seconds to stop)
+
+before(async () => {
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (scripts/setup.sh installs Debian's chromium)`);
+  // a context long enough that an unlimited reply is still streaming when Stop is pressed
+  [browser, srv] = await Promise.all([
+    chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] }),
+    startServer(['--demo', '-c', '16384']),
+  ]);
+});
+after(async () => { await Promise.all([browser?.close(), srv?.stop()]); });
+
+// A page in a fresh browser context (its own IndexedDB and localStorage). Errors thrown in the
+// page fail the test.
+async function newPage() {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 720 } });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.checkErrors = () => assert.deepEqual(errors, [], 'errors in the page');
+  return page;
+}
+
+// The chat completion requests the page sends, parsed.
+function recordChatRequests(page) {
+  const bodies = [];
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && r.url().endsWith('/v1/chat/completions')) bodies.push(JSON.parse(r.postData()));
+  });
+  return bodies;
+}
+
+async function sendMessage(page, text) {
+  await page.fill('#input', text);
+  await page.press('#input', 'Enter');
+}
+
+// Waits for the n-th chat request to have been sent and its reply to end (the page shows Send
+// again once the reply is saved); returns the reply's status line.
+async function replyDone(page, requests, n) {
+  assert.ok(await waitFor(() => requests.length >= n, 30000), `chat request ${n} was never sent`);
+  await page.waitForSelector('#send:not([hidden])', { timeout: 60000 });
+  return page.textContent('.message.assistant:last-of-type .meta');
+}
+
+function getRaw(url, headers) {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+    }).on('error', reject);
+  });
+}
+
+test('the page is the committed bundle, gzip or not, and was built from the current sources', async () => {
+  const committed = fs.readFileSync(path.join(WEBUI_DIR, 'dist/index.html.gz'));
+  const gz = await getRaw(`${srv.url}/`, { 'Accept-Encoding': 'gzip, deflate, br' });
+  assert.equal(gz.status, 200);
+  assert.equal(gz.headers['content-encoding'], 'gzip');
+  assert.match(gz.headers['content-type'], /^text\/html/);
+  assert.ok(gz.body.equals(committed), 'gzip body differs from webui/dist/index.html.gz');
+
+  const plain = await getRaw(`${srv.url}/index.html`, { 'Accept-Encoding': 'identity' });
+  assert.equal(plain.status, 200);
+  assert.equal(plain.headers['content-encoding'], undefined);
+  assert.ok(plain.body.equals(zlib.gunzipSync(committed)), 'plain body is not the inflated bundle');
+
+  const again = await getRaw(`${srv.url}/`, { 'If-None-Match': gz.headers.etag });
+  assert.equal(again.status, 304);
+
+  const m = /data-kiln-webui-source="([0-9a-f]+)"/.exec(plain.body.toString());
+  assert.ok(m, 'the bundle carries no source hash');
+  assert.equal(m[1], sourceHash(), 'webui/ changed since the bundle was built: run webui/build.sh and commit dist/');
+});
+
+test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () => {
+  const page = await newPage();
+  const requests = recordChatRequests(page);
+  try {
+    await page.goto(`${srv.url}/`);
+    await page.waitForSelector('#model-name:text("kiln-demo")');
+
+    // the reply appears while it is still being generated
+    await sendMessage(page, 'Hello there');
+    await page.waitForFunction(() => {
+      const m = document.querySelector('.message.assistant');
+      return m && m.classList.contains('streaming') && m.querySelector('.content').textContent.length > 20;
+    }, null, { timeout: 30000 });
+    assert.equal(await page.isVisible('#stop'), true);
+    assert.equal(requests.length, 1);
+    assert.equal(requests[0].stream, true);
+    assert.deepEqual(requests[0].messages, [{ role: 'user', content: 'Hello there' }]);
+
+    // Stop ends it: the page says so, the text stops growing, the server's slot goes idle
+    await page.click('#stop');
+    assert.match(await replyDone(page, requests, 1), /stopped/);
+    const stoppedText = await page.textContent('.message.assistant .content');
+    assert.ok(stoppedText.length > 20);
+    const idle = await waitFor(async () => {
+      const slots = await (await fetch(`${srv.url}/slots`)).json();
+      return slots.every((s) => !s.is_processing);
+    }, 10000);
+    assert.ok(idle, 'the server still generates after Stop');
+    await page.waitForTimeout(300);
+    assert.equal(await page.textContent('.message.assistant .content'), stoppedText);
+
+    // a sampling setting reaches the request; the finished reply shows tokens/s from `timings`
+    await page.click('#open-settings');
+    await page.fill('#settings input[name=max_tokens]', '12');
+    await page.fill('#settings input[name=temperature]', '0.5');
+    await page.click('#settings button[value=save]');
+    await sendMessage(page, 'Second question');
+    assert.match(await replyDone(page, requests, 2), /\d+ tokens, [\d.]+ t\/s/);
+    const second = requests.at(-1);
+    assert.equal(second.max_tokens, 12);
+    assert.equal(second.temperature, 0.5);
+    assert.deepEqual(second.messages.map((m) => m.role), ['user', 'assistant', 'user']);
+    assert.equal(second.messages[1].content.trim(), stoppedText.trim());
+    assert.equal(await page.locator('.message').count(), 4);
+
+    // regenerate replaces the last reply, from the same history
+    await page.click('.message.assistant:last-of-type .regenerate');
+    await replyDone(page, requests, 3);
+    assert.equal(requests.length, 3);
+    assert.deepEqual(requests[2].messages, second.messages);
+    assert.equal(await page.locator('.message').count(), 4);
+
+    // editing the first message drops what followed it and asks again
+    await page.click('.message.user >> nth=0 >> .edit');
+    await page.fill('.edit-box', 'Edited first message');
+    await page.click('.save-edit');
+    await replyDone(page, requests, 4);
+    assert.deepEqual(requests.at(-1).messages, [{ role: 'user', content: 'Edited first message' }]);
+    assert.equal(await page.locator('.message').count(), 2);
+    if (process.env.KILN_WEBUI_SCREENSHOT) await page.screenshot({ path: process.env.KILN_WEBUI_SCREENSHOT });
+
+    // a reload comes back to the conversation (the hash names it)...
+    await page.reload();
+    await page.waitForSelector('.message.user .content:text("Edited first message")');
+    assert.equal(await page.locator('.message').count(), 2);
+    // ...and a fresh visit lists it and opens it
+    await page.goto(`${srv.url}/`);
+    assert.equal(await page.locator('.message').count(), 0);
+    await page.click('#conversations .conversation-title:text("Edited first message")');
+    await page.waitForSelector('.message.user .content:text("Edited first message")');
+    assert.equal(await page.locator('.message.assistant').count(), 1);
+    page.checkErrors();
+  } finally {
+    await page.context().close();
+  }
+});
+
+// A canned stream: reasoning first, then Markdown with code and a tag that must not survive
+// sanitising, then the usage chunk with timings.
+function cannedStream() {
+  const chunk = (delta, extra = {}) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }], ...extra })}\n\n`;
+  return [
+    chunk({ reasoning_content: 'The user wants ' }),
+    chunk({ reasoning_content: 'a doubling function.' }),
+    chunk({ content: 'Here it is:\n\n```python\ndef double(x):\n    return x * 2\n```\n\n' }),
+    chunk({ content: '**Done** <img src="x" onerror="window.pwned=1">' }),
+    `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
+    `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [], timings: { prompt_n: 7, prompt_per_second: 100, predicted_n: 42, predicted_per_second: 12.5 } })}\n\n`,
+    'data: [DONE]\n\n',
+  ].join('');
+}
+
+test('Markdown, code highlighting, folded reasoning, sanitised HTML, timings', async () => {
+  const page = await newPage();
+  const requests = recordChatRequests(page);
+  try {
+    await page.route('**/v1/chat/completions', (route) => route.fulfill({
+      status: 200, headers: { 'Content-Type': 'text/event-stream' }, body: cannedStream(),
+    }));
+    await page.goto(`${srv.url}/`);
+    await sendMessage(page, 'Write a function');
+    assert.match(await replyDone(page, requests, 1), /42 tokens, 12\.5 t\/s · prompt 7 tokens, 100\.0 t\/s/);
+    const reply = page.locator('.message.assistant');
+    assert.equal(await reply.locator('details.reasoning .reasoning-text').textContent(), 'The user wants a doubling function.');
+    assert.equal(await reply.locator('details.reasoning').getAttribute('open'), null, 'reasoning is not folded once the answer came');
+    assert.equal(await reply.locator('pre code.hljs .hljs-keyword').first().textContent(), 'def');
+    assert.equal(await reply.locator('strong').textContent(), 'Done');
+    assert.equal(await reply.locator('img').getAttribute('onerror'), null);
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    page.checkErrors();
+  } finally {
+    await page.context().close();
+  }
+});
+
+test('the page asks for the API key when the server has one', async () => {
+  const keyed = await startServer(['--demo', '--api-key', 'kiln-test-key', '-n', '8']);
+  const page = await newPage();
+  const requests = recordChatRequests(page);
+  try {
+    await page.goto(`${keyed.url}/`);   // the page itself needs no key
+    await page.waitForSelector('#api-key[open]');
+    await page.fill('#api-key input', 'wrong-key');
+    await page.click('#api-key button[value=save]');
+    await page.waitForSelector('#api-key-reason:text("refused")');
+    await page.fill('#api-key input', 'kiln-test-key');
+    await page.click('#api-key button[value=save]');
+    await page.waitForSelector('#model-name:text("kiln-demo")');
+    await sendMessage(page, 'Hello');
+    assert.match(await replyDone(page, requests, 1), /\d+ tokens, [\d.]+ t\/s/);
+    page.checkErrors();
+  } finally {
+    await page.context().close();
+    await keyed.stop();
+  }
+});
+
+test('--no-webui and --webui none: / answers 404', async () => {
+  const servers = await Promise.all([['--no-webui'], ['--webui', 'none']].map((flags) => startServer(['--demo', ...flags])));
+  try {
+    for (const off of servers) {
+      const r = await fetch(`${off.url}/`);
+      assert.equal(r.status, 404);
+      assert.equal((await r.json()).error.code, 404);
+      assert.equal((await fetch(`${off.url}/index.html`)).status, 404);
+      assert.equal((await fetch(`${off.url}/health`)).status, 200);
+    }
+  } finally {
+    await Promise.all(servers.map((off) => off.stop()));
+  }
+});
