@@ -143,6 +143,7 @@ test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () 
     assert.equal(requests.length, 3);
     assert.deepEqual(requests[2].messages, second.messages);
     assert.equal(await page.locator('.message').count(), 4);
+    if (process.env.KILN_WEBUI_SCREENSHOT) await page.screenshot({ path: process.env.KILN_WEBUI_SCREENSHOT });
 
     // editing the first message drops what followed it and asks again
     await page.click('.message.user >> nth=0 >> .edit');
@@ -151,7 +152,6 @@ test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () 
     await replyDone(page, requests, 4);
     assert.deepEqual(requests.at(-1).messages, [{ role: 'user', content: 'Edited first message' }]);
     assert.equal(await page.locator('.message').count(), 2);
-    if (process.env.KILN_WEBUI_SCREENSHOT) await page.screenshot({ path: process.env.KILN_WEBUI_SCREENSHOT });
 
     // a reload comes back to the conversation (the hash names it)...
     await page.reload();
@@ -163,6 +163,15 @@ test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () 
     await page.click('#conversations .conversation-title:text("Edited first message")');
     await page.waitForSelector('.message.user .content:text("Edited first message")');
     assert.equal(await page.locator('.message.assistant').count(), 1);
+
+    // deleting it (after the confirmation) empties the list and the page
+    page.once('dialog', (d) => d.accept());
+    await page.click('#conversations li.current .delete-conversation');
+    await page.waitForSelector('#empty-hint');
+    assert.equal(await page.locator('#conversations li').count(), 0);
+    await page.reload();
+    await page.waitForSelector('#empty-hint');
+    assert.equal(await page.locator('#conversations li').count(), 0);
     page.checkErrors();
   } finally {
     await page.context().close();

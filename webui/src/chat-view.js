@@ -34,8 +34,9 @@ export function renderConversationList(list, conversations, currentId, { onOpen,
 export function formatTimings(t) {
   if (!t) return '';
   const parts = [];
-  if (t.predicted_n > 0) parts.push(`${t.predicted_n} tokens, ${t.predicted_per_second.toFixed(1)} t/s`);
-  if (t.prompt_n > 0) parts.push(`prompt ${t.prompt_n} tokens, ${t.prompt_per_second.toFixed(1)} t/s`);
+  const tokens = (n) => `${n} token${n === 1 ? '' : 's'}`;
+  if (t.predicted_n > 0) parts.push(`${tokens(t.predicted_n)}, ${t.predicted_per_second.toFixed(1)} t/s`);
+  if (t.prompt_n > 0) parts.push(`prompt ${tokens(t.prompt_n)}, ${t.prompt_per_second.toFixed(1)} t/s`);
   return parts.join(' · ');
 }
 
@@ -115,6 +116,8 @@ export class MessageView {
     const notes = [];
     if (msg.error) notes.push(`error: ${msg.error}`);
     if (FINISH_NOTES[msg.finish]) notes.push(FINISH_NOTES[msg.finish]);
+    // saved before its stream ended: the page was closed while it came
+    if (!msg.finish && !msg.error && !msg.timings && !this.streaming) notes.push('interrupted');
     const stats = formatTimings(msg.timings);
     if (stats) notes.push(stats);
     this.meta.textContent = this.streaming ? 'generating\u2026' : notes.join(' · ');

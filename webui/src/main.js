@@ -121,6 +121,8 @@ async function openFromHash() {
 }
 
 async function deleteConversation(id) {
+  const conv = await store.getConversation(id);
+  if (!confirm(`Delete "${conv ? conv.title : 'this conversation'}"?`)) return;
   await store.deleteConversation(id);
   if (id === state.conv.id) {
     history.replaceState(null, '', location.pathname + location.search);
@@ -170,7 +172,6 @@ async function generate() {
   const abort = new AbortController();
   state.abort = abort;
   setGenerating(true);
-  await save();
 
   const messages = requestMessages();
   const msg = { role: 'assistant', content: '', reasoning: '' };
@@ -181,6 +182,10 @@ async function generate() {
   state.views.push(view);
   ui.messages.scrollTop = ui.messages.scrollHeight;
   view.update(true);
+  // saved with the empty reply, and again now and then while it streams: a page closed
+  // mid-reply keeps what came, and the reply to regenerate
+  await save();
+  let savedAt = Date.now();
   try {
     const result = await withApiKey((apiKey) => streamChat({
       messages,
@@ -193,6 +198,10 @@ async function generate() {
         msg.reasoning += reasoning;
         view.update(true);
         if (follow) ui.messages.scrollTop = ui.messages.scrollHeight;
+        if (Date.now() - savedAt > 2000) {
+          savedAt = Date.now();
+          store.saveConversation(conv);
+        }
       },
     }));
     msg.finish = result.finish;
