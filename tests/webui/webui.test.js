@@ -83,6 +83,12 @@ test('the page is the committed bundle, gzip or not, and was built from the curr
   assert.equal(plain.status, 200);
   assert.equal(plain.headers['content-encoding'], undefined);
   assert.ok(plain.body.equals(zlib.gunzipSync(committed)), 'plain body is not the inflated bundle');
+  for (const refused of ['gzip;q=0, identity', 'br', '*;q=0']) {
+    const r = await getRaw(`${srv.url}/`, { 'Accept-Encoding': refused });
+    assert.equal(r.headers['content-encoding'], undefined, refused);
+    assert.ok(r.body.equals(plain.body), refused);
+  }
+  assert.equal((await getRaw(`${srv.url}/`, { 'Accept-Encoding': '*' })).headers['content-encoding'], 'gzip');
 
   const again = await getRaw(`${srv.url}/`, { 'If-None-Match': gz.headers.etag });
   assert.equal(again.status, 304);
@@ -95,6 +101,8 @@ test('the page is the committed bundle, gzip or not, and was built from the curr
 test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () => {
   const page = await newPage();
   const requests = recordChatRequests(page);
+  const elsewhere = [];   // the page works offline: it asks nothing of any other host
+  page.on('request', (r) => { if (!r.url().startsWith(`${srv.url}/`) && !r.url().startsWith('data:')) elsewhere.push(r.url()); });
   try {
     await page.goto(`${srv.url}/`);
     await page.waitForSelector('#model-name:text("kiln-demo")');
@@ -172,6 +180,7 @@ test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () 
     await page.reload();
     await page.waitForSelector('#empty-hint');
     assert.equal(await page.locator('#conversations li').count(), 0);
+    assert.deepEqual(elsewhere, []);
     page.checkErrors();
   } finally {
     await page.context().close();
