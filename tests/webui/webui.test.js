@@ -20,10 +20,11 @@ let srv;   // the demo server most tests share (a server takes seconds to stop)
 
 before(async () => {
   assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (scripts/setup.sh installs Debian's chromium)`);
-  // a context long enough that an unlimited reply is still streaming when Stop is pressed
+  // a context long enough that an unlimited reply is still streaming when Stop is pressed, and
+  // no early end-of-generation token from the random weights
   [browser, srv] = await Promise.all([
     chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] }),
-    startServer(['--demo', '-c', '16384']),
+    startServer(['--demo', '-c', '16384', '--ignore-eos']),
   ]);
 });
 after(async () => { await Promise.all([browser?.close(), srv?.stop()]); });
@@ -137,12 +138,15 @@ test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () 
     await page.fill('#settings input[name=temperature]', '0.5');
     await page.click('#settings button[value=save]');
     await sendMessage(page, 'Second question');
-    assert.match(await replyDone(page, requests, 2), /\d+ tokens, [\d.]+ t\/s/);
+    assert.match(await replyDone(page, requests, 2), /12 tokens, [\d.]+ t\/s/);
     const second = requests.at(-1);
     assert.equal(second.max_tokens, 12);
     assert.equal(second.temperature, 0.5);
     assert.deepEqual(second.messages.map((m) => m.role), ['user', 'assistant', 'user']);
-    assert.equal(second.messages[1].content.trim(), stoppedText.trim());
+    // the stopped reply goes back as history, as it was shown (Markdown rendering drops only
+    // punctuation from the demo model's words)
+    const letters = (t) => t.replace(/[^A-Za-z0-9]/g, '');
+    assert.equal(letters(second.messages[1].content), letters(stoppedText));
     assert.equal(await page.locator('.message').count(), 4);
 
     // regenerate replaces the last reply, from the same history

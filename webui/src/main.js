@@ -132,11 +132,12 @@ async function deleteConversation(id) {
   await refreshList();
 }
 
-async function save() {
-  const first = state.conv.messages.find((m) => m.role === 'user');
-  if (first) state.conv.title = first.content.trim().split('\n')[0].slice(0, 60) || 'Untitled';
-  await store.saveConversation(state.conv);
-  if (location.hash !== `#/c/${state.conv.id}`) history.replaceState(null, '', `#/c/${state.conv.id}`);
+// Stores conv; the open one's id goes into the URL, so a reload comes back to it.
+async function save(conv) {
+  const first = conv.messages.find((m) => m.role === 'user');
+  if (first) conv.title = first.content.trim().split('\n')[0].slice(0, 60) || 'Untitled';
+  await store.saveConversation(conv);
+  if (conv === state.conv && location.hash !== `#/c/${conv.id}`) history.replaceState(null, '', `#/c/${conv.id}`);
   await refreshList();
 }
 
@@ -164,9 +165,8 @@ function nearBottom() {
   return m.scrollHeight - m.scrollTop - m.clientHeight < 80;
 }
 
-// Saves the conversation as it stands (the user's side first), then appends an assistant
-// message and streams the reply into it. The page shows Send again only once the reply is
-// saved, so a reload from then on finds it.
+// Appends an assistant message to the open conversation and streams the reply into it. The
+// page shows Send again only once the reply is saved, so a reload from then on finds it.
 async function generate() {
   const conv = state.conv;
   const abort = new AbortController();
@@ -184,7 +184,7 @@ async function generate() {
   view.update(true);
   // saved with the empty reply, and again now and then while it streams: a page closed
   // mid-reply keeps what came, and the reply to regenerate
-  await save();
+  await save(conv);
   let savedAt = Date.now();
   try {
     const result = await withApiKey((apiKey) => streamChat({
@@ -213,8 +213,7 @@ async function generate() {
     view.streaming = false;
     view.render();
     // a conversation left while generating is still saved, under its own id
-    if (state.conv === conv) await save();
-    else await store.saveConversation(conv);
+    await save(conv);
     if (state.abort === abort) {
       state.abort = null;
       setGenerating(false);
