@@ -210,9 +210,11 @@ test('Markdown, code highlighting, folded reasoning, sanitised HTML, timings', a
   const page = await newPage();
   const requests = recordChatRequests(page);
   try {
-    await page.route('**/v1/chat/completions', (route) => route.fulfill({
-      status: 200, headers: { 'Content-Type': 'text/event-stream' }, body: cannedStream(),
-    }));
+    // the first request gets the canned stream, the next a refusal
+    let routed = 0;
+    await page.route('**/v1/chat/completions', (route) => route.fulfill(++routed === 1
+      ? { status: 200, headers: { 'Content-Type': 'text/event-stream' }, body: cannedStream() }
+      : { status: 400, contentType: 'application/json', body: JSON.stringify({ error: { code: 400, message: "'n_keep' is not supported yet" } }) }));
     await page.goto(`${srv.url}/`);
     await sendMessage(page, 'Write a function');
     assert.match(await replyDone(page, requests, 1), /42 tokens, 12\.5 t\/s · prompt 7 tokens, 100\.0 t\/s/);
@@ -223,6 +225,10 @@ test('Markdown, code highlighting, folded reasoning, sanitised HTML, timings', a
     assert.equal(await reply.locator('strong').textContent(), 'Done');
     assert.equal(await reply.locator('img').getAttribute('onerror'), null);
     assert.equal(await page.evaluate(() => window.pwned), undefined);
+
+    // a refused request shows the server's message where the reply would be
+    await sendMessage(page, 'Again');
+    assert.match(await replyDone(page, requests, 2), /error: 'n_keep' is not supported yet/);
     page.checkErrors();
   } finally {
     await page.context().close();

@@ -102,6 +102,7 @@ async function refreshList() {
 }
 
 function showConversation() {
+  document.title = state.conv.messages.length ? `${state.conv.title} - Kiln` : 'Kiln';
   state.views = renderConversation(ui.messages, state.conv, messageActions);
   ui.messages.scrollTop = ui.messages.scrollHeight;
 }
@@ -267,6 +268,9 @@ ui.input.addEventListener('keydown', (e) => {
   }
 });
 ui.stop.addEventListener('click', stop);
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && state.abort && !document.querySelector('dialog[open]')) stop();
+});
 $('new-chat').addEventListener('click', () => {
   if (location.hash) location.hash = '';
   else openFromHash();
