@@ -235,6 +235,65 @@ test('Markdown, code highlighting, folded reasoning, sanitised HTML, timings', a
   }
 });
 
+// A stream that takes its time, from a small server of the test's own: the page's request is
+// sent there instead of to llama-server (playwright's route.continue), so the reasoning can be
+// looked at while it streams.
+async function slowReasoningServer() {
+  const sse = (delta) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+  const server = http.createServer(async (req, res) => {
+    req.resume();
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    const pause = () => new Promise((r) => setTimeout(r, 400));
+    res.write(sse({ reasoning_content: 'Thinking it over' }));
+    await pause();
+    res.write(sse({ reasoning_content: ', slowly.' }));
+    await pause();
+    res.write(sse({ content: 'The answer.' }));
+    await pause();
+    res.end('data: [DONE]\n\n');
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}/`, close: () => new Promise((r) => server.close(r)) };
+}
+
+test('reasoning is shown while the model thinks and folded once the answer streams', async () => {
+  const slow = await slowReasoningServer();
+  const page = await newPage();
+  const requests = recordChatRequests(page);
+  try {
+    await page.route('**/v1/chat/completions', (route) => route.continue({ url: slow.url }));
+    await page.goto(`${srv.url}/`);
+    await sendMessage(page, 'Think');
+    const reasoning = page.locator('.message.assistant details.reasoning');
+    await page.waitForSelector('.message.assistant details.reasoning[open] summary:text("Thinking")');
+    assert.match(await reasoning.locator('.reasoning-text').textContent(), /^Thinking it over/);
+    await page.waitForFunction(() => {
+      const m = document.querySelector('.message.assistant');
+      return m.classList.contains('streaming') && m.querySelector('.content').textContent.trim() === 'The answer.';
+    });
+    assert.equal(await reasoning.getAttribute('open'), null);
+    assert.equal(await reasoning.locator('summary').textContent(), 'Reasoning');
+    assert.equal(await replyDone(page, requests, 1), '');   // ended normally, no timings sent
+    // opened by the reader, it stays open
+    await reasoning.locator('summary').click();
+    assert.equal(await reasoning.locator('.reasoning-text').textContent(), 'Thinking it over, slowly.');
+    assert.notEqual(await reasoning.getAttribute('open'), null);
+
+    // a page closed mid-reply comes back with the reply marked, ready to regenerate
+    await sendMessage(page, 'Think again');
+    await page.waitForSelector('.message.assistant:last-of-type details.reasoning[open]');
+    await page.reload();
+    await page.waitForSelector('.message.user >> text=Think again');
+    assert.equal(await page.locator('.message').count(), 4);
+    assert.equal(await page.textContent('.message.assistant:last-of-type .meta'), 'interrupted');
+    assert.equal(await page.isVisible('.message.assistant:last-of-type .regenerate'), true);
+    page.checkErrors();
+  } finally {
+    await page.context().close();
+    await slow.close();
+  }
+});
+
 test('the page asks for the API key when the server has one', async () => {
   const keyed = await startServer(['--demo', '--api-key', 'kiln-test-key', '-n', '8']);
   const page = await newPage();

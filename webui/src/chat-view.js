@@ -117,7 +117,7 @@ export class MessageView {
     if (msg.error) notes.push(`error: ${msg.error}`);
     if (FINISH_NOTES[msg.finish]) notes.push(FINISH_NOTES[msg.finish]);
     // saved before its stream ended: the page was closed while it came
-    if (!msg.finish && !msg.error && !msg.timings && !this.streaming) notes.push('interrupted');
+    if (!msg.finish && !msg.error && !this.streaming) notes.push('interrupted');
     const stats = formatTimings(msg.timings);
     if (stats) notes.push(stats);
     this.meta.textContent = this.streaming ? 'generating\u2026' : notes.join(' · ');

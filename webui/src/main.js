@@ -205,7 +205,7 @@ async function generate() {
         }
       },
     }));
-    msg.finish = result.finish;
+    msg.finish = result.finish || 'stop';   // a stream may end without saying why
     msg.timings = result.timings;
   } catch (e) {
     if (e.name === 'AbortError') msg.finish = 'stopped';
