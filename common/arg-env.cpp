@@ -49,6 +49,7 @@ const env_flag k_env_flags[] = {
     { "LLAMA_ARG_ENDPOINT_SLOTS", "--slots" },
     { "LLAMA_ARG_NO_ENDPOINT_SLOTS", "--no-slots" },
     { "LLAMA_ARG_NO_WEBUI", "--no-webui" },
+    { "LLAMA_ARG_STATIC_PATH", "--path" },
     { "LLAMA_ARG_EMBEDDINGS", "--embedding" },
     { "LLAMA_ARG_POOLING", "--pooling" },
     { "LLAMA_ARG_CONT_BATCHING", "--cont-batching" },

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <sstream>
 
@@ -477,6 +478,12 @@ std::vector<common_arg> build_table() {
                     },
                     common_arg_kind::optional));
     t.push_back(sw({ "--no-webui" }, SRV, "do not serve the chat page (/ answers 404)", [](common_params & p) { p.webui = false; }));
+    t.push_back(val({ "--path" }, "DIR", SRV, "serve the web page from the files in DIR (its index.html at /) instead of the built-in one",
+                    [](common_params & p, const std::string & v) {
+                        std::error_code ec;
+                        if (!std::filesystem::is_directory(v, ec)) throw common_arg_error("not a directory");
+                        p.public_path = v;
+                    }));
     t.push_back(sw({ "--embedding", "--embeddings" }, SRV, "serve embeddings (/v1/embeddings, /embedding) instead of completions",
                    [](common_params & p) { p.embedding = true; }));
     t.push_back(val({ "--pooling" }, "{none,mean,cls,last}", SRV,

@@ -133,6 +133,7 @@ struct common_params {
     std::string pooling;             // --pooling none|mean|cls|last (empty: the model's, else none)
     bool endpoint_slots   = true;
     bool webui            = true;    // the chat page at / (--webui, --no-webui)
+    std::string public_path;         // --path: the page's files (empty: the built-in page)
 
     // perplexity / KL-divergence
     int32_t n_chunks = -1;

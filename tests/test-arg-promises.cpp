@@ -104,6 +104,7 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("endpoint_metrics", p.endpoint_metrics);
     v("endpoint_slots", p.endpoint_slots);
     v("webui", p.webui);
+    v("public_path", p.public_path);
     v("n_chunks", p.n_chunks);
     v("logits_file", p.logits_file);
     v("kl_divergence", p.kl_divergence);
@@ -219,7 +220,7 @@ std::string temp_file(const std::string & name, const std::string & content) {
 // Values to try for a flag that takes one: every one that parses is applied.
 std::vector<std::string> candidate_values(const common_arg & a) {
     if (a.kind == common_arg_kind::none) return { "" };
-    const std::vector<std::string> values = { temp_file("any.txt", "x\n"), "7", "0", "0.5", "q8_0", "4,0.5", "exps=CPU",
+    const std::vector<std::string> values = { temp_file("any.txt", "x\n"), ::testing::TempDir(), "7", "0", "0.5", "q8_0", "4,0.5", "exps=CPU",
                                               "blk=CUDA0", "chatml", "http://a.example", "none", "layer", "graph", "deepseek", "jsonl", "csv", "off",
                                               "top_k;temp", "5+1", "root ::= \"x\"", "{\"type\": \"integer\"}",
                                               temp_file("any.gbnf", "root ::= \"x\"\n"), temp_file("any.json", "{\"type\": \"string\"}") };

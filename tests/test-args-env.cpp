@@ -43,6 +43,7 @@ TEST(ArgsEnv, VariablesSetTheirFlags) {
                  { "LLAMA_ARG_ENDPOINT_METRICS", "1" },
                  { "LLAMA_ARG_NO_ENDPOINT_SLOTS", "true" },
                  { "LLAMA_ARG_NO_WEBUI", "1" },
+                 { "LLAMA_ARG_STATIC_PATH", ::testing::TempDir() },
                  { "LLAMA_ARG_EMBEDDINGS", "on" },
                  { "LLAMA_ARG_POOLING", "last" } };
     common_params p;
@@ -60,6 +61,7 @@ TEST(ArgsEnv, VariablesSetTheirFlags) {
     EXPECT_TRUE(p.endpoint_metrics);
     EXPECT_FALSE(p.endpoint_slots);
     EXPECT_FALSE(p.webui);
+    EXPECT_EQ(p.public_path, ::testing::TempDir());
     EXPECT_TRUE(p.embedding);
     EXPECT_EQ(p.pooling, "last");
 }

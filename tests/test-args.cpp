@@ -321,6 +321,10 @@ TEST(Args, ServerWebui) {
     EXPECT_EQ(p.port, 9000);
     EXPECT_NE(parse_err({ "--webui", "svelte" }, COMMON_TOOL_SERVER).find("--webui"), std::string::npos);
     EXPECT_NE(parse_err({ "--no-webui" }, COMMON_TOOL_CLI).find("--no-webui"), std::string::npos);
+    // --path: a directory of files to serve instead of the built-in page
+    EXPECT_EQ(parse_ok({ "--path", ::testing::TempDir() }, COMMON_TOOL_SERVER).public_path, ::testing::TempDir());
+    EXPECT_NE(parse_err({ "--path", temp_file("page.html", "<p>") }, COMMON_TOOL_SERVER).find("--path"), std::string::npos);
+    EXPECT_NE(parse_err({ "--path", "/nonexistent/dir" }, COMMON_TOOL_SERVER).find("not a directory"), std::string::npos);
 }
 
 TEST(Args, PerplexityAndSweepBench) {
@@ -413,6 +417,7 @@ TEST(Args, EveryFlagParses) {
                     if (h == "FNAME") v = n.find("grammar") != std::string::npos ? grammar_file
                                           : (n.find("json-schema") != std::string::npos || n == "-jf") ? schema_file
                                                                                                        : file;
+                    else if (h == "DIR") v = ::testing::TempDir();
                     else if (h == "GRAMMAR") v = "root ::= \"x\"";
                     else if (h == "SCHEMA") v = "{\"type\": \"integer\"}";
                     else if (h == "SAMPLERS") v = "top_k;temperature";

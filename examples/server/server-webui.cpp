@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string_view>
 
@@ -117,9 +118,23 @@ void serve_page(const httplib::Request & req, httplib::Response & res) {
 
 } // namespace
 
-bool is_webui_path(const std::string & path) { return path == "/" || path == "/index.html"; }
+bool is_webui_request(const httplib::Request & req, const std::string & dir) {
+    if (req.method != "GET" && req.method != "HEAD") return false;
+    if (req.path == "/" || req.path == "/index.html") return true;
+    if (dir.empty()) return false;
+    // a file of dir: httplib serves it (and refuses ".." itself); only asked here, so that a ".."
+    // never names a file outside
+    const std::filesystem::path rel = std::filesystem::path(req.path).relative_path();
+    for (const auto & part : rel) {
+        if (part == "..") return false;
+    }
+    std::error_code ec;
+    return std::filesystem::is_regular_file(std::filesystem::path(dir) / rel, ec);
+}
 
-void register_webui_routes(httplib::Server & svr) {
+bool register_webui_routes(httplib::Server & svr, const std::string & dir) {
+    if (!dir.empty()) return svr.set_mount_point("/", dir);
     svr.Get("/", serve_page);
     svr.Get("/index.html", serve_page);
+    return true;
 }

@@ -413,7 +413,7 @@ void register_routes(httplib::Server & svr, server_context & sc) {
             }
             return httplib::Server::HandlerResponse::Handled;
         };
-        if (sc.params.webui && is_webui_path(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+        if (sc.params.webui && is_webui_request(req, sc.params.public_path)) return httplib::Server::HandlerResponse::Unhandled;
         if (sc.state.load() != server_state::ready) return refuse(503, "Loading model", "unavailable_error");
         if (!is_health && !authorized(sc, req)) return refuse(401, "Invalid API Key", "authentication_error");
         return httplib::Server::HandlerResponse::Unhandled;
@@ -436,7 +436,9 @@ void register_routes(httplib::Server & svr, server_context & sc) {
         send_error(res, 500, msg);
     });
 
-    if (sc.params.webui) register_webui_routes(svr);
+    if (sc.params.webui && !register_webui_routes(svr, sc.params.public_path)) {
+        LOG_WRN("--path %s: not a directory any more; no web page is served\n", sc.params.public_path.c_str());
+    }
 
     auto health = guarded([](const httplib::Request &, httplib::Response & res) { send_json(res, { { "status", "ok" } }); });
     svr.Get("/health", health);

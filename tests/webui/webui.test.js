@@ -8,6 +8,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { chromium } from 'playwright-core';
@@ -316,17 +317,41 @@ test('the page asks for the API key when the server has one', async () => {
   }
 });
 
-test('--no-webui and --webui none: / answers 404', async () => {
-  const servers = await Promise.all([['--no-webui'], ['--webui', 'none']].map((flags) => startServer(['--demo', ...flags])));
+test('--no-webui and --webui none: / answers 404; --path serves a directory instead', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-webui-path-'));
+  fs.mkdirSync(path.join(dir, 'js'));
+  fs.writeFileSync(path.join(dir, 'index.html'), '<h1>my own page</h1>');
+  fs.writeFileSync(path.join(dir, 'js', 'app.js'), 'console.log(1);');
+  fs.writeFileSync(path.join(os.tmpdir(), 'kiln-webui-outside.txt'), 'outside');
+  const servers = await Promise.all([['--no-webui'], ['--webui', 'none'], ['--path', dir, '--api-key', 'k']]
+    .map((flags) => startServer(['--demo', ...flags])));
+  const [noWebui, webuiNone, custom] = servers;
   try {
-    for (const off of servers) {
+    for (const off of [noWebui, webuiNone]) {
       const r = await fetch(`${off.url}/`);
       assert.equal(r.status, 404);
       assert.equal((await r.json()).error.code, 404);
       assert.equal((await fetch(`${off.url}/index.html`)).status, 404);
       assert.equal((await fetch(`${off.url}/health`)).status, 200);
     }
+    // the directory's files need no key (the page asks for it); the API still does
+    const index = await fetch(`${custom.url}/`);
+    assert.equal(index.status, 200);
+    assert.match(index.headers.get('content-type'), /^text\/html/);
+    assert.equal(await index.text(), '<h1>my own page</h1>');
+    const js = await fetch(`${custom.url}/js/app.js`);
+    assert.equal(js.status, 200);
+    assert.match(js.headers.get('content-type'), /javascript/);
+    assert.equal((await fetch(`${custom.url}/v1/models`)).status, 401);
+    assert.equal((await fetch(`${custom.url}/missing.js`)).status, 401);
+    for (const escape of ['/js/../../kiln-webui-outside.txt', '/%2e%2e/kiln-webui-outside.txt']) {
+      const r = await getRaw(`${custom.url}${escape}`, {});
+      assert.notEqual(r.status, 200, escape);
+      assert.doesNotMatch(r.body.toString(), /outside/, escape);
+    }
+    await assert.rejects(startServer(['--demo', '--path', path.join(dir, 'missing')]), /--path: not a directory/);
   } finally {
     await Promise.all(servers.map((off) => off.stop()));
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
