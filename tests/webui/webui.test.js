@@ -192,6 +192,36 @@ test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () 
   }
 });
 
+test('conversations export to a file and import from one; a bad file is refused', async () => {
+  const page = await newPage();
+  try {
+    await page.goto(`${srv.url}/`);
+    const conv = { id: 'imported-1', title: 'From a file', updated: 1, messages: [
+      { role: 'user', content: 'Old question' }, { role: 'assistant', content: 'Old **answer**', finish: 'stop' }] };
+    const file = (name, text) => ({ name, mimeType: 'application/json', buffer: Buffer.from(text) });
+    await page.setInputFiles('#import-file', file('export.json', JSON.stringify({ conversations: [conv] })));
+    await page.click('#conversations .conversation-title:text("From a file")');
+    await page.waitForSelector('.message.assistant strong:text("answer")');
+    assert.equal(await page.locator('.message').count(), 2);
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+    const exported = JSON.parse(fs.readFileSync(await download.path(), 'utf8'));
+    assert.deepEqual(exported.conversations.map((c) => [c.id, c.title, c.messages]), [[conv.id, conv.title, conv.messages]]);
+
+    for (const [text, reason] of [['not json', /not JSON/], ['{"conversations": [{"id": "x", "messages": [{"role": "tool"}]}]}', /conversation 1/]]) {
+      const dialog = page.waitForEvent('dialog');
+      await page.setInputFiles('#import-file', file('bad.json', text));
+      const d = await dialog;
+      assert.match(d.message(), reason);
+      await d.dismiss();
+    }
+    assert.equal(await page.locator('#conversations li').count(), 1);
+    page.checkErrors();
+  } finally {
+    await page.context().close();
+  }
+});
+
 // A canned stream: reasoning first, then Markdown with code and a tag that must not survive
 // sanitising, then the usage chunk with timings.
 function cannedStream() {

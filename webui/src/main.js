@@ -142,6 +142,24 @@ async function save(conv) {
   await refreshList();
 }
 
+async function exportAll() {
+  const blob = new Blob([await store.exportConversations()], { type: 'application/json' });
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = 'kiln-conversations.json';
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+}
+
+async function importFile(file) {
+  try {
+    await store.importConversations(store.parseExport(await file.text()));
+  } catch (e) {
+    alert(`Cannot import ${file.name}: ${e.message}`);
+  }
+  await refreshList();
+}
+
 // ---- generation -------------------------------------------------------------------------
 
 function setGenerating(on) {
@@ -280,6 +298,13 @@ $('toggle-sidebar').addEventListener('click', () => document.body.classList.togg
 ui.conversations.addEventListener('click', () => document.body.classList.remove('sidebar-open'));
 window.addEventListener('hashchange', openFromHash);
 setupSettingsDialog(ui.settings, $('open-settings'));
+$('export').addEventListener('click', exportAll);
+$('import').addEventListener('click', () => $('import-file').click());
+$('import-file').addEventListener('change', (e) => {
+  const file = e.target.files[0];
+  e.target.value = '';   // the same file can be chosen again
+  if (file) importFile(file);
+});
 
 openFromHash();
 loadServerInfo();

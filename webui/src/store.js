@@ -53,6 +53,34 @@ export function deleteConversation(id) {
   return withStore('readwrite', (s) => s.delete(id));
 }
 
+// Conversations from an exported file (exportConversations' format): checked field by field,
+// since the file may come from anywhere. Throws with the reason.
+export function parseExport(text) {
+  let data;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new Error('the file is not JSON');
+  }
+  const list = Array.isArray(data) ? data : data && data.conversations;
+  if (!Array.isArray(list)) throw new Error('the file holds no list of conversations');
+  return list.map((c, i) => {
+    const ok = c && typeof c.id === 'string' && c.id && Array.isArray(c.messages)
+      && c.messages.every((m) => m && (m.role === 'user' || m.role === 'assistant') && typeof m.content === 'string');
+    if (!ok) throw new Error(`conversation ${i + 1} is not one this page wrote`);
+    return { ...c, title: typeof c.title === 'string' ? c.title : 'Imported', updated: Number(c.updated) || Date.now() };
+  });
+}
+
+export async function exportConversations() {
+  return JSON.stringify({ format: 'kiln-webui-conversations', conversations: await listConversations() }, null, 1);
+}
+
+export async function importConversations(list) {
+  // as imported: saveConversation would stamp them as changed now
+  for (const c of list) await withStore('readwrite', (s) => s.put(c));
+}
+
 export function newConversation() {
   const id = (crypto.randomUUID && crypto.randomUUID()) || `${Date.now()}-${Math.random().toString(36).slice(2)}`;
   return { id, title: 'New chat', updated: Date.now(), messages: [] };
