@@ -295,7 +295,11 @@ $('new-chat').addEventListener('click', () => {
   document.body.classList.remove('sidebar-open');
 });
 $('toggle-sidebar').addEventListener('click', () => document.body.classList.toggle('sidebar-open'));
+// on a narrow screen the list lies over the chat: choosing from it, or touching the chat, closes it
 ui.conversations.addEventListener('click', () => document.body.classList.remove('sidebar-open'));
+document.querySelector('main').addEventListener('click', (e) => {
+  if (!e.target.closest('#toggle-sidebar')) document.body.classList.remove('sidebar-open');
+});
 window.addEventListener('hashchange', openFromHash);
 setupSettingsDialog(ui.settings, $('open-settings'));
 $('export').addEventListener('click', exportAll);
