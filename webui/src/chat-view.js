@@ -137,16 +137,12 @@ export class MessageView {
   }
 }
 
-// Draws a whole conversation; returns the views by message index.
+// Draws a whole conversation.
 export function renderConversation(container, conv, actions) {
   container.replaceChildren();
   if (!conv.messages.length) {
     container.appendChild(el('p', '', 'Send a message to start a conversation.')).id = 'empty-hint';
-    return [];
+    return;
   }
-  return conv.messages.map((m, i) => {
-    const view = new MessageView(m, i, actions);
-    container.appendChild(view.el);
-    return view;
-  });
+  conv.messages.forEach((m, i) => container.appendChild(new MessageView(m, i, actions).el));
 }

@@ -23,8 +23,8 @@ const ui = {
 
 const state = {
   conv: store.newConversation(),
-  views: [],
   abort: null,           // the AbortController of the running generation
+  keyPrompt: null,       // the API key dialog's answer while it is open
   apiKey: store.loadApiKey(),
 };
 
@@ -36,8 +36,10 @@ const messageActions = {
 // ---- API key ----------------------------------------------------------------------------
 
 // Asks for the key; resolves true when one was entered, false when the dialog was dismissed.
+// Callers that hit a 401 while the dialog is open share its answer.
 function askApiKey(reason) {
-  return new Promise((resolve) => {
+  if (state.keyPrompt) return state.keyPrompt;
+  state.keyPrompt = new Promise((resolve) => {
     const dialog = ui.apiKeyDialog;
     const input = dialog.querySelector('input');
     $('api-key-reason').textContent = reason;
@@ -48,11 +50,13 @@ function askApiKey(reason) {
         state.apiKey = input.value.trim();
         store.storeApiKey(state.apiKey);
       }
+      state.keyPrompt = null;
       resolve(ok);
     }, { once: true });
     dialog.returnValue = '';
     dialog.showModal();
   });
+  return state.keyPrompt;
 }
 
 // Runs call(apiKey); when the server answers 401, asks for a key and tries again.
@@ -103,7 +107,7 @@ async function refreshList() {
 
 function showConversation() {
   document.title = state.conv.messages.length ? `${state.conv.title} - Kiln` : 'Kiln';
-  state.views = renderConversation(ui.messages, state.conv, messageActions);
+  renderConversation(ui.messages, state.conv, messageActions);
   ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
@@ -198,7 +202,6 @@ async function generate() {
   const view = new MessageView(msg, conv.messages.length - 1, messageActions);
   ui.messages.querySelector('#empty-hint')?.remove();
   ui.messages.appendChild(view.el);
-  state.views.push(view);
   ui.messages.scrollTop = ui.messages.scrollHeight;
   view.update(true);
   // saved with the empty reply, and again now and then while it streams: a page closed
@@ -250,7 +253,6 @@ async function send(text) {
   const view = new MessageView(state.conv.messages.at(-1), state.conv.messages.length - 1, messageActions);
   ui.messages.querySelector('#empty-hint')?.remove();
   ui.messages.appendChild(view.el);
-  state.views.push(view);
   await generate();
 }
 
