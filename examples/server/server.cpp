@@ -702,6 +702,7 @@ int main(int argc, char ** argv) {
     if (!sc.embeddings) sc.engine->start();
     sc.state = server_state::ready;
     LOG_INF("ready: http://%s:%d/v1 serves '%s'\n", sc.params.hostname.c_str(), port, sc.info.model_name.c_str());
+    if (sc.params.webui) LOG_INF("chat page: http://%s:%d/\n", sc.params.hostname.c_str(), port);
 
     int sig = 0;
     sigwait(&sigs, &sig);
