@@ -33,7 +33,7 @@ after(async () => { await Promise.all([browser?.close(), srv?.stop()]); });
 // A page in a fresh browser context (its own IndexedDB and localStorage). Errors thrown in the
 // page fail the test.
 async function newPage() {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 720 } });
+  const context = await browser.newContext({ viewport: { width: 1100, height: 720 }, permissions: ['clipboard-read', 'clipboard-write'] });
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
@@ -256,6 +256,13 @@ test('Markdown, code highlighting, folded reasoning, sanitised HTML, timings', a
     assert.equal(await reply.locator('strong').textContent(), 'Done');
     assert.equal(await reply.locator('img').getAttribute('onerror'), null);
     assert.equal(await page.evaluate(() => window.pwned), undefined);
+
+    // Copy takes the reply as the model wrote it; a code block's button takes the code
+    const clipboard = () => page.evaluate(() => navigator.clipboard.readText());
+    await reply.locator('.message-actions .copy').click();
+    assert.match(await clipboard(), /^Here it is:\n\n```python\n[\s\S]*\*\*Done\*\*/);
+    await reply.locator('pre .copy-code').click();
+    assert.equal(await clipboard(), 'def double(x):\n    return x * 2\n');
 
     // a refused request shows the server's message where the reply would be
     await sendMessage(page, 'Again');

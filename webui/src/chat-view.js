@@ -1,6 +1,6 @@
 // The page's DOM for conversations and messages. Nothing here talks to the server or the
 // storage: user actions go to the callbacks main.js passes in.
-import { renderMarkdown, splitThinking } from './markdown.js';
+import { copyText, renderMarkdown, splitThinking } from './markdown.js';
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
@@ -77,7 +77,7 @@ export class MessageView {
       this.body = el('div', 'content markdown');
       this.meta = el('div', 'meta');
       this.toolbar.append(
-        button('Copy', 'copy', () => navigator.clipboard?.writeText(this.msg.content)),
+        button('Copy', 'copy', (e) => copyText(this.msg.content, e.currentTarget)),
         button('Regenerate', 'regenerate', () => this.actions.onRegenerate(this.index)),
       );
       this.el.append(this.reasoning, this.body, this.meta, this.toolbar);

@@ -55,12 +55,30 @@ function addCopyButton(pre) {
   button.type = 'button';
   button.className = 'copy-code';
   button.textContent = 'Copy';
-  button.addEventListener('click', () => {
-    navigator.clipboard?.writeText(pre.querySelector('code').textContent);
-    button.textContent = 'Copied';
-    setTimeout(() => { button.textContent = 'Copy'; }, 1200);
-  });
+  button.addEventListener('click', () => copyText(pre.querySelector('code').textContent, button));
   pre.appendChild(button);
+}
+
+// The clipboard API exists only on secure origins (https, localhost); a server reached over plain
+// http on the network gets the older copy command. The button says whether it worked.
+export async function copyText(text, button) {
+  let ok = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    ok = true;
+  } catch {
+    const area = document.createElement('textarea');
+    area.value = text;
+    area.style.position = 'fixed';
+    area.style.opacity = '0';
+    document.body.appendChild(area);
+    area.select();
+    try { ok = document.execCommand('copy'); } catch { /* refused */ }
+    area.remove();
+  }
+  button.dataset.label ??= button.textContent;
+  button.textContent = ok ? 'Copied' : 'Copy failed';
+  setTimeout(() => { button.textContent = button.dataset.label; }, 1200);
 }
 
 // Some templates leave the model's thinking in the content as <think>...</think> instead of
