@@ -1,5 +1,5 @@
-// Serving the embedded web UI. Most browsers accept gzip, and get the stored bytes as they are
-// (Content-Encoding: gzip); the few clients that do not get the page inflated once, on first use.
+// Serving the embedded web UI. Browsers accept gzip and get the stored bytes as they are
+// (Content-Encoding: gzip); a client that does not gets the page inflated (once, on first use).
 // Both go out through a content provider of known length, which cpp-httplib sends unchanged: a
 // body set with set_content() would be compressed again for clients that accept br or gzip.
 #include "server-webui.h"
@@ -48,13 +48,14 @@ const std::string & bundle_html() {
     return html;
 }
 
-// A strong validator for the page: it changes exactly when the embedded bytes do.
+// The page's validator: it changes exactly when the embedded bytes do. Weak, because the gzip and
+// the plain response share it.
 const std::string & bundle_etag() {
     static const std::string etag = [] {
         uint64_t h = 1469598103934665603ull;   // FNV-1a
         for (char c : bundle_gz()) h = (h ^ (unsigned char) c) * 1099511628211ull;
-        char s[24];
-        std::snprintf(s, sizeof s, "\"%016llx\"", (unsigned long long) h);
+        char s[32];
+        std::snprintf(s, sizeof s, "W/\"%016llx\"", (unsigned long long) h);
         return std::string(s);
     }();
     return etag;
@@ -95,7 +96,8 @@ bool accepts_gzip(const std::string & header) {
 
 bool etag_matches(const std::string & if_none_match) {
     if (trim(if_none_match) == "*") return true;
-    return if_none_match.find(bundle_etag()) != std::string::npos;
+    // weak comparison: W/ or not, the quoted value decides
+    return if_none_match.find(bundle_etag().substr(2)) != std::string::npos;
 }
 
 void serve_page(const httplib::Request & req, httplib::Response & res) {
