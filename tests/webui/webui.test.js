@@ -14,6 +14,7 @@ import zlib from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { startServer, waitFor } from '../server/lib.js';
 import { WEBUI_DIR, sourceHash } from '../../webui/source-hash.mjs';
+import { takeEvents } from '../../webui/src/api.js';
 
 const CHROMIUM = process.env.KILN_CHROMIUM || '/usr/bin/chromium';
 let browser;
@@ -72,6 +73,22 @@ function getRaw(url, headers) {
     }).on('error', reject);
   });
 }
+
+test('the page\'s SSE reader: events cut anywhere, CRLF, comments, multi-line data', () => {
+  const stream = ': keep-alive\n\ndata: {"a":1}\n\nevent: x\r\ndata: line one\r\ndata: line two\r\n\r\ndata:{"b":"\u00e9"}\n\ndata: [DONE]\n\n';
+  const expected = ['{"a":1}', 'line one\nline two', '{"b":"\u00e9"}', '[DONE]'];
+  for (let step = 1; step <= stream.length; ++step) {
+    const got = [];
+    let buffer = '';
+    for (let i = 0; i < stream.length; i += step) {
+      const { events, rest } = takeEvents(buffer + stream.slice(i, i + step));
+      got.push(...events);
+      buffer = rest;
+    }
+    assert.deepEqual(got, expected, `fed ${step} characters at a time`);
+    assert.equal(buffer, '');
+  }
+});
 
 test('the page is the committed bundle, gzip or not, and was built from the current sources', async () => {
   const committed = fs.readFileSync(path.join(WEBUI_DIR, 'dist/index.html.gz'));
