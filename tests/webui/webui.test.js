@@ -295,17 +295,18 @@ test('Markdown, code highlighting, folded reasoning, sanitised HTML, timings', a
   }
 });
 
-// A stream that takes its time, from a small server of the test's own: the page's request is
-// sent there instead of to llama-server (playwright's route.continue), so the reasoning can be
-// looked at while it streams.
-async function slowReasoningServer() {
+// A stream the test paces, from a small server of its own: the page's request is sent there
+// instead of to llama-server (playwright's route.continue). Each reply sends its reasoning, then
+// waits for step() before the answer and again before the end, so the test can look at the page
+// in between without depending on timing.
+async function pacedReasoningServer() {
   const sse = (delta) => `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+  let next = null;   // resolves the waiting reply's current pause
+  const pause = () => new Promise((r) => { next = r; });
   const server = http.createServer(async (req, res) => {
     req.resume();
     res.writeHead(200, { 'Content-Type': 'text/event-stream' });
-    const pause = () => new Promise((r) => setTimeout(r, 400));
     res.write(sse({ reasoning_content: 'Thinking it over' }));
-    await pause();
     res.write(sse({ reasoning_content: ', slowly.' }));
     await pause();
     res.write(sse({ content: 'The answer.' }));
@@ -313,26 +314,32 @@ async function slowReasoningServer() {
     res.end('data: [DONE]\n\n');
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${server.address().port}/`, close: () => new Promise((r) => server.close(r)) };
+  return {
+    url: `http://127.0.0.1:${server.address().port}/`,
+    step: () => { const r = next; next = null; r?.(); },
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
+  };
 }
 
 test('reasoning is shown while the model thinks and folded once the answer streams', async () => {
-  const slow = await slowReasoningServer();
+  const paced = await pacedReasoningServer();
   const page = await newPage();
   const requests = recordChatRequests(page);
   try {
-    await page.route('**/v1/chat/completions', (route) => route.continue({ url: slow.url }));
+    await page.route('**/v1/chat/completions', (route) => route.continue({ url: paced.url }));
     await page.goto(`${srv.url}/`);
     await sendMessage(page, 'Think');
     const reasoning = page.locator('.message.assistant details.reasoning');
     await page.waitForSelector('.message.assistant details.reasoning[open] summary:text("Thinking")');
-    assert.match(await reasoning.locator('.reasoning-text').textContent(), /^Thinking it over/);
+    assert.equal(await reasoning.locator('.reasoning-text').textContent(), 'Thinking it over, slowly.');
+    paced.step();
     await page.waitForFunction(() => {
       const m = document.querySelector('.message.assistant');
       return m.classList.contains('streaming') && m.querySelector('.content').textContent.trim() === 'The answer.';
     });
     assert.equal(await reasoning.getAttribute('open'), null);
     assert.equal(await reasoning.locator('summary').textContent(), 'Reasoning');
+    paced.step();
     assert.equal(await replyDone(page, requests, 1), '');   // ended normally, no timings sent
     // opened by the reader, it stays open
     await reasoning.locator('summary').click();
@@ -350,7 +357,7 @@ test('reasoning is shown while the model thinks and folded once the answer strea
     page.checkErrors();
   } finally {
     await page.context().close();
-    await slow.close();
+    await paced.close();
   }
 });
 
