@@ -376,6 +376,17 @@ test('the page asks for the API key when the server has one', async () => {
     await page.waitForSelector('#model-name:text("kiln-demo")');
     await sendMessage(page, 'Hello');
     assert.match(await replyDone(page, requests, 1), /\d+ tokens, [\d.]+ t\/s/);
+
+    // the settings show the key kept; emptied there, it is forgotten and asked for again
+    await page.click('#open-settings');
+    assert.equal(await page.inputValue('#settings input[name=api-key]'), 'kiln-test-key');
+    await page.fill('#settings input[name=api-key]', '');
+    await page.click('#settings button[value=save]');
+    await sendMessage(page, 'Hello again');
+    await page.waitForSelector('#api-key[open]');
+    await page.fill('#api-key input', 'kiln-test-key');
+    await page.click('#api-key button[value=save]');
+    assert.match(await replyDone(page, requests, 3), /\d+ tokens, [\d.]+ t\/s/);
     page.checkErrors();
   } finally {
     await page.context().close();

@@ -303,7 +303,10 @@ document.querySelector('main').addEventListener('click', (e) => {
   if (!e.target.closest('#toggle-sidebar')) document.body.classList.remove('sidebar-open');
 });
 window.addEventListener('hashchange', openFromHash);
-setupSettingsDialog(ui.settings, $('open-settings'));
+setupSettingsDialog(ui.settings, $('open-settings'), {
+  get: () => state.apiKey,
+  set: (key) => { state.apiKey = key; store.storeApiKey(key); },
+});
 $('export').addEventListener('click', exportAll);
 $('import').addEventListener('click', () => $('import-file').click());
 $('import-file').addEventListener('change', (e) => {

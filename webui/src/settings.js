@@ -37,7 +37,8 @@ function fieldInputs(form) {
   return SAMPLING_FIELDS.map((f) => [f, form.elements[f.key]]);
 }
 
-export function setupSettingsDialog(dialog, openButton) {
+// apiKey: { get(), set(key) }, the key the page sends (main.js keeps it)
+export function setupSettingsDialog(dialog, openButton, apiKey) {
   const form = dialog.querySelector('form');
   const fieldset = dialog.querySelector('#sampling-fields');
   for (const f of SAMPLING_FIELDS) {
@@ -53,6 +54,7 @@ export function setupSettingsDialog(dialog, openButton) {
 
   openButton.addEventListener('click', () => {
     form.elements.system.value = settings.system || '';
+    form.elements['api-key'].value = apiKey.get();
     for (const [f, input] of fieldInputs(form)) input.value = settings[f.key] ?? '';
     dialog.showModal();
   });
@@ -68,6 +70,7 @@ export function setupSettingsDialog(dialog, openButton) {
     }
     settings = next;
     storeSettings(settings);
+    apiKey.set(form.elements['api-key'].value.trim());
   });
 }
 
