@@ -1,8 +1,10 @@
 // The web UI (webui/) in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
 // against llama-server on its synthesized demo model: load the page, send, watch the reply
 // stream in, stop it, change a sampling setting, regenerate, edit, reload and find the
-// conversation; the API key prompt; Markdown, highlighting and reasoning from a canned stream;
-// and / turned off by --no-webui. Run by tests/tools/webui.sh (CTest tool-webui).
+// conversation, delete it; export and import; the API key prompt; Markdown, highlighting, Copy and
+// reasoning from canned and test-paced streams; how the page is served (gzip or not, ETag, built
+// from the current sources), / turned off by --no-webui or replaced by --path; the page's SSE
+// reader on its own. Run by tests/tools/webui.sh (CTest tool-webui).
 // KILN_WEBUI_SCREENSHOT: where to save a screenshot of the chat (optional).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
