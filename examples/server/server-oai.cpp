@@ -191,6 +191,35 @@ void check_prompt_fits(std::vector<llama_token> & prompt, const server_info & in
     }
 }
 
+// "reasoning_format" of a request, else the server's --reasoning-format.
+common_reasoning_format request_reasoning_format(const json & body, const server_info & info) {
+    if (!has(body, "reasoning_format")) return info.defaults->reasoning_format;
+    const json & v = body.at("reasoning_format");
+    const std::string f = v.is_string() ? v.get<std::string>() : "";
+    if (f == "none") return COMMON_REASONING_FORMAT_NONE;
+    if (f == "auto") return COMMON_REASONING_FORMAT_AUTO;
+    if (f == "deepseek") return COMMON_REASONING_FORMAT_DEEPSEEK;
+    if (f == "deepseek-legacy") return COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
+    throw http_error(400, "'reasoning_format' must be one of none, auto, deepseek, deepseek-legacy (got " + v.dump() + ")");
+}
+
+// The template variables of a request: --chat-template-kwargs, thinking turned off by
+// --reasoning-budget 0, then the request's own chat_template_kwargs (which win).
+json template_kwargs(const json & body, const server_info & info) {
+    json extra = json::object();
+    const common_params & d = *info.defaults;
+    if (!d.chat_template_kwargs.empty()) extra = json::parse(d.chat_template_kwargs);   // checked when the flag was read
+    if (d.reasoning_budget == 0) {
+        extra["enable_thinking"] = false;   // Qwen3, GLM, DeepSeek V3.1, Command R7B, ...
+        extra["thinking_budget"] = 0;       // Seed-OSS
+    }
+    if (has(body, "chat_template_kwargs")) {
+        if (!body["chat_template_kwargs"].is_object()) throw http_error(400, "'chat_template_kwargs' must be an object");
+        for (const auto & [k, v] : body["chat_template_kwargs"].items()) extra[k] = v;
+    }
+    return extra.empty() ? json(nullptr) : extra;
+}
+
 bool ends_inside_reasoning(const std::string & prompt, reasoning_markup markup) {
     size_t end = prompt.size();
     while (end > 0 && (prompt[end - 1] == ' ' || prompt[end - 1] == '\n' || prompt[end - 1] == '\r' || prompt[end - 1] == '\t')) --end;
@@ -234,11 +263,7 @@ std::string render_chat_prompt(const json & body, const server_info & info) {
     }
     if (has(body, "tools") && !body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
     const json tools = tools_for_template(body);
-    json extra = nullptr;
-    if (has(body, "chat_template_kwargs")) {
-        if (!body["chat_template_kwargs"].is_object()) throw http_error(400, "'chat_template_kwargs' must be an object");
-        extra = body["chat_template_kwargs"];
-    }
+    const json extra = template_kwargs(body, info);
     const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
     if (!info.tmpl) throw http_error(500, "no chat template is loaded");
     try {
@@ -275,11 +300,28 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     req.usage_prompt_tokens = (int64_t) prompt.size();
     for (int64_t i = 0; i < n; ++i) req.prompts.push_back(prompt);
     req.n_per_prompt = (int32_t) n;
-    req.reasoning_split = info.reasoning_split;
+    const common_reasoning_format format = request_reasoning_format(body, info);
+    req.reasoning_split = format != COMMON_REASONING_FORMAT_NONE;
+    req.reasoning_in_content = format == COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
     req.markup = info.markup;
-    req.reasoning_starts_inside = info.reasoning_split && ends_inside_reasoning(req.prompt_text, info.markup);
+    const bool opened = ends_inside_reasoning(req.prompt_text, info.markup);
+    req.reasoning_starts_inside = req.reasoning_split && opened;
     // harmony's channel markers are control tokens: the reply's text must show them to be split
-    req.gen.render_special = info.reasoning_split && info.markup == reasoning_markup::harmony;
+    // (and a call's header to be parsed)
+    req.gen.render_special = info.markup == reasoning_markup::harmony && (req.reasoning_split || req.tools.active);
+    if (req.reasoning_split) {
+        // the reasoning tags must reach the splitter where the vocabulary has them as special tokens
+        for (const std::string & tag : { reasoning_open_tag(info.markup), reasoning_close_tag(info.markup) }) {
+            const std::vector<llama_token> t = common_tokenize(info.vocab, tag, false, true);
+            if (t.size() == 1) req.gen.preserved.push_back(t[0]);
+        }
+    }
+    if (!req.gen.sampling.grammar_triggers.empty()) {
+        // a call the model only thinks about does not start the tool-call grammar
+        req.gen.sampling.grammar_reasoning_open = reasoning_open_tag(info.markup);
+        req.gen.sampling.grammar_reasoning_close = reasoning_close_tag(info.markup);
+        req.gen.sampling.grammar_reasoning_starts_inside = opened;
+    }
     return req;
 }
 
@@ -359,6 +401,20 @@ reasoning_splitter::delta response_builder::absorb(size_t choice, const task_eve
         d.content += calls.content;
         c.tool_calls = std::move(calls.calls);
         if (!c.tool_calls.empty() && c.summary.finish_reason == "stop") c.summary.finish_reason = "tool_calls";
+    }
+    if (req_.reasoning_in_content) {
+        // deepseek-legacy: the content shows the reasoning too, between its tags
+        std::string shown;
+        if (!d.reasoning.empty() && !c.legacy_opened) {
+            shown += reasoning_open_tag(req_.markup);
+            c.legacy_opened = true;
+        }
+        shown += d.reasoning;
+        if (c.legacy_opened && !c.legacy_closed && (!d.content.empty() || ev.is_final)) {
+            shown += reasoning_close_tag(req_.markup);
+            c.legacy_closed = true;
+        }
+        d.content = shown + d.content;
     }
     c.content += d.content;
     c.reasoning += d.reasoning;

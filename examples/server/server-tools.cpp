@@ -80,7 +80,7 @@ tool_request parse_tool_request(const json & body, tool_syntax syntax, common_pa
             }
         }
         try {
-            sp.grammar = tool_call_grammar(syntax, req.tools, req.parallel, only);
+            sp.grammar = tool_call_forced_grammar(syntax, req.tools, req.parallel, only);
         } catch (const std::invalid_argument & e) {
             throw http_error(400, std::string("'tools': ") + e.what());
         }
