@@ -13,8 +13,21 @@ namespace {
 // The GBNF of a parameter's value written as text: strings raw (no "<" that opens a closing
 // tag), anything else as JSON.
 std::string text_value_rule(json_schema_grammar_builder & b, const std::string & call, const std::string & pname, const json & pschema) {
-    if (pschema.is_object() && pschema.value("type", json()) == "string") return b.add_rule("xml-text", "([^<] | \"<\" [^/])*");
-    return b.add(pschema, call + "-" + pname);
+    if (!pschema.is_object() || pschema.value("type", json()) != "string") return b.add(pschema, call + "-" + pname);
+    if (pschema.contains("enum") && pschema["enum"].is_array()) {
+        std::string alts;
+        for (const auto & v : pschema["enum"]) {
+            if (v.is_string()) alts += (alts.empty() ? "" : " | ") + gbnf_literal(v.get<std::string>());
+        }
+        if (!alts.empty()) return b.add_rule(call + "-" + pname + "-enum", alts);
+    }
+    // bounded strings stay bounded (a model that never closes the tag would run to the limit)
+    const json lo = pschema.value("minLength", json()), hi = pschema.value("maxLength", json());
+    if (hi.is_number_unsigned() || lo.is_number_unsigned()) {
+        const std::string n_lo = lo.is_number_unsigned() ? lo.dump() : "0", n_hi = hi.is_number_unsigned() ? hi.dump() : "";
+        return b.add_rule(call + "-" + pname + "-text", "[^<]{" + n_lo + "," + n_hi + "}");
+    }
+    return b.add_rule("xml-text", "([^<] | \"<\" [^/])*");
 }
 
 // One block per property, required ones always and optional ones maybe, in the schema's order.

@@ -222,6 +222,29 @@ TEST(GrammarMatch, ClassesRepetitionsAndUtf8) {
     EXPECT_FALSE(m.allows("\xff"));   // invalid UTF-8
 }
 
+// Bytes that decode to no code point UTF-8 may carry never fit a negated class: a JSON string
+// the grammar lets through must parse (surrogates, overlong forms and values past U+10FFFF are
+// refused by JSON parsers).
+TEST(GrammarMatch, NegatedClassesRefuseInvalidUtf8) {
+    const auto g = parse_ok("root ::= [^\"]*\n");
+    EXPECT_TRUE(matches(g, "\xe3\x81\x81\xf0\x9f\x98\x80"));     // ぁ and an emoji
+    for (const char * bad : { "\xed\xa0\x80", "\xed\xbf\xbf", "\xc0\x80", "\xe0\x80\x80", "\xf4\x90\x80\x80", "\xf6\x83\x83\x83" }) {
+        EXPECT_FALSE(matches(g, bad)) << "complete: " << bad;
+        llama_gbnf::matcher m(g);
+        const std::string b = bad;
+        // fed byte by byte, the sequence is refused by its last byte at the latest
+        bool refused = false;
+        for (char c : b) refused = refused || !m.accept(std::string(1, c));
+        EXPECT_TRUE(refused) << bad;
+    }
+    // a lead byte no valid continuation can complete is refused at once, so sampling never
+    // walks into a dead end
+    llama_gbnf::matcher m(g);
+    EXPECT_FALSE(m.allows("\xf6"));
+    EXPECT_FALSE(m.allows("\xf4\x90"));
+    EXPECT_TRUE(m.allows("\xf4\x8f"));
+}
+
 TEST(GrammarMatch, ExactRepetitionCounts) {
     const auto g = parse_ok("root ::= \"ab\"{2} \"c\"{1,} \"d\"{0,1}\n");
     EXPECT_TRUE(matches(g, "ababc"));
