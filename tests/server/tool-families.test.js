@@ -8,38 +8,10 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer, model, SHARED } from './lib.js';
+import { TOOLS, callValidator } from './tool-fixture.js';
 
 const SYNTH = model('synth-qwen3-Q8_0.gguf');
 const T1 = ['-t', '1', '-tb', '1'];
-
-const TOOLS = [
-  {
-    type: 'function',
-    function: {
-      name: 'get_weather',
-      description: 'Current weather in a city',
-      parameters: {
-        type: 'object',
-        properties: { city: { type: 'string', description: 'City', maxLength: 12 }, unit: { type: 'string', description: 'Unit', enum: ['celsius', 'fahrenheit'] } },
-        required: ['city', 'unit'],
-        additionalProperties: false,
-      },
-    },
-  },
-  {
-    type: 'function',
-    function: {
-      name: 'add',
-      description: 'Add two integers',
-      parameters: {
-        type: 'object',
-        properties: { a: { type: 'integer', description: 'A', minimum: -99, maximum: 99 }, b: { type: 'integer', description: 'B', minimum: -99, maximum: 99 } },
-        required: ['a', 'b'],
-        additionalProperties: false,
-      },
-    },
-  },
-];
 
 const FAMILIES = [
   'deepseek-ai-DeepSeek-V3.1.jinja',
@@ -55,20 +27,8 @@ const FAMILIES = [
   'ibm-granite-granite-3.3-2B-Instruct.jinja',
 ];
 
-let validators;
-before(async () => {
-  const { default: Ajv } = await import('ajv');
-  const ajv = new Ajv({ strict: true });
-  validators = Object.fromEntries(TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
-});
-
-function assertValidCall(call, names = ['get_weather', 'add']) {
-  assert.equal(call.type, 'function');
-  assert.ok(names.includes(call.function.name), `unexpected tool ${call.function.name}`);
-  const args = JSON.parse(call.function.arguments);
-  const validate = validators[call.function.name];
-  assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
-}
+let assertValidCall;
+before(async () => { assertValidCall = await callValidator(); });
 
 for (const file of FAMILIES) {
   describe(`tool calls with ${file}`, () => {
