@@ -56,7 +56,6 @@ bool get_bool(const json & body, const char * key, bool def) {
 
 bool non_zero(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == 0.0); }
 bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
-bool is_true(const json & v) { return v.is_boolean() && v.get<bool>(); }
 bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
 
 struct unimplemented_field {
@@ -66,7 +65,6 @@ struct unimplemented_field {
 };
 
 const unimplemented_field k_unimplemented_fields[] = {
-    { "post_sampling_probs", is_true,      "probabilities after the samplers (post_sampling_probs)" },
     { "id_slot",          not_minus_one,   "choosing the slot" },
     { "cache_prompt",     is_false,        "turning the prompt cache off" },
     { "n_keep",           non_zero,        "context shift (n_keep)" },
@@ -150,6 +148,8 @@ generation_params parse_generation(const json & body, const server_info & info, 
             g.logprobs = g.top_logprobs > 0;
             break;
     }
+    // llama.cpp's: the probabilities of the distribution the samplers drew from
+    g.post_sampling_probs = get_bool(body, "post_sampling_probs", false);
     return g;
 }
 
@@ -316,6 +316,12 @@ completion_request parse_chat_request(const json & body, const server_info & inf
             if (t.size() == 1) req.gen.preserved.push_back(t[0]);
         }
     }
+    if (req.tools.active && !req.reasoning_split) {
+        // the reply's text keeps its reasoning: calls written inside it are not calls
+        req.tools.reasoning_open = reasoning_open_tag(info.markup);
+        req.tools.reasoning_close = reasoning_close_tag(info.markup);
+        req.tools.reasoning_starts_inside = opened;
+    }
     if (!req.gen.sampling.grammar_triggers.empty()) {
         // a call the model only thinks about does not start the tool-call grammar
         req.gen.sampling.grammar_reasoning_open = reasoning_open_tag(info.markup);
@@ -441,7 +447,26 @@ json response_builder::timings() const {
     return choices_.empty() ? json::object() : timings_json(choices_[0].summary);
 }
 
+// post_sampling_probs: llama.cpp's shape, probabilities under "prob" / "top_probs" with token ids.
+static json post_sampling_probs_json(const std::vector<token_report> & tokens) {
+    json out = json::array();
+    auto prob = [](float logprob) { return std::isfinite(logprob) ? std::exp((double) logprob) : 0.0; };
+    for (const auto & t : tokens) {
+        json top = json::array();
+        for (const auto & a : t.top) {
+            top.push_back({ { "id", a.id }, { "token", a.piece }, { "bytes", bytes_json(a.piece) }, { "prob", prob(a.logprob) } });
+        }
+        out.push_back({ { "id", t.chosen.id },
+                        { "token", t.chosen.piece },
+                        { "bytes", bytes_json(t.chosen.piece) },
+                        { "prob", prob(t.chosen.logprob) },
+                        { "top_probs", std::move(top) } });
+    }
+    return out;
+}
+
 json response_builder::chat_logprobs(const std::vector<token_report> & tokens) const {
+    if (req_.gen.post_sampling_probs) return json{ { "content", post_sampling_probs_json(tokens) } };
     json content = json::array();
     for (const auto & t : tokens) {
         json top = json::array();
@@ -474,6 +499,7 @@ json response_builder::completion_logprobs(const std::vector<token_report> & tok
 }
 
 json response_builder::native_probs(const std::vector<token_report> & tokens) const {
+    if (req_.gen.post_sampling_probs) return post_sampling_probs_json(tokens);
     json out = json::array();
     for (const auto & t : tokens) {
         json top = json::array();

@@ -127,3 +127,49 @@ describe('bad reasoning flags', () => {
     }
   });
 });
+
+describe('a call written inside the reasoning is not a call', () => {
+  // tool_choice "required" makes the model write a call from its first token; the first template's
+  // generation prompt opens <think>, so that call lands inside the reasoning; the second one's does not
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-reasoning-tools-'));
+  const thinking = path.join(dir, 'think.jinja');
+  const plain = path.join(dir, 'plain.jinja');
+  fs.writeFileSync(thinking, "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: <think>\n{% endif %}");
+  fs.writeFileSync(plain, "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}");
+  const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['a'], additionalProperties: false } } }];
+  const req = { messages: [{ role: 'user', content: 'Add.' }], tools, tool_choice: 'required', max_tokens: 60, seed: 1, parallel_tool_calls: false };
+  let inside;
+  let outside;
+  before(async () => {
+    inside = await startServer([...T1, '-m', SYNTH, '-c', '1024', '--chat-template-file', thinking]);
+    outside = await startServer([...T1, '-m', SYNTH, '-c', '1024', '--chat-template-file', plain]);
+  });
+  after(async () => {
+    await inside?.stop();
+    await outside?.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('outside the reasoning the forced call is a call', async () => {
+    const r = await postJson(`${outside.url}/v1/chat/completions`, req);
+    assert.equal(r.json.choices[0].finish_reason, 'tool_calls', r.text);
+  });
+
+  test('inside it, it stays reasoning (deepseek) or text (none), whole and streamed', async () => {
+    for (const format of ['deepseek', 'none']) {
+      const r = await postJson(`${inside.url}/v1/chat/completions`, { ...req, reasoning_format: format });
+      assert.equal(r.status, 200, r.text);
+      const c = r.json.choices[0];
+      assert.equal(c.message.tool_calls, undefined, `${format}: ${r.text}`);
+      assert.notEqual(c.finish_reason, 'tool_calls');
+      const where = format === 'none' ? c.message.content : c.message.reasoning_content;
+      assert.match(where, /"tool_calls"/, `${format}: ${r.text}`);
+      const s = await fetch(`${inside.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...req, reasoning_format: format, stream: true }) });
+      const { events } = await readSse(s);
+      const join = (key) => events.map((e) => e.choices?.[0]?.delta?.[key] ?? '').join('');
+      assert.equal(join('content'), c.message.content ?? '');
+      assert.equal(join('reasoning_content'), c.message.reasoning_content ?? '');
+      assert.ok(!events.some((e) => e.choices?.[0]?.delta?.tool_calls), format);
+    }
+  });
+});
