@@ -1,5 +1,6 @@
 #include "server-oai.h"
 
+#include "json-schema-grammar.h"
 #include "server-constraints.h"
 #include "server-samplers.h"
 
@@ -309,12 +310,11 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     // harmony's channel markers are control tokens: the reply's text must show them to be split
     // (and a call's header to be parsed)
     req.gen.render_special = info.markup == reasoning_markup::harmony && (req.reasoning_split || req.tools.active);
-    if (req.reasoning_split) {
-        // the reasoning tags must reach the splitter where the vocabulary has them as special tokens
-        for (const std::string & tag : { reasoning_open_tag(info.markup), reasoning_close_tag(info.markup) }) {
-            const std::vector<llama_token> t = common_tokenize(info.vocab, tag, false, true);
-            if (t.size() == 1) req.gen.preserved.push_back(t[0]);
-        }
+    // the reasoning tags are part of the reply's text (the splitter, the tool-call parser and, with
+    // reasoning_format none, the client read them) where the vocabulary has them as special tokens
+    for (const std::string & tag : { reasoning_open_tag(info.markup), reasoning_close_tag(info.markup) }) {
+        const std::vector<llama_token> t = common_tokenize(info.vocab, tag, false, true);
+        if (t.size() == 1) req.gen.preserved.push_back(t[0]);
     }
     if (req.tools.active && !req.reasoning_split) {
         // the reply's text keeps its reasoning: calls written inside it are not calls
@@ -322,7 +322,15 @@ completion_request parse_chat_request(const json & body, const server_info & inf
         req.tools.reasoning_close = reasoning_close_tag(info.markup);
         req.tools.reasoning_starts_inside = opened;
     }
-    if (!req.gen.sampling.grammar_triggers.empty()) {
+    if (req.tools.forced && opened) {
+        // The prompt opened the reasoning block: a call forced from the first token would be
+        // written inside it, where it is not a call. The model reasons first; the grammar takes
+        // over where it closes the block, and forces the call right after.
+        const std::string after = info.markup == reasoning_markup::harmony ? "<|start|>assistant" : "";
+        std::string & g = req.gen.sampling.grammar;
+        g = "root ::= " + gbnf_literal(reasoning_close_tag(info.markup) + after) + " [ \\t\\n]{0,2} forced-root\nforced-" + g;
+        req.gen.sampling.grammar_triggers = { reasoning_close_tag(info.markup) };
+    } else if (!req.gen.sampling.grammar_triggers.empty()) {
         // a call the model only thinks about does not start the tool-call grammar
         req.gen.sampling.grammar_reasoning_open = reasoning_open_tag(info.markup);
         req.gen.sampling.grammar_reasoning_close = reasoning_close_tag(info.markup);

@@ -80,6 +80,7 @@ tool_request parse_tool_request(const json & body, tool_syntax syntax, common_pa
                                           " and '" + f + "' cannot be used together");
             }
         }
+        req.forced = true;
         try {
             sp.grammar = tool_call_forced_grammar(syntax, req.tools, req.parallel, only);
         } catch (const std::invalid_argument & e) {

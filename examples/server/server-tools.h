@@ -15,6 +15,7 @@ struct tool_request {
     tool_syntax syntax = tool_syntax::generic;
     json tools = json::array();       // the request's tools, as given
     bool parallel = true;             // parallel_tool_calls
+    bool forced = false;              // tool_choice "required" or a named function: sp.grammar forces a call
     // where the reply's text still holds its reasoning (reasoning_format none): the leading block
     // between these tags (from the start when the prompt opened it) is not searched for calls
     std::string reasoning_open, reasoning_close;

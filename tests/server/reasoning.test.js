@@ -128,16 +128,17 @@ describe('bad reasoning flags', () => {
   });
 });
 
-describe('a call written inside the reasoning is not a call', () => {
-  // tool_choice "required" makes the model write a call from its first token; the first template's
-  // generation prompt opens <think>, so that call lands inside the reasoning; the second one's does not
+describe('calls and the reasoning block', () => {
+  // the first template's generation prompt opens <think>, the second one's does not
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-reasoning-tools-'));
   const thinking = path.join(dir, 'think.jinja');
   const plain = path.join(dir, 'plain.jinja');
   fs.writeFileSync(thinking, "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: <think>\n{% endif %}");
   fs.writeFileSync(plain, "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}");
   const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['a'], additionalProperties: false } } }];
-  const req = { messages: [{ role: 'user', content: 'Add.' }], tools, tool_choice: 'required', max_tokens: 60, seed: 1, parallel_tool_calls: false };
+  // a grammar that makes the model write exactly one call (in the generic syntax these templates get)
+  const writeCall = { grammar: 'root ::= "{\\"tool_calls\\": [{\\"name\\": \\"add\\", \\"arguments\\": {\\"a\\": 1}}]}"' };
+  const req = { messages: [{ role: 'user', content: 'Add.' }], tools, max_tokens: 60, seed: 1 };
   let inside;
   let outside;
   before(async () => {
@@ -150,26 +151,42 @@ describe('a call written inside the reasoning is not a call', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  test('outside the reasoning the forced call is a call', async () => {
-    const r = await postJson(`${outside.url}/v1/chat/completions`, req);
+  test('a call written outside the reasoning is a call', async () => {
+    const r = await postJson(`${outside.url}/v1/chat/completions`, { ...req, ...writeCall });
     assert.equal(r.json.choices[0].finish_reason, 'tool_calls', r.text);
+    assert.equal(r.json.choices[0].message.tool_calls[0].function.arguments, '{"a":1}');
   });
 
-  test('inside it, it stays reasoning (deepseek) or text (none), whole and streamed', async () => {
+  test('written inside it, it stays reasoning (deepseek) or text (none), whole and streamed', async () => {
     for (const format of ['deepseek', 'none']) {
-      const r = await postJson(`${inside.url}/v1/chat/completions`, { ...req, reasoning_format: format });
+      const body = { ...req, ...writeCall, reasoning_format: format };
+      const r = await postJson(`${inside.url}/v1/chat/completions`, body);
       assert.equal(r.status, 200, r.text);
       const c = r.json.choices[0];
       assert.equal(c.message.tool_calls, undefined, `${format}: ${r.text}`);
       assert.notEqual(c.finish_reason, 'tool_calls');
       const where = format === 'none' ? c.message.content : c.message.reasoning_content;
       assert.match(where, /"tool_calls"/, `${format}: ${r.text}`);
-      const s = await fetch(`${inside.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...req, reasoning_format: format, stream: true }) });
+      const s = await fetch(`${inside.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
       const { events } = await readSse(s);
       const join = (key) => events.map((e) => e.choices?.[0]?.delta?.[key] ?? '').join('');
       assert.equal(join('content'), c.message.content ?? '');
       assert.equal(join('reasoning_content'), c.message.reasoning_content ?? '');
       assert.ok(!events.some((e) => e.choices?.[0]?.delta?.tool_calls), format);
+    }
+  });
+
+  test('tool_choice required lets the model close its reasoning, then forces the call', async () => {
+    // the bias makes the (random) model close the block at once; the grammar then writes the call
+    const close = await postJson(`${inside.url}/tokenize`, { content: '</think>' });
+    assert.equal(close.json.tokens.length, 1, JSON.stringify(close.json));
+    const body = { ...req, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 300, logit_bias: { [close.json.tokens[0]]: 100 } };
+    for (const format of ['deepseek', 'none']) {
+      const r = await postJson(`${inside.url}/v1/chat/completions`, { ...body, reasoning_format: format });
+      assert.equal(r.status, 200, r.text);
+      const c = r.json.choices[0];
+      assert.equal(c.finish_reason, 'tool_calls', `${format}: ${r.text}`);
+      assert.equal(c.message.tool_calls[0].function.name, 'add');
     }
   });
 });
