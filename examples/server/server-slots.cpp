@@ -352,6 +352,13 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
     }
 
     const llama_token tok = llama_sampler_sample(s.smpl, ctx_, batch_index);
+    if (tok == LLAMA_TOKEN_NULL && !gp.sampling.grammar.empty()) {
+        // the grammar allows no token of this vocabulary here: the reply ends with what it has
+        // (a half-written tool call comes back as text), not with an error
+        LOG_WRN("slot %d: the grammar allows no token here; the reply ends\n", s.id);
+        finish(s, "stop");
+        return;
+    }
     if (tok == LLAMA_TOKEN_NULL) {
         fail(s, 500, "sampling failed");
         return;
