@@ -270,6 +270,22 @@ std::string render_chat_prompt(const json & body, const server_info & info) {
     try {
         return info.tmpl->apply(messages, tools, add_generation_prompt, extra);
     } catch (const std::exception & e) {
+        // Most templates read a call's arguments as an object; a few (Functionary v3.2) write
+        // them into the prompt as the JSON text OpenAI sends. Those get the text.
+        bool has_calls = false;
+        for (size_t i = 0; i < messages.size(); ++i) {
+            if (messages[i].contains("tool_calls")) {
+                messages[i]["tool_calls"] = in[i]["tool_calls"];
+                has_calls = true;
+            }
+        }
+        if (has_calls) {
+            try {
+                return info.tmpl->apply(messages, tools, add_generation_prompt, extra);
+            } catch (const std::exception &) {
+                // the first failure is the one to report
+            }
+        }
         // the template refused these messages (raise_exception) or could not render them
         throw http_error(400, std::string("the chat template failed on these messages: ") + e.what());
     }

@@ -2,7 +2,7 @@
 // model served with another family's chat template (../shared/templates). The server reads the
 // call syntax from the template, tool_choice "required" makes the grammar write a call in that
 // syntax, and the family's parser must turn it into message.tool_calls that validate (ajv);
-// the stream reassembles to the same call; "auto" on random output never fails.
+// the stream reassembles to the same call; the round trip renders; "auto" on random output never fails.
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -72,6 +72,17 @@ for (const file of FAMILIES) {
       }
       assert.deepEqual(calls.map((c) => [c.function.name, c.function.arguments]),
         whole.message.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+    });
+
+    test('the tool round trip (the call, then the tool message) renders and answers', async () => {
+      const first = (await client.chat.completions.create({
+        model: 'x', messages: ask, tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 400, seed: 5,
+      })).choices[0];
+      assert.equal(first.finish_reason, 'tool_calls', JSON.stringify(first));
+      const call = first.message.tool_calls[0];
+      const messages = [...ask, first.message, { role: 'tool', tool_call_id: call.id, content: '{"result": 21}' }];
+      const r = await client.chat.completions.create({ model: 'x', messages, tools: TOOLS, max_tokens: 8, seed: 1 });
+      assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
     });
 
     test('tool_choice auto on random output answers, never a 500', async () => {
