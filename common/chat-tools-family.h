@@ -32,6 +32,10 @@ const json * find_tool(const json & tools, const std::string & name);
 bool object_to_call(const json & obj, const json & tools, parsed_tool_call & out, const char * name_key = "name",
                     const char * args_key = "");
 
+// A call's arguments as JSON text. Bytes that are not UTF-8 (a model can write any) become
+// U+FFFD instead of making the dump throw.
+std::string arguments_json(const json & args);
+
 // An arguments object given as JSON text, checked; false when it is not an object.
 bool arguments_text(const json & args, std::string & out);
 

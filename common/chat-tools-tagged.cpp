@@ -77,7 +77,7 @@ bool parse_xml_calls(const std::string & open, const std::string & close, const 
         if (!starts_with_at(s, p, "</function>")) return false;
         p = skip_space(s, p + 11);
         if (!starts_with_at(s, p, close)) return false;
-        call.arguments = args.dump();
+        call.arguments = arguments_json(args);
         calls.push_back(std::move(call));
         *end = p + close.size();
         pos = skip_space(s, *end);
@@ -136,7 +136,7 @@ bool parse_glm(const std::string & s, size_t pos, const json & tools, std::vecto
             p = skip_space(s, vend + 12);
         }
         if (!starts_with_at(s, p, close)) return false;
-        call.arguments = args.dump();
+        call.arguments = arguments_json(args);
         calls.push_back(std::move(call));
         *end = p + close.size();
         pos = skip_space(s, *end);

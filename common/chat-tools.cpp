@@ -68,15 +68,17 @@ const json * find_tool(const json & tools, const std::string & name) {
     return nullptr;
 }
 
+std::string arguments_json(const json & args) { return args.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 bool arguments_text(const json & args, std::string & out) {
     if (args.is_object()) {
-        out = args.dump();
+        out = arguments_json(args);
         return true;
     }
     if (args.is_string()) {
         const json parsed = json::parse(args.get<std::string>(), nullptr, false);
         if (parsed.is_discarded() || !parsed.is_object()) return false;
-        out = parsed.dump();
+        out = arguments_json(parsed);
         return true;
     }
     return false;

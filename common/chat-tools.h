@@ -1,6 +1,7 @@
 // Tool calls in model output: which syntax a chat template teaches its model, finding and
 // parsing the calls in a reply (what does not parse stays text), how much of a streamed reply
-// can be shown before a call might start, and the GBNF grammar that forces a call.
+// can be shown before a call might start, and the GBNF grammar that forces a call. The families
+// are implemented in chat-tools-json.cpp and chat-tools-tagged.cpp (chat-tools-family.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -52,7 +53,8 @@ parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, cons
 std::vector<std::string> tool_syntax_markers(tool_syntax syntax);
 
 // Words that open a call, for a lazy grammar under tool_choice "auto" (the grammar text from
-// tool_call_grammar starts with them). Empty where a call is not marked (Llama 3 JSON, generic).
+// tool_call_grammar starts with them). Empty where a call is not marked (Llama 3 JSON, generic,
+// Functionary v3.2's first call).
 std::vector<std::string> tool_call_triggers(tool_syntax syntax);
 
 // How many leading bytes of a reply being streamed are surely text (no call can start in them).

@@ -269,6 +269,15 @@ TEST(ChatTools, CallsWrittenByTheTemplatesParseBack) {
         }
         // the call text is not left in the content
         EXPECT_EQ(r.content.find("get_weather"), std::string::npos) << r.content;
+        // cut anywhere (a reply stopped by the token limit), the reply is text, or calls that
+        // were complete where it stopped; streaming never holds back more than it has
+        for (size_t cut = 0; cut < reply.size(); ++cut) {
+            const std::string part = reply.substr(0, cut);
+            const parsed_reply pr = parse_tool_calls(c.syntax, part, k_tools);
+            if (pr.calls.empty() && c.syntax != tool_syntax::functionary_v32) EXPECT_EQ(pr.content, part);
+            for (const auto & call : pr.calls) EXPECT_TRUE(call.name == "get_weather" || call.name == "add") << part;
+            EXPECT_LE(tool_text_safe_prefix(c.syntax, part), part.size());
+        }
     }
 }
 
@@ -306,6 +315,10 @@ TEST(ChatTools, Glm) {
                                      "<tool_call>add<arg_key>a</arg_key><arg_value>1</arg_value><arg_key>b</arg_key><arg_value>2</arg_value></tool_call>",
                                   k_tools),
                  { { "get_weather", { { "city", "2024" }, { "days", 3 } } }, { "add", { { "a", 1 }, { "b", 2 } } } }, "");
+    // bytes that are not UTF-8 in a text value (a model may write any) do not break the call
+    const parsed_reply bad_utf8 = parse_tool_calls(s, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>O\xffslo</arg_value></tool_call>", k_tools);
+    ASSERT_EQ(bad_utf8.calls.size(), 1u);
+    EXPECT_EQ(json::parse(bad_utf8.calls[0].arguments)["city"], "O\xef\xbf\xbdslo");
     expect_text(s, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo");
     expect_text(s, "<tool_call>get_weather\n<arg_key>city</arg_key>\nOslo</tool_call>");   // value without its tags
 }
