@@ -1,5 +1,6 @@
 // The tool-call families that write each argument in its own tags: Qwen3-Coder / Qwen3.5 and
-// Seed-OSS (<function=NAME><parameter=P>value</parameter>), GLM-4.5+ (<arg_key>/<arg_value>);
+// Seed-OSS (<function=NAME><parameter=P>value</parameter>), GLM-4.5+ (<arg_key>/<arg_value>),
+// DeepSeek V3.2 / V4 (DSML <｜DSML｜parameter name=P string=...>);
 // and gpt-oss's harmony format, where a call is a message addressed to functions.NAME.
 #include "chat-tools-family.h"
 
@@ -152,6 +153,69 @@ std::string glm_call(json_schema_grammar_builder & b, const std::string & name, 
     return gbnf_literal("<tool_call>" + name) + " \"\\n\"? " + parameter_blocks(b, name, params, glm_parameter) + "\"</tool_call>\"";
 }
 
+// ---- DeepSeek V3.2 / V4 (DSML): <｜DSML｜BLOCK> (<｜DSML｜invoke name="NAME"> (<｜DSML｜parameter name="P"
+//      string="true|false">V</｜DSML｜parameter>)* </｜DSML｜invoke>)+ </｜DSML｜BLOCK>; BLOCK is function_calls
+//      (V3.2) or tool_calls (V4)
+
+const std::string k_dsml = "｜DSML｜";
+
+bool parse_dsml(const std::string & block, const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls,
+                size_t * end) {
+    const std::string open = "<" + k_dsml + block + ">", close = "</" + k_dsml + block + ">";
+    const std::string invoke = "<" + k_dsml + "invoke name=\"", invoke_end = "</" + k_dsml + "invoke>";
+    const std::string param = "<" + k_dsml + "parameter name=\"", param_end = "</" + k_dsml + "parameter>";
+    if (!starts_with_at(s, pos, open)) return false;
+    size_t p = skip_space(s, pos + open.size());
+    while (starts_with_at(s, p, invoke)) {
+        p += invoke.size();
+        const size_t q = s.find("\">", p);
+        if (q == std::string::npos) return false;
+        parsed_tool_call call;
+        call.name = s.substr(p, q - p);
+        const json * fn = find_tool(tools, call.name);
+        if (!fn) return false;
+        json args = json::object();
+        p = skip_space(s, q + 2);
+        while (starts_with_at(s, p, param)) {
+            p += param.size();
+            const size_t nq = s.find('"', p), gt = s.find('>', p);
+            if (nq == std::string::npos || gt == std::string::npos || gt < nq) return false;
+            const std::string pname = s.substr(p, nq - p);
+            const bool is_string = s.compare(nq, 16, "\" string=\"true\"") == 0;
+            const size_t vend = s.find(param_end, gt + 1);
+            if (vend == std::string::npos) return false;
+            const std::string value = s.substr(gt + 1, vend - gt - 1);
+            args[pname] = is_string ? json(value) : text_parameter(fn, pname, value);
+            p = skip_space(s, vend + param_end.size());
+        }
+        if (!starts_with_at(s, p, invoke_end)) return false;
+        call.arguments = arguments_json(args);
+        calls.push_back(std::move(call));
+        p = skip_space(s, p + invoke_end.size());
+    }
+    if (!starts_with_at(s, p, close)) return false;
+    *end = p + close.size();
+    return true;
+}
+
+bool parse_dsml_v32(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+    return parse_dsml("function_calls", s, pos, tools, calls, end);
+}
+
+bool parse_dsml_v4(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+    return parse_dsml("tool_calls", s, pos, tools, calls, end);
+}
+
+std::string dsml_parameter(const std::string & pname, const std::string & value) {
+    return gbnf_literal("<" + k_dsml + "parameter name=\"" + pname + "\" string=\"") + " (\"true\" | \"false\") \"\\\">\" " + value +
+           " " + gbnf_literal("</" + k_dsml + "parameter>\n");
+}
+
+std::string dsml_call(json_schema_grammar_builder & b, const std::string & name, const json & params) {
+    return gbnf_literal("<" + k_dsml + "invoke name=\"" + name + "\">\n") + " " + parameter_blocks(b, name, params, dsml_parameter) +
+           gbnf_literal("</" + k_dsml + "invoke>");
+}
+
 // ---- harmony: <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
 // (the recipient may also stand before the channel: <|start|>assistant to=functions.NAME<|channel|>...)
 
@@ -201,7 +265,7 @@ std::string harmony_call(json_schema_grammar_builder & b, const std::string & na
 
 const std::vector<tool_family> & tagged_tool_families() {
     static const std::vector<tool_family> rows = [] {
-        std::vector<tool_family> r(4);
+        std::vector<tool_family> r(6);
         r[0].syntax = tool_syntax::qwen_xml;
         r[0].name = "qwen-xml";
         r[0].markers = { "<tool_call>", "</tool_call>" };
@@ -236,6 +300,18 @@ const std::vector<tool_family> & tagged_tool_families() {
         r[3].forced_prefix = "<|channel|>commentary";
         r[3].holds = { "<|" };
         r[3].parallel = false;
+
+        for (size_t v = 4; v <= 5; ++v) {
+            const std::string block = v == 4 ? "function_calls" : "tool_calls";
+            r[v].syntax = v == 4 ? tool_syntax::deepseek_v32 : tool_syntax::deepseek_v4;
+            r[v].name = v == 4 ? "deepseek-v3.2" : "deepseek-v4";
+            r[v].triggers = { "<" + k_dsml + block + ">" };
+            r[v].parse = v == 4 ? parse_dsml_v32 : parse_dsml_v4;
+            r[v].call_rule = dsml_call;
+            r[v].open = "<" + k_dsml + block + ">\n";
+            r[v].separator = "\n";
+            r[v].close = "\n</" + k_dsml + block + ">";
+        }
         return r;
     }();
     return rows;

@@ -145,6 +145,7 @@ tool_syntax tool_syntax_from_template(const std::string & src) {
     auto has = [&](const char * s) { return src.find(s) != std::string::npos; };
     // the most distinctive markers first: several templates also mention <tool_call> or <function=
     if (has("<|channel|>") && has("<|call|>")) return tool_syntax::harmony;
+    if (has("｜DSML｜")) return has("tool_calls>") ? tool_syntax::deepseek_v4 : tool_syntax::deepseek_v32;
     if (has("<｜tool▁calls▁begin｜>")) return has("```json") ? tool_syntax::deepseek_r1 : tool_syntax::deepseek_v31;
     if (has("<|tool_calls_section_begin|>")) return tool_syntax::kimi_k2;
     if (has("<arg_key>")) return tool_syntax::glm;

@@ -27,6 +27,8 @@ enum class tool_syntax {
     command_r,        // Command R / R+: Action:\n```json\n[{"tool_name": ..., "parameters": {...}}]\n```
     command_r7b,      // Command R7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": ..., "parameters": {...}}]<|END_ACTION|>
     granite,          // Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}]
+    deepseek_v32,     // DeepSeek V3.2 (DSML): <｜DSML｜function_calls><｜DSML｜invoke name="NAME"><｜DSML｜parameter name="P" string="true">V</｜DSML｜parameter>...
+    deepseek_v4,      // DeepSeek V4: the same inside <｜DSML｜tool_calls>
 };
 
 // The syntax the template's source text uses to show tool calls.

@@ -64,6 +64,8 @@ TEST(ChatTools, SyntaxFromTheShippedTemplates) {
         { "llama-cpp-deepseek-r1.jinja", tool_syntax::deepseek_r1 },
         { "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", tool_syntax::deepseek_r1 },
         { "deepseek-ai-DeepSeek-V3.1.jinja", tool_syntax::deepseek_v31 },
+        { "deepseek-ai-DeepSeek-V3.2.jinja", tool_syntax::deepseek_v32 },
+        { "deepseek-ai-DeepSeek-V4.jinja", tool_syntax::deepseek_v4 },
         { "moonshotai-Kimi-K2.jinja", tool_syntax::kimi_k2 },
         { "Kimi-K2-Thinking.jinja", tool_syntax::kimi_k2 },
         { "GLM-4.6.jinja", tool_syntax::glm },
@@ -237,6 +239,8 @@ TEST(ChatTools, CallsWrittenByTheTemplatesParseBack) {
         // (llama-cpp-deepseek-r1.jinja pipes a map() into tojson, which Jinja refuses as Python does)
         { "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", tool_syntax::deepseek_r1, true },
         { "deepseek-ai-DeepSeek-V3.1.jinja", tool_syntax::deepseek_v31, true },
+        { "deepseek-ai-DeepSeek-V3.2.jinja", tool_syntax::deepseek_v32, true },
+        { "deepseek-ai-DeepSeek-V4.jinja", tool_syntax::deepseek_v4, true },
         { "moonshotai-Kimi-K2.jinja", tool_syntax::kimi_k2, true },
         // (Kimi-K2-Thinking.jinja calls list.append, which the sandbox refuses as Hugging Face's does)
         { "GLM-4.6.jinja", tool_syntax::glm, true },
@@ -323,6 +327,18 @@ TEST(ChatTools, Glm) {
     expect_text(s, "<tool_call>get_weather\n<arg_key>city</arg_key>\nOslo</tool_call>");   // value without its tags
 }
 
+TEST(ChatTools, DeepSeekDsml) {
+    const std::string call = "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">12</｜DSML｜parameter>\n"
+                             "<｜DSML｜parameter name=\"days\" string=\"false\">4</｜DSML｜parameter>\n</｜DSML｜invoke>";
+    // a string="true" value stays a string even when it looks like a number
+    expect_calls(parse_tool_calls(tool_syntax::deepseek_v32, "Sure.\n\n<｜DSML｜function_calls>\n" + call + "\n</｜DSML｜function_calls>", k_tools),
+                 { { "get_weather", { { "city", "12" }, { "days", 4 } } } }, "Sure.\n\n");
+    expect_calls(parse_tool_calls(tool_syntax::deepseek_v4, "<｜DSML｜tool_calls>\n" + call + "\n</｜DSML｜tool_calls>", k_tools),
+                 { { "get_weather", { { "city", "12" }, { "days", 4 } } } }, "");
+    expect_text(tool_syntax::deepseek_v32, "<｜DSML｜function_calls>\n" + call);                    // block not closed
+    expect_text(tool_syntax::deepseek_v4, "<｜DSML｜function_calls>\n" + call + "\n</｜DSML｜function_calls>");   // V3.2's block
+}
+
 TEST(ChatTools, SeedOss) {
     const tool_syntax s = tool_syntax::seed_xml;
     expect_calls(parse_tool_calls(s, "<seed:tool_call>\n<function=add>\n<parameter=a>4</parameter>\n<parameter=b>5</parameter>\n"
@@ -403,6 +419,9 @@ TEST(ChatTools, NewFamiliesGrammarsAcceptTheirCalls) {
         { tool_syntax::command_r, "Action:\n```json\n[{\"tool_name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}]\n```" },
         { tool_syntax::command_r7b, "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}]<|END_ACTION|>" },
         { tool_syntax::granite, "<|tool_call|>[{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]" },
+        { tool_syntax::deepseek_v32, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"add\">\n<｜DSML｜parameter name=\"a\" string=\"false\">1"
+                                     "</｜DSML｜parameter>\n<｜DSML｜parameter name=\"b\" string=\"false\">2</｜DSML｜parameter>\n"
+                                     "</｜DSML｜invoke>\n</｜DSML｜function_calls>" },
     };
     for (const auto & [syntax, text] : cases) {
         SCOPED_TRACE(tool_syntax_name(syntax));

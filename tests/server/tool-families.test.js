@@ -15,6 +15,8 @@ const T1 = ['-t', '1', '-tb', '1'];
 
 const FAMILIES = [
   'deepseek-ai-DeepSeek-V3.1.jinja',
+  'deepseek-ai-DeepSeek-V3.2.jinja',
+  'deepseek-ai-DeepSeek-V4.jinja',
   'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja',
   'moonshotai-Kimi-K2.jinja',
   'GLM-4.6.jinja',
