@@ -40,6 +40,8 @@ const env_flag k_env_flags[] = {
     { "LLAMA_ARG_CHAT_TEMPLATE_FILE", "--chat-template-file" },
     { "LLAMA_ARG_JINJA", "--jinja" },
     { "LLAMA_ARG_THINK", "--reasoning-format" },
+    { "LLAMA_ARG_THINK_BUDGET", "--reasoning-budget" },
+    { "LLAMA_CHAT_TEMPLATE_KWARGS", "--chat-template-kwargs" },
     { "LLAMA_ARG_HOST", "--host" },
     { "LLAMA_ARG_PORT", "--port" },
     { "LLAMA_ARG_ALIAS", "--alias" },

@@ -1,21 +1,16 @@
 // Tool-call syntaxes. Each family's model writes calls the way its chat template shows them;
-// the parser here accepts exactly that shape (with free whitespace between parts) and gives up
-// on anything else, so a reply that only looks like a call is still returned, whole, as text.
+// the parser of a family accepts exactly that shape (with free whitespace between parts) and
+// gives up on anything else, so a reply that only looks like a call is still returned, whole,
+// as text. This file holds what the families share and the dispatch; the families themselves
+// are rows in chat-tools-json.cpp and chat-tools-tagged.cpp.
 #include "chat-tools.h"
 
-#include "json-schema-grammar.h"
+#include "chat-tools-family.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-using json = nlohmann::ordered_json;
-
-namespace {
-
-const char * k_hermes_open = "<tool_call>";
-const char * k_hermes_close = "</tool_call>";
-const char * k_mistral_open = "[TOOL_CALLS]";
-const char * k_python_tag = "<|python_tag|>";
+namespace chat_tools_detail {
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -31,9 +26,13 @@ std::string trim(const std::string & s) {
     return s.substr(b, e - b);
 }
 
+bool starts_with_at(const std::string & s, size_t pos, const std::string & lit) {
+    return pos <= s.size() && s.compare(pos, lit.size(), lit) == 0;
+}
+
 // End (one past the closing brace or bracket) of the JSON object or array starting at pos, or
 // npos when it is not closed; strings and escapes are skipped over.
-size_t json_end(const std::string & s, size_t pos) {
+static size_t json_end(const std::string & s, size_t pos) {
     if (pos >= s.size() || (s[pos] != '{' && s[pos] != '[')) return std::string::npos;
     int depth = 0;
     bool in_string = false;
@@ -53,7 +52,6 @@ size_t json_end(const std::string & s, size_t pos) {
     return std::string::npos;
 }
 
-// A JSON value at pos (object or array) parsed; *end set past it. Discarded on failure.
 json json_at(const std::string & s, size_t pos, size_t * end) {
     const size_t e = json_end(s, pos);
     if (e == std::string::npos) return json(json::value_t::discarded);
@@ -70,336 +68,174 @@ const json * find_tool(const json & tools, const std::string & name) {
     return nullptr;
 }
 
-// {"name": ..., "arguments"|"parameters": {...} or "{...}"} as a call; false if it is not one.
-bool object_to_call(const json & obj, const json & tools, parsed_tool_call & out) {
-    if (!obj.is_object() || !obj.contains("name") || !obj["name"].is_string()) return false;
-    out.name = obj["name"].get<std::string>();
-    if (!find_tool(tools, out.name)) return false;
-    const char * key = obj.contains("arguments") ? "arguments" : "parameters";
-    if (!obj.contains(key)) {
-        out.arguments = "{}";
-        return true;
-    }
-    const json & args = obj[key];
+std::string arguments_json(const json & args) { return args.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool arguments_text(const json & args, std::string & out) {
     if (args.is_object()) {
-        out.arguments = args.dump();
+        out = arguments_json(args);
         return true;
     }
     if (args.is_string()) {
         const json parsed = json::parse(args.get<std::string>(), nullptr, false);
         if (parsed.is_discarded() || !parsed.is_object()) return false;
-        out.arguments = parsed.dump();
+        out = arguments_json(parsed);
         return true;
     }
     return false;
 }
 
-bool starts_with_at(const std::string & s, size_t pos, const char * lit) {
-    return s.compare(pos, std::char_traits<char>::length(lit), lit) == 0;
-}
-
-// <tool_call> {json} </tool_call>, repeated with whitespace between.
-bool parse_hermes(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    while (starts_with_at(s, pos, k_hermes_open)) {
-        size_t p = skip_space(s, pos + std::char_traits<char>::length(k_hermes_open));
-        size_t e = 0;
-        const json obj = json_at(s, p, &e);
-        parsed_tool_call call;
-        if (obj.is_discarded() || !object_to_call(obj, tools, call)) return false;
-        p = skip_space(s, e);
-        if (!starts_with_at(s, p, k_hermes_close)) return false;
-        calls.push_back(std::move(call));
-        pos = p + std::char_traits<char>::length(k_hermes_close);
-        *end = pos;
-        pos = skip_space(s, pos);
+bool object_to_call(const json & obj, const json & tools, parsed_tool_call & out, const char * name_key, const char * args_key) {
+    if (!obj.is_object() || !obj.contains(name_key) || !obj[name_key].is_string()) return false;
+    out.name = obj[name_key].get<std::string>();
+    if (!find_tool(tools, out.name)) return false;
+    const char * key = *args_key ? args_key : obj.contains("arguments") ? "arguments" : "parameters";
+    if (!obj.contains(key)) {
+        out.arguments = "{}";
+        return true;
     }
-    return !calls.empty();
+    return arguments_text(obj[key], out.arguments);
 }
 
-// The JSON type a parameter's schema declares ("" if none or several).
-std::string param_type(const json * fn, const std::string & param) {
-    if (!fn || !fn->contains("parameters")) return "";
-    const json & params = (*fn)["parameters"];
-    if (!params.is_object() || !params.contains("properties") || !params["properties"].contains(param)) return "";
-    const json & p = params["properties"][param];
-    return p.is_object() && p.contains("type") && p["type"].is_string() ? p["type"].get<std::string>() : "";
-}
-
-// <tool_call> <function=NAME> (<parameter=P> value </parameter>)* </function> </tool_call>
-bool parse_qwen_xml(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    while (starts_with_at(s, pos, k_hermes_open)) {
-        size_t p = skip_space(s, pos + std::char_traits<char>::length(k_hermes_open));
-        if (!starts_with_at(s, p, "<function=")) return false;
-        p += 10;
-        const size_t gt = s.find('>', p);
-        if (gt == std::string::npos) return false;
-        parsed_tool_call call;
-        call.name = s.substr(p, gt - p);
-        const json * fn = find_tool(tools, call.name);
-        if (!fn) return false;
-        json args = json::object();
-        p = skip_space(s, gt + 1);
-        while (starts_with_at(s, p, "<parameter=")) {
-            p += 11;
-            const size_t pgt = s.find('>', p);
-            if (pgt == std::string::npos) return false;
-            const std::string pname = s.substr(p, pgt - p);
-            const size_t close = s.find("</parameter>", pgt + 1);
-            if (close == std::string::npos) return false;
-            std::string value = s.substr(pgt + 1, close - pgt - 1);
-            // the template puts the value on its own line
-            if (!value.empty() && value.front() == '\n') value.erase(0, 1);
-            if (!value.empty() && value.back() == '\n') value.pop_back();
-            const std::string type = param_type(fn, pname);
-            json v = type == "string" ? json(value) : json::parse(value, nullptr, false);
-            if (v.is_discarded()) v = value;   // untyped or not JSON: the text itself
-            args[pname] = std::move(v);
-            p = skip_space(s, close + 12);
-        }
-        if (!starts_with_at(s, p, "</function>")) return false;
-        p = skip_space(s, p + 11);
-        if (!starts_with_at(s, p, k_hermes_close)) return false;
-        call.arguments = args.dump();
-        calls.push_back(std::move(call));
-        pos = p + std::char_traits<char>::length(k_hermes_close);
-        *end = pos;
-        pos = skip_space(s, pos);
-    }
-    return !calls.empty();
-}
-
-// [TOOL_CALLS] [ {...}, ... ]   or   [TOOL_CALLS]NAME[ARGS]{...} (repeated)
-bool parse_mistral(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    while (starts_with_at(s, pos, k_mistral_open)) {
-        size_t p = skip_space(s, pos + std::char_traits<char>::length(k_mistral_open));
-        if (p < s.size() && s[p] == '[') {
-            size_t e = 0;
-            const json arr = json_at(s, p, &e);
-            if (arr.is_discarded() || !arr.is_array() || arr.empty()) return false;
-            for (const auto & obj : arr) {
-                parsed_tool_call call;
-                if (!object_to_call(obj, tools, call)) return false;
-                calls.push_back(std::move(call));
-            }
-            p = e;
-        } else {
-            const size_t args = s.find("[ARGS]", p);
-            if (args == std::string::npos) return false;
-            parsed_tool_call call;
-            call.name = trim(s.substr(p, args - p));
-            if (!find_tool(tools, call.name)) return false;
-            size_t e = 0;
-            const json obj = json_at(s, skip_space(s, args + 6), &e);
-            if (obj.is_discarded() || !obj.is_object()) return false;
-            call.arguments = obj.dump();
-            calls.push_back(std::move(call));
-            p = e;
-        }
-        *end = p;
-        pos = skip_space(s, p);
-    }
-    return !calls.empty();
-}
-
-// One or more {"name": ..., "parameters": {...}} objects (separated by ';' or whitespace).
-bool parse_json_objects(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls,
-                        size_t * end) {
-    if (starts_with_at(s, pos, k_python_tag)) pos = skip_space(s, pos + std::char_traits<char>::length(k_python_tag));
-    while (pos < s.size() && s[pos] == '{') {
-        size_t e = 0;
-        const json obj = json_at(s, pos, &e);
-        parsed_tool_call call;
-        if (obj.is_discarded() || !object_to_call(obj, tools, call)) return false;
-        calls.push_back(std::move(call));
-        *end = e;
-        pos = skip_space(s, e);
-        if (pos < s.size() && s[pos] == ';') pos = skip_space(s, pos + 1);
-    }
-    return !calls.empty();
-}
-
-// {"tool_calls": [{"name": ..., "arguments": {...}}, ...]} or {"tool_call": {...}}
-bool parse_generic(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    size_t e = 0;
-    const json obj = json_at(s, pos, &e);
-    if (obj.is_discarded() || !obj.is_object()) return false;
-    json list = json::array();
-    if (obj.contains("tool_calls") && obj["tool_calls"].is_array()) list = obj["tool_calls"];
-    else if (obj.contains("tool_call")) list.push_back(obj["tool_call"]);
-    else return parse_json_objects(s, pos, tools, calls, end);
-    for (const auto & c : list) {
-        parsed_tool_call call;
-        if (!object_to_call(c, tools, call)) return false;
-        calls.push_back(std::move(call));
-    }
-    *end = e;
-    return !calls.empty();
-}
-
-// Where the calls of this syntax begin in text (npos if they do not).
-size_t opener_at(tool_syntax syntax, const std::string & s) {
-    switch (syntax) {
-        case tool_syntax::hermes:
-        case tool_syntax::qwen_xml: return s.find(k_hermes_open);
-        case tool_syntax::mistral: return s.find(k_mistral_open);
-        case tool_syntax::llama3: {
-            const size_t tag = s.find(k_python_tag);
-            if (tag != std::string::npos) return tag;
-            // a JSON call is the whole reply
-            const size_t p = skip_space(s, 0);
-            return p < s.size() && s[p] == '{' ? p : std::string::npos;
-        }
-        case tool_syntax::generic: {
-            const size_t p = skip_space(s, 0);
-            return p < s.size() && s[p] == '{' ? p : std::string::npos;
+json text_parameter(const json * fn, const std::string & param, const std::string & text) {
+    std::string type;
+    if (fn && fn->contains("parameters")) {
+        const json & params = (*fn)["parameters"];
+        if (params.is_object() && params.contains("properties") && params["properties"].is_object() &&
+            params["properties"].contains(param)) {
+            const json & p = params["properties"][param];
+            if (p.is_object() && p.contains("type") && p["type"].is_string()) type = p["type"].get<std::string>();
         }
     }
-    return std::string::npos;
+    if (type == "string") return json(text);
+    json v = json::parse(text, nullptr, false);
+    if (v.is_discarded()) v = text;   // untyped or not JSON: the text itself
+    return v;
+}
+
+json tool_parameters(const json & tool_entry) {
+    const json & f = tool_entry.contains("function") ? tool_entry["function"] : tool_entry;
+    return f.contains("parameters") ? f["parameters"] : json{ { "type", "object" } };
+}
+
+} // namespace chat_tools_detail
+
+using namespace chat_tools_detail;
+
+namespace {
+
+const tool_family & family(tool_syntax s) {
+    for (const auto * rows : { &json_tool_families(), &tagged_tool_families() }) {
+        for (const tool_family & f : *rows) {
+            if (f.syntax == s) return f;
+        }
+    }
+    throw std::logic_error("tool syntax without a family row");
+}
+
+size_t calls_start(const tool_family & f, const std::string & text) {
+    if (f.find_calls) return f.find_calls(text);
+    size_t best = std::string::npos;
+    for (const auto & t : f.triggers) best = std::min(best, text.find(t));
+    return best;
 }
 
 } // namespace
 
 tool_syntax tool_syntax_from_template(const std::string & src) {
-    if (src.find("<function=") != std::string::npos && src.find("<parameter=") != std::string::npos) return tool_syntax::qwen_xml;
-    if (src.find(k_hermes_open) != std::string::npos) return tool_syntax::hermes;
-    if (src.find(k_mistral_open) != std::string::npos) return tool_syntax::mistral;
-    if (src.find(k_python_tag) != std::string::npos ||
-        (src.find("<|start_header_id|>") != std::string::npos && src.find("\"parameters\"") != std::string::npos)) {
-        return tool_syntax::llama3;
-    }
+    auto has = [&](const char * s) { return src.find(s) != std::string::npos; };
+    // the most distinctive markers first: several templates also mention <tool_call> or <function=
+    if (has("<|channel|>") && has("<|call|>")) return tool_syntax::harmony;
+    if (has("｜DSML｜")) return has("tool_calls>") ? tool_syntax::deepseek_v4 : tool_syntax::deepseek_v32;
+    if (has("<｜tool▁calls▁begin｜>")) return has("```json") ? tool_syntax::deepseek_r1 : tool_syntax::deepseek_v31;
+    if (has("<|tool_calls_section_begin|>")) return tool_syntax::kimi_k2;
+    if (has("<arg_key>")) return tool_syntax::glm;
+    if (has("<seed:tool_call>")) return tool_syntax::seed_xml;
+    if (has("<function=") && has("<parameter=")) return tool_syntax::qwen_xml;
+    if (has("<tool_call>")) return tool_syntax::hermes;
+    if (has("[TOOL_CALLS]")) return tool_syntax::mistral;
+    if (has("<|START_ACTION|>")) return tool_syntax::command_r7b;
+    if (has("Action:") && has("tool_name")) return tool_syntax::command_r;
+    if (has("<|tool_call|>")) return tool_syntax::granite;
+    if (has(">>>all")) return tool_syntax::functionary_v32;
+    if (has("<function=")) return tool_syntax::functionary_v31;
+    if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("\"parameters\""))) return tool_syntax::llama3;
     return tool_syntax::generic;
 }
 
-const char * tool_syntax_name(tool_syntax s) {
-    switch (s) {
-        case tool_syntax::hermes: return "hermes";
-        case tool_syntax::qwen_xml: return "qwen-xml";
-        case tool_syntax::mistral: return "mistral";
-        case tool_syntax::llama3: return "llama3";
-        case tool_syntax::generic: return "generic";
-    }
-    return "?";
-}
+const char * tool_syntax_name(tool_syntax s) { return family(s).name; }
 
-std::vector<std::string> tool_syntax_markers(tool_syntax syntax) {
-    switch (syntax) {
-        case tool_syntax::hermes:
-        case tool_syntax::qwen_xml: return { k_hermes_open, k_hermes_close };
-        case tool_syntax::mistral: return { k_mistral_open, "[ARGS]" };
-        case tool_syntax::llama3: return { k_python_tag };
-        case tool_syntax::generic: return {};
-    }
-    return {};
-}
+std::vector<std::string> tool_syntax_markers(tool_syntax syntax) { return family(syntax).markers; }
 
-std::vector<std::string> tool_call_triggers(tool_syntax syntax) {
-    switch (syntax) {
-        case tool_syntax::hermes:
-        case tool_syntax::qwen_xml: return { k_hermes_open };
-        case tool_syntax::mistral: return { k_mistral_open };
-        case tool_syntax::llama3:
-        case tool_syntax::generic: return {};
-    }
-    return {};
-}
+std::vector<std::string> tool_call_triggers(tool_syntax syntax) { return family(syntax).triggers; }
 
 parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, const json & tools) {
+    const tool_family & f = family(syntax);
     parsed_reply out;
     out.content = text;
-    const size_t open = opener_at(syntax, text);
-    if (open == std::string::npos) return out;
+    const size_t open = calls_start(f, text);
     std::vector<parsed_tool_call> calls;
     size_t end = open;
-    bool ok = false;
-    switch (syntax) {
-        case tool_syntax::hermes: ok = parse_hermes(text, open, tools, calls, &end); break;
-        case tool_syntax::qwen_xml: ok = parse_qwen_xml(text, open, tools, calls, &end); break;
-        case tool_syntax::mistral: ok = parse_mistral(text, open, tools, calls, &end); break;
-        case tool_syntax::llama3: ok = parse_json_objects(text, open, tools, calls, &end); break;
-        case tool_syntax::generic: ok = parse_generic(text, open, tools, calls, &end); break;
+    if (open != std::string::npos && f.parse(text, open, tools, calls, &end) && !calls.empty()) {
+        out.calls = std::move(calls);
+        // the text before the first call, and anything after the last
+        out.content = text.substr(0, open) + text.substr(skip_space(text, end));
+        if (trim(out.content).empty()) out.content.clear();
     }
-    if (!ok) return out;
-    out.calls = std::move(calls);
-    // the text before the first call, and anything after the last
-    out.content = text.substr(0, open) + text.substr(skip_space(text, end));
-    if (trim(out.content).empty()) out.content.clear();
+    if (!f.text_prefix.empty() && out.content.rfind(f.text_prefix, 0) == 0) out.content.erase(0, f.text_prefix.size());
     return out;
 }
 
 size_t tool_text_safe_prefix(tool_syntax syntax, const std::string & text) {
-    const size_t open = opener_at(syntax, text);
+    const tool_family & f = family(syntax);
+    if (f.hold_everything) return 0;
+    size_t open = calls_start(f, text);
+    for (const auto & h : f.holds) open = std::min(open, text.find(h));
     if (open != std::string::npos) return open;
-    if (syntax == tool_syntax::llama3 || syntax == tool_syntax::generic) {
-        // a reply that is only whitespace so far may still become a JSON call
-        if (skip_space(text, 0) == text.size()) return 0;
+    // a reply that is only whitespace so far may still become an unmarked call
+    if (f.whole_reply && skip_space(text, 0) == text.size()) return 0;
+    // hold back a tail that could be the start of an opener
+    size_t hold = 0;
+    std::vector<std::string> openers = f.triggers;
+    openers.insert(openers.end(), f.holds.begin(), f.holds.end());
+    for (const auto & t : openers) {
+        for (size_t n = std::min(t.size() - 1, text.size()); n > hold; --n) {
+            if (text.compare(text.size() - n, n, t, 0, n) == 0) {
+                hold = n;
+                break;
+            }
+        }
     }
-    // hold back a tail that could be the start of the opener
-    const std::string opener = syntax == tool_syntax::mistral ? k_mistral_open
-                             : syntax == tool_syntax::llama3  ? k_python_tag
-                             : syntax == tool_syntax::generic ? ""
-                                                              : k_hermes_open;
-    for (size_t n = std::min(opener.size() - (opener.empty() ? 0 : 1), text.size()); n > 0; --n) {
-        if (text.compare(text.size() - n, n, opener, 0, n) == 0) return text.size() - n;
-    }
-    return text.size();
+    return text.size() - hold;
 }
 
 std::string tool_call_grammar(tool_syntax syntax, const json & tools, bool parallel, const std::string & only_name) {
+    const tool_family & f = family(syntax);
     json_schema_grammar_builder b;
-    std::vector<std::string> alternatives;
+    std::string any;
     for (const auto & t : tools) {
-        const json & f = t.contains("function") ? t["function"] : t;
-        const std::string name = f.value("name", std::string());
+        const json & fn = t.contains("function") ? t["function"] : t;
+        const std::string name = fn.value("name", std::string());
         if (!only_name.empty() && name != only_name) continue;
-        const json params = f.contains("parameters") ? f["parameters"] : json{ { "type", "object" } };
         try {
-            if (syntax == tool_syntax::qwen_xml) {
-                // one <parameter=...> block per property: required ones in order, then optional ones
-                std::string body = "\"<function=" + name + ">\\n\" ";
-                const json props = params.value("properties", json::object());
-                const json req = params.value("required", json::array());
-                for (const auto & [pname, pschema] : props.items()) {
-                    const bool required = std::find(req.begin(), req.end(), json(pname)) != req.end();
-                    std::string value;
-                    if (pschema.is_object() && pschema.value("type", json()) == "string") {
-                        value = b.add_rule("xml-text", "([^<] | \"<\" [^/])*");
-                    } else {
-                        value = b.add(pschema, name + "-" + pname);
-                    }
-                    const std::string block = "\"<parameter=" + pname + ">\\n\" " + value + " \"\\n</parameter>\\n\"";
-                    body += required ? block + " " : "(" + block + ")? ";
-                }
-                alternatives.push_back(b.add_rule(name + "-call", body + "\"</function>\\n\""));
-            } else {
-                const json call_schema = {
-                    { "type", "object" },
-                    { "properties", { { "name", { { "const", name } } }, { syntax == tool_syntax::llama3 ? "parameters" : "arguments", params } } },
-                    { "required", json::array({ "name", syntax == tool_syntax::llama3 ? "parameters" : "arguments" }) },
-                    { "additionalProperties", false },
-                };
-                alternatives.push_back(b.add(call_schema, name + "-call"));
-            }
+            any += (any.empty() ? "" : " | ") + f.call_rule(b, name, tool_parameters(t));
         } catch (const std::invalid_argument & e) {
             throw std::invalid_argument("tool '" + name + "': " + e.what());
         }
     }
-    if (alternatives.empty()) throw std::invalid_argument("no tool named '" + only_name + "'");
-    std::string any;
-    for (const auto & a : alternatives) any += (any.empty() ? "" : " | ") + a;
+    if (any.empty()) throw std::invalid_argument("no tool named '" + only_name + "'");
     const std::string call = b.add_rule("call", any);
-    std::string one;
-    switch (syntax) {
-        case tool_syntax::hermes:
-        case tool_syntax::qwen_xml: one = "\"<tool_call>\\n\" " + call + " \"\\n</tool_call>\""; break;
-        case tool_syntax::mistral: one = "\"[TOOL_CALLS][\" " + call + " \"]\""; break;
-        case tool_syntax::llama3: one = call; break;
-        case tool_syntax::generic: one = "\"{\\\"tool_calls\\\": [\" " + call + " \"]}\""; break;
-    }
-    const std::string block = b.add_rule("call-block", one);
-    if (!parallel || syntax == tool_syntax::generic || syntax == tool_syntax::mistral) {
-        b.set_root(block);
-    } else {
-        b.set_root(block + " (\"\\n\" " + block + ")*");
-    }
+    std::string body = call;
+    if (parallel && f.parallel) body += " (" + (f.separator.empty() ? "" : gbnf_literal(f.separator) + " ") + call + ")*";
+    auto lit = [](const std::string & s) { return s.empty() ? std::string() : gbnf_literal(s) + " "; };
+    b.set_root(lit(f.open) + body + (f.close.empty() ? "" : " " + gbnf_literal(f.close)));
     return b.text();
+}
+
+std::string tool_call_forced_grammar(tool_syntax syntax, const json & tools, bool parallel, const std::string & only_name) {
+    const std::string g = tool_call_grammar(syntax, tools, parallel, only_name);
+    const tool_family & f = family(syntax);
+    if (f.forced_prefix.empty()) return g;
+    // the lazy grammar starts at the trigger; forced from the first token, the reply also needs
+    // what comes before it
+    return "root ::= " + gbnf_literal(f.forced_prefix) + " lazy-root\nlazy-" + g;
 }

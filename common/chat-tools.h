@@ -1,6 +1,7 @@
 // Tool calls in model output: which syntax a chat template teaches its model, finding and
 // parsing the calls in a reply (what does not parse stays text), how much of a streamed reply
-// can be shown before a call might start, and the GBNF grammar that forces a call.
+// can be shown before a call might start, and the GBNF grammar that forces a call. The families
+// are implemented in chat-tools-json.cpp and chat-tools-tagged.cpp (chat-tools-family.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,20 @@ enum class tool_syntax {
     mistral,     // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] or [TOOL_CALLS]NAME[ARGS]{...}
     llama3,      // Llama 3.x: {"name": ..., "parameters": {...}} (optionally after <|python_tag|>)
     generic,     // any other template: {"tool_calls": [{"name": ..., "arguments": {...}}]} as the whole reply
+    // added after the first five: the values above keep their numbers
+    deepseek_r1,      // DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>...
+    deepseek_v31,     // DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...
+    kimi_k2,          // Kimi-K2: <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{...}<|tool_call_end|>...
+    glm,              // GLM-4.5+: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>
+    seed_xml,         // Seed-OSS: <seed:tool_call><function=NAME><parameter=P>value</parameter></function></seed:tool_call>
+    harmony,          // gpt-oss: <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
+    functionary_v31,  // Functionary v3.1: <function=NAME>{...}</function>
+    functionary_v32,  // Functionary v3.2 (the prompt ends with >>>): NAME\n{...}>>>NAME\n{...}, text as all\n...
+    command_r,        // Command R / R+: Action:\n```json\n[{"tool_name": ..., "parameters": {...}}]\n```
+    command_r7b,      // Command R7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": ..., "parameters": {...}}]<|END_ACTION|>
+    granite,          // Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}]
+    deepseek_v32,     // DeepSeek V3.2 (DSML): <｜DSML｜function_calls><｜DSML｜invoke name="NAME"><｜DSML｜parameter name="P" string="true">V</｜DSML｜parameter>...
+    deepseek_v4,      // DeepSeek V4: the same inside <｜DSML｜tool_calls>
 };
 
 // The syntax the template's source text uses to show tool calls.
@@ -40,7 +55,8 @@ parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, cons
 std::vector<std::string> tool_syntax_markers(tool_syntax syntax);
 
 // Words that open a call, for a lazy grammar under tool_choice "auto" (the grammar text from
-// tool_call_grammar starts with them). Empty where a call is not marked (Llama 3 JSON, generic).
+// tool_call_grammar starts with them). Empty where a call is not marked (Llama 3 JSON, generic,
+// Functionary v3.2's first call).
 std::vector<std::string> tool_call_triggers(tool_syntax syntax);
 
 // How many leading bytes of a reply being streamed are surely text (no call can start in them).
@@ -51,3 +67,8 @@ size_t tool_text_safe_prefix(tool_syntax syntax, const std::string & text);
 // whose parameter schema cannot be converted, naming it.
 std::string tool_call_grammar(tool_syntax syntax, const nlohmann::ordered_json & tools, bool parallel,
                               const std::string & only_name);
+// The same for a grammar that applies from the reply's first token (tool_choice "required" or a
+// named function): where a family's calls start with a header before the trigger (harmony's
+// channel), the header too.
+std::string tool_call_forced_grammar(tool_syntax syntax, const nlohmann::ordered_json & tools, bool parallel,
+                                     const std::string & only_name);

@@ -223,7 +223,9 @@ bool common_sampler_add_grammar(llama_sampler * chain, const llama_vocab * vocab
     }
     std::vector<const char *> words;
     for (const auto & w : sp.grammar_triggers) words.push_back(w.c_str());
-    llama_sampler_chain_add(chain, llama_sampler_init_grammar_lazy(vocab, sp.grammar.c_str(), "root", words.data(), words.size()));
+    llama_sampler_chain_add(chain, llama_sampler_init_grammar_lazy_after_reasoning(
+                                       vocab, sp.grammar.c_str(), "root", words.data(), words.size(), sp.grammar_reasoning_open.c_str(),
+                                       sp.grammar_reasoning_close.c_str(), sp.grammar_reasoning_starts_inside));
     return true;
 }
 

@@ -54,6 +54,10 @@ struct common_params_sampling {
     std::vector<std::string> samplers = { "penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature" };
     std::string grammar;                // GBNF; empty: unconstrained
     std::vector<std::string> grammar_triggers;   // non-empty: the grammar starts at the first of these
+    // a trigger inside the reply's leading reasoning block (from grammar_reasoning_open, or from
+    // the start when the prompt opened it, to grammar_reasoning_close) is not a call
+    std::string grammar_reasoning_open, grammar_reasoning_close;
+    bool grammar_reasoning_starts_inside = false;
 };
 
 // -ot PATTERN=BUFFER_TYPE: tensors whose name matches the regex are placed in that buffer type.
@@ -124,6 +128,8 @@ struct common_params {
     std::vector<std::string> api_keys;
     std::string chat_template;      // Jinja source (--chat-template NAME puts the built-in's source here)
     enum common_reasoning_format reasoning_format = COMMON_REASONING_FORMAT_AUTO;
+    int32_t reasoning_budget = -1;  // -1: unrestricted, 0: thinking off (through the template)
+    std::string chat_template_kwargs;   // JSON object text: extra template variables ("" none)
     int32_t timeout_read  = 600;    // seconds
     int32_t timeout_write = 600;
     std::vector<std::string> cors_origins = { "*" };   // origins browsers may call from; "*": any

@@ -16,9 +16,6 @@
 
 using json = nlohmann::ordered_json;
 
-namespace {
-
-// GBNF literal of raw text (the text of a JSON token).
 std::string gbnf_literal(const std::string & text) {
     std::string out = "\"";
     for (const char ch : text) {
@@ -41,6 +38,8 @@ std::string gbnf_literal(const std::string & text) {
     }
     return out + "\"";
 }
+
+namespace {
 
 const std::map<std::string, std::string> & primitive_rules() {
     static const std::map<std::string, std::string> rules = {

@@ -38,6 +38,9 @@ private:
     std::unique_ptr<impl> impl_;
 };
 
+// GBNF literal of raw text: "..." with quotes, backslashes and control characters escaped.
+std::string gbnf_literal(const std::string & text);
+
 // A JSON regular expression (the "pattern" keyword) as a GBNF expression over the characters of
 // the decoded string. Throws std::invalid_argument for unsupported syntax.
 std::string json_regex_to_gbnf(const std::string & pattern);

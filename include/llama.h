@@ -257,6 +257,17 @@ struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * voc
 struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str,
                                                        const char * grammar_root, const char ** trigger_words,
                                                        size_t num_trigger_words);
+// The same, but trigger words inside the model's leading reasoning block do not count: a
+// <tool_call> the model only thinks about is not a call. The block runs from reasoning_open
+// (when the output starts with it, after whitespace; from the first token when starts_inside)
+// to reasoning_close.
+struct llama_sampler * llama_sampler_init_grammar_lazy_after_reasoning(
+    const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char ** trigger_words,
+    size_t num_trigger_words, const char * reasoning_open, const char * reasoning_close, bool starts_inside);
+// The candidates the last llama_sampler_sample kept after the whole chain (filters, constraints,
+// temperature: their logits as the chain left them), in the sampler's own buffer, valid until the
+// next call; the sampled token is among them. Empty (size 0) before the first sample.
+llama_token_data_array llama_sampler_last_candidates(const struct llama_sampler * smpl);
 // Whether the grammar parses; if not, the message (naming line and column) is copied to err.
 bool llama_grammar_validate(const char * grammar_str, const char * grammar_root, char * err, size_t err_size);
 

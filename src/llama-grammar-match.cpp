@@ -115,15 +115,23 @@ void matcher::step(const stack_set & in, uint32_t cp, stack_set & out) {
     }
 }
 
+// A decoded multi-byte sequence is a code point UTF-8 may carry: not overlong, not a surrogate
+// (JSON parsers and clients refuse those), not past U+10FFFF.
+static bool valid_code_point(uint32_t v, int len) {
+    static const uint32_t min_of_len[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+    return v >= min_of_len[len] && !(v >= 0xD800 && v <= 0xDFFF) && v <= 0x10FFFF;
+}
+
 bool matcher::partial_possible(const stack_set & in, const utf8_state & st) const {
     // the code points the missing continuation bytes could still produce
     const uint32_t shift = 6u * st.remaining;
     uint32_t lo = st.value << shift;
-    const uint32_t hi = lo | ((1u << shift) - 1);
+    const uint32_t hi = std::min<uint32_t>(lo | ((1u << shift) - 1), 0x10FFFF);
     // overlong forms are invalid: the smallest code point of each length
     static const uint32_t min_of_len[5] = { 0, 0, 0x80, 0x800, 0x10000 };
     lo = std::max(lo, min_of_len[st.total]);
     if (lo > hi) return false;
+    if (lo >= 0xD800 && hi <= 0xDFFF) return false;   // only surrogates left
     for (size_t s = 0; s < in.size(); ++s) {
         const uint32_t b = in.offsets[s], e = in.offsets[s + 1];
         if (b != e && class_intersects(in.items[e - 1], lo, hi)) return true;
@@ -140,6 +148,7 @@ bool matcher::run(const std::string & text, utf8_state & st, const stack_set *& 
             if ((c >> 6) != 0x2) return false;   // invalid UTF-8
             st.value = (st.value << 6) | (c & 0x3f);
             if (--st.remaining > 0) continue;
+            if (!valid_code_point(st.value, st.total)) return false;
         } else if (c < 0x80) {
             st.value = c;
         } else {
@@ -206,6 +215,7 @@ bool decode_utf8(const std::string & text, std::vector<uint32_t> & out) {
             if ((cc >> 6) != 0x2) return false;
             v = (v << 6) | (cc & 0x3f);
         }
+        if (len > 1 && !valid_code_point(v, len)) return false;
         out.push_back(v);
         i += (size_t) len;
     }

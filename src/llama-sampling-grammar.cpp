@@ -25,6 +25,11 @@ struct sampler_grammar final : llama_sampler {
     bool active = true;
     std::string tail;                      // the last output bytes while waiting for a trigger
     size_t max_trigger = 0;
+    // triggers are not looked for inside a leading reasoning block
+    enum class thought { maybe_at_start, inside, over };
+    std::string think_open, think_close;
+    bool think_starts_inside = false;
+    thought think = thought::over;
 
     sampler_grammar(std::unique_ptr<llama_gbnf::grammar> gr, const llama_vocab * vocab)
         : g(std::move(gr)), m(*g) {
@@ -55,10 +60,51 @@ struct sampler_grammar final : llama_sampler {
         tail.reserve(2 * max_trigger + 64);
     }
 
+    void set_reasoning(std::string open, std::string close, bool starts_inside) {
+        think_open = std::move(open);
+        think_close = std::move(close);
+        think_starts_inside = starts_inside;
+        restart_thought();
+    }
+
+    void restart_thought() {
+        if (think_close.empty()) think = thought::over;
+        else think = think_starts_inside ? thought::inside : thought::maybe_at_start;
+    }
+
+    // Consumes tail while the output is (or may still turn out to be) inside the reasoning block;
+    // false while it is, true once the text after it can be searched for triggers.
+    bool past_reasoning() {
+        if (think == thought::maybe_at_start) {
+            size_t i = 0;
+            while (i < tail.size() && (tail[i] == ' ' || tail[i] == '\n' || tail[i] == '\r' || tail[i] == '\t')) ++i;
+            const size_t rest = tail.size() - i;
+            if (rest >= think_open.size() && tail.compare(i, think_open.size(), think_open) == 0) {
+                tail.erase(0, i + think_open.size());
+                think = thought::inside;
+            } else if (think_open.compare(0, rest, tail, i, rest) == 0) {
+                return false;   // may still become the opening tag
+            } else {
+                think = thought::over;
+            }
+        }
+        if (think == thought::inside) {
+            const size_t at = tail.find(think_close);
+            if (at == std::string::npos) {
+                if (tail.size() >= think_close.size()) tail.erase(0, tail.size() - think_close.size() + 1);
+                return false;
+            }
+            tail.erase(0, at + think_close.size());
+            think = thought::over;
+        }
+        return true;
+    }
+
     // Waiting for a trigger: look for one in the recent output; on a hit the grammar reads the
     // text from the trigger on.
     void watch(llama_token t) {
         tail += pieces[(size_t) t];
+        if (!past_reasoning()) return;
         size_t hit = std::string::npos;
         for (const auto & w : triggers) hit = std::min(hit, tail.find(w));
         if (hit == std::string::npos) {
@@ -122,6 +168,7 @@ struct sampler_grammar final : llama_sampler {
         m.reset();
         active = triggers.empty();
         tail.clear();
+        restart_thought();
     }
 };
 
@@ -159,6 +206,16 @@ struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab 
         if (trigger_words[i] && *trigger_words[i]) words.emplace_back(trigger_words[i]);
     }
     static_cast<sampler_grammar *>(s)->set_triggers(std::move(words));
+    return s;
+}
+
+struct llama_sampler * llama_sampler_init_grammar_lazy_after_reasoning(
+    const struct llama_vocab * vocab, const char * grammar_str, const char * grammar_root, const char ** trigger_words,
+    size_t num_trigger_words, const char * reasoning_open, const char * reasoning_close, bool starts_inside) {
+    llama_sampler * s = llama_sampler_init_grammar_lazy(vocab, grammar_str, grammar_root, trigger_words, num_trigger_words);
+    if (!s) return nullptr;
+    static_cast<sampler_grammar *>(s)->set_reasoning(reasoning_open ? reasoning_open : "", reasoning_close ? reasoning_close : "",
+                                                     starts_inside);
     return s;
 }
 

@@ -442,6 +442,7 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
         llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
         chain->apply_unconstrained(&cur);
         token = chosen_token(cur);
+        smpl->n_kept = cur.size;
         if (token != LLAMA_TOKEN_NULL && !chain->allows(token)) token = LLAMA_TOKEN_NULL;
         chain->fast_misses = token == LLAMA_TOKEN_NULL ? chain->fast_misses + 1 : 0;
     } else if (chain && !chain->constraints.empty()) {
@@ -452,6 +453,7 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
         llama_token_data_array cur = { cand.data(), cand.size(), -1, false };
         smpl->apply(&cur);
         token = chosen_token(cur);
+        smpl->n_kept = cur.size;
     }
     if (token == LLAMA_TOKEN_NULL) {
         ggml_log(GGML_LOG_LEVEL_ERROR, "llama_sampler_sample: the samplers removed every candidate\n");
@@ -459,4 +461,9 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
     }
     smpl->accept(token);
     return token;
+}
+
+llama_token_data_array llama_sampler_last_candidates(const struct llama_sampler * smpl) {
+    if (!smpl || smpl->n_kept == 0 || smpl->n_kept > smpl->candidates.size()) return { nullptr, 0, -1, false };
+    return { const_cast<llama_token_data *>(smpl->candidates.data()), smpl->n_kept, -1, false };
 }

@@ -25,6 +25,7 @@ struct llama_sampler {
     // Candidates for llama_sampler_sample, kept between calls so sampling a token does not
     // allocate once the buffer has grown to n_vocab.
     std::vector<llama_token_data> candidates;
+    size_t n_kept = 0;   // how many of them the last sample kept after the whole chain (at the front)
 };
 
 // Turn logits into probabilities in place: sorts by logit (descending) if not sorted yet.

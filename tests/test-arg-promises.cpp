@@ -97,6 +97,8 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("api_keys", p.api_keys);
     v("chat_template", p.chat_template);
     v("reasoning_format", p.reasoning_format);
+    v("reasoning_budget", p.reasoning_budget);
+    v("chat_template_kwargs", p.chat_template_kwargs);
     v("timeout_read", p.timeout_read);
     v("timeout_write", p.timeout_write);
     v("cors_origins", p.cors_origins);

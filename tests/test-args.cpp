@@ -274,6 +274,16 @@ TEST(Args, ChatTemplate) {
               COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY);
     EXPECT_NE(parse_err({ "--reasoning-format", "r1" }).find("--reasoning-format"), std::string::npos);
     EXPECT_NE(parse_err({ "--chat-template-file", "/nonexistent.jinja" }).find("/nonexistent.jinja"), std::string::npos);
+    // thinking off, and template variables given as JSON
+    EXPECT_EQ(parse_ok({ "--reasoning-budget", "0" }).reasoning_budget, 0);
+    EXPECT_EQ(parse_ok({}).reasoning_budget, -1);
+    EXPECT_NE(parse_err({ "--reasoning-budget", "500" }).find("--reasoning-budget"), std::string::npos);
+    EXPECT_NE(parse_err({ "--reasoning-budget", "-2" }).find("--reasoning-budget"), std::string::npos);
+    EXPECT_EQ(parse_ok({ "--chat-template-kwargs", "{\"enable_thinking\": false}" }).chat_template_kwargs,
+              "{\"enable_thinking\":false}");
+    for (const char * bad : { "[1]", "{\"a\":", "enable_thinking=false" }) {
+        EXPECT_NE(parse_err({ "--chat-template-kwargs", bad }).find("--chat-template-kwargs"), std::string::npos) << bad;
+    }
 }
 
 TEST(Args, Server) {
@@ -419,6 +429,8 @@ TEST(Args, EveryFlagParses) {
                                                                                                        : file;
                     else if (h == "DIR") v = ::testing::TempDir();
                     else if (h == "GRAMMAR") v = "root ::= \"x\"";
+                    else if (h == "JSON") v = "{}";
+                    else if (n == "--reasoning-budget") v = "0";   // -1 or 0 only
                     else if (h == "SCHEMA") v = "{\"type\": \"integer\"}";
                     else if (h == "SAMPLERS") v = "top_k;temperature";
                     else if (h == "TOKEN_ID(+/-)BIAS") v = "1+1";

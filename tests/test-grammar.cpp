@@ -222,6 +222,29 @@ TEST(GrammarMatch, ClassesRepetitionsAndUtf8) {
     EXPECT_FALSE(m.allows("\xff"));   // invalid UTF-8
 }
 
+// Bytes that decode to no code point UTF-8 may carry never fit a negated class: a JSON string
+// the grammar lets through must parse (surrogates, overlong forms and values past U+10FFFF are
+// refused by JSON parsers).
+TEST(GrammarMatch, NegatedClassesRefuseInvalidUtf8) {
+    const auto g = parse_ok("root ::= [^\"]*\n");
+    EXPECT_TRUE(matches(g, "\xe3\x81\x81\xf0\x9f\x98\x80"));     // ぁ and an emoji
+    for (const char * bad : { "\xed\xa0\x80", "\xed\xbf\xbf", "\xc0\x80", "\xe0\x80\x80", "\xf4\x90\x80\x80", "\xf6\x83\x83\x83" }) {
+        EXPECT_FALSE(matches(g, bad)) << "complete: " << bad;
+        llama_gbnf::matcher m(g);
+        const std::string b = bad;
+        // fed byte by byte, the sequence is refused by its last byte at the latest
+        bool refused = false;
+        for (char c : b) refused = refused || !m.accept(std::string(1, c));
+        EXPECT_TRUE(refused) << bad;
+    }
+    // a lead byte no valid continuation can complete is refused at once, so sampling never
+    // walks into a dead end
+    llama_gbnf::matcher m(g);
+    EXPECT_FALSE(m.allows("\xf6"));
+    EXPECT_FALSE(m.allows("\xf4\x90"));
+    EXPECT_TRUE(m.allows("\xf4\x8f"));
+}
+
 TEST(GrammarMatch, ExactRepetitionCounts) {
     const auto g = parse_ok("root ::= \"ab\"{2} \"c\"{1,} \"d\"{0,1}\n");
     EXPECT_TRUE(matches(g, "ababc"));
@@ -373,6 +396,16 @@ TEST(GrammarSampling, TrieWalkAgreesWithPerTokenChecks) {
     }
 }
 
+// The whole vocabulary, as one candidate array, after the sampler's filter.
+static std::vector<llama_token_data> filtered_vocab(llama_sampler * s, int32_t n_vocab) {
+    std::vector<llama_token_data> all;
+    for (llama_token t = 0; t < n_vocab; ++t) all.push_back({ t, 0.0f, 0.0f });
+    llama_token_data_array arr = { all.data(), all.size(), -1, false };
+    llama_sampler_apply(s, &arr);
+    all.resize(arr.size);
+    return all;
+}
+
 // A lazy grammar leaves the output free until a trigger word appears (here as the special token
 // and, separately, spelled out in plain text), then constrains from the trigger on.
 TEST(GrammarSampling, LazyGrammarStartsAtTheTrigger) {
@@ -382,15 +415,12 @@ TEST(GrammarSampling, LazyGrammarStartsAtTheTrigger) {
     const char * grammar = "root ::= \"<tool_call>\\n\" [0-9]+ \"\\n</tool_call>\"";
     const char * triggers[] = { "<tool_call>" };
     auto allowed_count = [&](llama_sampler * s) {
-        std::vector<llama_token_data> all;
-        for (llama_token t = 0; t < n_vocab; ++t) all.push_back({ t, 0.0f, 0.0f });
-        llama_token_data_array arr = { all.data(), all.size(), -1, false };
-        llama_sampler_apply(s, &arr);
-        for (size_t i = 0; i < arr.size; ++i) {
-            const std::string piece = common_token_to_piece(f.vocab, arr.data[i].id, true);
-            EXPECT_TRUE(arr.size == (size_t) n_vocab || piece.rfind("\n", 0) == 0) << "'" << piece << "' allowed after the trigger";
+        const std::vector<llama_token_data> kept = filtered_vocab(s, n_vocab);
+        for (const llama_token_data & d : kept) {
+            const std::string piece = common_token_to_piece(f.vocab, d.id, true);
+            EXPECT_TRUE(kept.size() == (size_t) n_vocab || piece.rfind("\n", 0) == 0) << "'" << piece << "' allowed after the trigger";
         }
-        return arr.size;
+        return kept.size();
     };
     for (const char * text : { "Let me see <tool_call>", "Let me see <tool_", "Let me see <tool_call" }) {
         llama_sampler * s = llama_sampler_init_grammar_lazy(f.vocab, grammar, "root", triggers, 1);
@@ -410,6 +440,44 @@ TEST(GrammarSampling, LazyGrammarStartsAtTheTrigger) {
         }
         llama_sampler_reset(s);
         EXPECT_EQ(allowed_count(s), (size_t) n_vocab);   // reset: waiting again
+        llama_sampler_free(s);
+    }
+}
+
+// A trigger inside the leading reasoning block is the model thinking about a call, not making
+// one: the lazy grammar stays off until the block is closed, and only then reacts to a trigger.
+TEST(GrammarSampling, LazyGrammarIgnoresTriggersWhileReasoning) {
+    model_fixture f;
+    if (!f.load()) GTEST_SKIP() << "synth-qwen3-Q8_0.gguf not present";
+    const int32_t n_vocab = llama_vocab_n_tokens(f.vocab);
+    const char * grammar = "root ::= \"<tool_call>\\n\" [0-9]+ \"\\n</tool_call>\"";
+    const char * triggers[] = { "<tool_call>" };
+    auto n_allowed = [&](llama_sampler * s) { return filtered_vocab(s, n_vocab).size(); };
+    struct step_case {
+        bool starts_inside;
+        const char * text;
+        bool constrained;
+    };
+    const step_case cases[] = {
+        { false, "<think>maybe <tool_call>", false },               // inside the block
+        { false, "\n<think>I could write <tool_call> then", false },
+        { false, "<think>hm</think>\n\n<tool_call>", true },         // after it
+        { false, "<think>a <tool_call> b</think> ok <tool_call>", true },
+        { true, "thinking of <tool_call>", false },                 // the prompt opened the block
+        { true, "done</think><tool_call>", true },
+        { false, "No thinking here <tool_call>", true },            // no block at the start
+        { false, "text <think> <tool_call>", true },                // a block later is not reasoning
+    };
+    for (const step_case & c : cases) {
+        llama_sampler * s = llama_sampler_init_grammar_lazy_after_reasoning(f.vocab, grammar, "root", triggers, 1, "<think>",
+                                                                            "</think>", c.starts_inside);
+        ASSERT_NE(s, nullptr);
+        // byte-sized pieces: the tags arrive split across tokens
+        for (llama_token t : common_tokenize(f.vocab, c.text, false, false)) llama_sampler_accept(s, t);
+        if (c.constrained) EXPECT_LT(n_allowed(s), 50u) << c.text;
+        else EXPECT_EQ(n_allowed(s), (size_t) n_vocab) << c.text;
+        llama_sampler_reset(s);
+        EXPECT_EQ(n_allowed(s), (size_t) n_vocab) << "after reset: " << c.text;
         llama_sampler_free(s);
     }
 }

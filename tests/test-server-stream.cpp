@@ -1,10 +1,13 @@
-// The server's reasoning splitter (examples/server/server-stream.cpp) on both markups: <think>
-// blocks and gpt-oss's harmony channels, whole and fed in every split (a streamed reply must
+// The server's reasoning splitter (examples/server/server-stream.cpp) on every markup: <think>
+// blocks (and Seed-OSS's, Command R7B's and Magistral's tags) and gpt-oss's harmony channels, whole and fed in every split (a streamed reply must
 // concatenate to exactly the non-streamed one).
 #include "server-stream.h"
+#include "testing.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -78,9 +81,12 @@ TEST(ReasoningSplitter, HarmonyChannels) {
         { "<|channel|>final<|message|>Hi there.", false, "", "Hi there." },
         // the prompt opened the analysis already
         { "Short.<|end|>" + final_hdr + "Done.", true, "Short.", "Done." },
-        // a commentary channel after the analysis (tool calls) keeps its text as content
+        // a message to a tool after the analysis is a call: its header stays for the tool parser
         { analysis + "Need a tool.<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}",
-          false, "Need a tool.", "{\"a\":1}" },
+          false, "Need a tool.", "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}" },
+        // a commentary message to the user: only its text
+        { analysis + "Say so.<|end|><|start|>assistant<|channel|>commentary<|message|>Working on it.", false, "Say so.",
+          "Working on it." },
         // cut off inside the analysis: all of it is reasoning
         { analysis + "unfinished thou", false, "unfinished thou", "" },
         // plain text: content as it is
@@ -95,4 +101,55 @@ TEST(ReasoningSplitter, DisabledPassesEverythingThrough) {
     const delta d = s.feed("<|channel|>analysis<|message|>x<|end|>");
     EXPECT_EQ(d.reasoning, "");
     EXPECT_EQ(d.content, "<|channel|>analysis<|message|>x<|end|>");
+}
+
+TEST(ReasoningSplitter, OtherFamiliesTags) {
+    const struct {
+        reasoning_markup markup;
+        const char * open;
+        const char * close;
+    } families[] = {
+        { reasoning_markup::seed, "<seed:think>", "</seed:think>" },
+        { reasoning_markup::command_r, "<|START_THINKING|>", "<|END_THINKING|>" },
+        { reasoning_markup::mistral, "[THINK]", "[/THINK]" },
+    };
+    for (const auto & f : families) {
+        const std::string o = f.open, c = f.close;
+        EXPECT_EQ(reasoning_open_tag(f.markup), o);
+        EXPECT_EQ(reasoning_close_tag(f.markup), c);
+        const split_case cases[] = {
+            { o + "\nplan a, then b\n" + c + "\n\nThe answer.", false, "plan a, then b\n", "The answer." },
+            { "still" + c + "done", true, "still", "done" },
+            // another family's tags are text
+            { "<think>x</think>y", false, "", "<think>x</think>y" },
+            { o + "cut off", false, "cut off", "" },
+        };
+        for (const auto & k : cases) check(k, f.markup);
+    }
+}
+
+// Each template in ../shared/templates teaches its model one markup; the detection reads it from
+// the template's source.
+TEST(ReasoningSplitter, MarkupFromTemplate) {
+    const struct {
+        const char * file;
+        reasoning_markup want;
+    } cases[] = {
+        { "Qwen-Qwen3-0.6B.jinja", reasoning_markup::think },
+        { "deepseek-ai-DeepSeek-V3.1.jinja", reasoning_markup::think },
+        { "GLM-4.6.jinja", reasoning_markup::think },
+        { "Kimi-K2-Thinking.jinja", reasoning_markup::think },
+        { "ByteDance-Seed-OSS.jinja", reasoning_markup::seed },
+        { "openai-gpt-oss-120b.jinja", reasoning_markup::harmony },
+        { "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", reasoning_markup::command_r },
+        { "mistralai-Ministral-3-14B-Reasoning-2512.jinja", reasoning_markup::mistral },
+    };
+    for (const auto & c : cases) {
+        std::ifstream f(kiln_test::shared_path(std::string("templates/") + c.file));
+        std::stringstream ss;
+        ss << f.rdbuf();
+        const std::string src = ss.str();
+        ASSERT_FALSE(src.empty()) << c.file;
+        EXPECT_EQ((int) reasoning_markup_from_template(src), (int) c.want) << c.file;
+    }
 }

@@ -1,5 +1,6 @@
 #include "server-oai.h"
 
+#include "json-schema-grammar.h"
 #include "server-constraints.h"
 #include "server-samplers.h"
 
@@ -56,7 +57,6 @@ bool get_bool(const json & body, const char * key, bool def) {
 
 bool non_zero(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == 0.0); }
 bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
-bool is_true(const json & v) { return v.is_boolean() && v.get<bool>(); }
 bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
 
 struct unimplemented_field {
@@ -66,7 +66,6 @@ struct unimplemented_field {
 };
 
 const unimplemented_field k_unimplemented_fields[] = {
-    { "post_sampling_probs", is_true,      "probabilities after the samplers (post_sampling_probs)" },
     { "id_slot",          not_minus_one,   "choosing the slot" },
     { "cache_prompt",     is_false,        "turning the prompt cache off" },
     { "n_keep",           non_zero,        "context shift (n_keep)" },
@@ -150,6 +149,8 @@ generation_params parse_generation(const json & body, const server_info & info, 
             g.logprobs = g.top_logprobs > 0;
             break;
     }
+    // llama.cpp's: the probabilities of the distribution the samplers drew from
+    g.post_sampling_probs = get_bool(body, "post_sampling_probs", false);
     return g;
 }
 
@@ -189,6 +190,35 @@ void check_prompt_fits(std::vector<llama_token> & prompt, const server_info & in
                                   std::to_string(info.n_ctx_slot) + " tokens (raise -c or lower -np)",
                          "exceed_context_size_error");
     }
+}
+
+// "reasoning_format" of a request, else the server's --reasoning-format.
+common_reasoning_format request_reasoning_format(const json & body, const server_info & info) {
+    if (!has(body, "reasoning_format")) return info.defaults->reasoning_format;
+    const json & v = body.at("reasoning_format");
+    const std::string f = v.is_string() ? v.get<std::string>() : "";
+    if (f == "none") return COMMON_REASONING_FORMAT_NONE;
+    if (f == "auto") return COMMON_REASONING_FORMAT_AUTO;
+    if (f == "deepseek") return COMMON_REASONING_FORMAT_DEEPSEEK;
+    if (f == "deepseek-legacy") return COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
+    throw http_error(400, "'reasoning_format' must be one of none, auto, deepseek, deepseek-legacy (got " + v.dump() + ")");
+}
+
+// The template variables of a request: --chat-template-kwargs, thinking turned off by
+// --reasoning-budget 0, then the request's own chat_template_kwargs (which win).
+json template_kwargs(const json & body, const server_info & info) {
+    json extra = json::object();
+    const common_params & d = *info.defaults;
+    if (!d.chat_template_kwargs.empty()) extra = json::parse(d.chat_template_kwargs);   // checked when the flag was read
+    if (d.reasoning_budget == 0) {
+        extra["enable_thinking"] = false;   // Qwen3, GLM, DeepSeek V3.1, Command R7B, ...
+        extra["thinking_budget"] = 0;       // Seed-OSS
+    }
+    if (has(body, "chat_template_kwargs")) {
+        if (!body["chat_template_kwargs"].is_object()) throw http_error(400, "'chat_template_kwargs' must be an object");
+        for (const auto & [k, v] : body["chat_template_kwargs"].items()) extra[k] = v;
+    }
+    return extra.empty() ? json(nullptr) : extra;
 }
 
 bool ends_inside_reasoning(const std::string & prompt, reasoning_markup markup) {
@@ -234,16 +264,28 @@ std::string render_chat_prompt(const json & body, const server_info & info) {
     }
     if (has(body, "tools") && !body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
     const json tools = tools_for_template(body);
-    json extra = nullptr;
-    if (has(body, "chat_template_kwargs")) {
-        if (!body["chat_template_kwargs"].is_object()) throw http_error(400, "'chat_template_kwargs' must be an object");
-        extra = body["chat_template_kwargs"];
-    }
+    const json extra = template_kwargs(body, info);
     const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
     if (!info.tmpl) throw http_error(500, "no chat template is loaded");
     try {
         return info.tmpl->apply(messages, tools, add_generation_prompt, extra);
     } catch (const std::exception & e) {
+        // Most templates read a call's arguments as an object; a few (Functionary v3.2) write
+        // them into the prompt as the JSON text OpenAI sends. Those get the text.
+        bool has_calls = false;
+        for (size_t i = 0; i < messages.size(); ++i) {
+            if (messages[i].contains("tool_calls")) {
+                messages[i]["tool_calls"] = in[i]["tool_calls"];
+                has_calls = true;
+            }
+        }
+        if (has_calls) {
+            try {
+                return info.tmpl->apply(messages, tools, add_generation_prompt, extra);
+            } catch (const std::exception &) {
+                // the first failure is the one to report
+            }
+        }
         // the template refused these messages (raise_exception) or could not render them
         throw http_error(400, std::string("the chat template failed on these messages: ") + e.what());
     }
@@ -275,11 +317,41 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     req.usage_prompt_tokens = (int64_t) prompt.size();
     for (int64_t i = 0; i < n; ++i) req.prompts.push_back(prompt);
     req.n_per_prompt = (int32_t) n;
-    req.reasoning_split = info.reasoning_split;
+    const common_reasoning_format format = request_reasoning_format(body, info);
+    req.reasoning_split = format != COMMON_REASONING_FORMAT_NONE;
+    req.reasoning_in_content = format == COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
     req.markup = info.markup;
-    req.reasoning_starts_inside = info.reasoning_split && ends_inside_reasoning(req.prompt_text, info.markup);
+    const bool opened = ends_inside_reasoning(req.prompt_text, info.markup);
+    req.reasoning_starts_inside = req.reasoning_split && opened;
     // harmony's channel markers are control tokens: the reply's text must show them to be split
-    req.gen.render_special = info.reasoning_split && info.markup == reasoning_markup::harmony;
+    // (and a call's header to be parsed)
+    req.gen.render_special = info.markup == reasoning_markup::harmony && (req.reasoning_split || req.tools.active);
+    // the reasoning tags are part of the reply's text (the splitter, the tool-call parser and, with
+    // reasoning_format none, the client read them) where the vocabulary has them as special tokens
+    for (const std::string & tag : { reasoning_open_tag(info.markup), reasoning_close_tag(info.markup) }) {
+        const std::vector<llama_token> t = common_tokenize(info.vocab, tag, false, true);
+        if (t.size() == 1) req.gen.preserved.push_back(t[0]);
+    }
+    if (req.tools.active && !req.reasoning_split) {
+        // the reply's text keeps its reasoning: calls written inside it are not calls
+        req.tools.reasoning_open = reasoning_open_tag(info.markup);
+        req.tools.reasoning_close = reasoning_close_tag(info.markup);
+        req.tools.reasoning_starts_inside = opened;
+    }
+    if (req.tools.forced && opened) {
+        // The prompt opened the reasoning block: a call forced from the first token would be
+        // written inside it, where it is not a call. The model reasons first; the grammar takes
+        // over where it closes the block, and forces the call right after.
+        const std::string after = info.markup == reasoning_markup::harmony ? "<|start|>assistant" : "";
+        std::string & g = req.gen.sampling.grammar;
+        g = "root ::= " + gbnf_literal(reasoning_close_tag(info.markup) + after) + " [ \\t\\n]{0,2} forced-root\nforced-" + g;
+        req.gen.sampling.grammar_triggers = { reasoning_close_tag(info.markup) };
+    } else if (!req.gen.sampling.grammar_triggers.empty()) {
+        // a call the model only thinks about does not start the tool-call grammar
+        req.gen.sampling.grammar_reasoning_open = reasoning_open_tag(info.markup);
+        req.gen.sampling.grammar_reasoning_close = reasoning_close_tag(info.markup);
+        req.gen.sampling.grammar_reasoning_starts_inside = opened;
+    }
     return req;
 }
 
@@ -360,6 +432,20 @@ reasoning_splitter::delta response_builder::absorb(size_t choice, const task_eve
         c.tool_calls = std::move(calls.calls);
         if (!c.tool_calls.empty() && c.summary.finish_reason == "stop") c.summary.finish_reason = "tool_calls";
     }
+    if (req_.reasoning_in_content) {
+        // deepseek-legacy: the content shows the reasoning too, between its tags
+        std::string shown;
+        if (!d.reasoning.empty() && !c.legacy_opened) {
+            shown += reasoning_open_tag(req_.markup);
+            c.legacy_opened = true;
+        }
+        shown += d.reasoning;
+        if (c.legacy_opened && !c.legacy_closed && (!d.content.empty() || ev.is_final)) {
+            shown += reasoning_close_tag(req_.markup);
+            c.legacy_closed = true;
+        }
+        d.content = shown + d.content;
+    }
     c.content += d.content;
     c.reasoning += d.reasoning;
     c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
@@ -385,7 +471,26 @@ json response_builder::timings() const {
     return choices_.empty() ? json::object() : timings_json(choices_[0].summary);
 }
 
+// post_sampling_probs: llama.cpp's shape, probabilities under "prob" / "top_probs" with token ids.
+static json post_sampling_probs_json(const std::vector<token_report> & tokens) {
+    json out = json::array();
+    auto prob = [](float logprob) { return std::isfinite(logprob) ? std::exp((double) logprob) : 0.0; };
+    for (const auto & t : tokens) {
+        json top = json::array();
+        for (const auto & a : t.top) {
+            top.push_back({ { "id", a.id }, { "token", a.piece }, { "bytes", bytes_json(a.piece) }, { "prob", prob(a.logprob) } });
+        }
+        out.push_back({ { "id", t.chosen.id },
+                        { "token", t.chosen.piece },
+                        { "bytes", bytes_json(t.chosen.piece) },
+                        { "prob", prob(t.chosen.logprob) },
+                        { "top_probs", std::move(top) } });
+    }
+    return out;
+}
+
 json response_builder::chat_logprobs(const std::vector<token_report> & tokens) const {
+    if (req_.gen.post_sampling_probs) return json{ { "content", post_sampling_probs_json(tokens) } };
     json content = json::array();
     for (const auto & t : tokens) {
         json top = json::array();
@@ -418,6 +523,7 @@ json response_builder::completion_logprobs(const std::vector<token_report> & tok
 }
 
 json response_builder::native_probs(const std::vector<token_report> & tokens) const {
+    if (req_.gen.post_sampling_probs) return post_sampling_probs_json(tokens);
     json out = json::array();
     for (const auto & t : tokens) {
         json top = json::array();

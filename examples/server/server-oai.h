@@ -27,7 +27,6 @@ struct server_info {
     int32_t n_ctx_slot = 0;
     const common_params * defaults = nullptr;     // sampling defaults and -n
     const kiln::chat_template * tmpl = nullptr;   // null: no chat template available
-    bool reasoning_split = true;                  // --reasoning-format other than none
     reasoning_markup markup = reasoning_markup::think;   // how the model's replies mark reasoning
     tool_syntax tools_syntax = tool_syntax::generic;   // how the template's model writes tool calls
 };
@@ -41,7 +40,8 @@ struct completion_request {
     bool stream = false;
     bool include_usage = false;                      // stream_options.include_usage
     std::string prompt_text;                         // the rendered chat prompt / the native prompt
-    bool reasoning_split = false;
+    bool reasoning_split = false;                    // reasoning_format (or --reasoning-format) other than none
+    bool reasoning_in_content = false;               // deepseek-legacy: the content keeps the tagged reasoning too
     bool reasoning_starts_inside = false;            // the prompt ends inside <think>
     reasoning_markup markup = reasoning_markup::think;
     tool_request tools;                              // chat: parse tool calls out of the replies
@@ -82,6 +82,7 @@ private:
         size_t text_offset = 0;   // completions logprobs: where the next token starts
         tool_stream tools;
         json tool_calls = json::array();
+        bool legacy_opened = false, legacy_closed = false;   // deepseek-legacy: tags shown in the content
     };
     reasoning_splitter::delta absorb(size_t choice, const task_event & ev);
     json usage() const;

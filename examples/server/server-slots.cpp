@@ -301,6 +301,29 @@ void slot_engine::finish(slot & s, const std::string & reason) {
     release(s);
 }
 
+// The chosen token and the k most likely candidates in the distribution the sampler chain drew
+// from (the softmax of what it kept): log-probabilities, -inf for a token it had removed.
+token_report slot_engine::post_sampling_report(llama_sampler * smpl, llama_token tok, const std::string & piece, int32_t k) const {
+    token_report rep;
+    const llama_token_data_array kept = llama_sampler_last_candidates(smpl);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < kept.size; ++i) mx = std::max(mx, kept.data[i].logit);
+    double sum = 0.0;
+    for (size_t i = 0; i < kept.size; ++i) sum += std::exp((double) kept.data[i].logit - mx);
+    const float log_norm = mx + (float) std::log(sum);
+    rep.chosen = { tok, piece, -std::numeric_limits<float>::infinity() };
+    for (size_t i = 0; i < kept.size; ++i) {
+        if (kept.data[i].id == tok) rep.chosen.logprob = kept.data[i].logit - log_norm;
+    }
+    const size_t n = std::min((size_t) std::max(k, 0), kept.size);
+    std::partial_sort(kept.data, kept.data + n, kept.data + kept.size,
+                      [](const llama_token_data & a, const llama_token_data & b) { return a.logit > b.logit; });
+    for (size_t i = 0; i < n; ++i) {
+        rep.top.push_back({ kept.data[i].id, common_token_to_piece(vocab_, kept.data[i].id, false), kept.data[i].logit - log_norm });
+    }
+    return rep;
+}
+
 void slot_engine::handle_output(slot & s, int32_t batch_index) {
     if (s.t_first_token_ms == 0) s.t_first_token_ms = monotonic_ms();
     const generation_params & gp = s.task->params;
@@ -321,7 +344,7 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
     }
     // log-softmax of the model's distribution, before the samplers change anything
     float log_norm = 0.0f;
-    if (gp.logprobs) {
+    if (gp.logprobs && !gp.post_sampling_probs) {
         const float mx = *std::max_element(logits, logits + n_vocab);
         double sum = 0.0;
         for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp((double) logits[i] - mx);
@@ -329,6 +352,13 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
     }
 
     const llama_token tok = llama_sampler_sample(s.smpl, ctx_, batch_index);
+    if (tok == LLAMA_TOKEN_NULL && !gp.sampling.grammar.empty()) {
+        // the grammar allows no token of this vocabulary here: the reply ends with what it has
+        // (a half-written tool call comes back as text), not with an error
+        LOG_WRN("slot %d: the grammar allows no token here; the reply ends\n", s.id);
+        finish(s, "stop");
+        return;
+    }
     if (tok == LLAMA_TOKEN_NULL) {
         fail(s, 500, "sampling failed");
         return;
@@ -341,7 +371,9 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
     const bool keep_special =
         gp.render_special || std::find(gp.preserved.begin(), gp.preserved.end(), tok) != gp.preserved.end();
     const std::string piece = common_token_to_piece(vocab_, tok, keep_special);
-    if (gp.logprobs) {
+    if (gp.logprobs && gp.post_sampling_probs) {
+        s.reports.push_back(post_sampling_report(s.smpl, tok, piece, gp.top_logprobs));
+    } else if (gp.logprobs) {
         token_report rep;
         rep.chosen = { tok, piece, logits[tok] - log_norm };
         const int32_t k = std::min(gp.top_logprobs, n_vocab);

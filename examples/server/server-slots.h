@@ -26,6 +26,7 @@ struct generation_params {
     std::vector<std::string> stop;
     bool    logprobs = false;          // report the chosen tokens' log-probabilities
     int32_t top_logprobs = 0;          // ... and this many alternatives each
+    bool    post_sampling_probs = false;   // ... from the samplers' final distribution, not the model's
     bool    render_special = false;    // control tokens' text is part of the reply (harmony's channels)
     std::vector<llama_token> preserved;   // special tokens whose text is output (tool-call markers)
 };
@@ -134,6 +135,7 @@ private:
     void assign_waiting_tasks();
     void begin_task(slot & s, task_ptr task);
     void handle_output(slot & s, int32_t batch_index);
+    token_report post_sampling_report(llama_sampler * smpl, llama_token tok, const std::string & piece, int32_t k) const;
     void finish(slot & s, const std::string & reason);
     void fail(slot & s, int status, const std::string & message);
     void release(slot & s);

@@ -66,8 +66,18 @@ struct markup_tags {
 
 const markup_tags & tags_of(reasoning_markup m) {
     static const markup_tags think = { "<think>", "</think>", "", "" };
+    static const markup_tags seed = { "<seed:think>", "</seed:think>", "", "" };
+    static const markup_tags command_r = { "<|START_THINKING|>", "<|END_THINKING|>", "", "" };
+    static const markup_tags mistral = { "[THINK]", "[/THINK]", "", "" };
     static const markup_tags harmony = { "<|channel|>analysis<|message|>", "<|end|>", "<|", "<|message|>" };
-    return m == reasoning_markup::harmony ? harmony : think;
+    switch (m) {
+        case reasoning_markup::think: return think;
+        case reasoning_markup::seed: return seed;
+        case reasoning_markup::command_r: return command_r;
+        case reasoning_markup::mistral: return mistral;
+        case reasoning_markup::harmony: return harmony;
+    }
+    return think;
 }
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
@@ -83,6 +93,17 @@ size_t partial_tag_suffix(const std::string & s, const std::string & tag) {
 } // namespace
 
 const std::string & reasoning_open_tag(reasoning_markup markup) { return tags_of(markup).open; }
+const std::string & reasoning_close_tag(reasoning_markup markup) { return tags_of(markup).close; }
+
+reasoning_markup reasoning_markup_from_template(const std::string & src) {
+    auto has = [&](const char * s) { return src.find(s) != std::string::npos; };
+    // the more specific tags first: a template may also mention <think> in its instructions
+    if (has("<|channel|>")) return reasoning_markup::harmony;
+    if (has("<seed:think>")) return reasoning_markup::seed;
+    if (has("<|START_THINKING|>")) return reasoning_markup::command_r;
+    if (has("[THINK]") && has("[/THINK]")) return reasoning_markup::mistral;
+    return reasoning_markup::think;
+}
 
 reasoning_splitter::reasoning_splitter(bool enabled, bool starts_inside, reasoning_markup markup) : markup_(markup) {
     if (!enabled) st_ = state::content;
@@ -163,6 +184,11 @@ void reasoning_splitter::step(delta & out, bool final) {
                 if (at == std::string::npos) {
                     if (final) held_.clear();
                     return;
+                }
+                // a message to a tool is a call: its header names the function
+                if (held_.find(" to=") < at) {
+                    st_ = state::content;
+                    continue;
                 }
                 held_.erase(0, at + tags.header_end.size());
                 st_ = state::content;

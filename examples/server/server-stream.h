@@ -34,12 +34,20 @@ private:
 
 // How a model marks its reasoning in the text it generates.
 enum class reasoning_markup {
-    think,     // <think> reasoning </think> answer
-    harmony,   // gpt-oss: <|channel|>analysis<|message|> reasoning <|end|><|start|>assistant<|channel|>final<|message|> answer
+    think,       // <think> reasoning </think> answer (Qwen3, DeepSeek R1 / V3.1, GLM, Kimi, Granite, ...)
+    seed,        // ByteDance Seed-OSS: <seed:think> reasoning </seed:think> answer
+    command_r,   // Command R7B: <|START_THINKING|> reasoning <|END_THINKING|> answer
+    mistral,     // Magistral / Ministral reasoning: [THINK] reasoning [/THINK] answer
+    harmony,     // gpt-oss: <|channel|>analysis<|message|> reasoning <|end|><|start|>assistant<|channel|>final<|message|> answer
 };
 
-// The text that opens the reasoning block in a markup (a prompt ending with it starts inside).
+// The markup the template's source teaches its model (think when it shows none).
+reasoning_markup reasoning_markup_from_template(const std::string & template_source);
+
+// The texts that open and close the reasoning block in a markup (a prompt ending with the open
+// tag starts inside).
 const std::string & reasoning_open_tag(reasoning_markup markup);
+const std::string & reasoning_close_tag(reasoning_markup markup);
 
 // Chunking-invariant: feeding a text in any split gives the same concatenated output.
 class reasoning_splitter {
@@ -52,7 +60,8 @@ public:
     // enabled: split at all (--reasoning-format other than none).
     // starts_inside: the prompt already opened the block (it ends with the open tag).
     // In the harmony markup, the header of the message after the reasoning (up to its
-    // <|message|>) is dropped, and so is the header of a reply without reasoning.
+    // <|message|>) is dropped, and so is the header of a reply without reasoning, except a
+    // header addressed to a tool (" to=functions.NAME"): that is a call, kept for its parser.
     reasoning_splitter(bool enabled, bool starts_inside, reasoning_markup markup = reasoning_markup::think);
 
     delta feed(const std::string & text);

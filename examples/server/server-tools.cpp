@@ -1,5 +1,6 @@
 #include "server-tools.h"
 
+#include <cctype>
 #include <stdexcept>
 
 namespace {
@@ -79,8 +80,9 @@ tool_request parse_tool_request(const json & body, tool_syntax syntax, common_pa
                                           " and '" + f + "' cannot be used together");
             }
         }
+        req.forced = true;
         try {
-            sp.grammar = tool_call_grammar(syntax, req.tools, req.parallel, only);
+            sp.grammar = tool_call_forced_grammar(syntax, req.tools, req.parallel, only);
         } catch (const std::invalid_argument & e) {
             throw http_error(400, std::string("'tools': ") + e.what());
         }
@@ -112,10 +114,34 @@ json decoded_tool_calls(const json & tool_calls, const std::string & where) {
     return out;
 }
 
+size_t tool_stream::calls_from(bool * undecided) const {
+    *undecided = false;
+    const std::string & open = req_->reasoning_open, & close = req_->reasoning_close;
+    if (close.empty()) return 0;
+    size_t from = 0;
+    if (!req_->reasoning_starts_inside) {
+        while (from < all_.size() && std::isspace((unsigned char) all_[from])) ++from;
+        if (all_.compare(from, open.size(), open) != 0) {
+            // a reply that is so far a prefix of the opening tag may still become one
+            *undecided = all_.size() - from < open.size() && open.compare(0, all_.size() - from, all_, from) == 0;
+            return 0;
+        }
+        from += open.size();
+    }
+    const size_t at = all_.find(close, from);
+    return at == std::string::npos ? std::string::npos : at + close.size();
+}
+
 std::string tool_stream::feed(const std::string & content) {
     if (!req_ || !req_->active) return content;
     all_ += content;
-    const size_t safe = tool_text_safe_prefix(req_->syntax, all_);
+    bool undecided = false;
+    const size_t from = calls_from(&undecided);
+    size_t safe = 0;
+    if (undecided) safe = 0;
+    else if (from == std::string::npos) safe = all_.size();   // inside the reasoning: it streams as it comes
+    else if (from == 0) safe = tool_text_safe_prefix(req_->syntax, all_);
+    else safe = from + tool_text_safe_prefix(req_->syntax, all_.substr(from));
     if (safe <= sent_) return "";
     std::string out = all_.substr(sent_, safe - sent_);
     sent_ = safe;
@@ -125,7 +151,11 @@ std::string tool_stream::feed(const std::string & content) {
 tool_stream::result tool_stream::finish() {
     result r;
     if (!req_ || !req_->active) return r;
-    parsed_reply p = parse_tool_calls(req_->syntax, all_, req_->tools);
+    bool undecided = false;
+    size_t from = calls_from(&undecided);
+    if (from == std::string::npos) from = all_.size();   // the reply ended inside its reasoning
+    parsed_reply p = parse_tool_calls(req_->syntax, all_.substr(from), req_->tools);
+    p.content = all_.substr(0, from) + p.content;
     if (!req_->parallel && p.calls.size() > 1) p.calls.resize(1);
     for (const auto & c : p.calls) {
         r.calls.push_back({ { "id", random_id("call_") },

@@ -15,6 +15,11 @@ struct tool_request {
     tool_syntax syntax = tool_syntax::generic;
     json tools = json::array();       // the request's tools, as given
     bool parallel = true;             // parallel_tool_calls
+    bool forced = false;              // tool_choice "required" or a named function: sp.grammar forces a call
+    // where the reply's text still holds its reasoning (reasoning_format none): the leading block
+    // between these tags (from the start when the prompt opened it) is not searched for calls
+    std::string reasoning_open, reasoning_close;
+    bool reasoning_starts_inside = false;
 };
 
 // Reads the tool fields of a chat request (400 naming the field when malformed). For
@@ -47,4 +52,7 @@ private:
     const tool_request * req_ = nullptr;
     std::string all_;
     size_t sent_ = 0;
+    // where calls may start: after a leading reasoning block (npos: still inside it); undecided:
+    // the reply so far may still become the block's opening tag
+    size_t calls_from(bool * undecided) const;
 };

@@ -624,9 +624,7 @@ bool load_model(server_context & sc, std::string & err) {
     sc.info.n_ctx_slot = n_ctx_slot;
     sc.info.defaults = &sc.params;
     sc.info.tmpl = sc.tmpl.get();
-    sc.info.reasoning_split = params.reasoning_format != COMMON_REASONING_FORMAT_NONE;
-    // gpt-oss's harmony format: its template writes channels; its replies carry them as control tokens
-    if (sc.tmpl_source.find("<|channel|>") != std::string::npos) sc.info.markup = reasoning_markup::harmony;
+    sc.info.markup = reasoning_markup_from_template(sc.tmpl_source);
     sc.info.tools_syntax = tool_syntax_from_template(sc.tmpl_source);
 
     engine_params ep;

@@ -86,7 +86,6 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     const chat = `${srv.url}/v1/chat/completions`;
     const user = [{ role: 'user', content: 'hi' }];
     const refused = [
-      { post_sampling_probs: true },
       { id_slot: 1 },
       { cache_prompt: false },
       { n_keep: 8 },

@@ -1,6 +1,6 @@
 // Sampler request fields through llama-server: logit_bias in OpenAI's and llama.cpp's forms
 // changes which token comes first, DRY breaks a greedy loop, XTC / top-n-sigma / mirostat run,
-// bad values are 400s.
+// bad values are 400s; post_sampling_probs reports the distribution the samplers drew from.
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, model, postJson } from './lib.js';
@@ -73,5 +73,70 @@ describe('sampler fields', () => {
     await bad({ logit_bias: { 99999999: 1 } }, /outside the vocabulary/);
     await bad({ logit_bias: [[1, 'big']] }, /logit_bias\[0\]' must be a number or false/);
     await bad({ logit_bias: [[1]] }, /logit_bias\[0\]' must be \[token id or text, bias\]/);
+  });
+});
+
+describe('post_sampling_probs', () => {
+  let srv;
+  before(async () => { srv = await startServer(['-t', '1', '-tb', '1', '-m', SYNTH, '-c', '1024']); });
+  after(async () => {
+    const r = await srv?.stop();
+    assert.equal(r?.code, 0, `server exit: ${JSON.stringify(r)}`);
+  });
+
+  const near = (a, b) => Math.abs(a - b) < 1e-4;
+
+  test('/completion: probabilities of the distribution the samplers drew from', async () => {
+    // top_k 3 keeps three candidates: all of them are listed, they sum to 1, the chosen one is among them
+    const r = await postJson(`${srv.url}/completion`, {
+      prompt: 'The weather', n_predict: 6, n_probs: 5, top_k: 3, top_p: 1, min_p: 0, temperature: 1.5, seed: 4, post_sampling_probs: true,
+    });
+    assert.equal(r.status, 200, r.text);
+    const probs = r.json.completion_probabilities;
+    assert.equal(probs.length, 6);
+    probs.forEach((p, i) => {
+      assert.equal(p.id, r.json.tokens[i]);
+      assert.equal(p.logprob, undefined);
+      assert.equal(p.top_logprobs, undefined);
+      assert.equal(p.top_probs.length, 3, JSON.stringify(p));
+      const sum = p.top_probs.reduce((s, t) => s + t.prob, 0);
+      assert.ok(near(sum, 1), `sum ${sum}`);
+      for (let j = 1; j < 3; ++j) assert.ok(p.top_probs[j - 1].prob >= p.top_probs[j].prob);
+      const mine = p.top_probs.find((t) => t.id === p.id);
+      assert.ok(mine, 'the chosen token is a candidate');
+      assert.ok(near(mine.prob, p.prob));
+      assert.deepEqual(p.bytes, [...Buffer.from(p.token)]);
+    });
+    // one candidate left: it is certain
+    const one = await postJson(`${srv.url}/completion`, { prompt: 'The weather', n_predict: 2, n_probs: 3, top_k: 1, post_sampling_probs: true });
+    for (const p of one.json.completion_probabilities) {
+      assert.equal(p.prob, 1);
+      assert.equal(p.top_probs.length, 1);
+    }
+    // without the flag: the model's log-probabilities, as before
+    const plain = await postJson(`${srv.url}/completion`, { prompt: 'The weather', n_predict: 2, n_probs: 3, top_k: 1 });
+    const p0 = plain.json.completion_probabilities[0];
+    assert.ok(p0.logprob < 0 && p0.top_logprobs.length === 3 && p0.prob === undefined, JSON.stringify(p0));
+  });
+
+  test('chat: logprobs.content in the same shape; streamed chunks carry it too', async () => {
+    const body = {
+      messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4, logprobs: true, top_logprobs: 2, top_k: 2, top_p: 1, min_p: 0, temperature: 1, seed: 2,
+      post_sampling_probs: true,
+    };
+    const r = await postJson(`${srv.url}/v1/chat/completions`, body);
+    assert.equal(r.status, 200, r.text);
+    const content = r.json.choices[0].logprobs.content;
+    assert.ok(content.length >= 1);
+    for (const c of content) {
+      assert.ok(c.prob > 0 && c.prob <= 1, JSON.stringify(c));
+      assert.equal(c.top_probs.length, 2);
+      assert.ok(near(c.top_probs[0].prob + c.top_probs[1].prob, 1));
+    }
+    const s = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
+    const text = await s.text();
+    const chunks = text.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    const streamed = chunks.flatMap((c) => c.choices?.[0]?.logprobs?.content ?? []);
+    assert.deepEqual(streamed.map((c) => [c.id, c.prob]), content.map((c) => [c.id, c.prob]));
   });
 });

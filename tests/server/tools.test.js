@@ -7,47 +7,18 @@ import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { startServer, model, postJson } from './lib.js';
+import { TOOLS, callValidator } from './tool-fixture.js';
 
 const SYNTH = model('synth-qwen3-Q8_0.gguf');
 const T1 = ['-t', '1', '-tb', '1'];
 
-const TOOLS = [
-  {
-    type: 'function',
-    function: {
-      name: 'get_weather',
-      description: 'Current weather in a city',
-      parameters: {
-        type: 'object',
-        properties: { city: { type: 'string', maxLength: 20 }, unit: { enum: ['celsius', 'fahrenheit'] } },
-        required: ['city', 'unit'],
-        additionalProperties: false,
-      },
-    },
-  },
-  {
-    type: 'function',
-    function: {
-      name: 'add',
-      description: 'Add two integers',
-      parameters: {
-        type: 'object',
-        properties: { a: { type: 'integer', minimum: -1000, maximum: 1000 }, b: { type: 'integer', minimum: -1000, maximum: 1000 } },
-        required: ['a', 'b'],
-        additionalProperties: false,
-      },
-    },
-  },
-];
 
 describe('tool calls (hermes syntax, synth Qwen3)', () => {
   let srv;
   let client;
-  let validators;
+  let checkCall;
   before(async () => {
-    const { default: Ajv } = await import('ajv');
-    const ajv = new Ajv({ strict: true });
-    validators = Object.fromEntries(TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+    checkCall = await callValidator();
     srv = await startServer([...T1, '-m', SYNTH, '-c', '4096', '-np', '2', '--temp', '1.0']);
     client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
   });
@@ -56,14 +27,10 @@ describe('tool calls (hermes syntax, synth Qwen3)', () => {
     assert.equal(r?.code, 0, `server exit: ${JSON.stringify(r)}`);
   });
 
-  function assertValidCall(call, names = ['get_weather', 'add']) {
-    assert.equal(call.type, 'function');
+  const assertValidCall = (call, names) => {
+    checkCall(call, names);
     assert.match(call.id, /^call_/);
-    assert.ok(names.includes(call.function.name), `unexpected tool ${call.function.name}`);
-    const args = JSON.parse(call.function.arguments);
-    const validate = validators[call.function.name];
-    assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
-  }
+  };
 
   const ask = [{ role: 'user', content: 'What is the weather in Paris?' }];
 
