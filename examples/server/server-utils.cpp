@@ -27,6 +27,20 @@ json make_error_json(int status, const std::string & message, const std::string 
                               { "type", type.empty() ? error_type_for_status(status) : type } } } };
 }
 
+json parse_request_json(const std::string & body) {
+    if (body.empty()) throw http_error(400, "the request body is empty (expected JSON)");
+    constexpr int max_depth = 64;
+    auto limit_depth = [](int depth, json::parse_event_t, json &) {
+        if (depth > max_depth) throw http_error(400, "the request body nests deeper than " + std::to_string(max_depth) + " levels");
+        return true;
+    };
+    try {
+        return json::parse(body, limit_depth);
+    } catch (const json::parse_error & e) {
+        throw http_error(400, std::string("the request body is not valid JSON: ") + e.what());
+    }
+}
+
 std::string dump_json(const json & j) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -29,6 +29,11 @@ const char * error_type_for_status(int status);
 // object, with the numeric code llama.cpp's server adds.
 json make_error_json(int status, const std::string & message, const std::string & type = "");
 
+// A request body as JSON. Throws http_error(400) when it is empty, not JSON, or nested deeper
+// than 64 levels (copying or rendering a deeply nested value recurses: a request must not be able
+// to exhaust the stack).
+json parse_request_json(const std::string & body);
+
 // JSON text for the wire: invalid UTF-8 (a token that ends mid-character) is replaced, not thrown on.
 std::string dump_json(const json & j);
 

@@ -75,21 +75,7 @@ void send_error(httplib::Response & res, int status, const std::string & message
     send_json(res, make_error_json(status, message, type), status);
 }
 
-json parse_body(const httplib::Request & req) {
-    if (req.body.empty()) throw http_error(400, "the request body is empty (expected JSON)");
-    // Nesting is bounded: copying or rendering a deeply nested value recurses, and a request
-    // must not be able to exhaust the stack.
-    constexpr int max_depth = 64;
-    auto limit_depth = [](int depth, json::parse_event_t, json &) {
-        if (depth > max_depth) throw http_error(400, "the request body nests deeper than " + std::to_string(max_depth) + " levels");
-        return true;
-    };
-    try {
-        return json::parse(req.body, limit_depth);
-    } catch (const json::parse_error & e) {
-        throw http_error(400, std::string("the request body is not valid JSON: ") + e.what());
-    }
-}
+json parse_body(const httplib::Request & req) { return parse_request_json(req.body); }
 
 // Runs a handler; a refused request or a failure becomes an OpenAI error object.
 httplib::Server::Handler guarded(std::function<void(const httplib::Request &, httplib::Response &)> fn) {

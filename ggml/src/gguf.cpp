@@ -312,6 +312,10 @@ bool parse(gguf_context & ctx, const uint8_t * data, size_t size, const char * f
         std::string_view key;
         if (!r.read_str(key, what)) return false;
         if (key.empty()) return set_error(fname, "key %" PRIu64 " is empty", i);
+        // keys are looked up and reported as C strings: one holding a NUL would read as another key
+        if (key.find('\0') != std::string_view::npos) {
+            return set_error(fname, "key %" PRIu64 " '%s' contains a NUL byte", i, printable(key).c_str());
+        }
         if (seen_keys.count(key)) return set_error(fname, "duplicate key '%s'", printable(key).c_str());
         uint32_t type;
         const std::string type_what = "type of key '" + printable(key) + "'";
@@ -348,6 +352,9 @@ bool parse(gguf_context & ctx, const uint8_t * data, size_t size, const char * f
         std::string_view name;
         if (!r.read_str(name, what)) return false;
         if (name.empty()) return set_error(fname, "tensor %" PRIu64 " has an empty name", i);
+        if (name.find('\0') != std::string_view::npos) {
+            return set_error(fname, "tensor %" PRIu64 " name '%s' contains a NUL byte", i, printable(name).c_str());
+        }
         if (name.size() >= GGML_MAX_NAME) {
             return set_error(fname, "tensor %" PRIu64 " name '%s' is %zu bytes long (at most %d)",
                              i, printable(name).c_str(), name.size(), GGML_MAX_NAME - 1);

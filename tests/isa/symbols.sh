@@ -25,8 +25,11 @@ while IFS= read -r obj; do
     file="$isa/$(basename "$obj" .o)"
 
     # DW.ref.__gxx_personality_v0 is the exception personality pointer (data, every C++ file
-    # with cleanups has it): the only weak symbol allowed.
-    bad=$(nm -C --defined-only "$obj" | awk '$2 ~ /^[WwVvu]$/ && $3 != "DW.ref.__gxx_personality_v0" { $1 = ""; print }')
+    # with cleanups has it). clang's UBSan (-fsanitize=function) also emits the type_info of
+    # function types as weak objects: read-only descriptors, no code. Nothing else may be weak.
+    bad=$(nm -C --defined-only "$obj" |
+          awk '$2 ~ /^[WwVvu]$/ && $3 != "DW.ref.__gxx_personality_v0" &&
+               !($2 ~ /^[Vv]$/ && ($3 " " $4 == "typeinfo for" || $3 " " $4 " " $5 == "typeinfo name for")) { $1 = ""; print }')
     if [ -n "$bad" ]; then
         fail "$file defines weak/unique symbols (the linker may merge them with baseline copies):"
         echo "$bad" | head -20 | sed 's/^/    /'
@@ -34,7 +37,9 @@ while IFS= read -r obj; do
         pass
     fi
 
-    stray=$(nm -C --defined-only "$obj" | awk '$2 ~ /^[A-Z]$/ { $1 = ""; $2 = ""; sub(/^ +/, ""); print }' |
+    stray=$(nm -C --defined-only "$obj" |
+            awk '$2 ~ /^[A-Z]$/ && !($2 == "V" && ($3 " " $4 == "typeinfo for" || $3 " " $4 " " $5 == "typeinfo name for")) {
+                     $1 = ""; $2 = ""; sub(/^ +/, ""); print }' |
             grep -v -E "^(ggml_cpu_register_([a-z0-9_]+_)?${isa}\(\)|DW\.ref\.__gxx_personality_v0)$" || true)
     if [ -n "$stray" ]; then
         fail "$file defines global symbols other than its registration function:"
@@ -44,9 +49,12 @@ while IFS= read -r obj; do
     fi
 
     if objdump -h "$obj" | grep -q '\.init_array'; then
-        # sanitizer module constructors live in .text.startup; user initializers would too
+        # sanitizer module constructors live in .text.startup (gcc) or .text.asan.module_ctor and
+        # .text.sancov.module_ctor* (clang); user initializers would be in .text.startup too
         if nm "$obj" | grep -q '__asan_init\|__ubsan_'; then
-            vec=$(objdump -d --no-show-raw-insn -j .text.startup "$obj" 2>/dev/null |
+            sections=$(objdump -h "$obj" | awk '$2 ~ /^\.text\.(startup|asan\.module_ctor|sancov\.module_ctor.*)$/ { printf " -j %s", $2 }')
+            # shellcheck disable=SC2086
+            vec=$(objdump -d --no-show-raw-insn $sections "$obj" 2>/dev/null |
                   grep -E '^\s+[0-9a-f]+:\s+v[a-z]|%[yz]mm|%k[0-7]' || true)
             if [ -n "$vec" ]; then
                 fail "$file: start-up code (runs at library load) uses VEX/EVEX instructions:"

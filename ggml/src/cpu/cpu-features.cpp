@@ -8,6 +8,9 @@
 #include <cstring>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #include <asm/hwcap.h>
@@ -20,14 +23,22 @@ struct cpu_features {
     bool neon = false, dotprod = false, i8mm = false, arm_fp16 = false, arm_bf16 = false, sve = false;
 };
 
+#if defined(__x86_64__) || defined(__i386__)
+// F16C and BMI2 straight from cpuid: clang's __builtin_cpu_supports does not know their names.
+bool has_f16c_and_bmi2() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) return false;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_BMI2);
+}
+#endif
+
 const cpu_features & features() {
     static const cpu_features f = [] {
         cpu_features r;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_cpu_init();
         // the AVX2 folder is compiled with -mavx2 -mfma -mf16c -mbmi2: the level needs all four
-        r.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                 __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+        r.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c_and_bmi2();
         r.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
         r.avx512_vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");

@@ -1,0 +1,29 @@
+// The GBNF parser on arbitrary text, and the matcher on what it accepts: the input up to its first
+// NUL is the grammar, the bytes after it are fed to the matcher in pieces of 1 to 4 bytes the way
+// token texts arrive. A grammar is either refused with a message or runs.
+
+#include "fuzz-support.h"
+
+#include "llama-grammar.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
+    std::string text, feed;
+    kiln_fuzz::split_at_nul(data, size, text, feed);
+    llama_gbnf::grammar g;
+    std::string err;
+    if (!llama_gbnf::parse(text, "root", g, err)) {
+        if (err.empty()) kiln_fuzz::finding("grammar", "refused without a message");
+        return 0;
+    }
+    if (g.root >= g.rules.size()) kiln_fuzz::finding("grammar", "root rule out of range");
+    llama_gbnf::matcher m(g);
+    size_t pos = 0;
+    while (pos < feed.size()) {
+        const size_t n = 1 + (uint8_t) feed[pos] % 4;
+        const std::string piece = feed.substr(pos, n);
+        if (m.allows(piece) != m.accept(piece)) kiln_fuzz::finding("grammar", "allows() and accept() disagree");
+        pos += n;
+    }
+    m.complete();
+    return 0;
+}
