@@ -11,7 +11,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <ctime>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -82,12 +85,40 @@ vocab_suite read_suite(const std::string & base) {
     return s;
 }
 
-class VocabSuite : public ::testing::TestWithParam<const char *> {};
+// The vocab files shared/vocab holds. Some of the suite's files are too large to carry (its README
+// says so), so the tests are made from what the folder holds rather than from a fixed list that
+// would skip the absent ones: NAME for each ggml-vocab-NAME.gguf, split by whether its reference
+// (.inp and .out) is there. VocabSuitesPresent fails when the folder is missing.
+std::vector<std::string> vocab_names(bool with_reference) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto & e : std::filesystem::directory_iterator(kiln_test::shared_path("vocab"), ec)) {
+        const std::string f = e.path().filename().string();
+        const std::string prefix = "ggml-vocab-", suffix = ".gguf";
+        if (f.size() <= prefix.size() + suffix.size() || f.compare(0, prefix.size(), prefix) != 0 ||
+            f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0) {
+            continue;
+        }
+        const std::string full = e.path().string();
+        const bool has_reference = kiln_test::file_exists(full + ".inp") && kiln_test::file_exists(full + ".out");
+        if (has_reference == with_reference) names.push_back(f.substr(prefix.size(), f.size() - prefix.size() - suffix.size()));
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::string vocab_path(const std::string & name) { return kiln_test::shared_path("vocab/ggml-vocab-" + name + ".gguf"); }
+
+std::string param_name(const ::testing::TestParamInfo<std::string> & info) {
+    std::string n = info.param;
+    for (char & c : n) if (!std::isalnum((unsigned char) c)) c = '_';
+    return n;
+}
+
+class VocabSuite : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VocabSuite, MatchesReference) {
-    const std::string base = kiln_test::shared_path(std::string("vocab/ggml-vocab-") + GetParam() + ".gguf");
-    if (!kiln_test::file_exists(base)) GTEST_SKIP() << base << " not present";
-    if (!kiln_test::file_exists(base + ".inp")) GTEST_SKIP() << base << ".inp not present";
+    const std::string base = vocab_path(GetParam());
     std::string err;
     auto vocab = load_vocab(base, err);
     ASSERT_TRUE(vocab) << err;
@@ -107,25 +138,43 @@ TEST_P(VocabSuite, MatchesReference) {
                           << ids_to_string(suite.expected[i]) << "\n  got:     " << ids_to_string(got);
         }
     }
-    std::printf("[ vocab    ] %-16s %zu/%zu strings match\n", GetParam(), pass, suite.inputs.size());
+    std::printf("[ vocab    ] %-16s %zu/%zu strings match\n", GetParam().c_str(), pass, suite.inputs.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizer, VocabSuite,
-    ::testing::Values("llama-spm", "phi-3", "bert-bge", "gpt-2", "deepseek-llm", "deepseek-coder", "falcon",
-                      "mpt", "starcoder", "refact", "llama-bpe", "qwen2", "command-r", "baichuan", "gpt-neox"),
-    [](const ::testing::TestParamInfo<const char *> & info) {
-        std::string n = info.param;
-        for (char & c : n) if (c == '-') c = '_';
-        return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Tokenizer, VocabSuite, ::testing::ValuesIn(vocab_names(true)), param_name);
+
+// A vocab file without a reference: it loads, and the suite's strings (those of gpt-2's
+// reference) come back unchanged through tokenize and detokenize. A vocabulary that cleans up
+// spaces when decoding (gpt-neox: " ?" becomes "?") is checked on its pieces joined instead.
+class VocabWithoutReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VocabWithoutReference, LoadsAndRoundTrips) {
+    std::string err;
+    auto vocab = load_vocab(vocab_path(GetParam()), err);
+    ASSERT_TRUE(vocab) << err;
+    const vocab_suite suite = read_suite(vocab_path("gpt-2"));
+    ASSERT_FALSE(suite.inputs.empty());
+    for (const std::string & s : suite.inputs) {
+        const auto ids = vocab->tokenize(s, false, false);
+        std::string pieces;
+        for (int32_t id : ids) {
+            ASSERT_LT((uint32_t) id, vocab->n_tokens());
+            pieces += vocab->token_to_piece(id, false);
+        }
+        EXPECT_EQ(vocab->clean_spaces() ? pieces : vocab->detokenize(ids, false, false), s) << GetParam() << ": '" << s << "'";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizer, VocabWithoutReference, ::testing::ValuesIn(vocab_names(false)), param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(VocabWithoutReference);
 
 TEST(Tokenizer, VocabSuitesPresent) {
-    // guard against silently skipping everything (wrong shared dir)
-    int present = 0;
+    // guard against testing nothing (wrong shared dir): the three tokenizer families with references
+    const std::vector<std::string> names = vocab_names(true);
     for (const char * name : {"llama-spm", "gpt-2", "bert-bge"}) {
-        present += kiln_test::file_exists(kiln_test::shared_path(std::string("vocab/ggml-vocab-") + name + ".gguf"));
+        EXPECT_NE(std::find(names.begin(), names.end(), name), names.end())
+            << "ggml-vocab-" << name << ".gguf with .inp/.out not found in " << kiln_test::shared_path("vocab");
     }
-    EXPECT_EQ(present, 3) << "shared/vocab not found at " << kiln_test::shared_dir();
 }
 
 TEST(Tokenizer, GoldenTokenizeJson) {
@@ -188,7 +237,6 @@ TEST(Tokenizer, RoundTripByteLevelBpe) {
     const std::string wiki = read_file(kiln_test::shared_path("text/wikitext-2-test-300k.txt")).substr(0, 20000);
     for (const char * path : {"models/synth-qwen3-f16.gguf", "vocab/ggml-vocab-deepseek-coder.gguf", "vocab/ggml-vocab-deepseek-llm.gguf"}) {
         const std::string full = kiln_test::shared_path(path);
-        if (!kiln_test::file_exists(full)) continue;
         std::string err;
         auto vocab = load_vocab(full, err);
         ASSERT_TRUE(vocab) << err;
@@ -345,6 +393,30 @@ TEST(Tokenizer, LoadErrorsNameTheKey) {
     gguf_free(ctx);
 }
 
+// Found by fuzz-gguf: a WordPiece vocabulary smaller than BERT's default ids ([UNK] = 100,
+// [CLS] = 101 ...) and without the keys that set them emitted those ids. Defaults outside the
+// vocabulary mean "no such token"; nothing tokenize returns is out of range.
+TEST(Tokenizer, DefaultSpecialIdsOutsideASmallVocabAreNone) {
+    gguf_context * ctx = gguf_init_empty();
+    ASSERT_NE(ctx, nullptr);
+    gguf_set_val_str(ctx, "tokenizer.ggml.model", "bert");
+    // as the reference's converter writes WordPiece: word starts marked with U+2581, no "##"
+    const char * toks[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "\xe2\x96\x81hello", "s", "\xe2\x96\x81world", "\xe2\x96\x81,"};
+    gguf_set_arr_str(ctx, "tokenizer.ggml.tokens", toks, 8);
+    llama_vocab v;
+    std::string err;
+    ASSERT_TRUE(v.load(ctx, err)) << err;
+    EXPECT_EQ(v.unk(), llama_vocab::TOKEN_NULL);
+    EXPECT_EQ(v.bos(), llama_vocab::TOKEN_NULL);
+    for (const char * text : {"hello worlds, zzz", "[CLS] qq", ""}) {
+        for (bool add_special : {false, true}) {
+            for (int32_t id : v.tokenize(text, add_special, true)) EXPECT_LT((uint32_t) id, v.n_tokens()) << text;
+        }
+    }
+    EXPECT_EQ(v.tokenize("hello worlds", true, false), (std::vector<int32_t>{4, 6, 5}));
+    gguf_free(ctx);
+}
+
 TEST(Tokenizer, UnicodeTables) {
     EXPECT_TRUE(unicode_is_letter('a'));
     EXPECT_TRUE(unicode_is_letter(0x4E2D));            // 中
@@ -446,15 +518,12 @@ TEST(Tokenizer, SpeedBpeWikitext) {
         std::string err;
         auto vocab = load_vocab(kiln_test::shared_path(path), err);
         ASSERT_TRUE(vocab) << err;
-        // CPU time, not wall time: the test machine is shared
+        // the time is printed, not asserted: speed is for benchmarks, and a sanitizer build is slow
         const std::clock_t c0 = std::clock();
         const auto ids = vocab->tokenize(text, false, false);
         const double s = double(std::clock() - c0) / CLOCKS_PER_SEC;
         std::printf("[ speed    ] %-36s %zu bytes -> %zu tokens in %.3f s CPU\n", path, text.size(), ids.size(), s);
         EXPECT_GT(ids.size(), text.size() / 8);
-#ifdef NDEBUG
-        EXPECT_LT(s, 1.0) << path;
-#endif
     }
 }
 
