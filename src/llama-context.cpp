@@ -248,6 +248,24 @@ int32_t llama_context::decode(const llama_batch & batch) {
         pos = pos_scratch.data();
     }
     if (rs.active() && !check_recurrent_batch(rs, n, pos, n_seq_id, seq_id)) return -1;
+    // The recurrent state changes in place as each micro-batch runs (see undo_take). A call that
+    // carries a prompt piece or spans several micro-batches copies its sequences' rows first,
+    // once per call; a step of one token per sequence in one micro-batch (generation) does not,
+    // as copying a large state per token would cost more than the step, and if its graph fails
+    // its sequences are reset instead (state and cells), which the error says.
+    bool state_undo = false;
+    if (rs.active()) {
+        std::vector<int32_t> & n_of = seq_tokens_scratch;
+        n_of.assign(cparams.n_seq_max, 0);
+        bool piece = false;
+        for (int32_t i = 0; i < n; ++i) piece |= ++n_of[seq_id[i][0]] > 1;
+        state_undo = piece || n > (int32_t) cparams.n_ubatch;
+        if (state_undo) {
+            seq_touched_scratch.assign(cparams.n_seq_max, 0);
+            for (uint32_t s = 0; s < cparams.n_seq_max; ++s) seq_touched_scratch[s] = n_of[s] > 0;
+            rs.undo_take(seq_touched_scratch);
+        }
+    }
     // outputs
     std::vector<int32_t> & out_idx = out_idx_scratch;
     out_idx.clear();
@@ -270,10 +288,18 @@ int32_t llama_context::decode(const llama_batch & batch) {
     std::vector<uint32_t> & taken_swa = cells_taken_swa;
     taken.clear();
     taken_swa.clear();
+    bool state_written = false;   // a graph has run (or started) on the recurrent state in this call
     auto fail = [&](int32_t code, const char * what) {
         kv.release(taken);
         kv_swa.release(taken_swa);
-        return decode_error(code, what);
+        if (!rs.active() || !state_written) return decode_error(code, what);
+        if (state_undo) {
+            rs.undo_restore();
+            return decode_error(code, what);
+        }
+        for (int32_t i = 0; i < n; ++i) llama_memory_seq_rm(this, seq_id[i][0], -1, -1);
+        return decode_error(code, std::string(what) + "; the recurrent state of this step's sequences was reset "
+                                  "(they hold nothing now)");
     };
     for (int32_t i0 = 0; i0 < n; i0 += (int32_t) cparams.n_ubatch) {
         const int32_t nt = std::min<int32_t>((int32_t) cparams.n_ubatch, n - i0);
@@ -314,7 +340,9 @@ int32_t llama_context::decode(const llama_batch & batch) {
         }
         fill_inputs(*this, g, ub);
         ggml_backend_cpu_set_n_threads(cpu, nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
-        if (ggml_backend_sched_graph_compute(sched, gf) != GGML_STATUS_SUCCESS) {
+        state_written = true;
+        const bool computed = ggml_backend_sched_graph_compute(sched, gf) == GGML_STATUS_SUCCESS;
+        if (!computed || i0 / (int32_t) cparams.n_ubatch == fail_ubatch_for_test) {
             ggml_free(ctx0);
             return fail(-3, "graph computation failed");
         }
@@ -332,10 +360,8 @@ int32_t llama_context::decode(const llama_batch & batch) {
     if (rs.active() && rs.n_checkpoints > 0) {
         // a prompt piece (more than one token of a sequence) ends in a state worth keeping:
         // a later request sharing that prefix resumes there (llama_memory_seq_rm to it)
-        std::vector<int32_t> n_of(cparams.n_seq_max, 0);
-        for (int32_t i = 0; i < n; ++i) n_of[seq_id[i][0]]++;
         for (uint32_t s = 0; s < cparams.n_seq_max; ++s) {
-            if (n_of[s] > 1) rs.save_checkpoint((llama_seq_id) s);
+            if (seq_tokens_scratch[s] > 1) rs.save_checkpoint((llama_seq_id) s);
         }
     }
     const int64_t t_us = ggml_time_us() - t_start;

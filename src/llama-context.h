@@ -39,6 +39,11 @@ struct llama_context {
     std::vector<llama_pos> pos_scratch, next_pos_scratch;
     std::vector<int32_t> n_seq_scratch, out_idx_scratch;
     std::vector<const llama_seq_id *> seq_scratch;
+    std::vector<int32_t> seq_tokens_scratch;    // tokens per sequence in this call (recurrent models)
+    std::vector<uint8_t> seq_touched_scratch;
+    // Tests only: the micro-batch (index within a call) whose graph runs and is then reported as
+    // failed, to check what a failure after the state was written leaves behind. -1: none.
+    int32_t fail_ubatch_for_test = -1;
 
     int64_t t_start_us = 0, t_p_eval_us = 0, t_eval_us = 0;
     int32_t n_p_eval = 0, n_eval = 0;

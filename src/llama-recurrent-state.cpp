@@ -131,6 +131,29 @@ void llama_recurrent_state::advance(llama_seq_id seq, llama_pos pos) {
     pos_max[seq] = std::max(pos_max[seq], pos);
 }
 
+void llama_recurrent_state::undo_take(const std::vector<uint8_t> & touched) {
+    n_undo_ = 0;
+    for (uint32_t s = 0; s < n_seq && s < touched.size(); ++s) {
+        if (!touched[s]) continue;
+        if (n_undo_ == undo_.size()) undo_.emplace_back();
+        undo_row & u = undo_[n_undo_++];
+        u.seq = (llama_seq_id) s;
+        u.pos_min = pos_min[s];
+        u.pos_max = pos_max[s];
+        read_rows(u.seq, u.data);
+    }
+}
+
+void llama_recurrent_state::undo_restore() {
+    for (size_t i = 0; i < n_undo_; ++i) {
+        const undo_row & u = undo_[i];
+        write_rows(u.seq, u.data);
+        pos_min[u.seq] = u.pos_min;
+        pos_max[u.seq] = u.pos_max;
+    }
+    n_undo_ = 0;
+}
+
 void llama_recurrent_state::save_checkpoint(llama_seq_id seq) {
     if (n_checkpoints == 0 || !valid_seq(seq, n_seq) || pos_max[seq] < 0 || find_checkpoint(seq, pos_max[seq])) return;
     // reuse the oldest of this sequence's checkpoints once it has its quota (no allocation in steady state)

@@ -61,7 +61,23 @@ struct llama_recurrent_state {
     void seq_keep(llama_seq_id seq);
     void seq_add(llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta);
 
+    // Undo of one llama_decode call. The graph updates the rows in place, so a micro-batch that
+    // fails after an earlier one ran (or after its own graph started) would leave the state ahead
+    // of the KV cache, whose cells the call gives back. undo_take copies the rows and positions of
+    // the sequences with touched[s] != 0 before the call changes them; undo_restore writes them
+    // back. The copies reuse their memory from call to call.
+    void undo_take(const std::vector<uint8_t> & touched);
+    void undo_restore();
+
 private:
+    struct undo_row {
+        llama_seq_id seq = -1;
+        llama_pos pos_min = -1, pos_max = -1;
+        std::vector<float> data;
+    };
+    std::vector<undo_row> undo_;
+    size_t n_undo_ = 0;
+
     void clear_seq(llama_seq_id seq);
     void copy_rows(llama_seq_id src, llama_seq_id dst);
     void read_rows(llama_seq_id seq, std::vector<float> & out) const;

@@ -2,9 +2,11 @@
 // a prompt decoded at once, in 7-token pieces and token by token gives the same logits; a state
 // copied with seq_cp continues like a fresh run, also in a batch that mixes both sequences;
 // removing positions works back to 0 or to a checkpoint and is refused otherwise (leaving the
-// sequence usable); batches a state cannot take are rejected; shifting positions re-rotates the
+// sequence usable); batches a state cannot take are rejected; a call whose graph fails after the
+// state was written leaves the state as before it (or, for a generation step, resets it); shifting positions re-rotates the
 // attention layers' IMROPE keys; the load log states the state's size.
 #include "llama.h"
+#include "llama-context.h"
 #include "model-handles.h"
 
 #include <gtest/gtest.h>
@@ -215,6 +217,72 @@ TEST(RecurrentMemory, BatchesAStateCannotTakeAreRejected) {
     llama_batch_free(b);
     EXPECT_EQ(llama_memory_seq_pos_max(ctx.get(), 0), 9);   // nothing was decoded
     EXPECT_EQ(decode(ctx.get(), toks, 0, 1, 10), 0);
+}
+
+// A prompt piece whose second micro-batch fails after the first one ran: the state must be as
+// before the call (positions and rows), so the same piece decoded again continues exactly like a
+// run that never failed. Two sequences, so the one whose tokens all ran is restored too.
+TEST(RecurrentMemory, FailedLaterMicroBatchRestoresTheState) {
+    model_ptr m = load("synth-qwen35-f16.gguf");
+    ASSERT_TRUE(m);
+    const int n_vocab = n_vocab_of(m.get());
+    const auto toks = tokens(m.get(), 30);
+    const auto other = tokens(m.get(), 30, 3);
+    context_ptr ctx = make_ctx(m.get(), 1, 8, 2);
+    context_ptr ref = make_ctx(m.get(), 1, 8, 2);
+    for (llama_context * c : { ctx.get(), ref.get() }) {
+        ASSERT_EQ(decode(c, toks, 0, 10, 0, 0), 0);
+        ASSERT_EQ(decode(c, other, 0, 4, 0, 1), 0);
+    }
+    const int32_t used = llama_memory_n_used(ctx.get());
+
+    // sequence 1's 4 tokens and 4 of sequence 0's run in micro-batch 0; micro-batch 1 fails
+    auto piece = [&](llama_context * c) {
+        llama_batch b = llama_batch_init(20, 0, 1);
+        b.n_tokens = 20;
+        for (int i = 0; i < 20; ++i) {
+            const bool seq1 = i < 4;
+            b.token[i] = seq1 ? other[4 + i] : toks[10 + i - 4];
+            b.pos[i] = seq1 ? 4 + i : 10 + i - 4;
+            b.n_seq_id[i] = 1;
+            b.seq_id[i][0] = seq1 ? 1 : 0;
+            b.logits[i] = i == 3 || i == 19;
+        }
+        const int rc = llama_decode(c, b);
+        llama_batch_free(b);
+        return rc;
+    };
+    ctx->fail_ubatch_for_test = 1;
+    EXPECT_LT(piece(ctx.get()), 0);
+    ctx->fail_ubatch_for_test = -1;
+    EXPECT_EQ(llama_memory_seq_pos_max(ctx.get(), 0), 9);
+    EXPECT_EQ(llama_memory_seq_pos_max(ctx.get(), 1), 3);
+    EXPECT_EQ(llama_memory_n_used(ctx.get()), used);
+
+    ASSERT_EQ(piece(ctx.get()), 0);
+    ASSERT_EQ(piece(ref.get()), 0);
+    EXPECT_LT(rel_diff(logits_of(ctx.get(), 3, n_vocab), logits_of(ref.get(), 3, n_vocab)), 1e-5) << "sequence 1";
+    EXPECT_LT(rel_diff(logits_of(ctx.get(), 19, n_vocab), logits_of(ref.get(), 19, n_vocab)), 1e-5) << "sequence 0";
+}
+
+// A generation step (one token per sequence, one micro-batch) keeps no copy of the state: when
+// its graph fails the sequence is reset, says so, and starts again from the zero state.
+TEST(RecurrentMemory, FailedGenerationStepResetsItsSequence) {
+    model_ptr m = load("synth-qwen35-f16.gguf");
+    ASSERT_TRUE(m);
+    const int n_vocab = n_vocab_of(m.get());
+    const auto toks = tokens(m.get(), 12);
+    context_ptr ctx = make_ctx(m.get(), 1);
+    ASSERT_EQ(decode(ctx.get(), toks, 0, 10, 0), 0);
+    const auto first = logits_of(ctx.get(), 9, n_vocab);
+    ctx->fail_ubatch_for_test = 0;
+    EXPECT_LT(decode(ctx.get(), toks, 10, 1, 10), 0);
+    ctx->fail_ubatch_for_test = -1;
+    EXPECT_NE(std::string(llama_last_error()).find("reset"), std::string::npos) << llama_last_error();
+    EXPECT_EQ(llama_memory_seq_pos_max(ctx.get(), 0), -1);
+    EXPECT_EQ(llama_memory_n_used(ctx.get()), 0);
+    ASSERT_EQ(decode(ctx.get(), toks, 0, 10, 0), 0);
+    EXPECT_LT(rel_diff(logits_of(ctx.get(), 9, n_vocab), first), 1e-6);
 }
 
 // Shifting positions moves the attention layers' keys (IMROPE over (p, p, p, 0)); the recurrent
