@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -59,6 +60,10 @@ slot_engine::slot_engine(llama_context * ctx, engine_params params)
         slots_.push_back(std::move(s));
     }
     batch_ = llama_batch_init(params_.n_batch, 0, 1);
+    if (const char * t = std::getenv("KILN_TEST_FAIL_DECODE_TOKEN")) {
+        fail_token_ = (llama_token) std::atoi(t);
+        LOG_WRN("KILN_TEST_FAIL_DECODE_TOKEN: decoding a batch that holds token %d will fail (a test's fault)\n", fail_token_);
+    }
     metrics_.kv_cells_total = (int32_t) llama_n_ctx(ctx_);
     snapshot_status();
 }
@@ -419,6 +424,13 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
     s.next_token = tok;
 }
 
+int32_t slot_engine::decode(const llama_batch & batch) {
+    if (fail_token_ != LLAMA_TOKEN_NULL && std::find(batch.token, batch.token + batch.n_tokens, fail_token_) != batch.token + batch.n_tokens) {
+        return -1;
+    }
+    return llama_decode(ctx_, batch);
+}
+
 int32_t slot_engine::decode_slots_alone() {
     int32_t n_sampled = 0;
     for (auto & sp : slots_) {
@@ -432,7 +444,7 @@ int32_t slot_engine::decode_slots_alone() {
         part.n_seq_id += first;
         part.seq_id += first;
         part.logits += first;
-        const int32_t rc = llama_decode(ctx_, part);
+        const int32_t rc = decode(part);
         if (rc != 0) {
             const char * why = llama_last_error();
             const std::string msg = "llama_decode failed (code " + std::to_string(rc) + ")" +
@@ -514,7 +526,7 @@ bool slot_engine::step() {
 
     batch_.n_tokens = n;
     const double t0 = monotonic_ms();
-    const int32_t rc = llama_decode(ctx_, batch_);
+    const int32_t rc = decode(batch_);
     const double dt = monotonic_ms() - t0;
     if (rc != 0) {
         // llama_decode left the cache as it was: decode each slot's tokens on their own, so a

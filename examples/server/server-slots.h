@@ -132,6 +132,7 @@ private:
     void loop();
     bool step();   // one decode step; false when idle
     int32_t decode_slots_alone();   // after a failed step: each slot's tokens alone; returns tokens sampled
+    int32_t decode(const llama_batch & batch);   // llama_decode, or the failure a test asked for
     void assign_waiting_tasks();
     void begin_task(slot & s, task_ptr task);
     void handle_output(slot & s, int32_t batch_index);
@@ -147,6 +148,9 @@ private:
     bool recurrent_;                 // the model keeps a recurrent state (prefix reuse via checkpoints)
     std::vector<std::unique_ptr<slot>> slots_;
     llama_batch batch_{};
+    // KILN_TEST_FAIL_DECODE_TOKEN=<id> in the environment (tests only): a decode of a batch that
+    // holds this token fails, so a test can show one request failing while the others go on.
+    llama_token fail_token_ = LLAMA_TOKEN_NULL;
 
     mutable std::mutex mutex_;       // queue_, metrics_, slot status for readers
     std::condition_variable cv_;
