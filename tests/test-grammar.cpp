@@ -305,7 +305,7 @@ struct model_fixture {
 
 TEST(GrammarSampling, RandomModelOutputsAreAccepted) {
     model_fixture f;
-    if (!f.load()) GTEST_SKIP() << "synth-qwen3-Q8_0.gguf not present";
+    ASSERT_TRUE(f.load()) << "synth-qwen3-Q8_0.gguf does not load: " << llama_last_error();
     struct grammar_case {
         const char * name;
         const char * text;
@@ -338,7 +338,7 @@ TEST(GrammarSampling, RandomModelOutputsAreAccepted) {
 // With greedy selection the pick is the most likely token among those the grammar allows.
 TEST(GrammarSampling, GreedyPicksTheBestAllowedToken) {
     model_fixture f;
-    if (!f.load()) GTEST_SKIP() << "synth-qwen3-Q8_0.gguf not present";
+    ASSERT_TRUE(f.load()) << "synth-qwen3-Q8_0.gguf does not load: " << llama_last_error();
     std::vector<llama_token> toks = common_tokenize(f.vocab, "hello", false, true);
     ASSERT_EQ(llama_decode(f.ctx, llama_batch_get_one(toks.data(), (int32_t) toks.size())), 0);
     const float * logits = llama_get_logits_ith(f.ctx, -1);
@@ -370,7 +370,7 @@ TEST(GrammarSampling, GreedyPicksTheBestAllowedToken) {
 // alone (one-candidate arrays) allows, at several positions of a JSON grammar.
 TEST(GrammarSampling, TrieWalkAgreesWithPerTokenChecks) {
     model_fixture f;
-    if (!f.load()) GTEST_SKIP() << "synth-qwen3-Q8_0.gguf not present";
+    ASSERT_TRUE(f.load()) << "synth-qwen3-Q8_0.gguf does not load: " << llama_last_error();
     const int32_t n_vocab = llama_vocab_n_tokens(f.vocab);
     const char * prefixes[] = { "", "{", "{ \"ab", "{\"a\": [1", "{\"a\": -1.5e", "{\"s\":\"\\u00", "{\"s\":\"x\"}" };
     for (const char * prefix : prefixes) {
@@ -410,7 +410,7 @@ static std::vector<llama_token_data> filtered_vocab(llama_sampler * s, int32_t n
 // and, separately, spelled out in plain text), then constrains from the trigger on.
 TEST(GrammarSampling, LazyGrammarStartsAtTheTrigger) {
     model_fixture f;
-    if (!f.load()) GTEST_SKIP() << "synth-qwen3-Q8_0.gguf not present";
+    ASSERT_TRUE(f.load()) << "synth-qwen3-Q8_0.gguf does not load: " << llama_last_error();
     const int32_t n_vocab = llama_vocab_n_tokens(f.vocab);
     const char * grammar = "root ::= \"<tool_call>\\n\" [0-9]+ \"\\n</tool_call>\"";
     const char * triggers[] = { "<tool_call>" };

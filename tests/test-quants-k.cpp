@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <ctime>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -160,7 +159,7 @@ uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 class KQuant : public ::testing::TestWithParam<ggml_type> {
 protected:
     void SetUp() override {
-        if (!data().error.empty()) GTEST_SKIP() << data().error;
+        ASSERT_TRUE(data().error.empty()) << data().error;
     }
     std::string name() const { return ggml_type_name(GetParam()); }
 };
@@ -350,45 +349,5 @@ TEST_P(KQuant, EdgeRowsAndNonFiniteInput) {
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuant, ::testing::ValuesIn(k_types),
                          [](const auto & info) { return std::string(ggml_type_name(info.param)); });
-
-// ---- a quick throughput print (not a timed assertion) ---------------------------------------
-
-double thread_seconds() {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-TEST(KQuantBench, PrintsKernelThroughput) {
-    if (!std::getenv("KILN_BENCH")) GTEST_SKIP() << "set KILN_BENCH=1 to print kernel speeds";
-    const int64_t n = 1024, nr = 1024;
-    for (ggml_type type : k_types) {
-        const size_t rs = ggml_row_size(type, n);
-        auto wf = kiln_test::random_floats(n * nr, 3);
-        std::vector<uint8_t> w(rs * nr);
-        ggml_quantize_chunk(type, wf.data(), w.data(), 0, nr, n, nullptr);
-        for (int nc : { 1, 64 }) {
-            auto xf = kiln_test::random_floats(n * nc, 4);
-            const auto x = to_q8_K(xf.data(), nc, n);
-            std::vector<float> out(nr * nc);
-            for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
-                ggml_gemm_t gemm = ggml_cpu_gemm_at(type, (ggml_cpu_isa) isa);
-                if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
-                if (!gemm) continue;
-                const int reps = isa == 0 ? 1 : (nc == 1 ? 200 : 10);
-                // thread CPU time: the machine is shared, wall time would measure the neighbours
-                const double t0 = thread_seconds();
-                for (int i = 0; i < reps; ++i) {   // in chunks of 32 rows, as the backend's threads take them
-                    for (int r0 = 0; r0 < nr; r0 += 32) {
-                        gemm(n, w.data() + r0 * rs, rs, x.data(), ggml_row_size(GGML_TYPE_Q8_K, n), out.data() + r0, nr, 32, nc);
-                    }
-                }
-                const double s = (thread_seconds() - t0) / reps;
-                std::printf("  %-5s %-6s nc=%-3d %8.1f GFLOP/s  %6.1f GB/s weights\n", ggml_type_name(type),
-                            ggml_cpu_isa_name((ggml_cpu_isa) isa), nc, 2.0 * n * nr * nc / s * 1e-9, rs * nr / s * 1e-9);
-            }
-        }
-    }
-}
 
 } // namespace
