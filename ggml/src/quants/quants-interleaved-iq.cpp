@@ -149,94 +149,80 @@ void iq3_s_r4_to_float(const void * vx, float * y, int64_t n) {
 // ---------------------------------------------------------------------------------------------
 // weavers
 
-template <typename Block>
-const Block & twin_block(const char * const * rows, int k, int64_t i) { return ((const Block *) rows[k])[i]; }
-
-void weave_iq2_xxs_r4(const char * const * rows, int64_t n, char * group) {
-    auto * y = (iq2_xxs_r4_block *) group;
+// put(b, y, k) for every 256-value block b of the four twin rows (k: the row), y the group's block
+// at the same index; the fp16 scales are the same in both layouts.
+template <typename Block, typename RBlock, typename Put>
+void weave_blocks(const char * const * rows, int64_t n, char * group, Put put) {
+    auto * y = (RBlock *) group;
     for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
         for (int k = 0; k < 4; ++k) {
-            const auto & b = twin_block<block_iq2_xxs>(rows, k, ibl);
+            const Block & b = ((const Block *) rows[k])[ibl];
             y[ibl].d[k] = b.d;
-            for (int ib = 0; ib < 8; ++ib) {
-                uint32_t aux[2];
-                std::memcpy(aux, b.qs + 4 * ib, 8);
-                std::memcpy(y[ibl].qs + 16 * ib + 4 * k, &aux[0], 4);
-                const uint32_t sas = make_sas(aux[1]);
-                std::memcpy(y[ibl].sas + 4 * (4 * ib + k), &sas, 4);
-            }
+            put(b, y[ibl], k);
         }
     }
+}
+
+void weave_iq2_xxs_r4(const char * const * rows, int64_t n, char * group) {
+    weave_blocks<block_iq2_xxs, iq2_xxs_r4_block>(rows, n, group, [](const block_iq2_xxs & b, iq2_xxs_r4_block & y, int k) {
+        for (int ib = 0; ib < 8; ++ib) {
+            uint32_t aux[2];
+            std::memcpy(aux, b.qs + 4 * ib, 8);
+            std::memcpy(y.qs + 16 * ib + 4 * k, &aux[0], 4);
+            const uint32_t sas = make_sas(aux[1]);
+            std::memcpy(y.sas + 4 * (4 * ib + k), &sas, 4);
+        }
+    });
 }
 
 void weave_iq2_xs_r4(const char * const * rows, int64_t n, char * group) {
-    auto * y = (iq2_xs_r4_block *) group;
-    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-        for (int k = 0; k < 4; ++k) {
-            const auto & b = twin_block<block_iq2_xs>(rows, k, ibl);
-            y[ibl].d[k] = b.d;
-            for (int ib = 0; ib < 8; ++ib) {
-                y[ibl].scales[4 * ib + k] = b.scales[ib];
-                for (int i = 0; i < 4; ++i) {
-                    const uint16_t v = b.qs[4 * ib + i];
-                    y[ibl].qs[16 * ib + 4 * k + i] = (uint16_t) ((v & 511) | (scrambled_sign((uint8_t) (v >> 9)) << 9));
-                }
+    weave_blocks<block_iq2_xs, iq2_xs_r4_block>(rows, n, group, [](const block_iq2_xs & b, iq2_xs_r4_block & y, int k) {
+        for (int ib = 0; ib < 8; ++ib) {
+            y.scales[4 * ib + k] = b.scales[ib];
+            for (int i = 0; i < 4; ++i) {
+                const uint16_t v = b.qs[4 * ib + i];
+                y.qs[16 * ib + 4 * k + i] = (uint16_t) ((v & 511) | (scrambled_sign((uint8_t) (v >> 9)) << 9));
             }
         }
-    }
+    });
 }
 
 void weave_iq2_s_r4(const char * const * rows, int64_t n, char * group) {
-    auto * y = (iq2_s_r4_block *) group;
-    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-        for (int k = 0; k < 4; ++k) {
-            const auto & b = twin_block<block_iq2_s>(rows, k, ibl);
-            const uint8_t * signs = b.qs + QK_K / 8;
-            y[ibl].d[k] = b.d;
-            for (int ib = 0; ib < 8; ++ib) {
-                y[ibl].scales[4 * ib + k] = b.scales[ib];
-                y[ibl].qh[4 * ib + k] = b.qh[ib];
-                std::memcpy(y[ibl].qs + 16 * ib + 4 * k, b.qs + 4 * ib, 4);
-                std::memcpy(y[ibl].signs + 16 * ib + 4 * k, signs + 4 * ib, 4);
-            }
+    weave_blocks<block_iq2_s, iq2_s_r4_block>(rows, n, group, [](const block_iq2_s & b, iq2_s_r4_block & y, int k) {
+        const uint8_t * signs = b.qs + QK_K / 8;
+        for (int ib = 0; ib < 8; ++ib) {
+            y.scales[4 * ib + k] = b.scales[ib];
+            y.qh[4 * ib + k] = b.qh[ib];
+            std::memcpy(y.qs + 16 * ib + 4 * k, b.qs + 4 * ib, 4);
+            std::memcpy(y.signs + 16 * ib + 4 * k, signs + 4 * ib, 4);
         }
-    }
+    });
 }
 
 void weave_iq3_xxs_r4(const char * const * rows, int64_t n, char * group) {
-    auto * y = (iq3_xxs_r4_block *) group;
-    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-        for (int k = 0; k < 4; ++k) {
-            const auto & b = twin_block<block_iq3_xxs>(rows, k, ibl);
-            y[ibl].d[k] = b.d;
-            for (int ib = 0; ib < 8; ++ib) {
-                std::memcpy(y[ibl].qs + 32 * ib + 8 * k, b.qs + 8 * ib, 8);
-                const uint32_t sas = make_sas(load_u32(b.qs + QK_K / 4 + 4 * ib));
-                std::memcpy(y[ibl].sas + 4 * (4 * ib + k), &sas, 4);
-            }
+    weave_blocks<block_iq3_xxs, iq3_xxs_r4_block>(rows, n, group, [](const block_iq3_xxs & b, iq3_xxs_r4_block & y, int k) {
+        for (int ib = 0; ib < 8; ++ib) {
+            std::memcpy(y.qs + 32 * ib + 8 * k, b.qs + 8 * ib, 8);
+            const uint32_t sas = make_sas(load_u32(b.qs + QK_K / 4 + 4 * ib));
+            std::memcpy(y.sas + 4 * (4 * ib + k), &sas, 4);
         }
-    }
+    });
 }
 
 void weave_iq3_s_r4(const char * const * rows, int64_t n, char * group) {
-    auto * y = (iq3_s_r4_block *) group;
-    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
-        for (int k = 0; k < 4; ++k) {
-            const auto & b = twin_block<block_iq3_s>(rows, k, ibl);
-            y[ibl].d[k] = b.d;
-            for (int ib = 0; ib < 8; ++ib) {
-                const int l = 4 * ib + k;
-                y[ibl].scales[l % 16] |= (uint8_t) (((b.scales[ib / 2] >> 4 * (ib % 2)) & 0xF) << 4 * (l / 16));
-                y[ibl].qh[4 * ib + k] = b.qh[ib];
-                // plain group g: index qs[8 ib + g], signs in nibble g % 2 of signs[4 ib + g / 2]
-                for (int g = 0; g < 8; ++g) {
-                    y[ibl].qs[32 * ib + k + 8 * (g % 4) + 4 * (g / 4)] = b.qs[8 * ib + g];
-                    const int s4 = (b.signs[4 * ib + g / 2] >> 4 * (g % 2)) & 0xF;
-                    for (int j = 0; j < 4; ++j) y[ibl].signs[16 * ib + 4 * k + j] |= (uint8_t) (((s4 >> j) & 1) << g);
-                }
+    weave_blocks<block_iq3_s, iq3_s_r4_block>(rows, n, group, [](const block_iq3_s & b, iq3_s_r4_block & y, int k) {
+        for (int ib = 0; ib < 8; ++ib) {
+            const int l = 4 * ib + k;
+            y.scales[l % 16] |= (uint8_t) (((b.scales[ib / 2] >> 4 * (ib % 2)) & 0xF) << 4 * (l / 16));
+            y.qh[4 * ib + k] = b.qh[ib];
+            // plain group g: index qs[8 ib + g], signs in nibble g % 2 of signs[4 ib + g / 2]
+            for (int g = 0; g < 8; ++g) {
+                y.qs[32 * ib + k + 8 * (g % 4) + 4 * (g / 4)] = b.qs[8 * ib + g];
+                const int s4 = (b.signs[4 * ib + g / 2] >> 4 * (g % 2)) & 0xF;
+                for (int j = 0; j < 4; ++j) y.signs[16 * ib + 4 * k + j] |= (uint8_t) (((s4 >> j) & 1) << g);
             }
         }
-    }
+    });
 }
 
 void register_interleaved_iq_types() {

@@ -375,90 +375,79 @@ void iq1_m_from_float(const float * x, void * y, int64_t n) { quantize_row_iq1_m
 
 constexpr int kIq1ZeroIndex = 1029;   // the all-zero grid point, for blocks with nothing to fit
 
-void iq1_r4_block_weights(const float * xb, const float * qw, float * weight, float & sumx2) {
-    sumx2 = sum_squares(xb, 32);
-    const float sigma2 = 1.5f * sumx2 / 32;
-    for (int j = 0; j < 32; ++j) weight[j] = (qw ? qw[j] : 1.f) * std::sqrt(sigma2 + xb[j] * xb[j]);
+// The shared frame of both: groups of 4 rows, per 32-block and row fit(block, k, xb, weight,
+// scales) stores the grid part and the S free scales of that block-row; then each row's fp16 scale
+// and code(block, k, scales, 15 / max) its scale codes.
+template <typename Block, int S, typename Fit, typename Code>
+size_t quantize_iq1_r4(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row,
+                       const float * imatrix, Fit fit, Code code) {
+    if (nrows % 4 != 0 || n_per_row % 32 != 0 || !check_rows(ggml_type_name(type), src, nrows, n_per_row, 32)) return 0;
+    const int64_t nblock = n_per_row / 32;
+    const size_t row_size = ggml_row_size(type, n_per_row);
+    std::vector<float> scales(4 * S * nblock);
+    for (int64_t r = 0; r < nrows; r += 4) {
+        auto * dptr = (ggml_fp16_t *) ((char *) dst + r * row_size);
+        auto * y = (Block *) (dptr + 4);
+        float max[4] = { 0, 0, 0, 0 };
+        for (int64_t ib = 0; ib < nblock; ++ib) {
+            for (int k = 0; k < 4; ++k) {
+                const float * xb = src + (r + k) * n_per_row + 32 * ib;
+                const float * qw = imatrix ? imatrix + 32 * ib : nullptr;
+                const float sigma2 = 1.5f * sum_squares(xb, 32) / 32;
+                float weight[32];
+                for (int j = 0; j < 32; ++j) weight[j] = (qw ? qw[j] : 1.f) * std::sqrt(sigma2 + xb[j] * xb[j]);
+                float * sc = scales.data() + S * (4 * ib + k);
+                fit(y[ib], k, xb, weight, sc);
+                for (int i = 0; i < S; ++i) max[k] = std::max(max[k], sc[i]);
+            }
+        }
+        for (int k = 0; k < 4; ++k) {
+            dptr[k] = GGML_FP32_TO_FP16(1.0625f * max[k] / 15);
+            const float id = max[k] > 0 ? 15 / max[k] : 0.f;
+            for (int64_t ib = 0; ib < nblock; ++ib) code(y[ib], k, scales.data() + S * (4 * ib + k), id);
+        }
+    }
+    return nrows * row_size;
 }
 
 size_t quantize_iq1_s_r4(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    if (nrows % 4 != 0 || n_per_row % 32 != 0 || !check_rows("iq1_s_r4", src, nrows, n_per_row, 32)) return 0;
     const search_grid & g = get_search_grid(GGML_TYPE_IQ1_S);
-    const int64_t nblock = n_per_row / 32;
-    const size_t row_size = ggml_row_size(GGML_TYPE_IQ1_S_R4, n_per_row);
-    std::vector<float> scales(4 * nblock);
-    for (int64_t r = 0; r < nrows; r += 4) {
-        auto * dptr = (ggml_fp16_t *) ((char *) dst + r * row_size);
-        auto * y = (iq1_s_r4_block *) (dptr + 4);
-        float max[4] = { 0, 0, 0, 0 };
-        for (int64_t ib = 0; ib < nblock; ++ib) {
-            for (int k = 0; k < 4; ++k) {
-                const float * xb = src + (r + k) * n_per_row + 32 * ib;
-                float weight[32], sumx2;
-                iq1_r4_block_weights(xb, imatrix ? imatrix + 32 * ib : nullptr, weight, sumx2);
-                int idx[4] = { kIq1ZeroIndex, kIq1ZeroIndex, kIq1ZeroIndex, kIq1ZeroIndex }, shift = 1;
-                float & scale = scales[4 * ib + k];
-                scale = sumx2 < 1e-14f ? 0.f : iq1_s_block(g, xb, weight, idx, shift);
-                if (scale == 0) std::fill(idx, idx + 4, kIq1ZeroIndex);
-                uint16_t h = shift < 0 ? 0x8000 : 0;
-                for (int i = 0; i < 4; ++i) {
-                    y[ib].qs[4 * i + k] = (uint8_t) (idx[i] & 255);
-                    h |= (uint16_t) ((idx[i] >> 8) << 3 * i);
-                }
-                y[ib].qh[k] = h;
-                max[k] = std::max(max[k], scale);
-            }
+    auto fit = [&g](iq1_s_r4_block & b, int k, const float * xb, const float * weight, float * scale) {
+        int idx[4] = { kIq1ZeroIndex, kIq1ZeroIndex, kIq1ZeroIndex, kIq1ZeroIndex }, shift = 1;
+        *scale = sum_squares(xb, 32) < 1e-14f ? 0.f : iq1_s_block(g, xb, weight, idx, shift);
+        if (*scale == 0) std::fill(idx, idx + 4, kIq1ZeroIndex);
+        uint16_t h = shift < 0 ? 0x8000 : 0;
+        for (int i = 0; i < 4; ++i) {
+            b.qs[4 * i + k] = (uint8_t) (idx[i] & 255);
+            h |= (uint16_t) ((idx[i] >> 8) << 3 * i);
         }
-        for (int k = 0; k < 4; ++k) {
-            dptr[k] = GGML_FP32_TO_FP16(1.0625f * max[k] / 15);
-            const float id = max[k] > 0 ? 15 / max[k] : 0.f;
-            for (int64_t ib = 0; ib < nblock; ++ib) {
-                const int ls = std::max(0, std::min(7, nearest_int(0.5f * (scales[4 * ib + k] * id - 1))));
-                y[ib].qh[k] |= (uint16_t) (ls << 12);
-            }
-        }
-    }
-    return nrows * row_size;
+        b.qh[k] = h;
+    };
+    auto code = [](iq1_s_r4_block & b, int k, const float * scale, float id) {
+        const int ls = std::max(0, std::min(7, nearest_int(0.5f * (*scale * id - 1))));
+        b.qh[k] |= (uint16_t) (ls << 12);
+    };
+    return quantize_iq1_r4<iq1_s_r4_block, 1>(GGML_TYPE_IQ1_S_R4, src, dst, nrows, n_per_row, imatrix, fit, code);
 }
 
 size_t quantize_iq1_m_r4(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    if (nrows % 4 != 0 || n_per_row % 32 != 0 || !check_rows("iq1_m_r4", src, nrows, n_per_row, 32)) return 0;
     const search_grid & g = get_search_grid(GGML_TYPE_IQ1_M);
-    const int64_t nblock = n_per_row / 32;
-    const size_t row_size = ggml_row_size(GGML_TYPE_IQ1_M_R4, n_per_row);
-    std::vector<float> scales(8 * nblock);
-    for (int64_t r = 0; r < nrows; r += 4) {
-        auto * dptr = (ggml_fp16_t *) ((char *) dst + r * row_size);
-        auto * y = (iq1_m_r4_block *) (dptr + 4);
-        float max[4] = { 0, 0, 0, 0 };
-        for (int64_t ib = 0; ib < nblock; ++ib) {
-            for (int k = 0; k < 4; ++k) {
-                const float * xb = src + (r + k) * n_per_row + 32 * ib;
-                float weight[32], sumx2;
-                iq1_r4_block_weights(xb, imatrix ? imatrix + 32 * ib : nullptr, weight, sumx2);
-                for (int h = 0; h < 2; ++h) {
-                    int idx[2] = { kIq1ZeroIndex, kIq1ZeroIndex }, shift_k = 0;
-                    float & scale = scales[8 * ib + 2 * k + h];
-                    scale = sum_squares(xb + 16 * h, 16) > 1e-14f ? iq1_m_block(g, xb + 16 * h, weight + 16 * h, idx, shift_k) : 0.f;
-                    if (scale == 0) idx[0] = idx[1] = kIq1ZeroIndex;
-                    y[ib].qs[8 * h + k] = (uint8_t) (idx[0] & 255);
-                    y[ib].qs[8 * h + 4 + k] = (uint8_t) (idx[1] & 255);
-                    y[ib].qh[4 * h + k] = (uint8_t) ((idx[0] >> 8) | ((idx[1] >> 8) << 4) | kIq1mShiftMask[shift_k]);
-                    max[k] = std::max(max[k], scale);
-                }
-            }
+    auto fit = [&g](iq1_m_r4_block & b, int k, const float * xb, const float * weight, float * scales) {
+        for (int h = 0; h < 2; ++h) {
+            int idx[2] = { kIq1ZeroIndex, kIq1ZeroIndex }, shift_k = 0;
+            scales[h] = sum_squares(xb + 16 * h, 16) > 1e-14f ? iq1_m_block(g, xb + 16 * h, weight + 16 * h, idx, shift_k) : 0.f;
+            if (scales[h] == 0) idx[0] = idx[1] = kIq1ZeroIndex;
+            b.qs[8 * h + k] = (uint8_t) (idx[0] & 255);
+            b.qs[8 * h + 4 + k] = (uint8_t) (idx[1] & 255);
+            b.qh[4 * h + k] = (uint8_t) ((idx[0] >> 8) | ((idx[1] >> 8) << 4) | kIq1mShiftMask[shift_k]);
         }
-        for (int k = 0; k < 4; ++k) {
-            dptr[k] = GGML_FP32_TO_FP16(1.0625f * max[k] / 15);
-            const float id = max[k] > 0 ? 15 / max[k] : 0.f;
-            for (int64_t ib = 0; ib < nblock; ++ib) {
-                const int ls1 = std::max(0, std::min(15, nearest_int(scales[8 * ib + 2 * k] * id)));
-                const int ls2 = std::max(0, std::min(15, nearest_int(scales[8 * ib + 2 * k + 1] * id)));
-                y[ib].scales[k] = (uint8_t) (ls1 | (ls2 << 4));
-            }
-        }
-    }
-    return nrows * row_size;
+    };
+    auto code = [](iq1_m_r4_block & b, int k, const float * scales, float id) {
+        const int ls1 = std::max(0, std::min(15, nearest_int(scales[0] * id)));
+        const int ls2 = std::max(0, std::min(15, nearest_int(scales[1] * id)));
+        b.scales[k] = (uint8_t) (ls1 | (ls2 << 4));
+    };
+    return quantize_iq1_r4<iq1_m_r4_block, 2>(GGML_TYPE_IQ1_M_R4, src, dst, nrows, n_per_row, imatrix, fit, code);
 }
 
 void iq1_s_r4_to_float(const void * vx, float * y, int64_t n) {

@@ -28,13 +28,13 @@ namespace {
 
 constexpr uint32_t kMul = 0xCBAC1FEDu;
 
-// Every run a seed range names, as floats for the search: seed major (v, for the plain loop and
-// the re-checks) and run-position major (by_pos, for the SIMD kernels).
+// Every run a seed range names: as floats seed major (v, for the plain loop and the re-checks)
+// and as int8 run-position major (by_pos, for the SIMD kernels; the values are in -126..126).
 struct kt_codebook {
-    int                n = 0;
-    int                count = 0;
-    std::vector<float> v;        // count * n
-    std::vector<float> by_pos;   // n * count
+    int                 n = 0;
+    int                 count = 0;
+    std::vector<float>  v;        // count * n
+    std::vector<int8_t> by_pos;   // n * count
 
     kt_codebook(uint32_t offset, int count_, int n_, bool magnitudes)
         : n(n_), count(count_), v((size_t) count_ * n_), by_pos((size_t) count_ * n_) {
@@ -44,7 +44,9 @@ struct kt_codebook {
                 x *= kMul;   // seed * K^(m+1)
                 const uint32_t y = x & 0x3f3f3f3fu;
                 const int val = (int) (y & 0xFF) + (int) ((y >> 8) & 0xFF) + (int) ((y >> 16) & 0xFF) + (int) (y >> 24) - 126;
-                v[(size_t) s * n + m] = by_pos[(size_t) m * count + s] = (float) (magnitudes ? std::abs(val) : val);
+                const int q = magnitudes ? std::abs(val) : val;
+                v[(size_t) s * n + m] = (float) q;
+                by_pos[(size_t) m * count + s] = (int8_t) q;
             }
         }
     }
@@ -75,9 +77,7 @@ int best_seed(const kt_codebook & cb, const float * t, const float * w) {
     if (const ggml_kt_errors_t errors = ggml_cpu_kt_errors()) {
         thread_local std::vector<float> err;
         err.resize(cb.count);
-        errors(cb.by_pos.data(), cb.count, N, t, w, err.data());
-        float mn = INFINITY;
-        for (int s = 0; s < cb.count; ++s) mn = std::min(mn, err[s]);
+        const float mn = errors(cb.by_pos.data(), cb.count, N, t, w, err.data());
         const float thr = mn * (1 + 1e-5f) + 1e-30f;
         for (int s = 0; s < cb.count; ++s) {
             if (err[s] > thr) continue;
