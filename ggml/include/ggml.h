@@ -55,6 +55,8 @@ enum ggml_type {
     GGML_TYPE_F64      = 28,
     GGML_TYPE_IQ1_M    = 29,
     GGML_TYPE_BF16     = 30,
+    GGML_TYPE_TQ1_0    = 34,
+    GGML_TYPE_TQ2_0    = 35,
     GGML_TYPE_MXFP4    = 39,
     // ik_llama.cpp types
     GGML_TYPE_Q6_0     = 133,

@@ -196,7 +196,8 @@ void r_gemm_decoded(int64_t n, const void * w, size_t w_stride, const void * x, 
     const int R = tt->nrows_interleaved;
     GGML_ASSERT(nr % R == 0);
     const size_t row_size = ggml_row_size(T, n);
-    const ggml_gemm_t base_gemm = ggml_cpu_get_type_traits(base)->vec_dot_type == vdt ? ggml_cpu_gemm(base) : nullptr;
+    const ggml_gemm_t base_gemm =
+        base != T && ggml_cpu_get_type_traits(base)->vec_dot_type == vdt ? ggml_cpu_gemm(base) : nullptr;
     if (base_gemm) {
         thread_local std::vector<char> plain, gather_rows;
         const size_t base_row = ggml_row_size(base, n);
