@@ -15,6 +15,17 @@
 
 namespace {
 
+// One step of rebuilding a twin byte: dst |= shift(group byte & mask). The bits a weaver moved
+// together keep their distance, so a byte takes one to four steps (whole bytes, nibbles, crumbs).
+struct unweave_step {
+    uint32_t dst;     // byte in the R twin rows of the probe (row * row_in + offset)
+    uint32_t src;     // byte in the probe group
+    uint8_t  mask;    // bits of the group byte
+    int8_t   shift;   // > 0: left
+    uint16_t row;     // dst's row and offset in it (metadata steps) or in its block (block steps)
+    uint32_t off;
+};
+
 struct unweave_map {
     bool ok = false;
     int R = 0;
@@ -22,7 +33,47 @@ struct unweave_map {
     size_t block_in = 0, block_out = 0;   // bytes of one block of columns: per twin row / per group
     // for every output bit of the probe group: source row, byte in that row, bit; -1 if always 0
     std::vector<int32_t> src;             // (row << 24) | (byte << 3) | bit
+    std::vector<unweave_step> meta_steps, block_steps;   // block steps: offsets within one block
 };
+
+// Group the probe's bit map into byte steps, split into row-metadata steps and per-block steps
+// (offsets relative to the block, so they apply at every block index).
+void build_steps(unweave_map & m) {
+    const size_t row_in = m.meta_in + m.block_in, meta_bits = m.R * m.meta_out * 8;
+    std::vector<unweave_step> steps;
+    for (size_t j = 0; j < m.src.size(); ++j) {
+        if (m.src[j] < 0) continue;
+        const int row = m.src[j] >> 24;
+        const size_t bit = (size_t) (m.src[j] & 0xFFFFFF);
+        const uint32_t dst = (uint32_t) (row * row_in + bit / 8), src = (uint32_t) (j / 8);
+        const int8_t shift = (int8_t) ((int) (bit % 8) - (int) (j % 8));
+        bool merged = false;
+        for (auto & st : steps) {
+            if (st.dst == dst && st.src == src && st.shift == shift) {
+                st.mask |= (uint8_t) (1 << (j % 8));
+                merged = true;
+                break;
+            }
+        }
+        if (!merged) steps.push_back({ dst, src, (uint8_t) (1 << (j % 8)), shift, 0, 0 });
+    }
+    for (unweave_step st : steps) {
+        st.row = (uint16_t) (st.dst / row_in);
+        st.off = (uint32_t) (st.dst % row_in);
+        if (st.src * 8 < meta_bits) {
+            m.meta_steps.push_back(st);
+        } else {
+            st.src = (uint32_t) (st.src - meta_bits / 8);
+            st.off = (uint32_t) (st.off - m.meta_in);
+            m.block_steps.push_back(st);
+        }
+    }
+}
+
+inline uint8_t apply(const unweave_step & st, uint8_t v) {
+    v &= st.mask;
+    return (uint8_t) (st.shift >= 0 ? v << st.shift : v >> -st.shift);
+}
 
 unweave_map probe(ggml_type type) {
     unweave_map m;
@@ -69,6 +120,7 @@ unweave_map probe(ggml_type type) {
         const size_t bit_in_row = i % (row_in * 8);
         m.src[hit] = (row << 24) | (int32_t) bit_in_row;
     }
+    build_steps(m);
     m.ok = true;
     return m;
 }
@@ -91,25 +143,11 @@ bool ggml_interleaved_unweave(ggml_type type, const void * group, void * rows, i
     const auto * g = (const uint8_t *) group;
     auto * r = (uint8_t *) rows;
     std::memset(r, 0, m.R * row_in);
-    const size_t meta_bits = m.R * m.meta_out * 8;
-    // the probe group: R metadata then one block of the R rows; larger groups repeat the block part
-    for (size_t j = 0; j < m.src.size(); ++j) {
-        const int32_t s = m.src[j];
-        if (s < 0) continue;
-        const int row = s >> 24;
-        const size_t bit = (size_t) (s & 0xFFFFFF);
-        if (j < meta_bits) {
-            if ((g[j / 8] >> (j % 8)) & 1) r[row * row_in + bit / 8] |= (uint8_t) (1 << (bit % 8));
-            continue;
-        }
-        const size_t jo = j - meta_bits, bi = bit - m.meta_in * 8;
-        for (int64_t b = 0; b < nblk; ++b) {
-            const size_t oj = meta_bits + b * m.block_out * 8 + jo;
-            if ((g[oj / 8] >> (oj % 8)) & 1) {
-                const size_t ib = m.meta_in * 8 + b * m.block_in * 8 + bi;
-                r[row * row_in + ib / 8] |= (uint8_t) (1 << (ib % 8));
-            }
-        }
+    for (const auto & st : m.meta_steps) r[st.row * row_in + st.off] |= apply(st, g[st.src]);
+    const uint8_t * gb = g + m.R * m.meta_out;
+    for (int64_t b = 0; b < nblk; ++b, gb += m.block_out) {
+        uint8_t * rb = r + m.meta_in + b * m.block_in;
+        for (const auto & st : m.block_steps) rb[st.row * row_in + st.off] |= apply(st, gb[st.src]);
     }
     return true;
 }
