@@ -211,12 +211,15 @@ int main(int argc, char ** argv) {
 
     const int nthread = params.nthread > 0 ? params.nthread : (int) std::max(1u, std::thread::hardware_concurrency());
     params.nthread = nthread;
-    std::fprintf(stderr, "llama-quantize: %s %s -> %s as %s (%d threads)\n", params.dry_run ? "planning" : "quantizing",
-                 fname_in.c_str(), params.dry_run ? "(dry run)" : fname_out.c_str(), ft->name, nthread);
+    std::fprintf(stderr, "llama-quantize: %s %s -> %s as %s (%d threads)\n",
+                 params.dry_run ? "planning" : params.repack ? "repacking" : "quantizing", fname_in.c_str(),
+                 params.dry_run ? "(dry run)" : fname_out.c_str(), params.repack ? "interleaved twins" : ft->name, nthread);
     params.progress = [&](int i, int n, const llama_quant_tensor & t) {
+        const bool changed = t.quantize || t.repack;
         std::printf("[%4d/%4d] %40s - %s, type = %6s, %s%s%s size = %9.3f MiB -> %9.3f MiB%s\n", i + 1, n, t.name.c_str(),
-                    fmt_shape(t).c_str(), ggml_type_name(t.src_type), t.quantize ? "converting to " : "keeping as is ",
-                    t.quantize ? ggml_type_name(t.new_type) : "", t.quantize ? " .." : "", t.src_size / 1048576.0,
+                    fmt_shape(t).c_str(), ggml_type_name(t.src_type),
+                    t.repack ? "repacking to " : t.quantize ? "converting to " : "keeping as is ",
+                    changed ? ggml_type_name(t.new_type) : "", changed ? " .." : "", t.src_size / 1048576.0,
                     t.new_size / 1048576.0, t.fallback ? " (fallback)" : t.custom ? " (custom rule)" : "");
         std::fflush(stdout);
     };
