@@ -87,6 +87,7 @@ bool common_model_params_to_llama(common_params & params, llama_model_params & o
     out.use_mmap      = params.use_mmap;
     out.use_mlock     = params.use_mlock;
     out.check_tensors = params.check_tensors;
+    out.repack_tensors = params.repack_tensors;
 
     params.tensor_buft_storage.clear();
     for (const auto & ov : params.tensor_overrides) {

@@ -42,6 +42,7 @@ struct llama_model_params {
     bool    use_mmap;
     bool    use_mlock;
     bool    check_tensors;   // validate tensor data (NaN/inf) at load
+    bool    repack_tensors;  // -rtr: weights with an interleaved twin repacked at load (not mapped)
     const struct llama_model_tensor_buft_override * tensor_buft_overrides;   // NULL-terminated
     void (*progress_callback)(float progress, void * user_data);
     void *  progress_callback_user_data;

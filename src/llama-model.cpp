@@ -136,6 +136,18 @@ void read_exact(const std::string & path, size_t offs, void * dst, size_t size) 
     close(fd);
 }
 
+// The interleaved twin a weight is repacked into by -rtr, or its own type: quantized 2-d+ weights
+// whose rows group evenly (per expert too: R divides ne[1]), as the reference does; the token
+// embedding stays plain (it is read by row lookups, not products).
+ggml_type repack_target(const ggml_tensor * t) {
+    if (!ggml_is_quantized(t->type) || std::strcmp(t->name, "token_embd.weight") == 0) return t->type;
+    const ggml_type twin = ggml_interleaved_twin(t->type);
+    if (twin == t->type) return t->type;
+    const ggml_type_traits * tt = ggml_get_type_traits(twin);
+    if (t->ne[1] % tt->nrows_interleaved != 0 || t->ne[0] % tt->blck_size != 0) return t->type;
+    return twin;
+}
+
 void load_model(llama_model & model, const std::string & path, const llama_model_params & params) {
     const int64_t t0 = ggml_time_us();
     llama_model_loader ml(path);
@@ -198,6 +210,24 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         groups.emplace_back(buft, std::vector<ggml_tensor *>());
         return groups.back().second;
     };
+    // -rtr: weights whose type has an interleaved twin take it now (allocation follows the new
+    // type); their file bytes are read and repacked below instead of being mapped
+    std::map<const ggml_tensor *, ggml_type> repacked_from;
+    if (params.repack_tensors) {
+        size_t bytes = 0;
+        for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
+            const ggml_type twin = repack_target(t);
+            if (twin == t->type) continue;
+            repacked_from[t] = t->type;
+            t->type = twin;
+            t->nb[0] = ggml_type_size(twin);
+            t->nb[1] = ggml_row_size(twin, t->ne[0]);
+            for (int i = 2; i < GGML_MAX_DIMS; ++i) t->nb[i] = t->nb[i - 1] * t->ne[i - 1];
+            bytes += ggml_nbytes(t);
+        }
+        LLAMA_LOG_INFO("llama_model_load: -rtr: %zu tensors (%.2f MiB) repacked into interleaved layouts at load, "
+                       "read instead of mapped\n", repacked_from.size(), bytes / 1048576.0);
+    }
     std::vector<ggml_tensor *> mapped;
     size_t n_overridden = 0;
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
@@ -214,7 +244,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
                            rule->pattern.c_str());
             group_of(rule->buft).push_back(t);
             ++n_overridden;
-        } else if (params.use_mmap) {
+        } else if (params.use_mmap && !repacked_from.count(t)) {
             mapped.push_back(t);
         } else {
             group_of(ggml_backend_cpu_buffer_type()).push_back(t);
@@ -243,7 +273,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
             done += ggml_nbytes(t);
         }
     }
-    std::vector<uint8_t> staging;
+    std::vector<uint8_t> staging, repacked;
     for (auto & g : groups) {
         const size_t align = ggml_backend_buft_get_alignment(g.first);
         size_t size = 0;
@@ -261,8 +291,18 @@ void load_model(llama_model & model, const std::string & path, const llama_model
             ggml_backend_tensor_alloc(buf, t, base + offs);
             offs += pad(ggml_backend_buft_get_alloc_size(g.first, t), align);
             const auto * ti = ml.find(t->name);
-            staging.resize(ggml_nbytes(t));
+            const auto rp = repacked_from.find(t);
+            const ggml_type file_type = rp == repacked_from.end() ? t->type : rp->second;
+            staging.resize(ggml_row_size(file_type, t->ne[0]) * ggml_nrows(t));
             read_exact(ml.part_paths[ti->part], ti->offs, staging.data(), staging.size());
+            if (file_type != t->type) {
+                repacked.resize(ggml_nbytes(t));
+                if (ggml_repack_rows(t->type, staging.data(), repacked.data(), ggml_nrows(t), t->ne[0]) != repacked.size()) {
+                    throw llama_error(llama_format("%s: tensor %s: cannot repack %s into %s", path.c_str(), t->name,
+                                                   ggml_type_name(file_type), ggml_type_name(t->type)));
+                }
+                staging.swap(repacked);
+            }
             ggml_backend_tensor_set(t, staging.data(), 0, staging.size());
             done += ggml_nbytes(t);
             if (params.progress_callback) params.progress_callback((float) done / total, params.progress_callback_user_data);

@@ -134,6 +134,29 @@ llama_quant_model_info llama_quant_model_info_from(const gguf_split * model) {
     return info;
 }
 
+namespace {
+// --repack: the tensor's interleaved twin when it has one, its rows group evenly (per expert too)
+// and --repack-pattern (if given) selects it; the token embedding stays plain (row lookups).
+void plan_repack(llama_quant_tensor & t, const llama_quant_params & params) {
+    t.quantize = false;
+    t.new_type = t.src_type;
+    t.new_size = t.src_size;
+    if (t.n_dims < 2 || !ggml_is_quantized(t.src_type) || t.name == "token_embd.weight") return;
+    if (!params.repack_patterns.empty() &&
+        std::none_of(params.repack_patterns.begin(), params.repack_patterns.end(),
+                     [&](const llama_quant_rule & r) { return std::regex_search(t.name, r.re); })) {
+        return;
+    }
+    const ggml_type twin = ggml_interleaved_twin(t.src_type);
+    if (twin == t.src_type) return;
+    const ggml_type_traits * tt = ggml_get_type_traits(twin);
+    if (t.ne[1] % tt->nrows_interleaved != 0 || t.ne[0] % tt->blck_size != 0) return;
+    t.new_type = twin;
+    t.repack = true;
+    t.new_size = (size_t) (t.ne[1] * t.ne[2] * t.ne[3]) * ggml_row_size(twin, t.ne[0]);
+}
+} // namespace
+
 llama_quant_plan_result llama_quant_plan(const gguf_split * model, const llama_quant_params & params) {
     const llama_ftype_info * fti = llama_quant_ftype_by_id(params.ftype);
     if (!fti) throw std::runtime_error("unknown file type " + std::to_string((int) params.ftype));
@@ -173,6 +196,10 @@ llama_quant_plan_result llama_quant_plan(const gguf_split * model, const llama_q
         return type;
     };
 
+    if (params.repack) {
+        for (auto & t : res.tensors) plan_repack(t, params);
+        return res;
+    }
     for (auto & t : res.tensors) {
         t.quantize = should_quantize(t, params);
         t.new_type = t.src_type;
@@ -351,7 +378,7 @@ llama_quant_stats llama_quant_model(const std::string & fname_in, const std::str
     for (const auto & t : plan.tensors) {
         stats.size_org += t.src_size;
         stats.size_new += t.new_size;
-        stats.n_quantized += t.quantize ? 1 : 0;
+        stats.n_quantized += t.quantize || t.repack ? 1 : 0;
         if (t.quantize && !params.dry_run && !llama_quant_type_writable(t.new_type)) {
             throw std::runtime_error(llama_format("tensor %s: Kiln cannot write type %s yet", t.name.c_str(), ggml_type_name(t.new_type)));
         }
@@ -374,7 +401,7 @@ llama_quant_stats llama_quant_model(const std::string & fname_in, const std::str
     gguf_context * meta = outs[0];
     gguf_set_kv(meta, gguf_split_part(model.get(), 0));
     gguf_set_val_u32(meta, "general.quantization_version", 2);
-    gguf_set_val_u32(meta, "general.file_type", (uint32_t) params.ftype);
+    if (!params.repack) gguf_set_val_u32(meta, "general.file_type", (uint32_t) params.ftype);
     gguf_remove_key(meta, GGUF_KEY_SPLIT_NO);
     gguf_remove_key(meta, GGUF_KEY_SPLIT_COUNT);
     gguf_remove_key(meta, GGUF_KEY_SPLIT_TENSORS_COUNT);
@@ -441,7 +468,14 @@ llama_quant_stats llama_quant_model(const std::string & fname_in, const std::str
                                                       gguf_split_part_path(model.get(), t.part), t.name.c_str()));
             }
             const uint8_t * src = (const uint8_t *) maps[t.part]->addr + offs;
-            if (!t.quantize) {
+            if (t.repack) {
+                if (qbuf.size() < t.new_size) qbuf.resize(t.new_size);
+                if (ggml_repack_rows(t.new_type, src, qbuf.data(), t.ne[1] * t.ne[2] * t.ne[3], t.ne[0]) != t.new_size) {
+                    throw std::runtime_error(llama_format("tensor %s: cannot repack %s into %s", t.name.c_str(),
+                                                          ggml_type_name(t.src_type), ggml_type_name(t.new_type)));
+                }
+                write_all(tmp.f, qbuf.data(), t.new_size, tmp.path);
+            } else if (!t.quantize) {
                 write_all(tmp.f, src, t.src_size, tmp.path);
             } else {
                 const size_t nel = (size_t) t.nelements();

@@ -113,6 +113,10 @@ struct llama_quant_params {
     bool dry_run = false;
     bool ignore_imatrix_rules = false;
     std::vector<llama_quant_rule> custom_rules;
+    // --repack: no quantizing; every quantized tensor with an interleaved twin is repacked into
+    // it (those whose name matches one of repack_patterns, when any are given)
+    bool repack = false;
+    std::vector<llama_quant_rule> repack_patterns;  // type unused
     std::vector<llama_quant_kv_override> kv_overrides;
     const llama_imatrix_map * imatrix = nullptr;    // already filtered by include/exclude
     std::string imatrix_file;
@@ -135,6 +139,7 @@ struct llama_quant_tensor {
     bool quantize = false;      // converted (false: copied as is)
     bool fallback = false;      // the recipe's type did not fit the row length
     bool custom = false;        // a --custom-q rule chose the type
+    bool repack = false;        // --repack: rows woven into the interleaved twin new_type
     const std::vector<float> * imatrix = nullptr;   // importance per column (x n_expert slices)
     int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };

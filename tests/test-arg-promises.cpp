@@ -288,7 +288,7 @@ TEST(FlagPromises, EveryFlagIsUsedOrListed) {
 
 TEST(FlagPromises, UnsupportedFlagsAreRefusedByName) {
     for (const std::vector<std::string> & args : std::vector<std::vector<std::string>>{
-             { "-rtr" }, { "--run-time-repack" }, { "--keep", "64" } }) {
+             { "--keep", "64" } }) {
         common_params p;
         const common_parse_result r = parse(args, p, COMMON_TOOL_SERVER);
         ASSERT_EQ(r.status, common_parse_result::error);

@@ -104,8 +104,10 @@ TEST_F(QuantEdge, ConstantRowsStayFiniteAndClose) {
             ASSERT_GT(round_trip(q, src, 1, out, false), 0u) << ggml_type_name(q.type);
             for (float v : out) ASSERT_TRUE(std::isfinite(v)) << ggml_type_name(q.type) << " constant " << c;
             // every format can hold a constant to within a coarse grid step, except that iq1_kt's
-            // 8192 pseudo-random runs of 8 (1.75 bpw) hold none close to a constant run
-            const double bound = q.type == GGML_TYPE_IQ1_KT ? 0.5 : 0.35;
+            // 8192 pseudo-random runs of 8 (1.75 bpw) hold none close to a constant run, and that
+            // iq1_s_r4's row scale sits 1/16 above its largest block scale (the reference's recipe:
+            // a constant row decodes 6% high on top of the grid's error)
+            const double bound = q.type == GGML_TYPE_IQ1_KT ? 0.5 : q.type == GGML_TYPE_IQ1_S_R4 ? 0.4 : 0.35;
             EXPECT_LT(rel_rmse(out, src), bound) << ggml_type_name(q.type) << " constant " << c;
         }
     }

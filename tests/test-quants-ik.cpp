@@ -276,4 +276,40 @@ TEST(IkKernels, TrellisKernelsMatchScalarOnRandomBlocks) {
     if (compared == 0) GTEST_SKIP() << "no SIMD trellis kernel runs on this CPU";
 }
 
+// The trellis quantizers' seed search runs in SIMD where it can, and must pick the seeds the
+// plain exhaustive search picks: the bytes are the same at every ISA cap, with and without an
+// imatrix, on rows with outliers, an all-zero block and tiny values.
+TEST(IkKernels, TrellisQuantizerSameBytesAtEveryIsa) {
+    const int64_t n = 512;
+    const int nr = 2;
+    std::vector<float> x = random_rows(nr * n, 77);
+    for (size_t i = 0; i < x.size(); i += 61) x[i] *= 8.0f;
+    for (int j = 0; j < 32; ++j) x[256 + j] = 0.0f;        // an all-zero block
+    for (int j = 0; j < 32; ++j) x[n + 32 + j] *= 1e-30f;  // a tiny one
+    std::vector<float> imatrix = random_rows(n, 5);
+    for (float & v : imatrix) v = std::fabs(v) + 0.01f;
+    const ggml_cpu_isa cap = ggml_cpu_get_isa();
+    int compared = 0;
+    for (ggml_type t : { GGML_TYPE_IQ1_KT, GGML_TYPE_IQ2_KT, GGML_TYPE_IQ3_KT, GGML_TYPE_IQ4_KT }) {
+        for (const float * im : { (const float *) nullptr, (const float *) imatrix.data() }) {
+            const size_t bytes = nr * ggml_row_size(t, n);
+            std::vector<uint8_t> ref(bytes), got(bytes);
+            ggml_cpu_set_isa(GGML_CPU_ISA_SCALAR);
+            ASSERT_EQ(ggml_cpu_kt_errors(), nullptr) << "the scalar cap runs the plain search";
+            ASSERT_EQ(ggml_quantize_chunk(t, x.data(), ref.data(), 0, nr, n, im), bytes);
+            for (int isa = GGML_CPU_ISA_SCALAR + 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+                ggml_cpu_set_isa((ggml_cpu_isa) isa);
+                if (!ggml_cpu_kt_errors()) continue;
+                ASSERT_EQ(ggml_quantize_chunk(t, x.data(), got.data(), 0, nr, n, im), bytes);
+                EXPECT_TRUE(got == ref) << ggml_type_name(t) << (im ? " (imatrix)" : "") << " at "
+                                        << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                ++compared;
+            }
+        }
+    }
+    ggml_cpu_set_isa(cap);
+    if (compared == 0) GTEST_SKIP() << "no SIMD trellis search runs on this CPU";
+}
+
 } // namespace

@@ -1,11 +1,13 @@
 // Row-interleaved layouts (ggml/src/quants/quants-interleaved*.cpp) against their plain twins:
 //   - quantizing with the interleaved type equals quantizing with the twin and weaving: both
-//     decode to the same floats, bit for bit (with and without importance weights);
+//     decode to the same values (with and without importance weights), and repacking the
+//     twin's rows (ggml_repack_rows) gives the interleaved type's bytes;
 //   - the registered scalar gemm of every interleaved type with a decoder agrees with the exact
 //     product of its decoded rows, whole tensors and strided row views alike;
 //   - every interleaved type names a plain twin of its own block size family.
 // The decode/quantize/gemm checks run for every interleaved type that has a decoder; such a type
-// must also have a quantizer and a scalar gemm.
+// must also have a quantizer and a scalar gemm. iq1_s_r4 / iq1_m_r4 are quantized on their own
+// (not woven): for them the error is compared with the twin's instead.
 #include "testing.h"
 
 #include "cpu-traits.h"
@@ -87,9 +89,30 @@ TEST_P(Interleaved, QuantizeEqualsTwinThenWeave) {
         if (!im && ggml_quantize_requires_imatrix(base)) continue;
         const std::vector<float> ours = decode(t, quantize(t, src, nrows, ncols, im), nrows, ncols);
         const std::vector<float> twin = decode(base, quantize(base, src, nrows, ncols, im), nrows, ncols);
+        if (!tt->weave) {
+            // quantized on its own (iq1_s_r4, iq1_m_r4: 32-value blocks, a scale per row): its
+            // error must stay close to the twin's
+            auto err = [&](const std::vector<float> & q) {
+                double e = 0, s2 = 0;
+                for (size_t i = 0; i < q.size(); ++i) {
+                    const double w = im ? im[i % ncols] : 1.0;
+                    e += w * (q[i] - src[i]) * (q[i] - src[i]);
+                    s2 += w * src[i] * src[i];
+                }
+                return std::sqrt(e / s2);
+            };
+            EXPECT_LE(err(ours), 1.1 * err(twin)) << ggml_type_name(t) << (im ? " (imatrix)" : "") << " vs twin " << err(twin);
+            continue;
+        }
+        // q8_k_r8/r16 keep the twin's f32 row scale as fp16 (the reference's layout): equal up
+        // to that rounding. Everything else decodes to the same values (+0 and -0 alike: the
+        // reference's r4 decoders write d * q - 16 d where the plain ones write (q - 16) * d).
+        const bool fp16_scale = base == GGML_TYPE_Q8_K;
         int64_t diff = 0, first = -1;
         for (size_t i = 0; i < ours.size(); ++i) {
-            if (std::memcmp(&ours[i], &twin[i], sizeof(float)) != 0) {
+            const bool same = fp16_scale ? std::fabs(ours[i] - twin[i]) <= std::ldexp(std::fabs(twin[i]), -11)
+                                         : ours[i] == twin[i];
+            if (!same) {
                 if (first < 0) first = (int64_t) i;
                 ++diff;
             }
@@ -97,6 +120,35 @@ TEST_P(Interleaved, QuantizeEqualsTwinThenWeave) {
         EXPECT_EQ(diff, 0) << ggml_type_name(t) << (im ? " (imatrix)" : "") << ": first at row " << first / ncols
                            << " col " << first % ncols << ": " << ours[first] << " vs twin " << twin[first];
     }
+}
+
+// --repack and -rtr turn stored rows of the twin into the interleaved layout: the bytes must be
+// those the interleaved quantizer writes, and the twin must name this type back.
+TEST_P(Interleaved, RepackOfTwinRowsEqualsQuantize) {
+    const ggml_type t = GetParam();
+    const ggml_type_traits * tt = ggml_get_type_traits(t);
+    const ggml_type base = tt->interleaved_base;
+    const int64_t ncols = 512, nrows = 3 * tt->nrows_interleaved;
+    const std::vector<float> src = weights(nrows, ncols, 4321 + t);
+    std::vector<float> imatrix = kiln_test::random_floats(ncols, 7, 0.05f, 2.0f);
+    const float * im = ggml_quantize_requires_imatrix(base) ? imatrix.data() : nullptr;
+    if (!tt->weave) {
+        // quantized on its own (iq1_s_r4, iq1_m_r4): no repacking from the plain type
+        std::vector<uint8_t> plain = quantize(base, src, nrows, ncols, im), out(nrows * ggml_row_size(t, ncols));
+        EXPECT_EQ(ggml_repack_rows(t, plain.data(), out.data(), nrows, ncols), 0u);
+        EXPECT_NE(ggml_interleaved_twin(base), t);
+        return;
+    }
+    const std::vector<uint8_t> direct = quantize(t, src, nrows, ncols, im);
+    const std::vector<uint8_t> plain = quantize(base, src, nrows, ncols, im);
+    std::vector<uint8_t> repacked(direct.size(), 0xAB);
+    ASSERT_EQ(ggml_repack_rows(t, plain.data(), repacked.data(), nrows, ncols), direct.size()) << ggml_type_name(t);
+    EXPECT_TRUE(repacked == direct) << ggml_type_name(t);
+    EXPECT_EQ(ggml_repack_rows(t, plain.data(), repacked.data(), nrows - 1, ncols), 0u) << "partial group accepted";
+    // every plain type with a weavable twin maps to exactly one of them
+    const ggml_type twin = ggml_interleaved_twin(base);
+    EXPECT_EQ(ggml_get_type_traits(twin)->interleaved_base, base) << ggml_type_name(base);
+    EXPECT_NE(twin, base) << ggml_type_name(base) << " has no twin although " << ggml_type_name(t) << " weaves it";
 }
 
 TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {

@@ -34,6 +34,10 @@ void print_usage(FILE * out) {
         "  --keep-split             write one output part per input part\n"
         "  --dry-run                print each tensor's type and the size, write nothing\n"
         "  --ignore-imatrix-rules   quantize very low-bit types without an imatrix anyway\n"
+        "  --repack                 no quantizing: repack every quantized tensor that has a row-interleaved\n"
+        "                           twin (q4_K -> q4_k_r4, iq4_xs -> iq4_xs_r8, ...) into it; TYPE is\n"
+        "                           still required and ignored\n"
+        "  --repack-pattern RE[,RE] with --repack: only tensors whose name matches one of the regexes\n"
         "  -h, --help               this text and the file types\n\n"
         "TYPE is a name (any case) or number:\n\n");
     for (const auto & f : llama_quant_ftypes()) std::fprintf(out, "  %4d  or  %-11s: %s\n", (int) f.id, f.name, f.desc);
@@ -86,6 +90,24 @@ int main(int argc, char ** argv) {
                 params.keep_split = true;
             } else if (a == "--ignore-imatrix-rules") {
                 params.ignore_imatrix_rules = true;
+            } else if (a == "--repack") {
+                params.repack = true;
+            } else if (a == "--repack-pattern") {
+                std::string v;
+                value(v);
+                for (size_t start = 0; start <= v.size();) {
+                    size_t end = v.find(',', start);
+                    if (end == std::string::npos) end = v.size();
+                    const std::string re = v.substr(start, end - start);
+                    if (!re.empty()) {
+                        try {
+                            params.repack_patterns.push_back({ re, std::regex(re), GGML_TYPE_COUNT });
+                        } catch (const std::regex_error & e) {
+                            throw std::runtime_error("--repack-pattern '" + re + "': invalid regular expression: " + e.what());
+                        }
+                    }
+                    start = end + 1;
+                }
             } else if (a == "--imatrix") {
                 value(imatrix_file);
             } else if (a == "--include-weights") {
@@ -129,6 +151,7 @@ int main(int argc, char ** argv) {
         }
     }
     if (custom_given && params.custom_rules.empty()) return fail("--custom-q: no rules given");
+    if (!params.repack_patterns.empty() && !params.repack) return fail("--repack-pattern needs --repack");
     if (!include_w.empty() && !exclude_w.empty()) return fail("only one of --include-weights and --exclude-weights can be used");
 
     // in [out] TYPE [nthreads], read left to right as the reference does: the second argument
@@ -188,12 +211,15 @@ int main(int argc, char ** argv) {
 
     const int nthread = params.nthread > 0 ? params.nthread : (int) std::max(1u, std::thread::hardware_concurrency());
     params.nthread = nthread;
-    std::fprintf(stderr, "llama-quantize: %s %s -> %s as %s (%d threads)\n", params.dry_run ? "planning" : "quantizing",
-                 fname_in.c_str(), params.dry_run ? "(dry run)" : fname_out.c_str(), ft->name, nthread);
+    std::fprintf(stderr, "llama-quantize: %s %s -> %s as %s (%d threads)\n",
+                 params.dry_run ? "planning" : params.repack ? "repacking" : "quantizing", fname_in.c_str(),
+                 params.dry_run ? "(dry run)" : fname_out.c_str(), params.repack ? "interleaved twins" : ft->name, nthread);
     params.progress = [&](int i, int n, const llama_quant_tensor & t) {
+        const bool changed = t.quantize || t.repack;
         std::printf("[%4d/%4d] %40s - %s, type = %6s, %s%s%s size = %9.3f MiB -> %9.3f MiB%s\n", i + 1, n, t.name.c_str(),
-                    fmt_shape(t).c_str(), ggml_type_name(t.src_type), t.quantize ? "converting to " : "keeping as is ",
-                    t.quantize ? ggml_type_name(t.new_type) : "", t.quantize ? " .." : "", t.src_size / 1048576.0,
+                    fmt_shape(t).c_str(), ggml_type_name(t.src_type),
+                    t.repack ? "repacking to " : t.quantize ? "converting to " : "keeping as is ",
+                    changed ? ggml_type_name(t.new_type) : "", changed ? " .." : "", t.src_size / 1048576.0,
                     t.new_size / 1048576.0, t.fallback ? " (fallback)" : t.custom ? " (custom rule)" : "");
         std::fflush(stdout);
     };

@@ -55,6 +55,8 @@ enum ggml_type {
     GGML_TYPE_F64      = 28,
     GGML_TYPE_IQ1_M    = 29,
     GGML_TYPE_BF16     = 30,
+    GGML_TYPE_TQ1_0    = 34,
+    GGML_TYPE_TQ2_0    = 35,
     GGML_TYPE_MXFP4    = 39,
     // ik_llama.cpp types
     GGML_TYPE_Q6_0     = 133,
@@ -130,6 +132,8 @@ typedef void (*ggml_from_float_t)(const float * x, void * y, int64_t n);
 typedef size_t (*ggml_quantize_rows_t)(const float * src, void * dst, int64_t nrows, int64_t n_per_row,
                                        const float * imatrix);
 
+typedef void (*ggml_weave_t)(const char * const * rows, int64_t n_per_row, char * group);
+
 struct ggml_type_traits {
     const char *      type_name;
     int64_t           blck_size;      // elements per block
@@ -147,6 +151,10 @@ struct ggml_type_traits {
     ggml_from_float_t from_float_ref; // reference encoder of one row
     ggml_quantize_rows_t quantize;    // full quantizer (imatrix aware); NULL -> from_float_ref
     bool              requires_imatrix;
+    // For a layout woven from interleaved_base: build one group from R rows of the base type
+    // (rows[k] = row k, metadata first; group zeroed by the caller). NULL for layouts that are
+    // quantized on their own (iq1_s_r4, iq1_m_r4) or not implemented.
+    ggml_weave_t      weave;
 };
 
 const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
@@ -161,6 +169,14 @@ bool        ggml_is_quantized(enum ggml_type type);
 size_t      ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start,
                                 int64_t nrows, int64_t n_per_row, const float * imatrix);
 bool        ggml_quantize_requires_imatrix(enum ggml_type type);
+// The interleaved twin of a plain type that can be woven from it (repacking), or the type
+// itself when there is none.
+enum ggml_type ggml_interleaved_twin(enum ggml_type type);
+// Repack nrows rows of interleaved_base(type) (contiguous, src) into type (dst, not overlapping
+// src); nrows must be a
+// multiple of the twin's R. Returns bytes written, 0 if the type has no weave or the shape does
+// not fit.
+size_t      ggml_repack_rows(enum ggml_type type, const void * src, void * dst, int64_t nrows, int64_t n_per_row);
 
 // ---------------------------------------------------------------------------------------------
 // Ops

@@ -32,7 +32,8 @@ constexpr type_layout k_layouts[] = {
     { 24, "i8",       1,   1, 0, 1, -1 }, { 25, "i16",      1,   2, 0, 1, -1 },
     { 26, "i32",      1,   4, 0, 1, -1 }, { 27, "i64",      1,   8, 0, 1, -1 },
     { 28, "f64",      1,   8, 0, 1, -1 }, { 29, "iq1_m",  256,  56, 0, 1, -1 },
-    { 30, "bf16",     1,   2, 0, 1, -1 }, { 39, "mxfp4",   32,  17, 0, 1, -1 },
+    { 30, "bf16",     1,   2, 0, 1, -1 }, { 34, "tq1_0",  256,  54, 0, 1, -1 },
+    { 35, "tq2_0",  256,  66, 0, 1, -1 }, { 39, "mxfp4",   32,  17, 0, 1, -1 },
     {133, "q6_0",    32,  26, 0, 1, -1 },
     {137, "iq2_k",  256,  76, 0, 1, -1 }, {138, "iq3_k",  256, 110, 0, 1, -1 },
     {139, "iq4_k",  256, 144, 0, 1, -1 }, {140, "iq5_k",  256, 176, 0, 1, -1 },
@@ -57,8 +58,9 @@ constexpr type_layout k_layouts[] = {
     {339, "iq4_k_r4", 256, 144, 0, 4, 139 }, {340, "iq5_k_r4", 256, 176, 0, 4, 140 },
     {344, "iq4_ks_r4",256, 136, 4, 4, 144 }, {352, "iq5_ks_r4",256, 168, 4, 4, 152 },
     {353, "mxfp4_r8",  32,  17, 0, 8, 39 },
-    {397, "q8_k_r16", 256, 292, 0, 16, 15 }, {398, "q8_KV_r8",  32,  32, 8, 8, 151 },
-    {399, "q8_k_r8",  256, 292, 0, 8, 15 },
+    // q8_k_r8/r16 keep an fp16 scale per row (not q8_K's f32 and sums), q8_KV_r8 only the f32 scale
+    {397, "q8_k_r16", 256, 258, 0, 16, 15 }, {398, "q8_KV_r8",  32,  32, 4, 8, 151 },
+    {399, "q8_k_r8",  256, 258, 0, 8, 15 },
 };
 
 ggml_type_traits * table() {
@@ -141,6 +143,33 @@ size_t ggml_quantize_chunk(ggml_type type, const float * src, void * dst, int64_
         tt->from_float_ref(x, out + r * row_size, n_per_row);
     }
     return nrows * row_size;
+}
+
+enum ggml_type ggml_interleaved_twin(enum ggml_type type) {
+    if (!ggml_type_is_valid(type) || ggml_get_type_traits(type)->nrows_interleaved != 1) return type;
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        const ggml_type_traits & e = table()[t];
+        if (e.known && e.nrows_interleaved > 1 && e.interleaved_base == type && e.weave) return (ggml_type) t;
+    }
+    return type;
+}
+
+size_t ggml_repack_rows(enum ggml_type type, const void * src, void * dst, int64_t nrows, int64_t n_per_row) {
+    const ggml_type_traits * tt = ggml_get_type_traits(type);
+    const int R = tt->nrows_interleaved;
+    if (!tt->weave || R <= 1 || nrows % R != 0 || n_per_row % tt->blck_size != 0 ||
+        n_per_row % ggml_blck_size(tt->interleaved_base) != 0) {
+        return 0;
+    }
+    const size_t base_row = ggml_row_size(tt->interleaved_base, n_per_row), row = ggml_row_size(type, n_per_row);
+    const char * rows[16];
+    for (int64_t r = 0; r < nrows; r += R) {
+        for (int k = 0; k < R; ++k) rows[k] = (const char *) src + (r + k) * base_row;
+        char * group = (char *) dst + r * row;
+        std::memset(group, 0, R * row);
+        tt->weave(rows, n_per_row, group);
+    }
+    return nrows * row;
 }
 
 float       ggml_fp16_to_fp32(ggml_fp16_t h) { return ggml_compute_fp16_to_fp32(h); }

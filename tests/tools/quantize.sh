@@ -65,6 +65,17 @@ if [ -x "$G" ]; then
     grep -q "foo.bar" "$TMP/info" || fail "--override-kv int not written"
 fi
 
+# --repack: the quantized weights with an interleaved twin are repacked (the type argument is
+# required and ignored), --repack-pattern limits them, and it needs --repack
+expect_ok "$Q" --repack "$TMP/q4km.gguf" "$TMP/rp.gguf" Q8_0
+grep -q "blk.0.attn_q.weight.*repacking to q4_k_r4" "$TMP/out" || fail "--repack: attn_q not repacked to q4_k_r4"
+grep -q "token_embd.weight.*keeping as is" "$TMP/out" || fail "--repack touched token_embd"
+expect_ok "$Q" --repack --repack-pattern "ffn_down" "$TMP/q4km.gguf" "$TMP/rp2.gguf" Q8_0
+grep -q "attn_q.weight.*repacking" "$TMP/out" && fail "--repack-pattern ffn_down repacked attn_q"
+grep -q "ffn_down.weight.*repacking to q6_k_r4" "$TMP/out" || fail "--repack-pattern: ffn_down not repacked"
+expect_err "needs --repack" "$Q" --repack-pattern "ffn" "$TMP/q4km.gguf" "$TMP/x.gguf" Q8_0
+expect_err "invalid regular expression" "$Q" --repack --repack-pattern "ffn_(" "$TMP/q4km.gguf" "$TMP/x.gguf" Q8_0
+
 # requantizing needs --allow-requantize
 expect_err "allow-requantize" "$Q" "$TMP/q4km.gguf" "$TMP/rq.gguf" Q4_0
 expect_ok "$Q" --allow-requantize "$TMP/q4km.gguf" "$TMP/rq.gguf" Q4_0

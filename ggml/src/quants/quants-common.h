@@ -40,3 +40,6 @@ static_assert(sizeof(block_q8_K) == 292, "q8_K block size");
 void quantize_row_q8_0_ref(const float * x, void * y, int64_t n);
 void quantize_row_q8_1_ref(const float * x, void * y, int64_t n);
 void quantize_row_q8_K_ref(const float * x, void * y, int64_t n);
+// q8_KV: a row-wide scale (row metadata: f32 d, i32 sum of the quants), int8 quants.
+void quantize_row_q8_KV_ref(const float * x, void * y, int64_t n);
+void q8_KV_to_float(const void * x, float * y, int64_t n);

@@ -14,28 +14,6 @@
 
 namespace {
 
-// rows[k]: row k of the twin type (its per-row metadata first); group: the woven output.
-using weave_fn = void (*)(const char * const * rows, int64_t n_per_row, char * group);
-
-template <ggml_type T, weave_fn Weave>
-size_t quantize_woven(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    const ggml_type_traits * tt = ggml_get_type_traits(T);
-    const ggml_type base = tt->interleaved_base;
-    const int R = tt->nrows_interleaved;
-    if (nrows % R != 0 || n_per_row % ggml_blck_size(base) != 0 || n_per_row % tt->blck_size != 0) return 0;
-    const size_t base_row = ggml_row_size(base, n_per_row), row = ggml_row_size(T, n_per_row);
-    std::vector<char> tmp(R * base_row);
-    std::vector<const char *> rows(R);
-    for (int k = 0; k < R; ++k) rows[k] = tmp.data() + k * base_row;
-    for (int64_t r = 0; r < nrows; r += R) {
-        if (ggml_quantize_chunk(base, src + r * n_per_row, tmp.data(), 0, R, n_per_row, imatrix) == 0) return 0;
-        char * group = (char *) dst + r * row;
-        std::memset(group, 0, R * row);
-        Weave(rows.data(), n_per_row, group);
-    }
-    return nrows * row;
-}
-
 // The blocks of twin row k at block index i.
 template <typename Block>
 const Block & at(const char * const * rows, int k, int64_t i, size_t meta = 0) {
@@ -206,7 +184,8 @@ void weave_iq4_k_r4(const char * const * rows, int64_t n, char * group) {
 }
 
 // iq5_k levels: 64-value quarters of 32 qs bytes (low nibbles first) and qh bits 2 ib64 (+1).
-inline int iq5_k_level(const block_iq5_k & b, int v) {
+template <typename Block>
+inline int iq5_level(const Block & b, int v) {
     const int ib64 = v / 64, t = (v % 64) / 16, j = v % 16 + 16 * (t % 2);
     const int lo = (b.qs[32 * ib64 + j] >> 4 * (t / 2)) & 0xF;
     return lo | (((b.qh[j] >> (2 * ib64 + t / 2)) & 1) << 4);
@@ -221,7 +200,7 @@ void weave_iq5_k_r4(const char * const * rows, int64_t n, char * group) {
             for (int ib = 0; ib < 8; ++ib) {
                 weave_ik_scales(b, k, ib, y[ibl]);
                 for (int p = 0; p < 32; ++p) {
-                    const int q = iq5_k_level(b, 32 * ib + p);
+                    const int q = iq5_level(b, 32 * ib + p);
                     r4_put_nibble(y[ibl].qs + 64 * ib, k, p, q & 0xF);
                     y[ibl].qh[16 * ib + 4 * k + p % 4] |= (uint8_t) ((q >> 4) << iq5_k_r4_hbit(p));
                 }
@@ -236,6 +215,11 @@ inline int ik_crumb(const uint8_t * qs, int v) { return (qs[32 * (v / 128) + v %
 template <typename RBlock>
 void put_crumbs(const uint8_t * qs, int k, int ib, RBlock & y) {
     for (int p = 0; p < 32; ++p) y.qs[32 * ib + r4_crumb_byte(k, p)] |= (uint8_t) (ik_crumb(qs, 32 * ib + p) << r4_crumb_shift(p));
+}
+
+// The same from 32 natural-order levels (only their two low bits are stored).
+void put_crumbs_levels(const uint8_t * u, int k, uint8_t * q) {
+    for (int p = 0; p < 32; ++p) q[r4_crumb_byte(k, p)] |= (uint8_t) ((u[p] & 3) << r4_crumb_shift(p));
 }
 
 void weave_iq2_k_r4(const char * const * rows, int64_t n, char * group) {
@@ -301,9 +285,139 @@ void weave_bf16_r16(const char * const * rows, int64_t n, char * group) {
     }
 }
 
-template <ggml_type T, weave_fn Weave>
-void register_weave() {
-    ggml_type_traits_mut(T)->quantize = quantize_woven<T, Weave>;
+// q5_0 / q6_0: the natural-order levels of a block (5 or 6 bits), then r4 nibbles plus high bits.
+void q5_0_levels(const block_q5_0 & b, uint8_t * L) {
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    for (int j = 0; j < 16; ++j) {
+        L[j]      = (uint8_t) ((b.qs[j] & 0xF) | ((qh >> j) & 1) << 4);
+        L[j + 16] = (uint8_t) ((b.qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+    }
+}
+
+void q6_0_levels(const block_q6_0 & b, uint8_t * L) {
+    for (int j = 0; j < 16; ++j) {
+        const int h = b.qh[j % 8] >> 4 * (j / 8);
+        L[j]      = (uint8_t) ((b.qs[j] & 0xF) | (h & 3) << 4);
+        L[j + 16] = (uint8_t) ((b.qs[j] >> 4) | ((h >> 2) & 3) << 4);
+    }
+}
+
+void weave_q5_0_r4(const char * const * rows, int64_t n, char * group) {
+    auto * y = (q5_0_r4_block *) group;
+    uint8_t L[32];
+    for (int64_t ib = 0; ib < n / QK5_0; ++ib) {
+        for (int k = 0; k < 4; ++k) {
+            const auto & b = at<block_q5_0>(rows, k, ib);
+            y[ib].d[k] = b.d;
+            q5_0_levels(b, L);
+            for (int p = 0; p < 32; ++p) {
+                r4_put_nibble(y[ib].qs, k, p, L[p] & 0xF);
+                y[ib].qh[4 * k + p % 4] |= (uint8_t) ((L[p] >> 4) << q5_0_r4_hbit(p));
+            }
+        }
+    }
+}
+
+void weave_q6_0_r4(const char * const * rows, int64_t n, char * group) {
+    auto * y = (q6_0_r4_block *) group;
+    uint8_t L[32];
+    for (int64_t ib = 0; ib < n / QK6_0; ++ib) {
+        for (int k = 0; k < 4; ++k) {
+            const auto & b = at<block_q6_0>(rows, k, ib);
+            y[ib].d[k] = b.d;
+            q6_0_levels(b, L);
+            for (int p = 0; p < 32; ++p) {
+                r4_put_nibble(y[ib].qs, k, p, L[p] & 0xF);
+                y[ib].qh[q6_0_r4_hoff(p) + 4 * k + p % 4] |= (uint8_t) ((L[p] >> 4) << q6_0_r4_hshift(p));
+            }
+        }
+    }
+}
+
+// q2_K / q3_K: levels through the kernels' decoded form (u in natural order); 2 low bits as
+// crumbs, q3_K's third bit in qh.
+void weave_q2_k_r4(const char * const * rows, int64_t n, char * group) {
+    auto * y = (q2_k_r4_block *) group;
+    k_block_decoded db;
+    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
+        for (int k = 0; k < 4; ++k) {
+            const auto & b = at<block_q2_K>(rows, k, ibl);
+            y[ibl].d[k] = b.d;
+            y[ibl].d[k + 4] = b.dmin;
+            for (int j = 0; j < 16; ++j) y[ibl].scales[4 * j + k] = b.scales[j];
+            k_decode_q2_K(&b, db);
+            for (int ib = 0; ib < 8; ++ib) put_crumbs_levels(db.u + 32 * ib, k, y[ibl].qs + 32 * ib);
+        }
+    }
+}
+
+void weave_q3_k_r4(const char * const * rows, int64_t n, char * group) {
+    auto * y = (q3_k_r4_block *) group;
+    k_block_decoded db;
+    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
+        for (int k = 0; k < 4; ++k) {
+            const auto & b = at<block_q3_K>(rows, k, ibl);
+            y[ibl].d[k] = b.d;
+            k_decode_q3_K(&b, db);
+            for (int ib = 0; ib < 8; ++ib) {
+                for (int half = 0; half < 2; ++half) {
+                    put_split_scale6(y[ibl].scales_l, y[ibl].scales_h, 8 * ib + k + 4 * half, db.s[2 * ib + half] + 32);
+                }
+                const uint8_t * u = db.u + 32 * ib;
+                put_crumbs_levels(u, k, y[ibl].qs + 32 * ib);
+                for (int p = 0; p < 32; ++p) y[ibl].qh[16 * ib + 4 * k + p % 4] |= (uint8_t) (((u[p] >> 2) & 1) << (p / 4));
+            }
+        }
+    }
+}
+
+// iq5_ks_r4: the four row scales (f32) lead the group; scale bytes copied, levels as iq5_k_r4.
+void weave_iq5_ks_r4(const char * const * rows, int64_t n, char * group) {
+    for (int k = 0; k < 4; ++k) std::memcpy(group + 4 * k, rows[k], 4);
+    auto * y = (iq5_ks_r4_block *) (group + 16);
+    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
+        for (int k = 0; k < 4; ++k) {
+            const auto & b = at<block_iq5_ks>(rows, k, ibl, 4);
+            for (int ib = 0; ib < 8; ++ib) {
+                y[ibl].scales[4 * ib + k] = b.scales[ib];
+                for (int p = 0; p < 32; ++p) {
+                    const int q = iq5_level(b, 32 * ib + p);
+                    r4_put_nibble(y[ibl].qs + 64 * ib, k, p, q & 0xF);
+                    y[ibl].qh[16 * ib + 4 * k + p % 4] |= (uint8_t) ((q >> 4) << iq5_k_r4_hbit(p));
+                }
+            }
+        }
+    }
+}
+
+// q8_k_r8 / q8_k_r16 from q8_K rows: the f32 scale rounded to fp16 (as the reference does, so
+// these are not lossless weaves), values in 4-value runs; r16 stores value + 128.
+template <int R>
+void weave_q8_k_rn(const char * const * rows, int64_t n, char * group) {
+    const size_t block = 2 * R + R * QK_K;
+    for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
+        uint8_t * y = (uint8_t *) group + ibl * block;
+        for (int k = 0; k < R; ++k) {
+            const auto & b = at<block_q8_K>(rows, k, ibl);
+            const ggml_fp16_t h = GGML_FP32_TO_FP16(b.d);
+            std::memcpy(y + 2 * k, &h, 2);
+            for (int j = 0; j < QK_K; ++j) {
+                y[2 * R + R * 4 * (j / 4) + 4 * k + j % 4] = (uint8_t) (R == 16 ? b.qs[j] + 128 : b.qs[j]);
+            }
+        }
+    }
+}
+
+// q8_KV_r8: the eight row scales (the first f32 of each q8_KV row), then 4-value runs.
+void weave_q8_KV_r8(const char * const * rows, int64_t n, char * group) {
+    auto * d = (float *) group;
+    auto * q8 = (int8_t *) (d + 8);
+    for (int k = 0; k < 8; ++k) {
+        std::memcpy(d + k, rows[k], 4);
+        const auto * x = (const int8_t *) (rows[k] + 8);
+        for (int64_t j = 0; j < n; ++j) q8[128 * (j / 16) + 32 * ((j % 16) / 4) + 4 * k + j % 4] = x[j];
+    }
 }
 
 void register_interleaved_quantizers() {
@@ -320,6 +434,14 @@ void register_interleaved_quantizers() {
     register_weave<GGML_TYPE_IQ5_K_R4, weave_iq5_k_r4>();
     register_weave<GGML_TYPE_IQ4_KS_R4, weave_iq4_ks_r4>();
     register_weave<GGML_TYPE_BF16_R16, weave_bf16_r16>();
+    register_weave<GGML_TYPE_Q5_0_R4, weave_q5_0_r4>();
+    register_weave<GGML_TYPE_Q6_0_R4, weave_q6_0_r4>();
+    register_weave<GGML_TYPE_Q2_K_R4, weave_q2_k_r4>();
+    register_weave<GGML_TYPE_Q3_K_R4, weave_q3_k_r4>();
+    register_weave<GGML_TYPE_IQ5_KS_R4, weave_iq5_ks_r4>();
+    register_weave<GGML_TYPE_Q8_K_R8, weave_q8_k_rn<8>>();
+    register_weave<GGML_TYPE_Q8_K_R16, weave_q8_k_rn<16>>();
+    register_weave<GGML_TYPE_Q8_KV_R8, weave_q8_KV_r8>();
 }
 GGML_REGISTER(register_interleaved_quantizers);
 

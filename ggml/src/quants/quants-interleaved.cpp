@@ -1,4 +1,4 @@
-// Row-interleaved layouts of ik_llama.cpp (_r4 / _r8 / _r16), decoders and gemms: the same bits as their base type, with
+// Row-interleaved layouts of ik_llama.cpp (_r4 / _r8 / _r16), decoders and products: the same bits as their base type, with
 // the blocks of 4 or 8 consecutive rows woven together so one vector load holds the same block
 // position of several rows.
 //
@@ -7,9 +7,9 @@
 // the R rows one after another. A gemm of such a type is called with nr a multiple of R and w at
 // the start of a group (the CPU backend's chunking respects ggml_cpu_type_traits::rows_per_call).
 //
-// Decoders follow the reference's index arithmetic and float expressions exactly. The gemm of
-// iq4_k_r4 / iq4_ks_r4 decodes each row into the common ik form and runs the exact q8_K integer
-// dot; the other layouts use a float gemm over the decoded group (correct, not fast).
+// Decoders follow the reference's index arithmetic and float expressions exactly. Products go
+// through r_gemm_decoded (quants-interleaved.h): back to the twin's rows and its kernel, or
+// decoded floats for the layouts that cannot be unwoven. Correct, not yet fast.
 #include "quants-interleaved.h"
 
 #include "cpu-traits.h"
@@ -277,86 +277,146 @@ void bf16_r16_to_float(const void * vx, float * y, int64_t n) {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// gemms
-
-// The group of R rows starting at w: the k-th row_size bytes of the woven group are at
-// w + k * w_stride (contiguous when w_stride == row_size, as in tensors; gathered otherwise).
-const char * group_bytes(const void * w, size_t w_stride, size_t row_size, int R, std::vector<char> & buf) {
-    if (w_stride == row_size) return (const char *) w;
-    buf.resize((size_t) R * row_size);
-    for (int k = 0; k < R; ++k) std::memcpy(buf.data() + k * row_size, (const char *) w + k * w_stride, row_size);
-    return buf.data();
+// q5_0_r4 / q6_0_r4: the reference writes d * q + m with m = -16 d (-32 d); both products are
+// exact in float, so this equals the plain types' (q - 16) * d.
+void q5_0_r4_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 4;
+    const auto * x = (const q5_0_r4_block *) vx;
+    for (int64_t ib = 0; ib < npr / 32; ++ib) {
+        for (int k = 0; k < 4; ++k) {
+            const float d = GGML_FP16_TO_FP32(x[ib].d[k]), m = -16 * d;
+            for (int p = 0; p < 32; ++p) {
+                const int h = (x[ib].qh[4 * k + p % 4] >> q5_0_r4_hbit(p)) & 1;
+                y[k * npr + 32 * ib + p] = d * (r4_nibble(x[ib].qs, k, p) | (h << 4)) + m;
+            }
+        }
+    }
 }
 
-// q8_K gemm of the 4-row layouts decoded through the common ik form.
-template <typename Block, bool RowScale, void (*row_decode)(const Block &, float, int, ik_decoded &)>
-void r4_gemm_q8_K(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
-                  size_t dst_stride, int nr, int nc) {
-    GGML_ASSERT(nr % 4 == 0);
-    const int64_t nb = n / QK_K;
-    const size_t row_size = (RowScale ? 4 : 0) + nb * sizeof(Block) / 4;
-    thread_local std::vector<char> gather;
-    ik_decoded db;
-    for (int r0 = 0; r0 < nr; r0 += 4) {
-        const char * group = group_bytes((const char *) w + r0 * w_stride, w_stride, row_size, 4, gather);
-        const float * row_d = (const float *) group;
-        const auto * blocks = (const Block *) (group + (RowScale ? 16 : 0));
+void q6_0_r4_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 4;
+    const auto * x = (const q6_0_r4_block *) vx;
+    for (int64_t ib = 0; ib < npr / 32; ++ib) {
         for (int k = 0; k < 4; ++k) {
-            for (int c = 0; c < nc; ++c) dst[c * dst_stride + r0 + k] = 0.0f;
+            const float d = GGML_FP16_TO_FP32(x[ib].d[k]), m = -32 * d;
+            for (int p = 0; p < 32; ++p) {
+                const int h = (x[ib].qh[q6_0_r4_hoff(p) + 4 * k + p % 4] >> q6_0_r4_hshift(p)) & 3;
+                y[k * npr + 32 * ib + p] = d * (r4_nibble(x[ib].qs, k, p) | (h << 4)) + m;
+            }
         }
-        for (int64_t i = 0; i < nb; ++i) {
-            for (int k = 0; k < 4; ++k) {
-                row_decode(blocks[i], RowScale ? row_d[k] : 0.f, k, db);
-                for (int c = 0; c < nc; ++c) {
-                    const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
-                    dst[c * dst_stride + r0 + k] += (db.d * a.d) * (float) ik_block_dot_scalar(db, a.qs);
+    }
+}
+
+inline int r4_crumb(const uint8_t * q, int k, int p) { return (q[r4_crumb_byte(k, p)] >> r4_crumb_shift(p)) & 3; }
+
+void q2_k_r4_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 4;
+    const auto * x = (const q2_k_r4_block *) vx;
+    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
+        const auto & b = x[ibl];
+        for (int k = 0; k < 4; ++k) {
+            const float d = GGML_FP16_TO_FP32(b.d[k]), m = GGML_FP16_TO_FP32(b.d[k + 4]);
+            for (int ib = 0; ib < 8; ++ib) {
+                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
+                for (int half = 0; half < 2; ++half) {
+                    const uint8_t s = b.scales[8 * ib + k + 4 * half];
+                    const float dl = d * (s & 0xF), ml = m * (s >> 4);
+                    for (int p = 16 * half; p < 16 * half + 16; ++p) yr[p] = dl * r4_crumb(b.qs + 32 * ib, k, p) - ml;
                 }
             }
         }
     }
 }
 
-void iq4_k_r4_row_adapter(const iq4_k_r4_block & b, float, int k, ik_decoded & out) { iq4_k_r4_row(b, k, out); }
-
-// Float gemm over decoded groups (f32 activations): every interleaved layout, exact products.
-template <ggml_type T>
-void r_gemm_f32(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
-                size_t dst_stride, int nr, int nc) {
-    const ggml_type_traits * tt = ggml_get_type_traits(T);
-    const int R = tt->nrows_interleaved;
-    GGML_ASSERT(nr % R == 0);
-    thread_local std::vector<float> buf;
-    thread_local std::vector<char> gather;
-    buf.resize((size_t) R * n);
-    const size_t row_size = ggml_row_size(T, n);
-    for (int r0 = 0; r0 < nr; r0 += R) {
-        tt->to_float(group_bytes((const char *) w + r0 * w_stride, w_stride, row_size, R, gather), buf.data(), R * n);
-        for (int k = 0; k < R; ++k) {
-            const float * wr = buf.data() + (size_t) k * n;
-            for (int c = 0; c < nc; ++c) {
-                const float * a = (const float *) ((const char *) x + c * x_stride);
-                float s = 0;
-                for (int64_t i = 0; i < n; ++i) s += wr[i] * a[i];
-                dst[c * dst_stride + r0 + k] = s;
+void q3_k_r4_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 4;
+    const auto * x = (const q3_k_r4_block *) vx;
+    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
+        const auto & b = x[ibl];
+        for (int k = 0; k < 4; ++k) {
+            const float d = GGML_FP16_TO_FP32(b.d[k]);
+            for (int ib = 0; ib < 8; ++ib) {
+                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
+                const uint8_t * qh = b.qh + 16 * ib + 4 * k;
+                for (int half = 0; half < 2; ++half) {
+                    const float dl = d * (split_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4 * half) - 32);
+                    for (int p = 16 * half; p < 16 * half + 16; ++p) {
+                        const int l = r4_crumb(b.qs + 32 * ib, k, p) | (((qh[p % 4] >> (p / 4)) & 1) << 2);
+                        yr[p] = dl * (l - 4);
+                    }
+                }
             }
         }
     }
 }
 
-template <ggml_type T>
-void register_float_path(ggml_to_float_t to_float) {
-    ggml_type_traits_mut(T)->to_float = to_float;
-    ggml_cpu_register_gemm(T, GGML_CPU_ISA_SCALAR, GGML_TYPE_F32, r_gemm_f32<T>);
-    ggml_cpu_type_traits_mut(T)->rows_per_call = ggml_get_type_traits(T)->nrows_interleaved;
+void iq5_ks_r4_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 4;
+    const float * dptr = (const float *) vx;
+    const auto * x = (const iq5_ks_r4_block *) (dptr + 4);
+    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
+        const auto & b = x[ibl];
+        for (int k = 0; k < 4; ++k) {
+            for (int ib = 0; ib < 8; ++ib) {
+                const uint8_t sc = b.scales[4 * ib + k];
+                const float dl = dptr[k] * ((sc & 254) - 127);
+                const int8_t * v = ik_iq5nl_values + (sc & 1) * 32;
+                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
+                for (int p = 0; p < 32; ++p) {
+                    const int h = (b.qh[16 * ib + 4 * k + p % 4] >> iq5_k_r4_hbit(p)) & 1;
+                    yr[p] = dl * v[r4_nibble(b.qs + 64 * ib, k, p) | (h << 4)];
+                }
+            }
+        }
+    }
 }
 
-// A 4-row layout with a row decoder into the ik form: float decoding and the exact q8_K gemm.
+// q8_k_r8 / q8_k_r16: fp16 row scales, then 4-value runs of the R rows; the r16 form stores
+// value + 128 as unsigned (the reference decodes it as d * u - 128 d).
+template <int R>
+void q8_k_rn_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / R;
+    const size_t block = 2 * R + R * QK_K;
+    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
+        const uint8_t * b = (const uint8_t *) vx + ibl * block;
+        const uint8_t * qs = b + 2 * R;
+        for (int k = 0; k < R; ++k) {
+            ggml_fp16_t h;
+            std::memcpy(&h, b + 2 * k, 2);
+            const float d = GGML_FP16_TO_FP32(h);
+            float * yr = y + k * npr + ibl * QK_K;
+            for (int j = 0; j < QK_K; ++j) {
+                const uint8_t q = qs[R * 4 * (j / 4) + 4 * k + j % 4];
+                if constexpr (R == 16) yr[j] = d * q + (-128.f * d);
+                else yr[j] = d * (int8_t) q;
+            }
+        }
+    }
+}
+
+// q8_KV_r8: 8 f32 row scales, then per 16 values four 4-value runs of the 8 rows.
+void q8_KV_r8_to_float(const void * vx, float * y, int64_t n) {
+    const int64_t npr = n / 8;
+    const float * dptr = (const float *) vx;
+    const int8_t * q8 = (const int8_t *) (dptr + 8);
+    for (int64_t ib = 0; ib < npr / 16; ++ib) {
+        for (int k = 0; k < 8; ++k) {
+            for (int l = 0; l < 4; ++l) {
+                for (int i = 0; i < 4; ++i) y[k * npr + 16 * ib + 4 * l + i] = dptr[k] * q8[128 * ib + 32 * l + 4 * k + i];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gemms
+
+void iq4_k_r4_row_adapter(const iq4_k_r4_block & b, float, int k, ik_decoded & out) { iq4_k_r4_row(b, k, out); }
+
+// A 4-row layout decoded through a row decoder into the common ik form.
 template <ggml_type T, typename Block, void (*row_decode)(const Block &, float, int, ik_decoded &)>
-void register_r4_q8_K() {
-    ggml_type_traits_mut(T)->to_float = r4_ik_to_float<Block, row_decode>;
-    ggml_cpu_register_gemm(T, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, r4_gemm_q8_K<Block, false, row_decode>);
-    ggml_cpu_type_traits_mut(T)->rows_per_call = 4;
+void register_r4_ik() {
+    register_float_path<T>(r4_ik_to_float<Block, row_decode>);
 }
 
 void register_interleaved_types() {
@@ -369,14 +429,21 @@ void register_interleaved_types() {
     register_float_path<GGML_TYPE_Q6_K_R4>(q6_k_r4_to_float);
     register_float_path<GGML_TYPE_IQ5_K_R4>(iq5_k_r4_to_float);
     register_float_path<GGML_TYPE_BF16_R16>(bf16_r16_to_float);
+    register_float_path<GGML_TYPE_Q5_0_R4>(q5_0_r4_to_float);
+    register_float_path<GGML_TYPE_Q6_0_R4>(q6_0_r4_to_float);
+    register_float_path<GGML_TYPE_Q2_K_R4>(q2_k_r4_to_float);
+    register_float_path<GGML_TYPE_Q3_K_R4>(q3_k_r4_to_float);
+    register_float_path<GGML_TYPE_IQ5_KS_R4>(iq5_ks_r4_to_float);
+    register_float_path<GGML_TYPE_Q8_K_R8>(q8_k_rn_to_float<8>);
+    register_float_path<GGML_TYPE_Q8_K_R16>(q8_k_rn_to_float<16>);
+    register_float_path<GGML_TYPE_Q8_KV_R8>(q8_KV_r8_to_float);
+    // plain q8_KV (the r8 twin's base, also a KV-cache type) runs the same decoded float gemm
+    register_float_path<GGML_TYPE_Q8_KV>(q8_KV_to_float);
 
-    register_r4_q8_K<GGML_TYPE_IQ2_K_R4, iq2_k_r4_block, iq2_k_r4_row>();
-    register_r4_q8_K<GGML_TYPE_IQ3_K_R4, iq3_k_r4_block, iq3_k_r4_row>();
-    register_r4_q8_K<GGML_TYPE_IQ4_K_R4, iq4_k_r4_block, iq4_k_r4_row_adapter>();
-    ggml_type_traits_mut(GGML_TYPE_IQ4_KS_R4)->to_float = iq4_ks_r4_to_float;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K,
-                           r4_gemm_q8_K<iq4_ks_r4_block, true, iq4_ks_r4_row>);
-    ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_KS_R4)->rows_per_call = 4;
+    register_r4_ik<GGML_TYPE_IQ2_K_R4, iq2_k_r4_block, iq2_k_r4_row>();
+    register_r4_ik<GGML_TYPE_IQ3_K_R4, iq3_k_r4_block, iq3_k_r4_row>();
+    register_r4_ik<GGML_TYPE_IQ4_K_R4, iq4_k_r4_block, iq4_k_r4_row_adapter>();
+    register_float_path<GGML_TYPE_IQ4_KS_R4>(iq4_ks_r4_to_float);
 }
 GGML_REGISTER(register_interleaved_types);
 

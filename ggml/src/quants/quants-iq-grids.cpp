@@ -876,10 +876,10 @@ const search_grid & get_search_grid(ggml_type t) {
     }
 }
 
-bool check_rows(const char * type_name, const float * src, int64_t nrows, int64_t n_per_row) {
-    if (n_per_row % QK_K != 0) {
-        std::fprintf(stderr, "quantize %s: row length %lld is not a multiple of %d\n", type_name,
-                     (long long) n_per_row, QK_K);
+bool check_rows(const char * type_name, const float * src, int64_t nrows, int64_t n_per_row, int64_t block) {
+    if (n_per_row % block != 0) {
+        std::fprintf(stderr, "quantize %s: row length %lld is not a multiple of %lld\n", type_name,
+                     (long long) n_per_row, (long long) block);
         return false;
     }
     for (int64_t i = 0; i < nrows * n_per_row; ++i) {

@@ -274,6 +274,6 @@ static inline int nearest_int(float v) {
 }
 
 // Rows must hold finite values and be a multiple of QK_K long; prints why not.
-bool check_rows(const char * type_name, const float * src, int64_t nrows, int64_t n_per_row);
+bool check_rows(const char * type_name, const float * src, int64_t nrows, int64_t n_per_row, int64_t block = QK_K);
 
 } // namespace ggml_iq

@@ -3,7 +3,9 @@
 // codebook is the set of runs its seed width can name: 2^16 runs of 8 (iq2_kt; iq3_kt as
 // magnitudes with separate sign bits), 2^13 of 8 (iq1_kt), two halves of 2^15 runs of 4 (iq4_kt,
 // one half per 32 values). The search over a codebook is exhaustive, so every seed is the best
-// run for the scale it was chosen under.
+// run for the scale it was chosen under; a SIMD kernel (cpu/*/quants-kt-search.cpp) computes the
+// distances, and the plain expression decides among the near-best (best_seed), so the seeds do
+// not depend on the instruction set.
 //
 // Per row:
 //   1. per 32 values a free scale: alternate "best seed per run at scale dl" and the weighted
@@ -15,6 +17,7 @@
 // not folded into the stored scale: the stored values are the least-squares fit, as the
 // reference's files are.
 #include "quants-ik.h"
+#include "cpu-traits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,38 +28,67 @@ namespace {
 
 constexpr uint32_t kMul = 0xCBAC1FEDu;
 
-// Every run a seed range names, as floats for the search.
+// Every run a seed range names: as floats seed major (v, for the plain loop and the re-checks)
+// and as int8 run-position major (by_pos, for the SIMD kernels; the values are in -126..126).
 struct kt_codebook {
-    int                n = 0;
-    int                count = 0;
-    std::vector<float> v;   // count * n
+    int                 n = 0;
+    int                 count = 0;
+    std::vector<float>  v;        // count * n
+    std::vector<int8_t> by_pos;   // n * count
 
-    kt_codebook(uint32_t offset, int count_, int n_, bool magnitudes) : n(n_), count(count_), v((size_t) count_ * n_) {
+    kt_codebook(uint32_t offset, int count_, int n_, bool magnitudes)
+        : n(n_), count(count_), v((size_t) count_ * n_), by_pos((size_t) count_ * n_) {
         for (int s = 0; s < count; ++s) {
             uint32_t x = (uint32_t) s + offset;
             for (int m = 0; m < n; ++m) {
                 x *= kMul;   // seed * K^(m+1)
                 const uint32_t y = x & 0x3f3f3f3fu;
                 const int val = (int) (y & 0xFF) + (int) ((y >> 8) & 0xFF) + (int) ((y >> 16) & 0xFF) + (int) (y >> 24) - 126;
-                v[(size_t) s * n + m] = (float) (magnitudes ? std::abs(val) : val);
+                const int q = magnitudes ? std::abs(val) : val;
+                v[(size_t) s * n + m] = (float) q;
+                by_pos[(size_t) m * count + s] = (int8_t) q;
             }
         }
     }
     const float * at(int s) const { return v.data() + (size_t) s * n; }
 };
 
-// The seed whose run is nearest to t under weights w.
+// The weighted squared distance of run c to the target t: the one expression every search path
+// decides by.
+template <int N>
+inline float run_error(const float * c, const float * t, const float * w) {
+    float e = 0;
+    for (int m = 0; m < N; ++m) {
+        const float d = t[m] - c[m];
+        e += w[m] * d * d;
+    }
+    return e;
+}
+
+// The seed whose run is nearest to t under weights w (the first of equal ones). With a SIMD
+// kernel: its errors (own rounding) for every seed, then run_error on the seeds within a relative
+// 1e-5 of its minimum. Both sums hold N + 1 non-negative terms, so each is within (N + 1) 2^-24
+// of the exact sum (relative): the plain minimum's seed is always among those re-checked, and the
+// result is the exhaustive plain search's.
 template <int N>
 int best_seed(const kt_codebook & cb, const float * t, const float * w) {
     float best = INFINITY;
     int bs = 0;
+    if (const ggml_kt_errors_t errors = ggml_cpu_kt_errors()) {
+        thread_local std::vector<float> err;
+        err.resize(cb.count);
+        const float mn = errors(cb.by_pos.data(), cb.count, N, t, w, err.data());
+        const float thr = mn * (1 + 1e-5f) + 1e-30f;
+        for (int s = 0; s < cb.count; ++s) {
+            if (err[s] > thr) continue;
+            const float e = run_error<N>(cb.at(s), t, w);
+            if (e < best) { best = e; bs = s; }
+        }
+        return bs;
+    }
     const float * c = cb.v.data();
     for (int s = 0; s < cb.count; ++s, c += N) {
-        float e = 0;
-        for (int m = 0; m < N; ++m) {
-            const float d = t[m] - c[m];
-            e += w[m] * d * d;
-        }
+        const float e = run_error<N>(c, t, w);
         if (e < best) { best = e; bs = s; }
     }
     return bs;

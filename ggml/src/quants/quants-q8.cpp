@@ -42,6 +42,8 @@ void q8_K_to_float(const void * vx, float * y, int64_t n) {
     }
 }
 
+void q8_KV_to_float_row(const void * vx, float * y, int64_t n) { q8_KV_to_float(vx, y, n); }
+
 void q8_0_from_float(const float * x, void * y, int64_t n) { quantize_row_q8_0_ref(x, y, n); }
 void q8_1_from_float(const float * x, void * y, int64_t n) { quantize_row_q8_1_ref(x, y, n); }
 void q8_K_from_float(const float * x, void * y, int64_t n) { quantize_row_q8_K_ref(x, y, n); }
@@ -56,6 +58,9 @@ void register_q8_types() {
     auto * q8k = ggml_type_traits_mut(GGML_TYPE_Q8_K);
     q8k->to_float       = q8_K_to_float;
     q8k->from_float_ref = q8_K_from_float;
+    auto * q8kv = ggml_type_traits_mut(GGML_TYPE_Q8_KV);
+    q8kv->to_float       = q8_KV_to_float_row;
+    q8kv->from_float_ref = quantize_row_q8_KV_ref;
 }
 GGML_REGISTER(register_q8_types);
 
@@ -121,4 +126,33 @@ void quantize_row_q8_K_ref(const float * x, void * vy, int64_t n) {
         }
         y[ib].d = 1.0f / iscale;
     }
+}
+
+// q8_KV (ik_llama.cpp type 151): one scale for the whole row. Row = f32 d = max|x| / 127, the
+// i32 sum of the quants, then the int8 quants q = round(x / d), ties to even as the reference's
+// SIMD rounding does.
+void quantize_row_q8_KV_ref(const float * x, void * vy, int64_t n) {
+    auto * dptr = (float *) vy;
+    auto * q8 = (int8_t *) (dptr + 2);
+    float amax = 0;
+    for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+    int32_t sum = 0;
+    if (amax == 0) {
+        dptr[0] = 0;
+        std::memset(q8, 0, n);
+    } else {
+        dptr[0] = amax / 127.f;
+        const float id = 1 / dptr[0];
+        for (int64_t j = 0; j < n; ++j) {
+            q8[j] = (int8_t) std::max(-127, std::min(127, round_half_even(x[j] * id)));
+            sum += q8[j];
+        }
+    }
+    std::memcpy(dptr + 1, &sum, 4);
+}
+
+void q8_KV_to_float(const void * vx, float * y, int64_t n) {
+    const auto * dptr = (const float *) vx;
+    const auto * q8 = (const int8_t *) (dptr + 2);
+    for (int64_t j = 0; j < n; ++j) y[j] = dptr[0] * q8[j];
 }

@@ -1,0 +1,33 @@
+// The trellis (KT) quantizers' seed search (cpu-traits.h, ggml_kt_errors_t), 8 seeds per step:
+// the weighted squared distance of a target run to every run of the codebook, which is stored as
+// int8 run-position major so that one load takes position m of 8 consecutive seeds and the
+// whole book stays in cache.
+#include "avx2/register.h"
+#include "cpu-traits.h"
+
+#include <immintrin.h>
+
+namespace {
+
+float kt_errors_avx2(const int8_t * cb, int count, int n, const float * t, const float * w, float * err) {
+    __m256 mn = _mm256_set1_ps(__builtin_inff());
+    for (int s = 0; s < count; s += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int m = 0; m < n; ++m) {
+            const __m128i c8 = _mm_loadl_epi64((const __m128i *) (cb + (size_t) m * count + s));
+            const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8));
+            const __m256 d = _mm256_sub_ps(_mm256_set1_ps(t[m]), c);
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[m]), d), d, acc);
+        }
+        _mm256_storeu_ps(err + s, acc);
+        mn = _mm256_min_ps(mn, acc);
+    }
+    __m128 m4 = _mm_min_ps(_mm256_castps256_ps128(mn), _mm256_extractf128_ps(mn, 1));
+    m4 = _mm_min_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_min_ss(m4, _mm_movehdup_ps(m4));
+    return _mm_cvtss_f32(m4);
+}
+
+} // namespace
+
+void ggml_cpu_register_kt_search_avx2() { ggml_cpu_register_kt_errors(GGML_CPU_ISA_AVX2, kt_errors_avx2); }

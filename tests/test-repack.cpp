@@ -1,0 +1,155 @@
+// Row-interleaved repacking of whole models: -rtr (llama_model_params::repack_tensors) at load and
+// llama-quantize --repack / --repack-pattern on files. Both must change every weight that has an
+// interleaved twin (and only those), say so, and give the logits of the original model
+// (mean KL-divergence <= 1e-4 over a decoded sequence).
+#include "gguf.h"
+#include "llama-quantize.h"
+#include "llama.h"
+#include "model-handles.h"
+#include "testing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<llama_token> test_tokens(int n) {
+    std::vector<llama_token> t(n);
+    for (int i = 0; i < n; ++i) t[i] = (llama_token) ((i * 977 + 13) % 4000 + 1);
+    return t;
+}
+
+// All logits of decoding the test tokens in one batch.
+std::vector<float> run_logits(const std::string & path, bool repack, int & n_vocab) {
+    llama_model_params mp = llama_model_default_params();
+    mp.repack_tensors = repack;
+    kiln_test::model_ptr m(llama_model_load_from_file(path.c_str(), mp));
+    EXPECT_TRUE(m) << path << ": " << llama_last_error();
+    if (!m) return {};
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_batch = cp.n_ubatch = 64;
+    kiln_test::context_ptr ctx(llama_init_from_model(m.get(), cp));
+    EXPECT_TRUE(ctx) << llama_last_error();
+    if (!ctx) return {};
+    const std::vector<llama_token> toks = test_tokens(48);
+    EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, (int) toks.size(), 0), 0);
+    n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+    const float * l = llama_get_logits(ctx.get());
+    return std::vector<float>(l, l + toks.size() * n_vocab);
+}
+
+// Mean over positions of KL(p_ref || p) of the softmaxes.
+double mean_kld(const std::vector<float> & ref, const std::vector<float> & got, int n_vocab) {
+    const size_t n_pos = ref.size() / n_vocab;
+    double total = 0;
+    for (size_t p = 0; p < n_pos; ++p) {
+        const float * a = ref.data() + p * n_vocab;
+        const float * b = got.data() + p * n_vocab;
+        double ma = a[0], mb = b[0];
+        for (int i = 1; i < n_vocab; ++i) {
+            ma = std::max(ma, (double) a[i]);
+            mb = std::max(mb, (double) b[i]);
+        }
+        double za = 0, zb = 0;
+        for (int i = 0; i < n_vocab; ++i) {
+            za += std::exp(a[i] - ma);
+            zb += std::exp(b[i] - mb);
+        }
+        double kl = 0;
+        for (int i = 0; i < n_vocab; ++i) {
+            const double la = a[i] - ma - std::log(za), lb = b[i] - mb - std::log(zb);
+            kl += std::exp(la) * (la - lb);
+        }
+        total += kl;
+    }
+    return total / (double) n_pos;
+}
+
+std::map<std::string, ggml_type> tensor_types(const std::string & path) {
+    gguf_init_params gp = { true, nullptr };
+    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
+    EXPECT_NE(g, nullptr) << path << ": " << gguf_last_error();
+    std::map<std::string, ggml_type> out;
+    if (!g) return out;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) out[gguf_get_tensor_name(g, i)] = gguf_get_tensor_type(g, i);
+    gguf_free(g);
+    return out;
+}
+
+// Log lines of a load with -rtr, to find its announcement.
+std::string g_log;
+void capture_log(ggml_log_level, const char * text, void *) { g_log += text; }
+
+class RunTimeRepack : public ::testing::TestWithParam<const char *> {};
+
+// Dense (q4_K, q6_K), MoE experts (3-d iq4_xs) and MLA (iq3_k with derived attention weights).
+TEST_P(RunTimeRepack, GivesTheOriginalLogitsAndSaysSo) {
+    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    int nv0 = 0, nv1 = 0;
+    const std::vector<float> plain = run_logits(path, false, nv0);
+    g_log.clear();
+    llama_log_set(capture_log, nullptr);
+    const std::vector<float> repacked = run_logits(path, true, nv1);
+    llama_log_set(nullptr, nullptr);
+    ASSERT_FALSE(plain.empty());
+    ASSERT_EQ(plain.size(), repacked.size());
+    const double kld = mean_kld(plain, repacked, nv0);
+    EXPECT_LE(kld, 1e-4) << GetParam();
+    const size_t at = g_log.find("-rtr: ");
+    ASSERT_NE(at, std::string::npos) << "no -rtr line in the load log";
+    EXPECT_NE(g_log.compare(at, 8, "-rtr: 0 "), 0) << g_log.substr(at, 80);
+    std::printf("%s: -rtr mean KLD %.3g (%s)\n", GetParam(), kld, g_log.substr(at, g_log.find('\n', at) - at).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, RunTimeRepack,
+                         ::testing::Values("synth-qwen3-Q4_K_M.gguf", "synth-qwen3moe-IQ4_XS.gguf", "synth-deepseek2-IQ3_K.gguf"));
+
+TEST(QuantizeRepack, RepacksEveryWeightWithATwinAndKeepsTheLogits) {
+    const std::string in = kiln_test::shared_path("models/synth-qwen3moe-Q4_K_M.gguf");
+    const std::string out = ::testing::TempDir() + "kiln-test-repack-qwen3moe.gguf";
+    llama_quant_params params;
+    params.repack = true;
+    llama_quant_model(in, out, params);
+    const auto before = tensor_types(in), after = tensor_types(out);
+    ASSERT_EQ(before.size(), after.size());
+    int n_repacked = 0;
+    for (const auto & [name, type] : before) {
+        const ggml_type twin = ggml_interleaved_twin(type);
+        const bool expect = name != "token_embd.weight" && ggml_is_quantized(type) && twin != type;
+        EXPECT_EQ(after.at(name), expect ? twin : type) << name << " (" << ggml_type_name(type) << ")";
+        n_repacked += after.at(name) != type;
+    }
+    EXPECT_GT(n_repacked, 10);
+    int nv0 = 0, nv1 = 0;
+    const std::vector<float> ref = run_logits(in, false, nv0);
+    const std::vector<float> got = run_logits(out, false, nv1);
+    ASSERT_EQ(ref.size(), got.size());
+    EXPECT_LE(mean_kld(ref, got, nv0), 1e-4);
+    std::remove(out.c_str());
+}
+
+TEST(QuantizeRepack, PatternsSelectTheTensors) {
+    const std::string in = kiln_test::shared_path("models/synth-qwen3-Q4_K_M.gguf");
+    const std::string out = ::testing::TempDir() + "kiln-test-repack-pattern.gguf";
+    llama_quant_params params;
+    params.repack = true;
+    params.repack_patterns.push_back({ "ffn_down", std::regex("ffn_down"), GGML_TYPE_COUNT });
+    llama_quant_model(in, out, params);
+    const auto before = tensor_types(in), after = tensor_types(out);
+    int n_repacked = 0;
+    for (const auto & [name, type] : before) {
+        if (after.at(name) == type) continue;
+        ++n_repacked;
+        EXPECT_NE(name.find("ffn_down"), std::string::npos) << name << " repacked without matching the pattern";
+    }
+    EXPECT_GT(n_repacked, 0);
+    std::remove(out.c_str());
+}
+
+} // namespace
