@@ -227,6 +227,12 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         }
         LLAMA_LOG_INFO("llama_model_load: -rtr: %zu tensors (%.2f MiB) repacked into interleaved layouts at load, "
                        "read instead of mapped\n", repacked_from.size(), bytes / 1048576.0);
+        if (!repacked_from.empty()) {
+            // said plainly because users pass -rtr for speed: the products of interleaved groups
+            // still unweave them into the plain type's kernel (same numbers, more work per token)
+            LLAMA_LOG_WARN("llama_model_load: -rtr: the interleaved layouts have no kernels of their own yet; "
+                           "results are identical but token generation is slower than without -rtr\n");
+        }
     }
     std::vector<ggml_tensor *> mapped;
     size_t n_overridden = 0;
