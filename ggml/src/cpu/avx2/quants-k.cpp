@@ -1,5 +1,8 @@
 // AVX2 gemm kernels of q2_K .. q6_K against q8_K activations (the fallback below AVX512).
 //
+// Calls with many activation columns (prompt processing) go to the panel gemm (panel.h); the
+// kernel below serves token generation and small batches.
+//
 // A weight block is decoded once per tile of up to 4 activation columns into registers: eight
 // vectors of 32 unsigned levels u in natural order, eight vectors of 16-bit group scales laid
 // out to match vpmaddubsw's pair sums, and the 16 minimum terms (quants-k.h's common form).
@@ -11,6 +14,7 @@
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
+#include "panel.h"
 
 #include <immintrin.h>
 
@@ -151,9 +155,29 @@ inline void row_times_columns(int64_t nb, const char * wrow, const char * x, siz
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
 }
 
-template <decode_fn Decode, size_t BlockBytes>
+// Batches go through the panel gemm (panel.h): the levels of the register decoders above, the
+// sub-block coefficients of panel-common.h.
+template <decode_fn Decode, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
+struct panel_decoder {
+    static constexpr int kSub = S, kChunk = QK_K, kMaxLevel = MaxLevel;
+    static constexpr bool kBias = true;
+    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float * bias) {
+        const uint8_t * b = row + i * BlockBytes;
+        decoded blk;
+        Decode(b, blk);
+        for (int k = 0; k < 8; ++k) v[k] = blk.w[k];
+        Coef(b, scale, bias);
+    }
+};
+
+template <decode_fn Decode, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
 void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
             size_t dst_stride, int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, MaxLevel, Coef>, kiln_panel::act_q8_K<S>>(
+            n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     const int64_t nb = n / QK_K;
     constexpr int tile = 4;
     // Column tiles outside, rows inside: a tile's activations stay in L1 while the rows (a
@@ -183,9 +207,15 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_k_avx2() {
-    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_via_common<k_decode_q2_K>, sizeof(block_q2_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_via_common<k_decode_q3_K>, sizeof(block_q3_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_q4_K, sizeof(block_q4_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K)>);
+    using namespace kiln_panel;
+    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_via_common<k_decode_q2_K>, sizeof(block_q2_K), 16, 3, coef_q2_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_via_common<k_decode_q3_K>, sizeof(block_q3_K), 16, 7, coef_q3_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_q4_K, sizeof(block_q4_K), 32, 15, coef_k4<block_q4_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_q5_K, sizeof(block_q5_K), 32, 31, coef_k4<block_q5_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_q6_K, sizeof(block_q6_K), 16, 63, coef_q6_K>);
 }

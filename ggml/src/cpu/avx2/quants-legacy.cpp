@@ -1,6 +1,10 @@
 // AVX2 gemm kernels of the 32-value block formats against q8_0 / q8_1 activations:
 // q4_0, q4_1, q5_0, q5_1, q6_0, q8_0, iq4_nl, mxfp4; and iq4_xs against q8_K.
 //
+// Calls with many activation columns (prompt processing) go to the panel gemm (panel.h); each
+// format's decoder below serves both paths (kPanelOffset / kPanelMax: how its signed values
+// become the panel's unsigned levels, or 0 where they stay signed).
+//
 // Tiles of up to 2 weight rows x 4 activation columns (16 ymm registers). Each block is decoded
 // to 32 signed bytes once per tile step and multiplied with every column of the tile using the
 // sign trick (maddubs needs unsigned x signed: |w| times x carrying w's sign), then pairs are
@@ -9,6 +13,7 @@
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
+#include "panel.h"
 
 #include <immintrin.h>
 
@@ -49,6 +54,7 @@ struct w_q4_0 {
     using block = block_q4_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 8, kPanelMax = 15;
     static __m256i decode(const block & b) { return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8)); }
     static float scale(const block & b) { return h2f(b.d); }
 };
@@ -57,6 +63,7 @@ struct w_q4_1 {
     using block = block_q4_1;
     using xblock = block_q8_1;
     static constexpr bool kMin = true;
+    static constexpr int kPanelOffset = 0, kPanelMax = 15;
     static __m256i decode(const block & b) { return nibbles(b.qs); }
     static float scale(const block & b) { return h2f(b.d); }
     static float min(const block & b) { return h2f(b.m); }
@@ -66,6 +73,7 @@ struct w_q5_0 {
     using block = block_q5_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 16, kPanelMax = 31;
     static __m256i decode(const block & b) {
         return _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), fifth_bits(load_u32(b.qh))), _mm256_set1_epi8(16));
     }
@@ -76,6 +84,7 @@ struct w_q5_1 {
     using block = block_q5_1;
     using xblock = block_q8_1;
     static constexpr bool kMin = true;
+    static constexpr int kPanelOffset = 0, kPanelMax = 31;
     static __m256i decode(const block & b) { return _mm256_or_si256(nibbles(b.qs), fifth_bits(load_u32(b.qh))); }
     static float scale(const block & b) { return h2f(b.d); }
     static float min(const block & b) { return h2f(b.m); }
@@ -85,6 +94,7 @@ struct w_q6_0 {
     using block = block_q6_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 32, kPanelMax = 63;
     static __m256i decode(const block & b) {
         uint64_t h;
         std::memcpy(&h, b.qh, 8);
@@ -100,6 +110,7 @@ struct w_q8_0 {
     using block = block_q8_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 0, kPanelMax = 0;
     static __m256i decode(const block & b) { return _mm256_loadu_si256((const __m256i *) b.qs); }
     static float scale(const block & b) { return h2f(b.d); }
 };
@@ -108,6 +119,7 @@ struct w_iq4_nl {
     using block = block_iq4_nl;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 0, kPanelMax = 0;
     static __m256i decode(const block & b) { return table_lookup(kvalues_iq4nl, nibbles(b.qs)); }
     static float scale(const block & b) { return h2f(b.d); }
 };
@@ -116,6 +128,7 @@ struct w_mxfp4 {
     using block = block_mxfp4;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 0, kPanelMax = 0;
     static __m256i decode(const block & b) { return table_lookup(kvalues_mxfp4, nibbles(b.qs)); }
     static float scale(const block & b) { return e8m0_to_fp32_half(b.e); }
 };
@@ -177,9 +190,29 @@ void tile(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, siz
         for (int r = 0; r < R; ++r) dst[c * dst_stride + r] = hsum(acc[r][c]) + mins[r][c];
 }
 
+// Batches: the panel gemm (panel.h), one 32-value block per decode.
+template <typename W>
+struct panel_decoder {
+    static constexpr int kSub = 32, kChunk = 32, kMaxLevel = W::kPanelMax;
+    static constexpr bool kBias = W::kMin || W::kPanelOffset != 0;
+    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float * bias) {
+        const auto & b = ((const typename W::block *) row)[i];
+        v[0] = W::decode(b);
+        if constexpr (W::kPanelOffset != 0) v[0] = _mm256_add_epi8(v[0], _mm256_set1_epi8((char) W::kPanelOffset));
+        scale[0] = W::scale(b);
+        if constexpr (W::kMin) bias[0] = W::min(b);
+        else bias[0] = -(float) W::kPanelOffset * scale[0];
+    }
+};
+
 template <typename W>
 void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
           int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        using A = kiln_panel::act_q8_32<W::kMin>;   // q4_1 / q5_1 take q8_1 (with its sums)
+        kiln_panel::gemm<panel_decoder<W>, A>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     using tile_fn = void (*)(int64_t, const uint8_t *, size_t, const uint8_t *, size_t, float *, size_t);
     static constexpr tile_fn tiles[2][4] = {
         { tile<W, 1, 1>, tile<W, 1, 2>, tile<W, 1, 3>, tile<W, 1, 4> },
@@ -251,10 +284,27 @@ void iq4_xs_row_times_columns(int64_t nb, const uint8_t * wrow, const uint8_t * 
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
 }
 
+// Batches: the panel gemm (panel.h), a super-block per decode; signed levels.
+struct panel_iq4_xs {
+    static constexpr int kSub = 32, kChunk = QK_K, kMaxLevel = 0;
+    static constexpr bool kBias = false;
+    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float *) {
+        const auto & b = ((const block_iq4_xs *) row)[i];
+        iq4_xs_block blk;
+        decode_iq4_xs(b, blk);
+        for (int k = 0; k < 8; ++k) v[k] = blk.sign_w[k];
+        for (int k = 0; k < 8; ++k) scale[k] = blk.d * (float) iq4_xs_scale(b, k);
+    }
+};
+
 // Column tiles of up to 4 outside, rows inside: a tile's activations stay in L1 while the rows
 // stream past them.
 void gemm_iq4_xs(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                  size_t dst_stride, int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        kiln_panel::gemm<panel_iq4_xs, kiln_panel::act_q8_K<32>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     using row_fn = void (*)(int64_t, const uint8_t *, const uint8_t *, size_t, float *, size_t);
     static constexpr row_fn rows[4] = { iq4_xs_row_times_columns<1>, iq4_xs_row_times_columns<2>,
                                         iq4_xs_row_times_columns<3>, iq4_xs_row_times_columns<4> };
