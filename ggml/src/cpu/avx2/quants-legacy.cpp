@@ -5,7 +5,8 @@
 // format's decoder below serves both paths (kPanelOffset / kPanelMax: how its signed values
 // become the panel's unsigned levels, or 0 where they stay signed).
 //
-// Tiles of up to 2 weight rows x 4 activation columns (16 ymm registers). Each block is decoded
+// Token generation of the formats without a minimum: stream_rows below. The rest (q4_1, q5_1):
+// tiles of up to 2 weight rows x 4 activation columns (16 ymm registers). Each block is decoded
 // to 32 signed bytes once per tile step and multiplied with every column of the tile using the
 // sign trick (maddubs needs unsigned x signed: |w| times x carrying w's sign), then pairs are
 // summed to int32 and the block is scaled once in float. iq4_xs has its own loop at the end
@@ -190,6 +191,73 @@ void tile(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, siz
         for (int r = 0; r < R; ++r) dst[c * dst_stride + r] = hsum(acc[r][c]) + mins[r][c];
 }
 
+// Token generation (a few columns) of the formats without a minimum: one weight row at a time
+// against 1 or 2 columns, in groups of 4 blocks. The four blocks' int32 lane sums are reduced
+// together (three vphaddd and one add) and scaled as one 4-float vector, so the per-block work is
+// the product itself and the weights stream at close to memory speed; the activation scales are
+// converted to float once per call (xd: [column][block]).
+template <typename W, int C>
+void stream_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, size_t x_stride, const float * xd,
+                 float * dst, size_t dst_stride, int nr) {
+    using WB = typename W::block;
+    using XB = typename W::xblock;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nb4 = nb / 4 * 4;
+    for (int r = 0; r < nr; ++r) {
+        const WB * wr = (const WB *) (w + r * w_stride);
+        __m128 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm_setzero_ps();
+        for (int64_t ib = 0; ib < nb4; ib += 4) {
+            __m256i s[C][4];
+            for (int j = 0; j < 4; ++j) {
+                const __m256i wv = W::decode(wr[ib + j]);
+                const __m256i aw = _mm256_sign_epi8(wv, wv);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *) ((const XB *) (x + c * x_stride))[ib + j].qs);
+                    s[c][j] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);
+                }
+            }
+            const __m128 wd = _mm_setr_ps(W::scale(wr[ib]), W::scale(wr[ib + 1]), W::scale(wr[ib + 2]), W::scale(wr[ib + 3]));
+            for (int c = 0; c < C; ++c) {
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[c][0], s[c][1]), _mm256_hadd_epi32(s[c][2], s[c][3]));
+                const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                acc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(sums), _mm_mul_ps(wd, _mm_loadu_ps(xd + c * nb + ib)), acc[c]);
+            }
+        }
+        float tail[C] = {};
+        for (int64_t ib = nb4; ib < nb; ++ib) {
+            const __m256i wv = W::decode(wr[ib]);
+            for (int c = 0; c < C; ++c) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *) ((const XB *) (x + c * x_stride))[ib].qs);
+                tail[c] += hsum(_mm256_cvtepi32_ps(dot_i8(wv, xv))) * W::scale(wr[ib]) * xd[c * nb + ib];
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            __m128 t = _mm_add_ps(acc[c], _mm_movehl_ps(acc[c], acc[c]));
+            t = _mm_add_ss(t, _mm_movehdup_ps(t));
+            dst[c * dst_stride + r] = _mm_cvtss_f32(t) + tail[c];
+        }
+    }
+}
+
+template <typename W>
+void stream_gemm(int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * x, size_t x_stride, float * dst,
+                 size_t dst_stride, int nr, int nc) {
+    using XB = typename W::xblock;
+    const int64_t nb = n / 32;
+    auto * xd = (float *) kiln_panel::scratch(1, nc * nb * sizeof(float));
+    for (int c = 0; c < nc; ++c) {
+        for (int64_t ib = 0; ib < nb; ++ib) xd[c * nb + ib] = h2f(((const XB *) (x + c * x_stride))[ib].d);
+    }
+    for (int c0 = 0; c0 < nc; c0 += 2) {
+        if (nc - c0 >= 2) {
+            stream_rows<W, 2>(nb, w, w_stride, x + c0 * x_stride, x_stride, xd + c0 * nb, dst + c0 * dst_stride, dst_stride, nr);
+        } else {
+            stream_rows<W, 1>(nb, w, w_stride, x + c0 * x_stride, x_stride, xd + c0 * nb, dst + c0 * dst_stride, dst_stride, nr);
+        }
+    }
+}
+
 // Batches: the panel gemm (panel.h), one 32-value block per decode.
 template <typename W>
 struct panel_decoder {
@@ -211,6 +279,10 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
     if (nc >= kiln_panel::kMinCols) {
         using A = kiln_panel::act_q8_32<W::kMin>;   // q4_1 / q5_1 take q8_1 (with its sums)
         kiln_panel::gemm<panel_decoder<W>, A>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
+    if constexpr (!W::kMin) {
+        stream_gemm<W>(n, (const uint8_t *) w, w_stride, (const uint8_t *) x, x_stride, dst, dst_stride, nr, nc);
         return;
     }
     using tile_fn = void (*)(int64_t, const uint8_t *, size_t, const uint8_t *, size_t, float *, size_t);
