@@ -7,12 +7,16 @@
 // int32 accumulation. The integer block sums equal the scalar kernel's exactly and the float
 // accumulation is the same expression, so results match the scalar path bit for bit.
 //
+// Calls with many activation columns (prompt processing) go to the panel gemm (panel.h) with the
+// same decoders: signed levels, one scale per 16 values.
+//
 // The 4-bit types and iq5_k decode with vpshufb table lookups (the level table sits in a
 // register; the shifted-grid bit of a sub-block picks one of two table registers, or adds the
 // grid's constant shift); the others decode through the scalar common-form decoder.
 #include "avx2/register.h"
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
+#include "panel.h"
 
 #include <immintrin.h>
 
@@ -192,9 +196,32 @@ inline int32_t block_dot(const simd_block & sb, const int8_t * a) {
     return _mm_cvtsi128_si32(s);
 }
 
+// The panel's view of a row: its leading row scale (if the format has one) read per block, the
+// levels as decoded, the scale of each 16 values from the decoder's int16 pairs.
+template <ggml_type T, void (*Decode)(const void *, float, simd_block &)>
+struct panel_decoder {
+    static constexpr int kSub = 16, kChunk = QK_K, kMaxLevel = 0;
+    static constexpr bool kBias = false;
+    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float *) {
+        const ik_row_format & f = *ik_get_row_format(T);
+        simd_block sb;
+        Decode(row + f.row_scale + i * f.block_bytes, ik_row_scale_value(f, (const char *) row), sb);
+        for (int k = 0; k < 8; ++k) {
+            v[k] = sb.q[k];
+            scale[2 * k] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 0);
+            scale[2 * k + 1] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 8);
+        }
+    }
+};
+
 template <ggml_type T, void (*decode)(const void *, float, simd_block &)>
 void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        kiln_panel::gemm<panel_decoder<T, decode>, kiln_panel::act_q8_K<16>>(n, w, w_stride, x, x_stride, dst, dst_stride,
+                                                                             nr, nc);
+        return;
+    }
     const ik_row_format & f = *ik_get_row_format(T);
     const int64_t nb = n / QK_K;
     simd_block sb;
