@@ -15,6 +15,7 @@
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
 #include "panel.h"
+#include "scales.h"
 
 #include <immintrin.h>
 
@@ -34,19 +35,7 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-// s[k] from the 16 group scales (int16 lanes of s16): both 128-bit halves of the source hold
-// groups 0-7 (k < 4) or 8-15 (k >= 4), and one byte shuffle broadcasts group 2k into the low
-// half and group 2k+1 into the high half.
-inline void spread_scales(__m256i s16, decoded & out) {
-    const __m256i first = _mm256_permute2x128_si256(s16, s16, 0x00);
-    const __m256i second = _mm256_permute2x128_si256(s16, s16, 0x11);
-    for (int k = 0; k < 4; ++k) {
-        const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short) (((4 * k + 3) << 8) | (4 * k + 2))),
-                                              _mm_set1_epi16((short) (((4 * k + 1) << 8) | (4 * k))));
-        out.s[k] = _mm256_shuffle_epi8(first, pick);
-        out.s[k + 4] = _mm256_shuffle_epi8(second, pick);
-    }
-}
+inline void spread_scales(__m256i s16, decoded & out) { spread_scale_pairs(s16, out.s); }
 
 // 8 bytes, each repeated for the two 16-value groups of its 32-value sub-block -> 16 int16.
 inline __m256i sub_block_bytes_to_groups(const uint8_t * b8) {
