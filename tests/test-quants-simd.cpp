@@ -94,90 +94,96 @@ void make_activations(ggml_type vdt, ggml_from_float_t enc, int64_t nc, int64_t 
 }
 
 TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
-    const int64_t n = 768;   // a multiple of every block size (32 and 256)
+    // 768: a multiple of every block size (32 and 256); 800: 25 blocks of 32, which leaves a
+    // partial slice of K where a kernel walks K in slices of 256 (the AVX2 batch kernels)
+    const int64_t lengths[] = { 768, 800 };
     const int row_counts[] = { 1, 3, 13, 37 };
-    const int col_counts[] = { 1, 2, 3, 5, 7, 16, 17 };
+    // batch kernels tile columns by 4 (AVX2) or 8 (AVX512): every remainder of both appears
+    const int col_counts[] = { 1, 2, 3, 5, 6, 7, 12, 16, 17 };
     int compared = 0;
     std::string tested;
-    for (ggml_type t : types_with_gemm()) {
-        // Only types with a SIMD kernel this CPU runs: the rest would compare scalar with itself
-        // (their scalar kernels are held to the reference by test-quants-golden), and quantizing
-        // test weights for them costs most of this suite's time (the trellis searches), which
-        // matters under emulation (tests/isa/aarch64.sh).
-        bool has_simd = false;
-        for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
-            has_simd |= ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa) != nullptr && isa_runs_here((ggml_cpu_isa) isa);
-        }
-        if (!has_simd) continue;
-        const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
-        const ggml_type vdt = ct->vec_dot_type;
-        const ggml_from_float_t enc = ggml_get_type_traits(vdt)->from_float_ref;
-        ASSERT_TRUE(enc) << ggml_type_name(t) << ": activation type " << ggml_type_name(vdt) << " has no reference encoder";
-        const int group = std::max(1, ggml_get_type_traits(t)->nrows_interleaved);
-        // weights quantized once (the most rows asked for); each row count uses the first rows
-        const int max_rows = (row_counts[std::size(row_counts) - 1] + group - 1) / group * group;
-        operand all;
-        if (!make_weights(t, max_rows, n, 1000 + t, all)) {
-            std::printf("[ skip     ] %s: no quantizer to make test weights\n", ggml_type_name(t));
-            continue;
-        }
-        for (int nr0 : row_counts) {
-            const int nr = (nr0 + group - 1) / group * group;
-            operand w;
-            w.stride = all.stride;
-            w.bytes.assign(all.bytes.begin(), all.bytes.begin() + nr * all.stride);
-            if (!all.decoded.empty()) w.decoded.assign(all.decoded.begin(), all.decoded.begin() + nr * n);
-            for (int nc : col_counts) {
-                operand x;
-                make_activations(vdt, enc, nc, n, 77 + nc, x);
-                const size_t dst_stride = nr + 3;
-                std::vector<float> ref(nc * dst_stride, -7.0f);
-                ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR)(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, ref.data(),
-                                                         dst_stride, nr, nc);
-                // |error| bound per output: a small multiple of sum |w_k x_k|
-                std::vector<double> bound(nc * dst_stride, 0.0), exact(nc * dst_stride, 0.0);
-                const bool have_decoded = !w.decoded.empty() && !x.decoded.empty();
-                for (int c = 0; c < nc; ++c) {
-                    for (int r = 0; r < nr; ++r) {
-                        double b = 0, e = 0;
-                        if (have_decoded) {
-                            for (int64_t k = 0; k < n; ++k) {
-                                const double p = inference_factor(t) * w.decoded[r * n + k] * x.decoded[c * n + k];
-                                e += p;
-                                b += std::fabs(p);
-                            }
-                        } else {
-                            b = std::fabs(ref[c * dst_stride + r]) + 1.0;
-                        }
-                        bound[c * dst_stride + r] = b;
-                        exact[c * dst_stride + r] = e;
-                        ASSERT_TRUE(std::isfinite(ref[c * dst_stride + r])) << ggml_type_name(t);
-                        if (have_decoded) {
-                            // scalar = exact product of the decoded operands up to float rounding (and the
-                            // fp16 rounding of q8_1's precomputed sums)
-                            ASSERT_NEAR(ref[c * dst_stride + r], e, 2e-3 * b + 1e-6)
-                                << ggml_type_name(t) << " scalar vs double: row " << r << " col " << c;
-                        }
-                    }
-                    for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(ref[c * dst_stride + r], -7.0f) << "wrote past nr";
-                }
-                for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
-                    const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
-                    if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
-                    std::vector<float> got(nc * dst_stride, -7.0f);
-                    fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, got.data(), dst_stride, nr, nc);
+    for (const int64_t n : lengths) {
+        for (ggml_type t : types_with_gemm()) {
+            if (n % ggml_blck_size(t) != 0) continue;
+            // Only types with a SIMD kernel this CPU runs: the rest would compare scalar with itself
+            // (their scalar kernels are held to the reference by test-quants-golden), and quantizing
+            // test weights for them costs most of this suite's time (the trellis searches), which
+            // matters under emulation (tests/isa/aarch64.sh).
+            bool has_simd = false;
+            for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                has_simd |= ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa) != nullptr && isa_runs_here((ggml_cpu_isa) isa);
+            }
+            if (!has_simd) continue;
+            const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
+            const ggml_type vdt = ct->vec_dot_type;
+            const ggml_from_float_t enc = ggml_get_type_traits(vdt)->from_float_ref;
+            ASSERT_TRUE(enc) << ggml_type_name(t) << ": activation type " << ggml_type_name(vdt) << " has no reference encoder";
+            const int group = std::max(1, ggml_get_type_traits(t)->nrows_interleaved);
+            // weights quantized once (the most rows asked for); each row count uses the first rows
+            const int max_rows = (row_counts[std::size(row_counts) - 1] + group - 1) / group * group;
+            operand all;
+            if (!make_weights(t, max_rows, n, 1000 + t, all)) {
+                std::printf("[ skip     ] %s: no quantizer to make test weights\n", ggml_type_name(t));
+                continue;
+            }
+            for (int nr0 : row_counts) {
+                const int nr = (nr0 + group - 1) / group * group;
+                operand w;
+                w.stride = all.stride;
+                w.bytes.assign(all.bytes.begin(), all.bytes.begin() + nr * all.stride);
+                if (!all.decoded.empty()) w.decoded.assign(all.decoded.begin(), all.decoded.begin() + nr * n);
+                for (int nc : col_counts) {
+                    operand x;
+                    make_activations(vdt, enc, nc, n, 77 + nc, x);
+                    const size_t dst_stride = nr + 3;
+                    std::vector<float> ref(nc * dst_stride, -7.0f);
+                    ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR)(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, ref.data(),
+                                                             dst_stride, nr, nc);
+                    // |error| bound per output: a small multiple of sum |w_k x_k|
+                    std::vector<double> bound(nc * dst_stride, 0.0), exact(nc * dst_stride, 0.0);
+                    const bool have_decoded = !w.decoded.empty() && !x.decoded.empty();
                     for (int c = 0; c < nc; ++c) {
                         for (int r = 0; r < nr; ++r) {
-                            const size_t i = c * dst_stride + r;
-                            ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-6)
-                                << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nr=" << nr
-                                << " nc=" << nc << " row " << r << " col " << c;
+                            double b = 0, e = 0;
+                            if (have_decoded) {
+                                for (int64_t k = 0; k < n; ++k) {
+                                    const double p = inference_factor(t) * w.decoded[r * n + k] * x.decoded[c * n + k];
+                                    e += p;
+                                    b += std::fabs(p);
+                                }
+                            } else {
+                                b = std::fabs(ref[c * dst_stride + r]) + 1.0;
+                            }
+                            bound[c * dst_stride + r] = b;
+                            exact[c * dst_stride + r] = e;
+                            ASSERT_TRUE(std::isfinite(ref[c * dst_stride + r])) << ggml_type_name(t);
+                            if (have_decoded) {
+                                // scalar = exact product of the decoded operands up to float rounding (and the
+                                // fp16 rounding of q8_1's precomputed sums)
+                                ASSERT_NEAR(ref[c * dst_stride + r], e, 2e-3 * b + 1e-6)
+                                    << ggml_type_name(t) << " scalar vs double: row " << r << " col " << c;
+                            }
                         }
-                        for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(got[c * dst_stride + r], -7.0f) << "wrote past nr";
+                        for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(ref[c * dst_stride + r], -7.0f) << "wrote past nr";
                     }
-                    ++compared;
-                    if (nr0 == row_counts[0] && nc == col_counts[0]) {
-                        tested += std::string(" ") + ggml_type_name(t) + "/" + ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                    for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                        const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+                        if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
+                        std::vector<float> got(nc * dst_stride, -7.0f);
+                        fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, got.data(), dst_stride, nr, nc);
+                        for (int c = 0; c < nc; ++c) {
+                            for (int r = 0; r < nr; ++r) {
+                                const size_t i = c * dst_stride + r;
+                                ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-6)
+                                    << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nr=" << nr
+                                    << " nc=" << nc << " row " << r << " col " << c;
+                            }
+                            for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(got[c * dst_stride + r], -7.0f) << "wrote past nr";
+                        }
+                        ++compared;
+                        if (n == lengths[0] && nr0 == row_counts[0] && nc == col_counts[0]) {
+                            tested += std::string(" ") + ggml_type_name(t) + "/" + ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                        }
                     }
                 }
             }

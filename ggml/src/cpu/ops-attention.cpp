@@ -125,6 +125,9 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
         // entirely (causal prefill, padding) are never read
         bool decoded = false;
         int64_t ri = 0;
+        // the heads of one query share its mask row (rows ri are query-major): a row whose mask
+        // is the one just seen reuses its conversion, or its verdict that all keys are masked
+        const char * masked_row = nullptr;
         while (ri < rows) {
             // gather up to k_group rows that see at least one key of this tile
             int64_t grp[k_group];
@@ -132,7 +135,10 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
             int64_t ng = 0;
             for (; ri < rows && ng < k_group; ++ri) {
                 const float * m = nullptr;
-                if (sc.mrow[ri]) {
+                if (sc.mrow[ri] && sc.mrow[ri] == masked_row) continue;
+                if (sc.mrow[ri] && ng > 0 && sc.mrow[ri] == sc.mrow[grp[ng - 1]]) {
+                    m = mv[ng - 1];
+                } else if (sc.mrow[ri]) {
                     if (a.mask->type == GGML_TYPE_F16) {
                         float * dst = sc.mvals + ng * k_tile;
                         vec.f16_to_f32(nt, dst, (const uint16_t *) sc.mrow[ri] + j0);
@@ -140,7 +146,10 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
                     } else {
                         m = (const float *) sc.mrow[ri] + j0;
                     }
-                    if (vec.max(nt, m) == -INFINITY) continue;
+                    if (vec.max(nt, m) == -INFINITY) {
+                        masked_row = sc.mrow[ri];
+                        continue;
+                    }
                 }
                 grp[ng] = ri;
                 mv[ng] = m;

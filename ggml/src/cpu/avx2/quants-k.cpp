@@ -1,5 +1,8 @@
 // AVX2 gemm kernels of q2_K .. q6_K against q8_K activations (the fallback below AVX512).
 //
+// Calls with many activation columns (prompt processing) go to the panel gemm (panel.h); the
+// kernel below serves token generation and small batches.
+//
 // A weight block is decoded once per tile of up to 4 activation columns into registers: eight
 // vectors of 32 unsigned levels u in natural order, eight vectors of 16-bit group scales laid
 // out to match vpmaddubsw's pair sums, and the 16 minimum terms (quants-k.h's common form).
@@ -11,6 +14,8 @@
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
+#include "panel.h"
+#include "scales.h"
 
 #include <immintrin.h>
 
@@ -30,19 +35,7 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-// s[k] from the 16 group scales (int16 lanes of s16): both 128-bit halves of the source hold
-// groups 0-7 (k < 4) or 8-15 (k >= 4), and one byte shuffle broadcasts group 2k into the low
-// half and group 2k+1 into the high half.
-inline void spread_scales(__m256i s16, decoded & out) {
-    const __m256i first = _mm256_permute2x128_si256(s16, s16, 0x00);
-    const __m256i second = _mm256_permute2x128_si256(s16, s16, 0x11);
-    for (int k = 0; k < 4; ++k) {
-        const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short) (((4 * k + 3) << 8) | (4 * k + 2))),
-                                              _mm_set1_epi16((short) (((4 * k + 1) << 8) | (4 * k))));
-        out.s[k] = _mm256_shuffle_epi8(first, pick);
-        out.s[k + 4] = _mm256_shuffle_epi8(second, pick);
-    }
-}
+inline void spread_scales(__m256i s16, decoded & out) { spread_scale_pairs(s16, out.s); }
 
 // 8 bytes, each repeated for the two 16-value groups of its 32-value sub-block -> 16 int16.
 inline __m256i sub_block_bytes_to_groups(const uint8_t * b8) {
@@ -151,9 +144,29 @@ inline void row_times_columns(int64_t nb, const char * wrow, const char * x, siz
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
 }
 
-template <decode_fn Decode, size_t BlockBytes>
+// Batches go through the panel gemm (panel.h): the levels of the register decoders above, the
+// sub-block coefficients of panel-common.h.
+template <decode_fn Decode, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
+struct panel_decoder {
+    static constexpr int kSub = S, kChunk = QK_K, kMaxLevel = MaxLevel;
+    static constexpr bool kBias = true;
+    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float * bias) {
+        const uint8_t * b = row + i * BlockBytes;
+        decoded blk;
+        Decode(b, blk);
+        for (int k = 0; k < 8; ++k) v[k] = blk.w[k];
+        Coef(b, scale, bias);
+    }
+};
+
+template <decode_fn Decode, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
 void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
             size_t dst_stride, int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, MaxLevel, Coef>, kiln_panel::act_q8_K<S>>(
+            n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     const int64_t nb = n / QK_K;
     constexpr int tile = 4;
     // Column tiles outside, rows inside: a tile's activations stay in L1 while the rows (a
@@ -183,9 +196,15 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_k_avx2() {
-    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_via_common<k_decode_q2_K>, sizeof(block_q2_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_via_common<k_decode_q3_K>, sizeof(block_q3_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_q4_K, sizeof(block_q4_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K)>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K)>);
+    using namespace kiln_panel;
+    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_via_common<k_decode_q2_K>, sizeof(block_q2_K), 16, 3, coef_q2_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_via_common<k_decode_q3_K>, sizeof(block_q3_K), 16, 7, coef_q3_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_q4_K, sizeof(block_q4_K), 32, 15, coef_k4<block_q4_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_q5_K, sizeof(block_q5_K), 32, 31, coef_k4<block_q5_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
+                           gemm_k<decode_q6_K, sizeof(block_q6_K), 16, 63, coef_q6_K>);
 }

@@ -1,7 +1,12 @@
 // AVX2 gemm kernels of the 32-value block formats against q8_0 / q8_1 activations:
 // q4_0, q4_1, q5_0, q5_1, q6_0, q8_0, iq4_nl, mxfp4; and iq4_xs against q8_K.
 //
-// Tiles of up to 2 weight rows x 4 activation columns (16 ymm registers). Each block is decoded
+// Calls with many activation columns (prompt processing) go to the panel gemm (panel.h); each
+// format's decoder below serves both paths (kPanelOffset / kPanelMax: how its signed values
+// become the panel's unsigned levels, or 0 where they stay signed).
+//
+// Token generation of the formats without a minimum: stream_rows below. The rest (q4_1, q5_1):
+// tiles of up to 2 weight rows x 4 activation columns (16 ymm registers). Each block is decoded
 // to 32 signed bytes once per tile step and multiplied with every column of the tile using the
 // sign trick (maddubs needs unsigned x signed: |w| times x carrying w's sign), then pairs are
 // summed to int32 and the block is scaled once in float. iq4_xs has its own loop at the end
@@ -9,6 +14,7 @@
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
+#include "panel.h"
 
 #include <immintrin.h>
 
@@ -49,6 +55,7 @@ struct w_q4_0 {
     using block = block_q4_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 8, kPanelMax = 15;
     static __m256i decode(const block & b) { return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8)); }
     static float scale(const block & b) { return h2f(b.d); }
 };
@@ -57,6 +64,7 @@ struct w_q4_1 {
     using block = block_q4_1;
     using xblock = block_q8_1;
     static constexpr bool kMin = true;
+    static constexpr int kPanelOffset = 0, kPanelMax = 15;
     static __m256i decode(const block & b) { return nibbles(b.qs); }
     static float scale(const block & b) { return h2f(b.d); }
     static float min(const block & b) { return h2f(b.m); }
@@ -66,6 +74,7 @@ struct w_q5_0 {
     using block = block_q5_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 16, kPanelMax = 31;
     static __m256i decode(const block & b) {
         return _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), fifth_bits(load_u32(b.qh))), _mm256_set1_epi8(16));
     }
@@ -76,6 +85,7 @@ struct w_q5_1 {
     using block = block_q5_1;
     using xblock = block_q8_1;
     static constexpr bool kMin = true;
+    static constexpr int kPanelOffset = 0, kPanelMax = 31;
     static __m256i decode(const block & b) { return _mm256_or_si256(nibbles(b.qs), fifth_bits(load_u32(b.qh))); }
     static float scale(const block & b) { return h2f(b.d); }
     static float min(const block & b) { return h2f(b.m); }
@@ -85,6 +95,7 @@ struct w_q6_0 {
     using block = block_q6_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 32, kPanelMax = 63;
     static __m256i decode(const block & b) {
         uint64_t h;
         std::memcpy(&h, b.qh, 8);
@@ -100,6 +111,7 @@ struct w_q8_0 {
     using block = block_q8_0;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 0, kPanelMax = 0;
     static __m256i decode(const block & b) { return _mm256_loadu_si256((const __m256i *) b.qs); }
     static float scale(const block & b) { return h2f(b.d); }
 };
@@ -108,6 +120,7 @@ struct w_iq4_nl {
     using block = block_iq4_nl;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 0, kPanelMax = 0;
     static __m256i decode(const block & b) { return table_lookup(kvalues_iq4nl, nibbles(b.qs)); }
     static float scale(const block & b) { return h2f(b.d); }
 };
@@ -116,6 +129,7 @@ struct w_mxfp4 {
     using block = block_mxfp4;
     using xblock = block_q8_0;
     static constexpr bool kMin = false;
+    static constexpr int kPanelOffset = 0, kPanelMax = 0;
     static __m256i decode(const block & b) { return table_lookup(kvalues_mxfp4, nibbles(b.qs)); }
     static float scale(const block & b) { return e8m0_to_fp32_half(b.e); }
 };
@@ -177,9 +191,100 @@ void tile(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, siz
         for (int r = 0; r < R; ++r) dst[c * dst_stride + r] = hsum(acc[r][c]) + mins[r][c];
 }
 
+// Token generation (a few columns) of the formats without a minimum: one weight row at a time
+// against 1 or 2 columns, in groups of 4 blocks. The four blocks' int32 lane sums are reduced
+// together (three vphaddd and one add) and scaled as one 4-float vector, so the per-block work is
+// the product itself and the weights stream at close to memory speed; the activation scales are
+// converted to float once per call (xd: [column][block]).
+template <typename W, int C>
+void stream_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, size_t x_stride, const float * xd,
+                 float * dst, size_t dst_stride, int nr) {
+    using WB = typename W::block;
+    using XB = typename W::xblock;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nb4 = nb / 4 * 4;
+    for (int r = 0; r < nr; ++r) {
+        const WB * wr = (const WB *) (w + r * w_stride);
+        __m128 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm_setzero_ps();
+        for (int64_t ib = 0; ib < nb4; ib += 4) {
+            __m256i s[C][4];
+            for (int j = 0; j < 4; ++j) {
+                const __m256i wv = W::decode(wr[ib + j]);
+                const __m256i aw = _mm256_sign_epi8(wv, wv);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *) ((const XB *) (x + c * x_stride))[ib + j].qs);
+                    s[c][j] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);
+                }
+            }
+            const __m128 wd = _mm_setr_ps(W::scale(wr[ib]), W::scale(wr[ib + 1]), W::scale(wr[ib + 2]), W::scale(wr[ib + 3]));
+            for (int c = 0; c < C; ++c) {
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[c][0], s[c][1]), _mm256_hadd_epi32(s[c][2], s[c][3]));
+                const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                acc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(sums), _mm_mul_ps(wd, _mm_loadu_ps(xd + c * nb + ib)), acc[c]);
+            }
+        }
+        float tail[C] = {};
+        for (int64_t ib = nb4; ib < nb; ++ib) {
+            const __m256i wv = W::decode(wr[ib]);
+            for (int c = 0; c < C; ++c) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *) ((const XB *) (x + c * x_stride))[ib].qs);
+                tail[c] += hsum(_mm256_cvtepi32_ps(dot_i8(wv, xv))) * W::scale(wr[ib]) * xd[c * nb + ib];
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            __m128 t = _mm_add_ps(acc[c], _mm_movehl_ps(acc[c], acc[c]));
+            t = _mm_add_ss(t, _mm_movehdup_ps(t));
+            dst[c * dst_stride + r] = _mm_cvtss_f32(t) + tail[c];
+        }
+    }
+}
+
+template <typename W>
+void stream_gemm(int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * x, size_t x_stride, float * dst,
+                 size_t dst_stride, int nr, int nc) {
+    using XB = typename W::xblock;
+    const int64_t nb = n / 32;
+    auto * xd = (float *) kiln_panel::scratch(1, nc * nb * sizeof(float));
+    for (int c = 0; c < nc; ++c) {
+        for (int64_t ib = 0; ib < nb; ++ib) xd[c * nb + ib] = h2f(((const XB *) (x + c * x_stride))[ib].d);
+    }
+    for (int c0 = 0; c0 < nc; c0 += 2) {
+        if (nc - c0 >= 2) {
+            stream_rows<W, 2>(nb, w, w_stride, x + c0 * x_stride, x_stride, xd + c0 * nb, dst + c0 * dst_stride, dst_stride, nr);
+        } else {
+            stream_rows<W, 1>(nb, w, w_stride, x + c0 * x_stride, x_stride, xd + c0 * nb, dst + c0 * dst_stride, dst_stride, nr);
+        }
+    }
+}
+
+// Batches: the panel gemm (panel.h), one 32-value block per decode.
+template <typename W>
+struct panel_decoder {
+    static constexpr int kSub = 32, kChunk = 32, kMaxLevel = W::kPanelMax;
+    static constexpr bool kBias = W::kMin || W::kPanelOffset != 0;
+    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float * bias) {
+        const auto & b = ((const typename W::block *) row)[i];
+        v[0] = W::decode(b);
+        if constexpr (W::kPanelOffset != 0) v[0] = _mm256_add_epi8(v[0], _mm256_set1_epi8((char) W::kPanelOffset));
+        scale[0] = W::scale(b);
+        if constexpr (W::kMin) bias[0] = W::min(b);
+        else bias[0] = -(float) W::kPanelOffset * scale[0];
+    }
+};
+
 template <typename W>
 void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
           int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        using A = kiln_panel::act_q8_32<W::kMin>;   // q4_1 / q5_1 take q8_1 (with its sums)
+        kiln_panel::gemm<panel_decoder<W>, A>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
+    if constexpr (!W::kMin) {
+        stream_gemm<W>(n, (const uint8_t *) w, w_stride, (const uint8_t *) x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     using tile_fn = void (*)(int64_t, const uint8_t *, size_t, const uint8_t *, size_t, float *, size_t);
     static constexpr tile_fn tiles[2][4] = {
         { tile<W, 1, 1>, tile<W, 1, 2>, tile<W, 1, 3>, tile<W, 1, 4> },
@@ -251,10 +356,27 @@ void iq4_xs_row_times_columns(int64_t nb, const uint8_t * wrow, const uint8_t * 
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
 }
 
+// Batches: the panel gemm (panel.h), a super-block per decode; signed levels.
+struct panel_iq4_xs {
+    static constexpr int kSub = 32, kChunk = QK_K, kMaxLevel = 0;
+    static constexpr bool kBias = false;
+    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float *) {
+        const auto & b = ((const block_iq4_xs *) row)[i];
+        iq4_xs_block blk;
+        decode_iq4_xs(b, blk);
+        for (int k = 0; k < 8; ++k) v[k] = blk.sign_w[k];
+        for (int k = 0; k < 8; ++k) scale[k] = blk.d * (float) iq4_xs_scale(b, k);
+    }
+};
+
 // Column tiles of up to 4 outside, rows inside: a tile's activations stay in L1 while the rows
 // stream past them.
 void gemm_iq4_xs(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                  size_t dst_stride, int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        kiln_panel::gemm<panel_iq4_xs, kiln_panel::act_q8_K<32>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     using row_fn = void (*)(int64_t, const uint8_t *, const uint8_t *, size_t, float *, size_t);
     static constexpr row_fn rows[4] = { iq4_xs_row_times_columns<1>, iq4_xs_row_times_columns<2>,
                                         iq4_xs_row_times_columns<3>, iq4_xs_row_times_columns<4> };

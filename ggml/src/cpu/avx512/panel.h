@@ -23,6 +23,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include "avx2/panel-common.h"
 #include "cpu-traits.h"
 
 #include <algorithm>
@@ -39,14 +40,11 @@ constexpr int kRows = 16;   // weight rows per vector (lanes)
 constexpr int kCols = 8;    // activation columns per register tile
 // Below this many columns a call uses the type's direct kernel: the repack would not pay off.
 constexpr int kMinCols = 6;
+// Activations packed as plain bytes (broadcast by the product), all of K in one pass.
+constexpr bool kSpread = false;
+constexpr int64_t kKBlock = 0;
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 64;
-template <int kSub, int C> constexpr size_t x_record = C * kSub + 8 * C;
-
-// 64-byte aligned per-thread scratch (slot 0: weights, slot 1: activations), grown on demand.
-static inline uint8_t * scratch(int slot, size_t bytes) {
-    return (uint8_t *) ggml_cpu_kernel_scratch(slot == 0 ? GGML_CPU_SCRATCH_PANEL_W : GGML_CPU_SCRATCH_PANEL_X, bytes);
-}
 
 // 128-bit lane L of v to memory.
 template <int L> inline void store_lane(uint8_t * p, __m512i v) {
@@ -113,32 +111,6 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int64_t n, uint8
     }
 }
 
-// Activation concept A: sub(xrow, sb, &qs, &d, &sum): sub-block sb (S values) of a row:
-// pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
-// kSuper consecutive sub-blocks share the scale d).
-template <typename A, int S, int C>
-void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out) {
-    constexpr size_t rec = x_record<S, C>;
-    for (int c = 0; c < C; ++c) {
-        const uint8_t * xr = x + c * x_stride;
-        for (int64_t sb = 0; sb < nsb; ++sb) {
-            uint8_t * o = out + sb * rec;
-            const int8_t * qs;
-            float d, sum;
-            A::sub(xr, sb, qs, d, sum);
-            std::memcpy(o + c * S, qs, S);
-            ((float *) (o + C * S))[c] = d;
-            ((float *) (o + C * S))[C + c] = sum;
-        }
-    }
-}
-
-inline int32_t load_i32(const uint8_t * p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-
 // The dot products of one sub-block: 16 rows x C columns in int32.
 template <int S, int C>
 inline void sub_dots(const uint8_t * W, const uint8_t * X, __m512i * s) {
@@ -152,15 +124,16 @@ inline void sub_dots(const uint8_t * W, const uint8_t * X, __m512i * s) {
     }
 }
 
-// 16 rows x C columns over all sub-blocks; rows < 16 valid lanes are stored.
+// 16 rows x C columns over nsb sub-blocks, added to dst (add) or stored; rows < 16 valid lanes.
 // kSuper > 1: the activations have one scale per kSuper sub-blocks (q8_K) and their packed sums
 // are plain sums; the x scale is then applied once per super-block instead of per sub-block.
-template <int S, int C, int kSuper>
-void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows) {
-    constexpr int KV = S / 4;
+template <typename D, int C, int kSuper>
+void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
+    constexpr int S = D::kSub, KV = S / 4;
     constexpr size_t wrec = w_record<S>, xrec = x_record<S, C>;
+    const __mmask16 m = rows >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << rows) - 1);
     __m512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int c = 0; c < C; ++c) acc[c] = add ? _mm512_maskz_loadu_ps(m, dst + c * dst_stride) : _mm512_setzero_ps();
     if constexpr (kSuper == 1) {
         for (int64_t sb = 0; sb < nsb; ++sb) {
             const uint8_t * W = wg + sb * wrec;
@@ -198,106 +171,10 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
             for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(xd[c]), acc[c]);
         }
     }
-    const __mmask16 m = rows >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << rows) - 1);
     for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(dst + c * dst_stride, m, acc[c]);
 }
 
-template <typename D, typename A, int C>
-void column_tile(int64_t nsb, int ngroups, const uint8_t * wbuf, size_t group_bytes, const uint8_t * x, size_t x_stride,
-                 float * dst, size_t dst_stride, int nr) {
-    constexpr int S = D::kSub;
-    uint8_t * xbuf = scratch(1, nsb * x_record<S, C>);
-    pack_columns<A, S, C>(x, x_stride, nsb, xbuf);
-    for (int g = 0; g < ngroups; ++g) {
-        micro<S, C, A::kSuper>(nsb, wbuf + g * group_bytes, xbuf, dst + g * kRows, dst_stride, std::min(kRows, nr - g * kRows));
-    }
-}
-
-template <typename D, typename A>
-void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
-          int nr, int nc) {
-    constexpr int S = D::kSub;
-    const int64_t nsb = n / S;
-    const int ngroups = (nr + kRows - 1) / kRows;
-    const size_t group_bytes = nsb * w_record<S>;
-    uint8_t * wbuf = scratch(0, ngroups * group_bytes);
-    for (int g = 0; g < ngroups; ++g) {
-        pack_weights<D>((const uint8_t *) w + g * kRows * w_stride, w_stride, std::min(kRows, nr - g * kRows), n,
-                        wbuf + g * group_bytes);
-    }
-    const auto * xb = (const uint8_t *) x;
-    int c0 = 0;
-    for (; c0 + kCols <= nc; c0 += kCols) {
-        column_tile<D, A, kCols>(nsb, ngroups, wbuf, group_bytes, xb + c0 * x_stride, x_stride, dst + c0 * dst_stride,
-                                 dst_stride, nr);
-    }
-    const uint8_t * xc = xb + c0 * x_stride;
-    float * dc = dst + c0 * dst_stride;
-    switch (nc - c0) {
-        case 0: break;
-        case 1: column_tile<D, A, 1>(nsb, ngroups, wbuf, group_bytes, xc, x_stride, dc, dst_stride, nr); break;
-        case 2: column_tile<D, A, 2>(nsb, ngroups, wbuf, group_bytes, xc, x_stride, dc, dst_stride, nr); break;
-        case 3: column_tile<D, A, 3>(nsb, ngroups, wbuf, group_bytes, xc, x_stride, dc, dst_stride, nr); break;
-        case 4: column_tile<D, A, 4>(nsb, ngroups, wbuf, group_bytes, xc, x_stride, dc, dst_stride, nr); break;
-        case 5: column_tile<D, A, 5>(nsb, ngroups, wbuf, group_bytes, xc, x_stride, dc, dst_stride, nr); break;
-        case 6: column_tile<D, A, 6>(nsb, ngroups, wbuf, group_bytes, xc, x_stride, dc, dst_stride, nr); break;
-        default: column_tile<D, A, 7>(nsb, ngroups, wbuf, group_bytes, xc, x_stride, dc, dst_stride, nr); break;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// activation readers
-
-inline float fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-
-inline int32_t sum_bytes32(const int8_t * q) {
-    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) q));
-    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + 16)));
-    const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(v, w), _mm256_set1_epi16(1));
-    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-    return _mm_cvtsi128_si32(t);
-}
-
-// 32-value blocks [fp16 d][32 q] (q8_0) or [fp16 d][fp16 s][32 q] (q8_1, whose s = d * sum(q)
-// rounded to fp16 is what the reference kernels use, so use it too).
-template <bool kHasSum>
-struct act_q8_32 {
-    static constexpr int kSuper = 1;
-    static constexpr size_t kBlock = kHasSum ? 36 : 34;
-    static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
-        const uint8_t * b = row + sb * kBlock;
-        uint16_t h;
-        std::memcpy(&h, b, 2);
-        d = fp16_to_f32(h);
-        qs = (const int8_t *) (b + (kHasSum ? 4 : 2));
-        if constexpr (kHasSum) {
-            std::memcpy(&h, b + 2, 2);
-            sum = fp16_to_f32(h);
-        } else {
-            sum = d * (float) sum_bytes32(qs);
-        }
-    }
-};
-
-// q8_K super-blocks [float d][256 q][16 int16 sums of 16], seen as sub-blocks of S = 16 or 32;
-// one scale per super-block, so the sum is returned unscaled (see micro's kSuper).
-template <int S>
-struct act_q8_K {
-    static constexpr int kSuper = 256 / S;
-    static constexpr size_t kBlock = 4 + 256 + 32;
-    static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
-        constexpr int per = 256 / S;
-        const uint8_t * b = row + (sb / per) * kBlock;
-        const int j = (int) (sb % per);
-        std::memcpy(&d, b, 4);
-        qs = (const int8_t *) (b + 4 + S * j);
-        int16_t bs[2];
-        std::memcpy(bs, b + 4 + 256 + 2 * (S / 16) * j, 2 * (S / 16));
-        sum = (float) (S == 16 ? bs[0] : bs[0] + bs[1]);
-    }
-};
+#include "avx2/panel-drive.inc"
 
 } // namespace kiln_panel
 } // namespace

@@ -209,49 +209,7 @@ void tile_rows(int64_t nb, const void * w, size_t w_stride, const char * xc, siz
     }
 }
 
-// Batches go through the shared panel gemm (panel.h): a weight value is scale * u + bias per
-// sub-block of 16 (q2_K, q3_K, q6_K) or 32 (q4_K, q5_K) values, u the unsigned level.
-void coef_q2_K(const void * vb, float * scale, float * bias) {
-    const auto * x = (const block_q2_K *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
-    for (int j = 0; j < 16; ++j) {
-        scale[j] = d * (x->scales[j] & 0xF);
-        bias[j] = -dm * (x->scales[j] >> 4);
-    }
-}
-
-void coef_q3_K(const void * vb, float * scale, float * bias) {
-    const auto * x = (const block_q3_K *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d);
-    int8_t sc[16];
-    q3_K_scales(x->scales, sc);
-    for (int j = 0; j < 16; ++j) {
-        scale[j] = d * sc[j];
-        bias[j] = -4.0f * scale[j];   // levels u = q + 4
-    }
-}
-
-template <typename B>
-void coef_k4(const void * vb, float * scale, float * bias) {
-    const auto * x = (const B *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
-    uint8_t sc[8], mn[8];
-    k4_scales_mins(x->scales, sc, mn);
-    for (int j = 0; j < 8; ++j) {
-        scale[j] = d * sc[j];
-        bias[j] = -dm * mn[j];
-    }
-}
-
-void coef_q6_K(const void * vb, float * scale, float * bias) {
-    const auto * x = (const block_q6_K *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d);
-    for (int j = 0; j < 16; ++j) {
-        scale[j] = d * x->scales[j];
-        bias[j] = -32.0f * scale[j];
-    }
-}
-
+// Batches go through the shared panel gemm (panel.h), with the coefficients of panel-common.h.
 template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *)>
 struct panel_decoder {
     static constexpr int kSub = S, kChunk = QK_K;
@@ -301,9 +259,9 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 
 // Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_k_avx512() {
-    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q2_K, sizeof(block_q2_K), 16, coef_q2_K>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q3_K, sizeof(block_q3_K), 16, coef_q3_K>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q4_K, sizeof(block_q4_K), 32, coef_k4<block_q4_K>>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K), 32, coef_k4<block_q5_K>>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K), 16, coef_q6_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q2_K, sizeof(block_q2_K), 16, kiln_panel::coef_q2_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q3_K, sizeof(block_q3_K), 16, kiln_panel::coef_q3_K>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q4_K, sizeof(block_q4_K), 32, kiln_panel::coef_k4<block_q4_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q5_K, sizeof(block_q5_K), 32, kiln_panel::coef_k4<block_q5_K>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<decode_q6_K, sizeof(block_q6_K), 16, kiln_panel::coef_q6_K>);
 }

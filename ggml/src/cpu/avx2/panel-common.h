@@ -1,0 +1,166 @@
+// What the AVX2 (avx2/panel.h) and AVX512 (avx512/panel.h) panel gemms share: the per-thread
+// scratch, the activation readers and the packing of a tile of activation columns, and the
+// per-sub-block coefficients (value = scale * u + bias) of the k-quants.
+//
+// Both panels repack weights so that vector lanes are rows and broadcast activation bytes from a
+// small packed tile of columns; only the lane count and the integer product differ. This code
+// uses AVX2 + F16C at most, so it is valid in both folders; each folder's files include it into
+// their own anonymous namespace (internal linkage, see cpu-isa.h).
+#pragma once
+
+#include <immintrin.h>
+
+#include "cpu-traits.h"
+#include "ggml-impl.h"
+#include "quants/quants-k.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace {
+namespace kiln_panel {
+
+// Packed activation record of one sub-block of S values for C columns: C x S signed bytes
+// ([c][S]), or with kSpread every 4-byte group broadcast to a 32-byte vector ([k][c] vectors, for
+// AVX2, whose products then read them as a memory operand); then C float scales and C float
+// sums. Spread records are rounded up to whole vectors.
+template <int S, int C, bool kSpread = false>
+constexpr size_t x_record = kSpread ? ((S / 4) * C * 32 + 8 * C + 31) / 32 * 32 : C * S + 8 * C;
+
+// 64-byte aligned per-thread scratch (slot 0: weights, slot 1: activations), grown on demand.
+static inline uint8_t * scratch(int slot, size_t bytes) {
+    return (uint8_t *) ggml_cpu_kernel_scratch(slot == 0 ? GGML_CPU_SCRATCH_PANEL_W : GGML_CPU_SCRATCH_PANEL_X, bytes);
+}
+
+inline int32_t load_i32(const uint8_t * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+inline float fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+inline int32_t sum_bytes32(const int8_t * q) {
+    const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) q));
+    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) (q + 16)));
+    const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(v, w), _mm256_set1_epi16(1));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+    return _mm_cvtsi128_si32(t);
+}
+
+// Activation concept A: sub(xrow, sb, &qs, &d, &sum): sub-block sb (S values) of a row:
+// pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
+// kSuper consecutive sub-blocks share the scale d).
+template <typename A, int S, int C, bool kSpread = false>
+void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out) {
+    constexpr size_t rec = x_record<S, C, kSpread>;
+    constexpr size_t floats_at = kSpread ? (S / 4) * C * 32 : C * S;
+    for (int c = 0; c < C; ++c) {
+        const uint8_t * xr = x + c * x_stride;
+        for (int64_t sb = 0; sb < nsb; ++sb) {
+            uint8_t * o = out + sb * rec;
+            const int8_t * qs;
+            float d, sum;
+            A::sub(xr, sb, qs, d, sum);
+            if constexpr (kSpread) {
+                for (int k = 0; k < S / 4; ++k) {
+                    const __m256i v = _mm256_set1_epi32(load_i32((const uint8_t *) qs + 4 * k));
+                    _mm256_store_si256((__m256i *) (o + (k * C + c) * 32), v);
+                }
+            } else {
+                std::memcpy(o + c * S, qs, S);
+            }
+            ((float *) (o + floats_at))[c] = d;
+            ((float *) (o + floats_at))[C + c] = sum;
+        }
+    }
+}
+
+// 32-value blocks [fp16 d][32 q] (q8_0) or [fp16 d][fp16 s][32 q] (q8_1, whose s = d * sum(q)
+// rounded to fp16 is what the reference kernels use, so use it too).
+template <bool kHasSum>
+struct act_q8_32 {
+    static constexpr int kSuper = 1;
+    static constexpr size_t kBlock = kHasSum ? 36 : 34;
+    static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
+        const uint8_t * b = row + sb * kBlock;
+        uint16_t h;
+        std::memcpy(&h, b, 2);
+        d = fp16_to_f32(h);
+        qs = (const int8_t *) (b + (kHasSum ? 4 : 2));
+        if constexpr (kHasSum) {
+            std::memcpy(&h, b + 2, 2);
+            sum = fp16_to_f32(h);
+        } else {
+            sum = d * (float) sum_bytes32(qs);
+        }
+    }
+};
+
+// q8_K super-blocks [float d][256 q][16 int16 sums of 16], seen as sub-blocks of S = 16 or 32;
+// one scale per super-block, so the sum is returned unscaled (see the panels' kSuper).
+template <int S>
+struct act_q8_K {
+    static constexpr int kSuper = 256 / S;
+    static constexpr size_t kBlock = 4 + 256 + 32;
+    static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
+        constexpr int per = 256 / S;
+        const uint8_t * b = row + (sb / per) * kBlock;
+        const int j = (int) (sb % per);
+        std::memcpy(&d, b, 4);
+        qs = (const int8_t *) (b + 4 + S * j);
+        int16_t bs[2];
+        std::memcpy(bs, b + 4 + 256 + 2 * (S / 16) * j, 2 * (S / 16));
+        sum = (float) (S == 16 ? bs[0] : bs[0] + bs[1]);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// k-quant coefficients: a weight value is scale * u + bias per sub-block of 16 (q2_K, q3_K,
+// q6_K) or 32 (q4_K, q5_K) values, u the unsigned level the SIMD decoders produce.
+
+inline void coef_q2_K(const void * vb, float * scale, float * bias) {
+    const auto * x = (const block_q2_K *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
+    for (int j = 0; j < 16; ++j) {
+        scale[j] = d * (x->scales[j] & 0xF);
+        bias[j] = -dm * (x->scales[j] >> 4);
+    }
+}
+
+inline void coef_q3_K(const void * vb, float * scale, float * bias) {
+    const auto * x = (const block_q3_K *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d);
+    int8_t sc[16];
+    q3_K_scales(x->scales, sc);
+    for (int j = 0; j < 16; ++j) {
+        scale[j] = d * sc[j];
+        bias[j] = -4.0f * scale[j];   // levels u = q + 4
+    }
+}
+
+template <typename B>
+inline void coef_k4(const void * vb, float * scale, float * bias) {
+    const auto * x = (const B *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
+    uint8_t sc[8], mn[8];
+    k4_scales_mins(x->scales, sc, mn);
+    for (int j = 0; j < 8; ++j) {
+        scale[j] = d * sc[j];
+        bias[j] = -dm * mn[j];
+    }
+}
+
+inline void coef_q6_K(const void * vb, float * scale, float * bias) {
+    const auto * x = (const block_q6_K *) vb;
+    const float d = GGML_FP16_TO_FP32(x->d);
+    for (int j = 0; j < 16; ++j) {
+        scale[j] = d * x->scales[j];
+        bias[j] = -32.0f * scale[j];
+    }
+}
+
+} // namespace kiln_panel
+} // namespace

@@ -1,0 +1,213 @@
+// Batched quantized products on AVX2 ("panel" gemm, the AVX2 counterpart of avx512/panel.h),
+// shared by the legacy, k-quant and iq4_xs kernels when a gemm call covers enough activation
+// columns to amortise a repack (prompt processing).
+//
+// Why: AVX2 has no VNNI, so an int8 product is vpmaddubsw (u8 x s8 -> pairs summed to int16)
+// then vpmaddwd (pairs of int16 -> int32). With 8 weight rows in the 8 int32 lanes and 4
+// activation bytes broadcast to every lane, both instructions do only useful work, the weight
+// vector is reused by every column of the tile and there is no horizontal reduction; the block
+// scales of 8 rows arrive as one float vector.
+//
+// So each call first repacks its weight rows, 8 at a time, into that layout (a thread-local
+// buffer that stays in L2 while every column passes over it):
+//   per sub-block sb (16 or 32 values with one scale): kSub/4 vectors [row 0..7][4 levels],
+//   then 8 float scales, then 8 float biases, where a weight value is  scale * u + bias.
+// Levels are unsigned (u <= kMaxLevel; bias folds offsets and k-quant minimums) or, for formats
+// whose values span the whole byte range (q8_0, the non-linear iq4 tables), signed: vpmaddubsw
+// then takes |w| and the activation byte with w's sign (vpsignb), once per column.
+// For small unsigned levels several vpmaddubsw results are summed in int16 before the one
+// vpmaddwd (as many as cannot overflow: 2 * 128 * kMaxLevel per step).
+// Activations are repacked per tile of up to 4 columns (panel-common.h), and
+//   dot(row, col) = sum_sb  scale * d_x * (sum u q_x)  +  bias * (d_x sum q_x).
+#pragma once
+
+#include "avx2/panel-common.h"
+
+#include <algorithm>
+
+namespace {
+namespace kiln_panel {
+
+constexpr int kRows = 8;   // weight rows per vector (int32 lanes)
+constexpr int kCols = 4;   // activation columns per register tile
+// Below this many columns a call uses the type's direct kernel: the repack would not pay off.
+constexpr int kMinCols = 6;
+// Activations packed spread (see sub_dots). The spread tile is 8x the activation bytes, so the
+// rows pass over it a slice of kKBlock values at a time (a multiple of every q8_K super-block),
+// which stays in L1 (about 8 KB) while every row group reads it.
+constexpr bool kSpread = true;
+constexpr int64_t kKBlock = 256;
+
+template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 32;
+
+// 8x8 transpose of 32-bit elements: out[j] = element j of v[0..7].
+inline void transpose8(const __m256i * v, __m256i * out) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {
+        const __m256i * th = t + 4 * h;
+        u[4 * h + 0] = _mm256_unpacklo_epi64(th[0], th[2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+        out[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        out[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+// Decoder concept D:
+//   kSub       values per scaled sub-block (16 or 32); kChunk values per decode call (multiple of 32)
+//   kMaxLevel  the largest unsigned level, or 0 if the levels are signed bytes
+//   kBias      whether any sub-block has a non-zero bias
+//   decode(row, i, v, scale, bias): chunk i of a row -> kChunk / 32 vectors of levels (natural
+//   order) and kChunk / kSub scales and biases.
+template <typename D>
+void pack_weights(const uint8_t * w, size_t w_stride, int rows, int64_t n, uint8_t * out) {
+    constexpr int S = D::kSub, V = D::kChunk / 32, NS = D::kChunk / S;
+    constexpr size_t rec = w_record<S>;
+    const int64_t nchunks = n / D::kChunk;
+    for (int64_t i = 0; i < nchunks; ++i) {
+        __m256i v[V][kRows];
+        float sc[kRows][NS], bi[kRows][NS];
+        for (int r = 0; r < kRows; ++r) {
+            __m256i rv[V];
+            if (r < rows) {
+                D::decode(w + r * w_stride, i, rv, sc[r], bi[r]);
+            } else {
+                // lanes of rows past `rows` are never stored to dst
+                for (int k = 0; k < V; ++k) rv[k] = _mm256_setzero_si256();
+                for (int j = 0; j < NS; ++j) sc[r][j] = bi[r][j] = 0.0f;
+            }
+            for (int k = 0; k < V; ++k) v[k][r] = rv[k];
+        }
+        for (int k = 0; k < V; ++k) {
+            __m256i t[8];
+            transpose8(v[k], t);
+            // t[j] holds values 32 (i V + k) + 4j .. +3 of the 8 rows
+            const int64_t first = i * D::kChunk + 32 * k;
+            for (int j = 0; j < 8; ++j) {
+                const int64_t idx = first + 4 * j;
+                _mm256_store_si256((__m256i *) (out + (idx / S) * rec + ((idx % S) / 4) * 32), t[j]);
+            }
+        }
+        for (int j = 0; j < NS; ++j) {
+            float * f = (float *) (out + (i * NS + j) * rec + (S / 4) * 32);
+            for (int r = 0; r < kRows; ++r) {
+                f[r] = sc[r][j];
+                f[kRows + r] = bi[r][j];
+            }
+        }
+    }
+}
+
+// An empty asm that "changes" v: the compiler must keep sums in the order written. Without it
+// GCC rebalances the int16 sums of a sub-block into a tree over all its vpmaddubsw results at
+// once, which needs far more than 16 registers and spills most of them.
+#define KILN_PANEL_KEEP(v) __asm__("" : "+x"(v))
+
+// The dot products of one sub-block: 8 rows x C columns in int32. The activations are packed
+// spread (panel-common.h's x_record<S, C, true>): every 4-byte group already broadcast to a
+// whole vector, so that the product reads it as vpmaddubsw's memory operand with no broadcast
+// instruction per product (on Zen that costs a vector ALU slot, as many as the product itself).
+template <int S, int C, int kMaxLevel>
+inline void sub_dots(const uint8_t * W, const uint8_t * X, __m256i * s) {
+    constexpr int KV = S / 4;
+    const __m256i ones = _mm256_set1_epi16(1);
+    auto xv = [X](int k, int c) { return _mm256_load_si256((const __m256i *) (X + (k * C + c) * 32)); };
+    if constexpr (kMaxLevel == 0) {
+        for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < KV; ++k) {
+            const __m256i w = _mm256_load_si256((const __m256i *) (W + 32 * k));
+            const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) {
+                const __m256i xb = _mm256_sign_epi8(xv(k, c), w);
+                s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xb), ones));
+                KILN_PANEL_KEEP(s[c]);
+            }
+        }
+    } else {
+        // steps whose int16 pair sums can be added without overflow
+        constexpr int kFit = 32767 / (2 * 128 * kMaxLevel);
+        constexpr int G = kFit >= KV ? KV : kFit >= 4 ? 4 : kFit >= 2 ? 2 : 1;
+        static_assert(G >= 1 && KV % G == 0, "int16 groups must tile the sub-block");
+#pragma GCC unroll 8
+        for (int k0 = 0; k0 < KV; k0 += G) {
+            __m256i p[C];
+#pragma GCC unroll 8
+            for (int j = 0; j < G; ++j) {
+                const __m256i w = _mm256_load_si256((const __m256i *) (W + 32 * (k0 + j)));
+#pragma GCC unroll 4
+                for (int c = 0; c < C; ++c) {
+                    const __m256i q = _mm256_maddubs_epi16(w, xv(k0 + j, c));
+                    p[c] = j == 0 ? q : _mm256_add_epi16(p[c], q);
+                    KILN_PANEL_KEEP(p[c]);
+                }
+            }
+            for (int c = 0; c < C; ++c) {
+                const __m256i q = _mm256_madd_epi16(p[c], ones);
+                s[c] = k0 == 0 ? q : _mm256_add_epi32(s[c], q);
+            }
+        }
+    }
+}
+
+// 8 rows x C columns over nsb sub-blocks, added to dst (add) or stored; rows < 8 valid lanes.
+// kSuper > 1: the activations have one scale per kSuper sub-blocks (q8_K) and their packed sums
+// are plain sums; the x scale is then applied once per super-block instead of per sub-block.
+template <typename D, int C, int kSuper>
+void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
+    constexpr int S = D::kSub, KV = S / 4;
+    constexpr size_t wrec = w_record<S>, xrec = x_record<S, C, true>;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) {
+        acc[c] = !add ? _mm256_setzero_ps() : rows >= kRows ? _mm256_loadu_ps(dst + c * dst_stride)
+                                                             : _mm256_maskload_ps(dst + c * dst_stride, mask);
+    }
+    for (int64_t sb0 = 0; sb0 < nsb; sb0 += kSuper) {
+        __m256 part[C];
+        for (int c = 0; c < C; ++c) part[c] = _mm256_setzero_ps();
+        for (int j = 0; j < kSuper; ++j) {
+            const uint8_t * W = wg + (sb0 + j) * wrec;
+            const uint8_t * X = xp + (sb0 + j) * xrec;
+            __m256i s[C];
+            sub_dots<S, C, D::kMaxLevel>(W, X, s);
+            const __m256 scale = _mm256_load_ps((const float *) (W + KV * 32));
+            const float * xf = (const float *) (X + KV * C * 32);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) {
+                const __m256 sc = kSuper == 1 ? _mm256_mul_ps(scale, _mm256_set1_ps(xf[c])) : scale;
+                part[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]), sc, part[c]);
+            }
+            if constexpr (D::kBias) {
+                const __m256 bias = _mm256_load_ps((const float *) (W + KV * 32 + 32));
+                for (int c = 0; c < C; ++c) part[c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xf[C + c]), part[c]);
+            }
+        }
+        if constexpr (kSuper == 1) {
+            for (int c = 0; c < C; ++c) acc[c] = _mm256_add_ps(acc[c], part[c]);
+        } else {
+            const float * xd = (const float *) (xp + sb0 * xrec + KV * C * 32);
+            for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(part[c], _mm256_set1_ps(xd[c]), acc[c]);
+        }
+    }
+    if (rows >= kRows) {
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(dst + c * dst_stride, acc[c]);
+    } else {
+        for (int c = 0; c < C; ++c) _mm256_maskstore_ps(dst + c * dst_stride, mask, acc[c]);
+    }
+}
+
+#include "avx2/panel-drive.inc"
+
+#undef KILN_PANEL_KEEP
+
+} // namespace kiln_panel
+} // namespace
