@@ -54,6 +54,8 @@ const env_flag k_env_flags[] = {
     { "LLAMA_ARG_STATIC_PATH", "--path" },
     { "LLAMA_ARG_EMBEDDINGS", "--embedding" },
     { "LLAMA_ARG_POOLING", "--pooling" },
+    { "LLAMA_ARG_CONTEXT_SHIFT", "--context-shift" },
+    { "LLAMA_ARG_NO_CONTEXT_SHIFT", "--no-context-shift" },
     { "LLAMA_ARG_CONT_BATCHING", "--cont-batching" },
     { "LLAMA_ARG_NO_CONT_BATCHING", "--no-cont-batching" },
 };

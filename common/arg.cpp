@@ -190,6 +190,10 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) { p.n_predict = parse_int(v, -2); }));
     t.push_back(val({ "--keep" }, "N", CLI | SRV, "tokens of the prompt to keep when the context is shifted (default: 0, -1 = all)",
                     [](common_params & p, const std::string & v) { p.n_keep = parse_int(v, -1); }));
+    t.push_back(sw({ "--context-shift" }, CLI | SRV, "when the context fills, drop the oldest half of the tokens after --keep and go on (default: on)",
+                   [](common_params & p) { p.ctx_shift = true; }));
+    t.push_back(sw({ "--no-context-shift" }, CLI | SRV, "stop generating when the context fills",
+                   [](common_params & p) { p.ctx_shift = false; }));
 
     // ---- context, batching, threads
     t.push_back(val({ "-c", "--ctx-size" }, "N", ALL, "size of the context (default: 4096, 0 = from the model)",

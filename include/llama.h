@@ -165,6 +165,12 @@ void llama_memory_seq_cp(struct llama_context * ctx, llama_seq_id src, llama_seq
 void llama_memory_seq_keep(struct llama_context * ctx, llama_seq_id seq);
 // add delta to positions [p0, p1) of seq (RoPE shifted lazily before the next decode)
 void llama_memory_seq_add(struct llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta);
+// Whether dropping cached tokens from the middle of a sequence and moving the later ones down
+// (seq_rm + seq_add: a context shift) gives the memory those tokens would have had at their new
+// positions. False with a recurrent state (it has folded in the dropped tokens for good) and for
+// a cache whose rows carry positions in no RoPE'd part the shift could rotate; *why (may be null)
+// then says which.
+bool llama_memory_can_shift(const struct llama_context * ctx, const char ** why);
 llama_pos llama_memory_seq_pos_min(struct llama_context * ctx, llama_seq_id seq);
 llama_pos llama_memory_seq_pos_max(struct llama_context * ctx, llama_seq_id seq);
 // cells in use / total

@@ -682,6 +682,21 @@ void llama_memory_seq_add(llama_context * ctx, llama_seq_id seq, llama_pos p0, l
     ctx->kv_swa.seq_add(seq, p0, p1, delta);
     if (ctx->rs.active()) ctx->rs.seq_add(seq, p0, p1, delta);
 }
+bool llama_memory_can_shift(const llama_context * ctx, const char ** why) {
+    const char * reason = nullptr;
+    if (ctx->rs.active()) {
+        reason = "the model keeps a recurrent state, which cannot forget the dropped tokens";
+    } else {
+        for (const llama_kv_cache * kv : { &ctx->kv, &ctx->kv_swa }) {
+            for (size_t il = 0; il < kv->shapes.size() && il < kv->k_l.size() && !reason; ++il) {
+                // a row with keys but no RoPE'd part: its positions cannot be rotated
+                if (kv->k_l[il] && kv->shapes[il].n_rot == 0) reason = "the cached keys have no RoPE'd part to shift";
+            }
+        }
+    }
+    if (why) *why = reason ? reason : "";
+    return reason == nullptr;
+}
 llama_pos llama_memory_seq_pos_resume(llama_context * ctx, llama_seq_id seq, llama_pos p) {
     return ctx->rs.active() ? ctx->rs.resume_pos(seq, p) : std::max<llama_pos>(p, 0);
 }

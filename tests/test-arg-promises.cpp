@@ -30,6 +30,7 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("prompt_file", p.prompt_file);
     v("n_predict", p.n_predict);
     v("n_keep", p.n_keep);
+    v("ctx_shift", p.ctx_shift);
     v("n_ctx", p.n_ctx);
     v("n_batch", p.n_batch);
     v("n_ubatch", p.n_ubatch);
@@ -288,7 +289,7 @@ TEST(FlagPromises, EveryFlagIsUsedOrListed) {
 
 TEST(FlagPromises, UnsupportedFlagsAreRefusedByName) {
     for (const std::vector<std::string> & args : std::vector<std::vector<std::string>>{
-             { "-rtr" }, { "--run-time-repack" }, { "--keep", "64" } }) {
+             { "-rtr" }, { "--run-time-repack" } }) {
         common_params p;
         const common_parse_result r = parse(args, p, COMMON_TOOL_SERVER);
         ASSERT_EQ(r.status, common_parse_result::error);

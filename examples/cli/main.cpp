@@ -278,9 +278,20 @@ int main(int argc, char ** argv) {
         }
         if (params.n_predict >= 0 && n_generated >= params.n_predict) break;
         if (n_past + 1 > n_ctx) {
-            // no context shifting yet: stop cleanly when the cache is full
-            if (params.n_predict != -2) LOG_WRN("\n\nwarning: the context is full (%d tokens); stopping\n", n_ctx);
-            break;
+            // -n -2 asks to stop exactly there; otherwise drop old tokens and go on, as llama.cpp does
+            if (params.n_predict == -2) break;
+            const char * why = "--no-context-shift";
+            int32_t n_dropped = 0;
+            if (params.ctx_shift && llama_memory_can_shift(ctx, &why)) {
+                n_dropped = common_context_shift(ctx, 0, n_past, common_context_shift_keep(vocab, prompt, params.n_keep));
+                why = "--keep leaves nothing to drop";
+            }
+            if (n_dropped == 0) {
+                LOG_WRN("\n\nwarning: the context is full (%d tokens) and cannot shift (%s); stopping\n", n_ctx, why);
+                break;
+            }
+            LOG_DBG("\ncontext shift: dropped %d tokens\n", n_dropped);
+            n_past -= n_dropped;
         }
         t0 = now_ms();
         const int32_t rc = llama_decode(ctx, llama_batch_get_one(&tok, 1));

@@ -55,7 +55,6 @@ bool get_bool(const json & body, const char * key, bool def) {
 // without "dry_multiplier", "mirostat_tau" without "mirostat") change nothing anywhere, so they
 // are accepted.
 
-bool non_zero(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == 0.0); }
 bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
 bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
 
@@ -68,7 +67,6 @@ struct unimplemented_field {
 const unimplemented_field k_unimplemented_fields[] = {
     { "id_slot",          not_minus_one,   "choosing the slot" },
     { "cache_prompt",     is_false,        "turning the prompt cache off" },
-    { "n_keep",           non_zero,        "context shift (n_keep)" },
 };
 
 void refuse_unimplemented_fields(const json & body) {
@@ -131,6 +129,7 @@ generation_params parse_generation(const json & body, const server_info & info, 
         }
     }
     g.stop = get_stop(body);
+    g.n_keep = (int32_t) get_int(body, "n_keep", info.defaults->n_keep, -1, INT32_MAX);
 
     switch (kind) {
         case api_kind::chat:
@@ -723,10 +722,11 @@ json response_builder::final_response() const {
                     { "frequency_penalty", sp.penalty_freq },
                     { "ignore_eos", sp.ignore_eos },
                     { "stop", req_.gen.stop },
+                    { "n_keep", req_.gen.n_keep },
                     { "n_probs", req_.gen.top_logprobs } } },
                 { "prompt", req_.prompt_text },
                 { "has_new_line", c.content.find('\n') != std::string::npos },
-                { "truncated", false },
+                { "truncated", s.n_shifted > 0 },   // a context shift dropped tokens
                 { "stop_type", s.stopped_word ? "word" : s.stopped_eos ? "eos" : "limit" },
                 { "stopped_eos", s.stopped_eos },
                 { "stopped_word", s.stopped_word },

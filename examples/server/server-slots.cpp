@@ -39,6 +39,7 @@ struct slot_engine::slot {
     int32_t batch_first = 0, batch_count = 0;       // its tokens in this step's batch (contiguous)
     int32_t n_decoded = 0;
     int32_t n_cached = 0;
+    int32_t n_shifted = 0;                          // tokens dropped by context shifts in this task
     double t_start_ms = 0, t_first_token_ms = 0;
     uint64_t last_used = 0;                         // step counter, for least-recently-used choice
     std::vector<token_report> reports;              // token reports not yet sent
@@ -51,6 +52,12 @@ struct slot_engine::slot {
 slot_engine::slot_engine(llama_context * ctx, engine_params params)
     : ctx_(ctx), vocab_(llama_model_get_vocab(llama_get_model(ctx))), params_(params),
       recurrent_(llama_model_is_recurrent(llama_get_model(ctx)) || llama_model_is_hybrid(llama_get_model(ctx))) {
+    const char * why = nullptr;
+    can_shift_ = llama_memory_can_shift(ctx_, &why);
+    no_shift_reason_ = why ? why : "";
+    if (params_.context_shift && !can_shift_) {
+        LOG_WRN("context shift is off for this model (%s): a full slot ends its request with 'length'\n", why);
+    }
     params_.n_slots = std::max(1, params_.n_slots);
     params_.n_batch = std::max(params_.n_batch, params_.n_slots);   // every generating slot fits in a step
     for (int32_t i = 0; i < params_.n_slots; ++i) {
@@ -130,6 +137,7 @@ void slot_engine::snapshot_status() {
             { "n_prompt_tokens", s.task ? (int64_t) s.task->prompt.size() : 0 },
             { "n_cached", s.n_cached },
             { "n_decoded", s.n_decoded },
+            { "n_shifted", s.n_shifted },
         };
         if (s.task) {
             j["params"] = { { "n_predict", s.task->params.n_predict },
@@ -229,6 +237,7 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     s.cache.resize(keep);
     s.n_prompt_fed = keep;
     s.n_cached = (int32_t) keep;
+    s.n_shifted = 0;
     s.n_decoded = 0;
     s.next_token = LLAMA_TOKEN_NULL;
     s.out_index = -1;
@@ -288,6 +297,7 @@ void slot_engine::finish(slot & s, const std::string & reason) {
     sum.n_prompt = (int32_t) s.task->prompt.size();
     sum.n_cached = s.n_cached;
     sum.n_predicted = s.n_decoded;
+    sum.n_shifted = s.n_shifted;
     const double now = monotonic_ms();
     const double first = s.t_first_token_ms > 0 ? s.t_first_token_ms : now;
     sum.t_prompt_ms = first - s.t_start_ms;
@@ -399,7 +409,8 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         return;
     }
     const bool limit = gp.n_predict >= 0 && s.n_decoded >= gp.n_predict;
-    const bool ctx_full = (int32_t) s.cache.size() >= params_.n_ctx_slot;
+    // the sampled token goes into the cache next step: it needs a free cell
+    const bool ctx_full = !limit && (int32_t) s.cache.size() >= params_.n_ctx_slot && !shift_context(s);
     if (limit || ctx_full) {
         if (!text.empty()) {
             task_event ev;
@@ -417,6 +428,27 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         s.task->channel->push(std::move(ev));
     }
     s.next_token = tok;
+}
+
+bool slot_engine::shift_context(slot & s) {
+    if (!params_.context_shift) return false;
+    if (!can_shift_) {
+        LOG_INF("slot %d: the context is full and cannot shift (%s); stopping\n", s.id, no_shift_reason_.c_str());
+        return false;
+    }
+    const int32_t n_keep = common_context_shift_keep(vocab_, s.task->prompt, s.task->params.n_keep);
+    const int32_t n_past = (int32_t) s.cache.size();
+    const int32_t n_dropped = common_context_shift(ctx_, s.id, n_past, n_keep);
+    if (n_dropped == 0) {
+        LOG_INF("slot %d: the context is full and the %d tokens kept (n_keep) leave nothing to drop; stopping\n", s.id, n_keep);
+        return false;
+    }
+    s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_dropped);
+    s.n_shifted += n_dropped;
+    LOG_DBG("slot %d: context shift: kept %d, dropped %d, %zu left\n", s.id, n_keep, n_dropped, s.cache.size());
+    std::lock_guard<std::mutex> lock(mutex_);
+    metrics_.n_context_shifts++;
+    return true;
 }
 
 int32_t slot_engine::decode_slots_alone() {

@@ -22,7 +22,8 @@
 // What a request asks of the generation (parsed from the request by server-oai).
 struct generation_params {
     common_params_sampling sampling;
-    int32_t n_predict = -1;            // -1: until end of generation or the slot context is full
+    int32_t n_predict = -1;            // -1: until end of generation (or the slot context is full, without context shift)
+    int32_t n_keep = 0;                // prompt tokens a context shift keeps (-1: the whole prompt)
     std::vector<std::string> stop;
     bool    logprobs = false;          // report the chosen tokens' log-probabilities
     int32_t top_logprobs = 0;          // ... and this many alternatives each
@@ -50,6 +51,7 @@ struct task_summary {
     int32_t n_prompt = 0;              // prompt tokens
     int32_t n_cached = 0;              // of those, reused from the slot's cache
     int32_t n_predicted = 0;
+    int32_t n_shifted = 0;             // tokens dropped by context shifts
     double t_prompt_ms = 0, t_predict_ms = 0;
     int32_t slot_id = -1;
 };
@@ -95,6 +97,7 @@ struct engine_metrics {
     double   t_prompt_ms_total = 0;         // wall time of steps that read prompt tokens
     double   t_predict_ms_total = 0;        // ... and of steps that generated
     uint64_t n_decode_total = 0;            // llama_decode calls
+    uint64_t n_context_shifts = 0;
     uint64_t n_requests_total = 0;          // tasks accepted
     uint64_t n_requests_rejected = 0;       // queue full
     uint64_t n_busy_slots_sum = 0;          // summed over decode calls: average batch occupancy
@@ -107,6 +110,7 @@ struct engine_params {
     int32_t n_ctx_slot = 0;    // context per slot: n_ctx / n_slots
     int32_t n_batch = 512;     // most tokens per step
     int32_t queue_capacity = 64;
+    bool context_shift = true;   // a full slot drops old tokens and goes on (when the memory can shift)
 };
 
 class slot_engine {
@@ -139,12 +143,15 @@ private:
     void finish(slot & s, const std::string & reason);
     void fail(slot & s, int status, const std::string & message);
     void release(slot & s);
+    bool shift_context(slot & s);   // make room in a full slot; false: it cannot, the task ends
     void snapshot_status();
 
     llama_context * ctx_;
     const llama_vocab * vocab_;
     engine_params params_;
     bool recurrent_;                 // the model keeps a recurrent state (prefix reuse via checkpoints)
+    bool can_shift_;                 // llama_memory_can_shift
+    std::string no_shift_reason_;
     std::vector<std::unique_ptr<slot>> slots_;
     llama_batch batch_{};
 

@@ -350,7 +350,8 @@ json props_json(const server_context & sc) {
                 { "repeat_last_n", sp.penalty_last_n },
                 { "repeat_penalty", sp.penalty_repeat },
                 { "presence_penalty", sp.penalty_present },
-                { "frequency_penalty", sp.penalty_freq } } } } },
+                { "frequency_penalty", sp.penalty_freq },
+                { "n_keep", sc.params.n_keep } } } } },
         { "total_slots", sc.engine->n_slots() },
         { "model_path", sc.model_path },
         { "model_alias", sc.info.model_name },
@@ -362,6 +363,7 @@ json props_json(const server_context & sc) {
         { "eos_token", eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos) },
         { "build_info", "kiln" },
         { "modalities", { { "vision", false }, { "audio", false } } },
+        { "context_shift", sc.params.ctx_shift && llama_memory_can_shift(sc.ctx, nullptr) },
     };
 }
 
@@ -379,6 +381,7 @@ std::string metrics_text(const server_context & sc) {
     add("tokens_predicted_total", "counter", "Tokens generated.", (double) m.n_predicted_total);
     add("tokens_predicted_seconds_total", "counter", "Wall time of decode steps that generated tokens.", m.t_predict_ms_total / 1e3);
     add("n_decode_total", "counter", "llama_decode calls.", (double) m.n_decode_total);
+    add("n_context_shifts_total", "counter", "Context shifts of full slots.", (double) m.n_context_shifts);
     add("n_busy_slots_per_decode", "gauge", "Average busy slots per llama_decode call.",
         m.n_decode_total ? (double) m.n_busy_slots_sum / m.n_decode_total : 0.0);
     add("requests_total", "counter", "Tasks accepted (one per choice).", (double) m.n_requests_total);
@@ -632,6 +635,7 @@ bool load_model(server_context & sc, std::string & err) {
     ep.n_ctx_slot = n_ctx_slot;
     ep.n_batch = (int32_t) llama_n_batch(sc.ctx);
     ep.queue_capacity = std::max(16, 4 * n_slots);
+    ep.context_shift = params.ctx_shift;
     sc.engine = std::make_unique<slot_engine>(sc.ctx, ep);
     if (params.embedding) {
         const pooling_kind pooling = params.pooling.empty() ? pooling_of_model(sc.model) : pooling_from_name(params.pooling);

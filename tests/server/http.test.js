@@ -88,7 +88,6 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     const refused = [
       { id_slot: 1 },
       { cache_prompt: false },
-      { n_keep: 8 },
     ];
     for (const fields of refused) {
       const key = Object.keys(fields)[0];

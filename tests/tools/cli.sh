@@ -81,7 +81,17 @@ if [ -f "$MODEL" ]; then
     grep -q "every weight is finite" "$TMP/checked.err" && pass || fail "--check-tensors did not check"
     grep -q "of weights locked in RAM" "$TMP/checked.err" && pass || fail "--mlock did not lock"
     expect_err "-rtr is not supported yet" "$TOOL" -m "$MODEL" -p "$P" -rtr $T
-    expect_err "--keep is not supported yet" "$TOOL" -m "$MODEL" -p "$P" --keep 4 $T
+
+    # context shift: with -c 32 the generation goes past the context (the oldest half after
+    # --keep is dropped); with --no-context-shift it stops at the context with a warning, and
+    # what it printed is where the shifted run started
+    run shift -m "$MODEL" -p "$P" -c 32 -n 64 --temp 0 --ignore-eos --keep 2 $T
+    run noshift -m "$MODEL" -p "$P" -c 32 -n 64 --temp 0 --ignore-eos --keep 2 --no-context-shift $T
+    grep -q "eval time = .* /    63 runs" "$TMP/shift.err" && pass || fail "context shift: not 63 evaluations for -n 64 in -c 32: $(grep 'eval time' "$TMP/shift.err")"
+    grep -q "the context is full (32 tokens) and cannot shift (--no-context-shift)" "$TMP/noshift.err" && pass || fail "--no-context-shift: no warning"
+    [ "$(wc -c <"$TMP/noshift.out")" -lt "$(wc -c <"$TMP/shift.out")" ] || fail "--no-context-shift printed as much as the shifted run"
+    cmp -s -n "$(( $(wc -c <"$TMP/noshift.out") - 1 ))" "$TMP/noshift.out" "$TMP/shift.out" && pass ||
+        fail "the unshifted output is not a prefix of the shifted one"
 
     run seed_a -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 $T
     run seed_b -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 -t 1
