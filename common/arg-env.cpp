@@ -52,6 +52,8 @@ const env_flag k_env_flags[] = {
     { "LLAMA_ARG_NO_ENDPOINT_SLOTS", "--no-slots" },
     { "LLAMA_ARG_NO_WEBUI", "--no-webui" },
     { "LLAMA_ARG_STATIC_PATH", "--path" },
+    { "LLAMA_ARG_ENDPOINT_PROPS", "--props" },
+    { "LLAMA_ARG_CACHE_REUSE", "--cache-reuse" },
     { "LLAMA_ARG_EMBEDDINGS", "--embedding" },
     { "LLAMA_ARG_POOLING", "--pooling" },
     { "LLAMA_ARG_CONTEXT_SHIFT", "--context-shift" },

@@ -503,6 +503,12 @@ std::vector<common_arg> build_table() {
                         if (!std::filesystem::is_directory(v, ec)) throw common_arg_error("not a directory");
                         p.public_path = v;
                     }));
+    t.push_back(sw({ "--props" }, SRV, "enable POST /props (changing server properties)", [](common_params & p) { p.endpoint_props = true; }));
+    t.push_back(val({ "--slot-save-path" }, "PATH", SRV, "directory of the slot files of /slots/{id}?action=save|restore (default: off)",
+                    [](common_params & p, const std::string & v) { p.slot_save_path = v; }));
+    t.push_back(val({ "--cache-reuse" }, "N", SRV,
+                    "reuse chunks of at least N cached tokens that a new prompt has further on, by shifting them (default: 0 = off)",
+                    [](common_params & p, const std::string & v) { p.n_cache_reuse = parse_int(v, 0); }));
     t.push_back(sw({ "--embedding", "--embeddings" }, SRV, "serve embeddings (/v1/embeddings, /embedding) instead of completions",
                    [](common_params & p) { p.embedding = true; }));
     t.push_back(val({ "--pooling" }, "{none,mean,cls,last}", SRV,

@@ -141,6 +141,9 @@ struct common_params {
     bool endpoint_slots   = true;
     bool webui            = true;    // the chat page at / (--webui, --no-webui)
     std::string public_path;         // --path: the page's files (empty: the built-in page)
+    bool endpoint_props   = false;   // --props: POST /props
+    std::string slot_save_path;      // --slot-save-path: where /slots/{id}?action=save|restore keep their files
+    int32_t n_cache_reuse = 0;       // --cache-reuse: shortest cached chunk moved to where a new prompt has it
 
     // perplexity / KL-divergence
     int32_t n_chunks = -1;

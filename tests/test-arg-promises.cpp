@@ -108,6 +108,9 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("endpoint_slots", p.endpoint_slots);
     v("webui", p.webui);
     v("public_path", p.public_path);
+    v("endpoint_props", p.endpoint_props);
+    v("slot_save_path", p.slot_save_path);
+    v("n_cache_reuse", p.n_cache_reuse);
     v("n_chunks", p.n_chunks);
     v("logits_file", p.logits_file);
     v("kl_divergence", p.kl_divergence);

@@ -55,19 +55,14 @@ bool get_bool(const json & body, const char * key, bool def) {
 // without "dry_multiplier", "mirostat_tau" without "mirostat") change nothing anywhere, so they
 // are accepted.
 
-bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
-bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
-
 struct unimplemented_field {
     const char * key;
     bool (*asks)(const json & value);   // whether this value asks for the feature
     const char * what;
 };
 
-const unimplemented_field k_unimplemented_fields[] = {
-    { "id_slot",          not_minus_one,   "choosing the slot" },
-    { "cache_prompt",     is_false,        "turning the prompt cache off" },
-};
+// empty for now: every request field Kiln knows is implemented
+const std::vector<unimplemented_field> k_unimplemented_fields = {};
 
 void refuse_unimplemented_fields(const json & body) {
     for (const unimplemented_field & f : k_unimplemented_fields) {
@@ -130,6 +125,8 @@ generation_params parse_generation(const json & body, const server_info & info, 
     }
     g.stop = get_stop(body);
     g.n_keep = (int32_t) get_int(body, "n_keep", info.defaults->n_keep, -1, INT32_MAX);
+    g.id_slot = (int32_t) get_int(body, "id_slot", -1, -1, info.n_slots - 1);
+    g.cache_prompt = get_bool(body, "cache_prompt", true);
 
     switch (kind) {
         case api_kind::chat:

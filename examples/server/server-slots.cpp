@@ -49,6 +49,13 @@ struct slot_engine::slot {
     }
 };
 
+struct slot_engine::pending_action {
+    int32_t id = 0;
+    slot_action_kind kind = slot_action_kind::erase;
+    std::string path;
+    std::promise<slot_action_result> done;
+};
+
 slot_engine::slot_engine(llama_context * ctx, engine_params params)
     : ctx_(ctx), vocab_(llama_model_get_vocab(llama_get_model(ctx))), params_(params),
       recurrent_(llama_model_is_recurrent(llama_get_model(ctx)) || llama_model_is_hybrid(llama_get_model(ctx))) {
@@ -110,6 +117,93 @@ bool slot_engine::submit(const task_ptr & task) {
 
 void slot_engine::notify() { cv_.notify_all(); }
 
+slot_action_result slot_engine::slot_action(int32_t id, slot_action_kind kind, const std::string & path) {
+    slot_action_result res;
+    if (id < 0 || id >= params_.n_slots) {
+        res.status = 400;
+        res.error = "there is no slot " + std::to_string(id) + " (slots 0.." + std::to_string(params_.n_slots - 1) + ")";
+        return res;
+    }
+    auto a = std::make_shared<pending_action>();
+    a->id = id;
+    a->kind = kind;
+    a->path = path;
+    std::future<slot_action_result> done = a->done.get_future();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!running_) {
+            res.status = 503;
+            res.error = "the slots are not running";
+            return res;
+        }
+        actions_.push_back(a);
+    }
+    cv_.notify_all();
+    return done.get();
+}
+
+// On the loop thread, between steps: the actions whose slot is idle.
+void slot_engine::run_slot_actions() {
+    std::vector<std::shared_ptr<pending_action>> ready;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto it = actions_.begin(); it != actions_.end();) {
+            if (slots_[(*it)->id]->task) {
+                ++it;   // busy: after its task
+            } else {
+                ready.push_back(*it);
+                it = actions_.erase(it);
+            }
+        }
+    }
+    for (auto & a : ready) a->done.set_value(run_slot_action(*slots_[a->id], *a));
+}
+
+slot_action_result slot_engine::run_slot_action(slot & s, const pending_action & a) {
+    slot_action_result res;
+    const double t0 = monotonic_ms();
+    auto failed = [&](int status, const std::string & why) {
+        res.status = status;
+        res.error = why;
+        return res;
+    };
+    switch (a.kind) {
+        case slot_action_kind::save: {
+            res.n_bytes = llama_state_seq_save_file(ctx_, a.path.c_str(), s.id, s.cache.data(), s.cache.size());
+            if (res.n_bytes == 0) return failed(500, llama_last_error());
+            res.n_tokens = s.cache.size();
+            break;
+        }
+        case slot_action_kind::restore: {
+            std::vector<llama_token> tokens(params_.n_ctx_slot);
+            size_t n = 0;
+            res.n_bytes = llama_state_seq_load_file(ctx_, a.path.c_str(), s.id, tokens.data(), tokens.size(), &n);
+            if (res.n_bytes == 0) return failed(400, llama_last_error());
+            tokens.resize(n);
+            // the slot's bookkeeping: token i sits at position i
+            const llama_pos lo = llama_memory_seq_pos_min(ctx_, s.id), hi = llama_memory_seq_pos_max(ctx_, s.id);
+            if (n == 0 ? hi != -1 : lo != 0 || hi != (llama_pos) n - 1) {
+                llama_memory_seq_rm(ctx_, s.id, -1, -1);
+                s.cache.clear();
+                return failed(400, "the file's cached positions do not match its " + std::to_string(n) + " tokens");
+            }
+            s.cache = std::move(tokens);
+            res.n_tokens = n;
+            break;
+        }
+        case slot_action_kind::erase:
+            res.n_tokens = s.cache.size();
+            llama_memory_seq_rm(ctx_, s.id, -1, -1);
+            s.cache.clear();
+            break;
+    }
+    res.ms = monotonic_ms() - t0;
+    LOG_INF("slot %d: %s %s (%zu tokens)\n", s.id,
+            a.kind == slot_action_kind::save ? "saved to" : a.kind == slot_action_kind::restore ? "restored from" : "erased",
+            a.path.c_str(), res.n_tokens);
+    return res;
+}
+
 engine_metrics slot_engine::metrics() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return metrics_;
@@ -161,7 +255,7 @@ void slot_engine::loop() {
         }
         if (step()) continue;
         std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return !running_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return !running_ || !queue_.empty() || !actions_.empty(); });
     }
     // shutting down: tell whoever still waits
     for (auto & sp : slots_) {
@@ -175,6 +269,13 @@ void slot_engine::loop() {
         t->channel->push(std::move(ev));
     }
     queue_.clear();
+    for (auto & a : actions_) {
+        slot_action_result res;
+        res.status = 503;
+        res.error = "the server is shutting down";
+        a->done.set_value(res);
+    }
+    actions_.clear();
 }
 
 namespace {
@@ -204,8 +305,9 @@ void slot_engine::assign_waiting_tasks() {
             // the idle slot whose cache shares the longest prefix with the prompt, else the least
             // recently used one
             size_t best_lcp = 0;
+            const int32_t wanted = queue_.front()->params.id_slot;
             for (auto & sp : slots_) {
-                if (sp->task) continue;
+                if (sp->task || (wanted >= 0 && sp->id != wanted)) continue;
                 const size_t lcp = common_prefix(sp->cache, queue_.front()->prompt);
                 if (!best || lcp > best_lcp || (lcp == best_lcp && sp->last_used < best->last_used)) {
                     best = sp.get();
@@ -225,7 +327,8 @@ void slot_engine::assign_waiting_tasks() {
 void slot_engine::begin_task(slot & s, task_ptr task) {
     // Reuse the longest common prefix of the previous prompt and output; the last prompt token is
     // always decoded again so that its logits exist.
-    size_t keep = common_prefix(s.cache, task->prompt);
+    size_t keep = task->params.cache_prompt ? common_prefix(s.cache, task->prompt) : 0;
+    if (task->params.cache_prompt && params_.n_cache_reuse > 0 && can_shift_) keep = reuse_cache_chunks(s, task->prompt, keep);
     if (keep >= task->prompt.size()) keep = task->prompt.size() - 1;
     // a recurrent state resumes only where it kept a checkpoint (--ctx-checkpoints)
     keep = (size_t) llama_memory_seq_pos_resume(ctx_, s.id, (llama_pos) keep);
@@ -260,6 +363,33 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     }
     LOG_DBG("slot %d: task %lld, %zu prompt tokens, %zu reused from the cache\n", s.id, (long long) s.task->id,
             s.task->prompt.size(), keep);
+}
+
+// --cache-reuse: past the common prefix, a run of at least n_cache_reuse cached tokens that the
+// prompt has further on is moved there (the tokens between are dropped, the run's positions
+// shifted), as llama.cpp does, so an edited conversation re-reads only what changed. Returns how
+// much of the prompt the cache now holds.
+size_t slot_engine::reuse_cache_chunks(slot & s, const std::vector<llama_token> & prompt, size_t keep) {
+    std::vector<llama_token> & cache = s.cache;
+    size_t head_c = keep, head_p = keep;   // next unmatched token of the cache / of the prompt
+    while (head_c < cache.size() && head_p < prompt.size()) {
+        size_t n = 0;
+        while (head_c + n < cache.size() && head_p + n < prompt.size() && cache[head_c + n] == prompt[head_p + n]) ++n;
+        if (n < (size_t) params_.n_cache_reuse) {
+            ++head_c;
+            continue;
+        }
+        // cells at positions [head_p, head_c) hold tokens the prompt does not have there
+        if (!llama_memory_seq_rm(ctx_, s.id, (llama_pos) head_p, (llama_pos) head_c)) break;   // a window layer forbids it
+        llama_memory_seq_add(ctx_, s.id, (llama_pos) head_c, (llama_pos) (head_c + n), (llama_pos) head_p - (llama_pos) head_c);
+        for (size_t i = 0; i < n; ++i) cache[head_p + i] = cache[head_c + i];
+        LOG_DBG("slot %d: cache reuse: %zu tokens moved from %zu to %zu\n", s.id, n, head_c, head_p);
+        head_c += n;
+        head_p += n;
+    }
+    // what is left past the reused runs goes (begin_task removes it from the memory)
+    if (head_p > keep) cache.resize(head_p);
+    return head_p;
 }
 
 void slot_engine::release(slot & s) {
@@ -489,6 +619,7 @@ bool slot_engine::step() {
             release(*sp);
         }
     }
+    run_slot_actions();
     assign_waiting_tasks();
 
     // Generating slots first (one token each), then prompt chunks in the room left.

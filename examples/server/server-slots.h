@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +25,8 @@ struct generation_params {
     common_params_sampling sampling;
     int32_t n_predict = -1;            // -1: until end of generation (or the slot context is full, without context shift)
     int32_t n_keep = 0;                // prompt tokens a context shift keeps (-1: the whole prompt)
+    int32_t id_slot = -1;              // the slot to run on (-1: the one whose cache matches best)
+    bool    cache_prompt = true;       // reuse what the slot's cache holds of the prompt
     std::vector<std::string> stop;
     bool    logprobs = false;          // report the chosen tokens' log-probabilities
     int32_t top_logprobs = 0;          // ... and this many alternatives each
@@ -111,6 +114,17 @@ struct engine_params {
     int32_t n_batch = 512;     // most tokens per step
     int32_t queue_capacity = 64;
     bool context_shift = true;   // a full slot drops old tokens and goes on (when the memory can shift)
+    int32_t n_cache_reuse = 0;   // --cache-reuse: shortest chunk of the cache moved to where the prompt has it (0: off)
+};
+
+// /slots/{id}?action=save|restore|erase, run by the decode loop while the slot is idle.
+enum class slot_action_kind { save, restore, erase };
+struct slot_action_result {
+    int status = 200;          // else the HTTP status of the error
+    std::string error;
+    size_t n_tokens = 0;       // tokens saved, restored or erased
+    size_t n_bytes = 0;        // bytes written or read
+    double ms = 0;
 };
 
 class slot_engine {
@@ -130,6 +144,8 @@ public:
     int32_t n_slots() const { return params_.n_slots; }
     engine_metrics metrics() const;
     json slots_json() const;
+    // Waits until the loop has run the action on slot id (once it is idle); path is the file.
+    slot_action_result slot_action(int32_t id, slot_action_kind kind, const std::string & path);
 
 private:
     struct slot;
@@ -143,6 +159,10 @@ private:
     void finish(slot & s, const std::string & reason);
     void fail(slot & s, int status, const std::string & message);
     void release(slot & s);
+    size_t reuse_cache_chunks(slot & s, const std::vector<llama_token> & prompt, size_t keep);   // --cache-reuse
+    struct pending_action;
+    void run_slot_actions();
+    slot_action_result run_slot_action(slot & s, const pending_action & a);
     bool shift_context(slot & s);   // make room in a full slot; false: it cannot, the task ends
     void snapshot_status();
 
@@ -158,6 +178,7 @@ private:
     mutable std::mutex mutex_;       // queue_, metrics_, slot status for readers
     std::condition_variable cv_;
     std::deque<task_ptr> queue_;
+    std::deque<std::shared_ptr<pending_action>> actions_;   // slot actions waiting for their slot
     engine_metrics metrics_;
     std::vector<json> status_;       // per slot, for /slots
     bool running_ = false;

@@ -11,6 +11,7 @@
 #include "server-embeddings.h"
 #include "server-oai.h"
 #include "server-responses.h"
+#include "server-slot-files.h"
 #include "server-slots.h"
 #include "server-stream.h"
 #include "server-utils.h"
@@ -455,6 +456,23 @@ void register_routes(httplib::Server & svr, server_context & sc) {
                 if (!sc.params.endpoint_slots) throw http_error(501, "the /slots endpoint is disabled (--no-slots)");
                 send_json(res, sc.engine->slots_json());
             }));
+    svr.Post(R"(/slots/([^/]*))", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 if (!sc.params.endpoint_slots) throw http_error(501, "the /slots endpoint is disabled (--no-slots)");
+                 refuse_if_embedding_server(sc);
+                 const json body = req.body.empty() ? json::object() : parse_body(req);
+                 send_json(res, run_slot_file_action(*sc.engine, sc.params.slot_save_path, req.matches[1].str(),
+                                                     req.get_param_value("action"), body));
+             }));
+    svr.Post("/props", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 if (!sc.params.endpoint_props) {
+                     throw http_error(501, "this server does not support changing its properties: start it with --props", "not_supported_error");
+                 }
+                 // as in llama.cpp, nothing can be changed yet: a field asking to is refused, not ignored
+                 const json body = parse_body(req);
+                 if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
+                 if (!body.empty()) throw http_error(400, "'" + body.begin().key() + "' cannot be changed at run time");
+                 send_json(res, { { "success", true } });
+             }));
     svr.Get("/metrics", guarded([&sc](const httplib::Request &, httplib::Response & res) {
                 if (!sc.params.endpoint_metrics) throw http_error(501, "the /metrics endpoint is disabled (start with --metrics)");
                 res.set_content(metrics_text(sc), "text/plain; version=0.0.4");
@@ -625,6 +643,7 @@ bool load_model(server_context & sc, std::string & err) {
     sc.info.model_name = name;
     sc.info.vocab = vocab;
     sc.info.n_ctx_slot = n_ctx_slot;
+    sc.info.n_slots = n_slots;
     sc.info.defaults = &sc.params;
     sc.info.tmpl = sc.tmpl.get();
     sc.info.markup = reasoning_markup_from_template(sc.tmpl_source);
@@ -636,6 +655,8 @@ bool load_model(server_context & sc, std::string & err) {
     ep.n_batch = (int32_t) llama_n_batch(sc.ctx);
     ep.queue_capacity = std::max(16, 4 * n_slots);
     ep.context_shift = params.ctx_shift;
+    ep.n_cache_reuse = params.n_cache_reuse;
+    if (!params.slot_save_path.empty() && !prepare_slot_save_dir(params.slot_save_path, err)) return false;
     sc.engine = std::make_unique<slot_engine>(sc.ctx, ep);
     if (params.embedding) {
         const pooling_kind pooling = params.pooling.empty() ? pooling_of_model(sc.model) : pooling_from_name(params.pooling);
