@@ -503,6 +503,25 @@ std::vector<common_arg> build_table() {
                         if (!std::filesystem::is_directory(v, ec)) throw common_arg_error("not a directory");
                         p.public_path = v;
                     }));
+    t.push_back(val({ "-md", "--model-draft" }, "FNAME", SRV, "draft model for speculative decoding (same vocabulary as -m)",
+                    [](common_params & p, const std::string & v) { p.speculative.model = v; }));
+    t.push_back(val({ "--draft-max", "--draft", "--draft-n" }, "N", SRV, "most tokens drafted per step (default: 16)",
+                    [](common_params & p, const std::string & v) { p.speculative.n_max = parse_int(v, 1, 256); }));
+    t.push_back(val({ "--draft-min", "--draft-n-min" }, "N", SRV, "fewest tokens a draft must have to be tried (default: 0)",
+                    [](common_params & p, const std::string & v) { p.speculative.n_min = parse_int(v, 0, 256); }));
+    t.push_back(val({ "--draft-p-min" }, "P", SRV, "the draft model stops drafting below this probability of its top token (default: 0.8)",
+                    [](common_params & p, const std::string & v) {
+                        const float f = parse_float(v);
+                        if (!(f >= 0.0f && f <= 1.0f)) throw common_arg_error("must be between 0 and 1");
+                        p.speculative.p_min = f;
+                    }));
+    t.push_back(val({ "--spec-type" }, "{none,ngram-simple}", SRV,
+                    "draft without a draft model: ngram-simple drafts what followed the last n-gram earlier in prompt and output (default: none)",
+                    [](common_params & p, const std::string & v) {
+                        if (v == "none") p.speculative.ngram = false;
+                        else if (v == "ngram-simple") p.speculative.ngram = true;
+                        else throw common_arg_error("must be none or ngram-simple (ngram-cache, ngram-map-k, ngram-map-k4v and ngram-mod are not implemented)");
+                    }));
     t.push_back(sw({ "--props" }, SRV, "enable POST /props (changing server properties)", [](common_params & p) { p.endpoint_props = true; }));
     t.push_back(val({ "--slot-save-path" }, "PATH", SRV, "directory of the slot files of /slots/{id}?action=save|restore (default: off)",
                     [](common_params & p, const std::string & v) { p.slot_save_path = v; }));

@@ -66,6 +66,16 @@ struct common_tensor_override {
     std::string buft;
 };
 
+// Speculative decoding: drafts from a small model (-md) and/or n-grams of the history, verified
+// by the main model in one batch.
+struct common_params_speculative {
+    std::string model;          // -md: the draft model
+    int32_t n_max = 16;         // --draft-max: most tokens drafted per step
+    int32_t n_min = 0;          // --draft-min: shorter drafts are not tried
+    float   p_min = 0.8f;       // --draft-p-min: the draft model stops below this top probability
+    bool    ngram = false;      // --spec-type ngram-simple: drafts from earlier n-grams of prompt and output
+};
+
 struct common_params {
     // model and input
     std::string model;
@@ -110,6 +120,7 @@ struct common_params {
     int32_t n_ctx_checkpoints = 8;  // recurrent-state checkpoints per sequence
 
     common_params_sampling sampling;
+    common_params_speculative speculative;
 
     // cli
     enum common_conversation_mode conversation_mode = COMMON_CONVERSATION_MODE_AUTO;

@@ -111,6 +111,11 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("endpoint_props", p.endpoint_props);
     v("slot_save_path", p.slot_save_path);
     v("n_cache_reuse", p.n_cache_reuse);
+    v("speculative.model", p.speculative.model);
+    v("speculative.n_max", p.speculative.n_max);
+    v("speculative.n_min", p.speculative.n_min);
+    v("speculative.p_min", p.speculative.p_min);
+    v("speculative.ngram", p.speculative.ngram);
     v("n_chunks", p.n_chunks);
     v("logits_file", p.logits_file);
     v("kl_divergence", p.kl_divergence);

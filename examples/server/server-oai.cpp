@@ -387,7 +387,7 @@ json timings_json(const task_summary & s) {
     const int32_t prompt_n = s.n_prompt - s.n_cached;
     auto per_tok = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
     auto per_sec = [](double ms, int32_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
-    return json{
+    json t{
         { "cache_n", s.n_cached },
         { "prompt_n", prompt_n },
         { "prompt_ms", s.t_prompt_ms },
@@ -398,6 +398,11 @@ json timings_json(const task_summary & s) {
         { "predicted_per_token_ms", per_tok(s.t_predict_ms, s.n_predicted) },
         { "predicted_per_second", per_sec(s.t_predict_ms, s.n_predicted) },
     };
+    if (s.n_drafted > 0) {   // as llama.cpp: only with speculative decoding
+        t["draft_n"] = s.n_drafted;
+        t["draft_n_accepted"] = s.n_draft_accepted;
+    }
+    return t;
 }
 
 response_builder::response_builder(const completion_request & req, std::string model_name)

@@ -40,6 +40,8 @@ struct slot_engine::slot {
     int32_t n_decoded = 0;
     int32_t n_cached = 0;
     int32_t n_shifted = 0;                          // tokens dropped by context shifts in this task
+    std::vector<llama_token> draft;                 // drafted tokens decoded after next_token this step
+    int32_t n_drafted = 0, n_draft_accepted = 0;    // in this task
     double t_start_ms = 0, t_first_token_ms = 0;
     uint64_t last_used = 0;                         // step counter, for least-recently-used choice
     std::vector<token_report> reports;              // token reports not yet sent
@@ -341,6 +343,8 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     s.n_prompt_fed = keep;
     s.n_cached = (int32_t) keep;
     s.n_shifted = 0;
+    s.draft.clear();
+    s.n_drafted = s.n_draft_accepted = 0;
     s.n_decoded = 0;
     s.next_token = LLAMA_TOKEN_NULL;
     s.out_index = -1;
@@ -428,6 +432,8 @@ void slot_engine::finish(slot & s, const std::string & reason) {
     sum.n_cached = s.n_cached;
     sum.n_predicted = s.n_decoded;
     sum.n_shifted = s.n_shifted;
+    sum.n_drafted = s.n_drafted;
+    sum.n_draft_accepted = s.n_draft_accepted;
     const double now = monotonic_ms();
     const double first = s.t_first_token_ms > 0 ? s.t_first_token_ms : now;
     sum.t_prompt_ms = first - s.t_start_ms;
@@ -464,17 +470,17 @@ token_report slot_engine::post_sampling_report(llama_sampler * smpl, llama_token
     return rep;
 }
 
-void slot_engine::handle_output(slot & s, int32_t batch_index) {
+llama_token slot_engine::emit_token(slot & s, int32_t batch_index) {
     if (s.t_first_token_ms == 0) s.t_first_token_ms = monotonic_ms();
     const generation_params & gp = s.task->params;
     if (gp.n_predict == 0) {   // max_tokens 0: the prompt is read, nothing is generated
         finish(s, "length");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     float * logits = llama_get_logits_ith(ctx_, batch_index);
     if (!logits) {
         fail(s, 500, "no logits for the slot's last token");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
     if (gp.sampling.ignore_eos) {
@@ -497,16 +503,16 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         // (a half-written tool call comes back as text), not with an error
         LOG_WRN("slot %d: the grammar allows no token here; the reply ends\n", s.id);
         finish(s, "stop");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     if (tok == LLAMA_TOKEN_NULL) {
         fail(s, 500, "sampling failed");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     s.n_decoded++;
     if (llama_vocab_is_eog(vocab_, tok) && !gp.sampling.ignore_eos) {
         finish(s, "stop");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     const bool keep_special =
         gp.render_special || std::find(gp.preserved.begin(), gp.preserved.end(), tok) != gp.preserved.end();
@@ -536,7 +542,7 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
             s.task->channel->push(std::move(ev));
         }
         finish(s, "stop");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     const bool limit = gp.n_predict >= 0 && s.n_decoded >= gp.n_predict;
     // the sampled token goes into the cache next step: it needs a free cell
@@ -548,7 +554,7 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
             s.task->channel->push(std::move(ev));
         }
         finish(s, "length");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     if (!text.empty() || !s.reports.empty()) {
         task_event ev;
@@ -557,7 +563,31 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         s.reports.clear();
         s.task->channel->push(std::move(ev));
     }
+    return tok;
+}
+
+int32_t slot_engine::handle_output(slot & s, int32_t batch_index) {
+    // the drafted tokens were decoded after the slot's token, at the next batch rows: each is
+    // kept while it is the token the model samples there, so the output is the one without drafts
+    const size_t n_draft = s.draft.size();
+    const int32_t n_before = s.n_decoded;
+    size_t i = 0;
+    llama_token tok;
+    for (;; ++i) {
+        tok = emit_token(s, batch_index + (int32_t) i);   // null: the task ended
+        if (tok == LLAMA_TOKEN_NULL || i >= n_draft || tok != s.draft[i]) break;
+        s.n_draft_accepted++;
+        n_accepted_step_++;
+    }
+    // the KV rows of the drafts after the last kept one leave the cache
+    const size_t n_rejected = n_draft - std::min(i, n_draft);
+    if (n_rejected > 0 && s.cache.size() >= n_rejected) {
+        s.cache.resize(s.cache.size() - n_rejected);
+        llama_memory_seq_rm(ctx_, s.id, (llama_pos) s.cache.size(), -1);
+    }
+    s.draft.clear();
     s.next_token = tok;
+    return s.n_decoded - n_before;
 }
 
 bool slot_engine::shift_context(slot & s) {
@@ -604,8 +634,7 @@ int32_t slot_engine::decode_slots_alone() {
             continue;
         }
         if (s.out_index >= 0) {
-            handle_output(s, s.out_index - first);
-            n_sampled++;
+            n_sampled += handle_output(s, s.out_index - first);
         }
     }
     return n_sampled;
@@ -632,13 +661,15 @@ bool slot_engine::step() {
         batch_.n_seq_id[n] = 1;
         batch_.seq_id[n][0] = s.id;
         batch_.logits[n] = want_logits ? 1 : 0;
-        if (want_logits) s.out_index = n;
+        if (want_logits && s.out_index < 0) s.out_index = n;
         s.cache.push_back(t);
         ++n;
     };
     bool any_prompt = false, any_gen = false;
     int32_t n_prompt_tokens = 0, n_sampled = 0;
-    int32_t n_busy = 0;
+    int32_t n_busy = 0, n_drafted_step = 0;
+    int32_t n_gen_left = 0;   // generating slots not yet in the batch
+    for (auto & sp : slots_) n_gen_left += sp->task && sp->next_token != LLAMA_TOKEN_NULL;
     for (auto & sp : slots_) {
         slot & s = *sp;
         s.out_index = -1;
@@ -646,9 +677,22 @@ bool slot_engine::step() {
         if (!s.task) continue;
         ++n_busy;
         if (s.next_token != LLAMA_TOKEN_NULL) {
+            const std::vector<llama_token> & history = s.cache;
+            if (drafter_ && !recurrent_) {
+                // room for the drafts: in the batch (one row kept for every other generating
+                // slot), in the slot's context, and within the task's token limit
+                const generation_params & gp = s.task->params;
+                int32_t room = std::min(params_.n_batch - n - n_gen_left, params_.n_ctx_slot - (int32_t) s.cache.size() - 2);
+                if (gp.n_predict >= 0) room = std::min(room, gp.n_predict - s.n_decoded - 1);
+                drafter_->draft(s.id, history, s.next_token, room, s.draft);
+            }
             add(s, s.next_token, true);
+            for (llama_token d : s.draft) add(s, d, true);
+            s.n_drafted += (int32_t) s.draft.size();
+            n_drafted_step += (int32_t) s.draft.size();
             s.next_token = LLAMA_TOKEN_NULL;
             any_gen = true;
+            --n_gen_left;
         }
     }
     for (auto & sp : slots_) {
@@ -688,8 +732,7 @@ bool slot_engine::step() {
         for (auto & sp : slots_) {
             slot & s = *sp;
             if (s.task && s.out_index >= 0) {
-                handle_output(s, s.out_index);
-                n_sampled++;
+                n_sampled += handle_output(s, s.out_index);
             }
         }
     }
@@ -699,6 +742,9 @@ bool slot_engine::step() {
         metrics_.n_busy_slots_sum += (uint64_t) n_busy;
         metrics_.n_prompt_tokens_total += (uint64_t) n_prompt_tokens;
         metrics_.n_predicted_total += (uint64_t) n_sampled;
+        metrics_.n_drafted_total += (uint64_t) n_drafted_step;
+        metrics_.n_draft_accepted_total += (uint64_t) n_accepted_step_;
+        n_accepted_step_ = 0;
         // a mixed step counts for both: its tokens of each kind waited for the whole step
         if (any_prompt) metrics_.t_prompt_ms_total += dt;
         if (any_gen) metrics_.t_predict_ms_total += dt;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "common.h"
+#include "server-speculative.h"
 #include "server-stream.h"
 #include "server-utils.h"
 
@@ -55,6 +56,8 @@ struct task_summary {
     int32_t n_cached = 0;              // of those, reused from the slot's cache
     int32_t n_predicted = 0;
     int32_t n_shifted = 0;             // tokens dropped by context shifts
+    int32_t n_drafted = 0;             // speculative decoding: tokens drafted
+    int32_t n_draft_accepted = 0;      // ... and kept
     double t_prompt_ms = 0, t_predict_ms = 0;
     int32_t slot_id = -1;
 };
@@ -101,6 +104,8 @@ struct engine_metrics {
     double   t_predict_ms_total = 0;        // ... and of steps that generated
     uint64_t n_decode_total = 0;            // llama_decode calls
     uint64_t n_context_shifts = 0;
+    uint64_t n_drafted_total = 0;           // speculative decoding: tokens drafted
+    uint64_t n_draft_accepted_total = 0;    // ... and kept
     uint64_t n_requests_total = 0;          // tasks accepted
     uint64_t n_requests_rejected = 0;       // queue full
     uint64_t n_busy_slots_sum = 0;          // summed over decode calls: average batch occupancy
@@ -130,6 +135,8 @@ struct slot_action_result {
 class slot_engine {
 public:
     slot_engine(llama_context * ctx, engine_params params);
+    // Speculative decoding: drafts from d (owned by the caller, used by the loop thread only).
+    void set_drafter(drafter * d) { drafter_ = d; }
     ~slot_engine();
 
     void start();
@@ -154,7 +161,9 @@ private:
     int32_t decode_slots_alone();   // after a failed step: each slot's tokens alone; returns tokens sampled
     void assign_waiting_tasks();
     void begin_task(slot & s, task_ptr task);
-    void handle_output(slot & s, int32_t batch_index);
+    // Samples the slot's token (and checks its drafts); returns the tokens generated.
+    int32_t handle_output(slot & s, int32_t batch_index);
+    llama_token emit_token(slot & s, int32_t batch_index);   // one sampled token to the task; null: it ended
     token_report post_sampling_report(llama_sampler * smpl, llama_token tok, const std::string & piece, int32_t k) const;
     void finish(slot & s, const std::string & reason);
     void fail(slot & s, int status, const std::string & message);
@@ -184,4 +193,6 @@ private:
     bool running_ = false;
     std::thread thread_;
     std::vector<float> probs_scratch_;
+    drafter * drafter_ = nullptr;
+    int32_t n_accepted_step_ = 0;    // drafted tokens kept in this step
 };

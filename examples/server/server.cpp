@@ -46,6 +46,9 @@ struct server_context {
     std::unique_ptr<kiln::chat_template> tmpl;
     std::string tmpl_source;
     std::unique_ptr<slot_engine> engine;
+    llama_model * draft_model = nullptr;            // -md
+    llama_context * draft_ctx = nullptr;
+    std::unique_ptr<drafter> drafts;                // speculative decoding (null: off)
     std::unique_ptr<embedding_engine> embeddings;   // --embedding: set, and the slot engine never starts
     server_info info;
     std::string model_path;
@@ -56,6 +59,9 @@ struct server_context {
 
     ~server_context() {
         engine.reset();
+        drafts.reset();
+        if (draft_ctx) llama_free(draft_ctx);
+        if (draft_model) llama_model_free(draft_model);
         if (ctx) llama_free(ctx);
         if (model) llama_model_free(model);
         if (!demo_file.empty()) {
@@ -383,6 +389,10 @@ std::string metrics_text(const server_context & sc) {
     add("tokens_predicted_seconds_total", "counter", "Wall time of decode steps that generated tokens.", m.t_predict_ms_total / 1e3);
     add("n_decode_total", "counter", "llama_decode calls.", (double) m.n_decode_total);
     add("n_context_shifts_total", "counter", "Context shifts of full slots.", (double) m.n_context_shifts);
+    add("n_drafted_total", "counter", "Speculative decoding: tokens drafted.", (double) m.n_drafted_total);
+    add("n_drafted_accepted_total", "counter", "Speculative decoding: drafted tokens the model kept.", (double) m.n_draft_accepted_total);
+    add("draft_acceptance_rate", "gauge", "Speculative decoding: drafted tokens kept / drafted.",
+        m.n_drafted_total ? (double) m.n_draft_accepted_total / m.n_drafted_total : 0.0);
     add("n_busy_slots_per_decode", "gauge", "Average busy slots per llama_decode call.",
         m.n_decode_total ? (double) m.n_busy_slots_sum / m.n_decode_total : 0.0);
     add("requests_total", "counter", "Tasks accepted (one per choice).", (double) m.n_requests_total);
@@ -565,6 +575,64 @@ void register_routes(httplib::Server & svr, server_context & sc) {
 
 // ---- start-up ------------------------------------------------------------------------------------
 
+// msg, and libllama's reason when it gave one
+std::string with_last_error(std::string msg) {
+    const char * why = llama_last_error();
+    if (why && *why) msg += std::string(": ") + why;
+    return msg;
+}
+
+// what: for the message ("model", "the draft model"); null with err set on failure
+llama_model * load_model_file(common_params & params, const std::string & path, const char * what, std::string & err) {
+    llama_model_params mparams;
+    if (!common_model_params_to_llama(params, mparams, err)) return nullptr;
+    llama_model * m = llama_model_load_from_file(path.c_str(), mparams);
+    if (!m) err = with_last_error(std::string("failed to load ") + what + " '" + path + "'");
+    return m;
+}
+
+// Speculative decoding (-md, --spec-type ngram-simple): the draft model gets a context of its
+// own with one sequence per slot, its vocabulary checked against the main model's.
+bool load_drafter(server_context & sc, int32_t n_ctx, int32_t n_slots, std::string & err) {
+    common_params & params = sc.params;
+    if (params.speculative.model.empty() && !params.speculative.ngram) return true;
+    if (llama_model_is_recurrent(sc.model) || llama_model_is_hybrid(sc.model)) {
+        LOG_WRN("speculative decoding is off: the model keeps a recurrent state, which cannot drop rejected drafts\n");
+        return true;
+    }
+    if (!params.speculative.model.empty()) {
+        sc.draft_model = load_model_file(params, params.speculative.model, "the draft model", err);
+        if (!sc.draft_model) return false;
+        if (!draft_vocab_compatible(llama_model_get_vocab(sc.model), llama_model_get_vocab(sc.draft_model), err)) {
+            err = "the draft model '" + params.speculative.model + "' cannot draft for '" + params.model + "': " + err;
+            return false;
+        }
+        if (llama_model_is_recurrent(sc.draft_model) || llama_model_is_hybrid(sc.draft_model)) {
+            err = "the draft model '" + params.speculative.model + "' keeps a recurrent state, which cannot drop rejected drafts";
+            return false;
+        }
+        llama_context_params cparams = common_context_params_to_llama(params);
+        // every slot's history plus its drafts
+        cparams.n_ctx = (uint32_t) (n_ctx + n_slots * (params.speculative.n_max + 1));
+        cparams.n_seq_max = (uint32_t) n_slots;
+        sc.draft_ctx = llama_init_from_model(sc.draft_model, cparams);
+        if (!sc.draft_ctx) {
+            err = with_last_error("failed to create the draft model's context");
+            return false;
+        }
+    }
+    draft_params dp;
+    dp.n_max = params.speculative.n_max;
+    dp.n_min = params.speculative.n_min;
+    dp.p_min = params.speculative.p_min;
+    dp.ngram = params.speculative.ngram;
+    sc.drafts = std::make_unique<drafter>(dp, sc.draft_ctx, n_slots);
+    sc.engine->set_drafter(sc.drafts.get());
+    LOG_INF("speculative decoding: %s%s%s, up to %d tokens per step\n", params.speculative.model.empty() ? "" : "draft model ",
+            params.speculative.model.c_str(), params.speculative.ngram ? (params.speculative.model.empty() ? "n-gram lookup" : " and n-gram lookup") : "", params.speculative.n_max);
+    return true;
+}
+
 bool load_model(server_context & sc, std::string & err) {
     common_params & params = sc.params;
     if (params.model.empty() || params.demo) {
@@ -581,22 +649,15 @@ bool load_model(server_context & sc, std::string & err) {
     }
     sc.model_path = params.model;
 
-    llama_model_params mparams;
-    if (!common_model_params_to_llama(params, mparams, err)) return false;
-    sc.model = llama_model_load_from_file(params.model.c_str(), mparams);
-    if (!sc.model) {
-        const char * why = llama_last_error();
-        err = "failed to load model '" + params.model + "'" + (why && *why ? std::string(": ") + why : std::string());
-        return false;
-    }
+    sc.model = load_model_file(params, params.model, "model", err);
+    if (!sc.model) return false;
     const int32_t n_slots = std::max(1, params.n_parallel);
     llama_context_params cparams = common_context_params_to_llama(params);
     if (cparams.n_ctx == 0) cparams.n_ctx = (uint32_t) llama_model_n_ctx_train(sc.model);
     cparams.n_seq_max = (uint32_t) n_slots;
     sc.ctx = llama_init_from_model(sc.model, cparams);
     if (!sc.ctx) {
-        const char * why = llama_last_error();
-        err = std::string("failed to create the context") + (why && *why ? std::string(": ") + why : std::string());
+        err = with_last_error("failed to create the context");
         return false;
     }
     const int32_t n_ctx = (int32_t) llama_n_ctx(sc.ctx);
@@ -658,6 +719,7 @@ bool load_model(server_context & sc, std::string & err) {
     ep.n_cache_reuse = params.n_cache_reuse;
     if (!params.slot_save_path.empty() && !prepare_slot_save_dir(params.slot_save_path, err)) return false;
     sc.engine = std::make_unique<slot_engine>(sc.ctx, ep);
+    if (!params.embedding && !load_drafter(sc, n_ctx, n_slots, err)) return false;
     if (params.embedding) {
         const pooling_kind pooling = params.pooling.empty() ? pooling_of_model(sc.model) : pooling_from_name(params.pooling);
         sc.embeddings = std::make_unique<embedding_engine>(sc.ctx, pooling);
