@@ -42,6 +42,18 @@ chat_chunk_view read_chat_chunk(const json & chunk) {
         const json & d = choice["delta"];
         if (d.contains("reasoning_content") && d["reasoning_content"].is_string()) v.reasoning = d["reasoning_content"];
         if (d.contains("content") && d["content"].is_string()) v.content = d["content"];
+        if (d.contains("tool_calls") && d["tool_calls"].is_array()) {
+            for (const json & tc : d["tool_calls"]) {
+                chat_chunk_view::tool_call_delta t;
+                t.index = tc.value("index", 0);
+                t.id = tc.value("id", "");
+                if (tc.contains("function")) {
+                    t.name = tc["function"].value("name", "");
+                    t.arguments = tc["function"].value("arguments", "");
+                }
+                v.tool_calls.push_back(std::move(t));
+            }
+        }
     }
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) v.finish_reason = choice["finish_reason"];
     return v;

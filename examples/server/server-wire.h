@@ -10,6 +10,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 class wire_adapter {
 public:
@@ -46,5 +47,11 @@ json text_parts_to_chat(const json & content, const std::string & where, const t
 struct chat_chunk_view {
     std::string reasoning, content, finish_reason;
     int64_t completion_tokens = -1;
+    // tool calls: a call starts with its id and name, then its arguments come in pieces
+    struct tool_call_delta {
+        int index = 0;
+        std::string id, name, arguments;
+    };
+    std::vector<tool_call_delta> tool_calls;
 };
 chat_chunk_view read_chat_chunk(const json & chunk);
