@@ -56,25 +56,18 @@ void append_message(json & messages, const std::string & role, const json & cont
 
 // Anthropic tools ({name, description, input_schema}) and tool_choice as the chat request's.
 void tools_to_chat(const json & body, json & chat) {
-    if (body.contains("tools")) {
-        if (!body["tools"].is_array()) throw http_error(400, "'tools' must be a list of tools");
-        json tools = json::array();
-        for (size_t i = 0; i < body["tools"].size(); ++i) {
-            const json & t = body["tools"][i];
-            const std::string at = "tools[" + std::to_string(i) + "]";
-            if (!t.is_object()) throw http_error(400, "'" + at + "' must be an object");
-            refuse_unknown(t, { "name", "description", "input_schema", "type", "cache_control" }, at + ".");
-            if (t.contains("type") && t["type"] != "custom") {
-                throw http_error(400, "'" + at + ".type': only client tools (\"custom\") are supported, not Anthropic's server tools");
-            }
-            if (!t.contains("name") || !t["name"].is_string()) throw http_error(400, "'" + at + ".name' must be a string");
-            if (!t.contains("input_schema") || !t["input_schema"].is_object()) throw http_error(400, "'" + at + ".input_schema' must be an object");
-            json fn = { { "name", t["name"] }, { "parameters", t["input_schema"] } };
-            if (t.contains("description")) fn["description"] = t["description"];
-            tools.push_back({ { "type", "function" }, { "function", std::move(fn) } });
+    json tools = tools_list_to_chat(body, [](const json & t, const std::string & at) {
+        refuse_unknown(t, { "name", "description", "input_schema", "type", "cache_control" }, at + ".");
+        if (t.contains("type") && t["type"] != "custom") {
+            throw http_error(400, "'" + at + ".type': only client tools (\"custom\") are supported, not Anthropic's server tools");
         }
-        chat["tools"] = std::move(tools);
-    }
+        if (!t.contains("name") || !t["name"].is_string()) throw http_error(400, "'" + at + ".name' must be a string");
+        if (!t.contains("input_schema") || !t["input_schema"].is_object()) throw http_error(400, "'" + at + ".input_schema' must be an object");
+        json fn = { { "name", t["name"] }, { "parameters", t["input_schema"] } };
+        if (t.contains("description")) fn["description"] = t["description"];
+        return json{ { "type", "function" }, { "function", std::move(fn) } };
+    });
+    if (!tools.is_null()) chat["tools"] = std::move(tools);
     if (!body.contains("tool_choice")) return;
     const json & c = body["tool_choice"];
     if (!c.is_object() || !c.contains("type") || !c["type"].is_string()) {

@@ -58,3 +58,15 @@ chat_chunk_view read_chat_chunk(const json & chunk) {
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) v.finish_reason = choice["finish_reason"];
     return v;
 }
+
+json tools_list_to_chat(const json & body, const std::function<json(const json & tool, const std::string & at)> & to_chat) {
+    if (!body.contains("tools")) return nullptr;
+    if (!body["tools"].is_array()) throw http_error(400, "'tools' must be a list of tools");
+    json tools = json::array();
+    for (size_t i = 0; i < body["tools"].size(); ++i) {
+        const std::string at = "tools[" + std::to_string(i) + "]";
+        if (!body["tools"][i].is_object()) throw http_error(400, "'" + at + "' must be an object");
+        tools.push_back(to_chat(body["tools"][i], at));
+    }
+    return tools;
+}

@@ -8,6 +8,7 @@
 #include "server-stream.h"
 #include "server-utils.h"
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct text_part_rules {
 // A string, or a list of text parts as OpenAI chat text parts; throws http_error(400) naming the
 // part at fault (an image, an unknown key).
 json text_parts_to_chat(const json & content, const std::string & where, const text_part_rules & rules);
+
+// body["tools"] as chat tools: each must be an object; to_chat converts one (at: "tools[i]"),
+// throwing http_error(400) naming what is wrong. Null when the body has no tools.
+json tools_list_to_chat(const json & body, const std::function<json(const json & tool, const std::string & at)> & to_chat);
 
 // What one OpenAI chat stream chunk carries for the first choice: text deltas, the finish reason
 // ("" until the last), and the completion tokens of the usage chunk (-1 when it is not one).

@@ -5,7 +5,7 @@
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer, model, postJson } from './lib.js';
+import { startServer, model, postJson, ADD_PARAMETERS } from './lib.js';
 
 const MODEL = 'stories260K.gguf';
 
@@ -152,12 +152,7 @@ describe('Anthropic Messages API tools', () => {
   const tools = [{
     name: 'add',
     description: 'Add two integers',
-    input_schema: {
-      type: 'object',
-      properties: { a: { type: 'integer', minimum: -99, maximum: 99 }, b: { type: 'integer', minimum: -99, maximum: 99 } },
-      required: ['a', 'b'],
-      additionalProperties: false,
-    },
+    input_schema: ADD_PARAMETERS,
   }];
   const ask = { model: 'synth', max_tokens: 300, temperature: 0, tools, messages: [{ role: 'user', content: 'What is 2 + 3?' }] };
   const checkCall = (block) => {

@@ -124,3 +124,12 @@ export async function waitFor(fn, timeoutMs, stepMs = 50) {
 }
 
 export { sleep };
+
+// The parameters of an "add" tool, for the tool-calling tests of the APIs built on the chat
+// machinery (the grammar keeps even a random-weight model's arguments inside them).
+export const ADD_PARAMETERS = {
+  type: 'object',
+  properties: { a: { type: 'integer', minimum: -99, maximum: 99 }, b: { type: 'integer', minimum: -99, maximum: 99 } },
+  required: ['a', 'b'],
+  additionalProperties: false,
+};
