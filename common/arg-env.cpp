@@ -53,6 +53,8 @@ const env_flag k_env_flags[] = {
     { "LLAMA_ARG_NO_WEBUI", "--no-webui" },
     { "LLAMA_ARG_STATIC_PATH", "--path" },
     { "LLAMA_ARG_ENDPOINT_PROPS", "--props" },
+    { "LLAMA_ARG_SSL_KEY_FILE", "--ssl-key-file" },
+    { "LLAMA_ARG_SSL_CERT_FILE", "--ssl-cert-file" },
     { "LLAMA_ARG_MODEL_DRAFT", "--model-draft" },
     { "LLAMA_ARG_DRAFT_MAX", "--draft-max" },
     { "LLAMA_ARG_DRAFT_MIN", "--draft-min" },

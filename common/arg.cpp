@@ -522,6 +522,10 @@ std::vector<common_arg> build_table() {
                         else if (v == "ngram-simple") p.speculative.ngram = true;
                         else throw common_arg_error("must be none or ngram-simple (ngram-cache, ngram-map-k, ngram-map-k4v and ngram-mod are not implemented)");
                     }));
+    t.push_back(val({ "--ssl-key-file" }, "FNAME", SRV, "PEM private key: serve HTTPS (with --ssl-cert-file)",
+                    [](common_params & p, const std::string & v) { p.ssl_file_key = v; }));
+    t.push_back(val({ "--ssl-cert-file" }, "FNAME", SRV, "PEM certificate (chain): serve HTTPS (with --ssl-key-file)",
+                    [](common_params & p, const std::string & v) { p.ssl_file_cert = v; }));
     t.push_back(sw({ "--props" }, SRV, "enable POST /props (changing server properties)", [](common_params & p) { p.endpoint_props = true; }));
     t.push_back(val({ "--slot-save-path" }, "PATH", SRV, "directory of the slot files of /slots/{id}?action=save|restore (default: off)",
                     [](common_params & p, const std::string & v) { p.slot_save_path = v; }));

@@ -155,6 +155,7 @@ struct common_params {
     bool endpoint_props   = false;   // --props: POST /props
     std::string slot_save_path;      // --slot-save-path: where /slots/{id}?action=save|restore keep their files
     int32_t n_cache_reuse = 0;       // --cache-reuse: shortest cached chunk moved to where a new prompt has it
+    std::string ssl_file_key, ssl_file_cert;   // --ssl-key-file / --ssl-cert-file: serve HTTPS
 
     // perplexity / KL-divergence
     int32_t n_chunks = -1;

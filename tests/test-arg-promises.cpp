@@ -111,6 +111,8 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("endpoint_props", p.endpoint_props);
     v("slot_save_path", p.slot_save_path);
     v("n_cache_reuse", p.n_cache_reuse);
+    v("ssl_file_key", p.ssl_file_key);
+    v("ssl_file_cert", p.ssl_file_cert);
     v("speculative.model", p.speculative.model);
     v("speculative.n_max", p.speculative.n_max);
     v("speculative.n_min", p.speculative.n_min);

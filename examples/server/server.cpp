@@ -760,6 +760,18 @@ int main(int argc, char ** argv) {
     svr.set_write_timeout(sc.params.timeout_write);
     svr.set_payload_max_length(64u << 20);
     register_routes(svr, sc);
+    if (!sc.params.ssl_file_key.empty() || !sc.params.ssl_file_cert.empty()) {
+        std::string err;
+        if (sc.params.ssl_file_key.empty() || sc.params.ssl_file_cert.empty()) {
+            LOG_ERR("error: HTTPS needs both --ssl-key-file and --ssl-cert-file\n");
+            return 1;
+        }
+        if (!svr.enable_tls(sc.params.ssl_file_cert, sc.params.ssl_file_key, err)) {
+            LOG_ERR("error: %s\n", err.c_str());
+            return 1;
+        }
+    }
+    const char * scheme = svr.tls() ? "https" : "http";
 
     int port = sc.params.port;
     if (port == 0) {
@@ -773,7 +785,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     std::thread http([&svr] { svr.listen_after_bind(); });
-    LOG_INF("server is listening on http://%s:%d (loading the model; /health answers 503 until it is ready)\n",
+    LOG_INF("server is listening on %s://%s:%d (loading the model; /health answers 503 until it is ready)\n", scheme,
             sc.params.hostname.c_str(), port);
 
     std::string err;
@@ -786,8 +798,8 @@ int main(int argc, char ** argv) {
     // an embedding server decodes on the request threads (one at a time); the slot loop stays idle
     if (!sc.embeddings) sc.engine->start();
     sc.state = server_state::ready;
-    LOG_INF("ready: http://%s:%d/v1 serves '%s'\n", sc.params.hostname.c_str(), port, sc.info.model_name.c_str());
-    if (sc.params.webui) LOG_INF("chat page: http://%s:%d/\n", sc.params.hostname.c_str(), port);
+    LOG_INF("ready: %s://%s:%d/v1 serves '%s'\n", scheme, sc.params.hostname.c_str(), port, sc.info.model_name.c_str());
+    if (sc.params.webui) LOG_INF("chat page: %s://%s:%d/\n", scheme, sc.params.hostname.c_str(), port);
 
     int sig = 0;
     sigwait(&sigs, &sig);
