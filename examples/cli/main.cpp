@@ -3,6 +3,7 @@
 // `llama-cli ... > out.txt` captures just the text.
 #include "arg.h"
 #include "chat-template.h"
+#include "conversation.h"
 #include "common.h"
 #include "llama.h"
 
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,31 +72,26 @@ bool decode_in_batches(llama_context * ctx, std::vector<llama_token> & tokens, i
     return true;
 }
 
-// -cnv: the prompt becomes one user message rendered with the chat template (--chat-template /
-// --chat-template-file, else the model's), ending with the assistant's turn.
-bool format_chat_prompt(const llama_model * model, const common_params & params, std::string & out, std::string & err) {
+// -cnv's template: --chat-template / --chat-template-file, else the model's; null with err set.
+std::unique_ptr<kiln::chat_template> load_chat_template(const llama_model * model, const common_params & params, std::string & err) {
     std::string source = params.chat_template;
     if (source.empty()) {
         const char * tmpl = llama_model_chat_template(model, nullptr);
         if (!tmpl) {
             err = "the model has no chat template (tokenizer.chat_template); give one with --chat-template-file";
-            return false;
+            return nullptr;
         }
         source = tmpl;
     }
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const llama_token bos = llama_vocab_bos(vocab), eos = llama_vocab_eos(vocab);
     try {
-        kiln::chat_template tmpl(source, bos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, bos),
-                                 eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos));
-        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-        messages.push_back({ { "role", "user" }, { "content", params.prompt } });
-        out = tmpl.apply(messages, nullptr, true);
+        return std::make_unique<kiln::chat_template>(source, bos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, bos),
+                                                     eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos));
     } catch (const std::exception & e) {
         err = std::string("chat template: ") + e.what();
-        return false;
+        return nullptr;
     }
-    return true;
 }
 
 } // namespace
@@ -115,8 +112,7 @@ int main(int argc, char ** argv) {
             return 1;
         }
     }
-    // Interactive chat is not implemented: -cnv renders the prompt as one user turn with the
-    // chat template and answers it once; the default (auto) runs the raw prompt.
+    // -cnv: an interactive chat (conversation.cpp); the default (auto) runs the raw prompt once
     const bool chat = params.conversation_mode == COMMON_CONVERSATION_MODE_ENABLED;
 
     llama_backend_init();
@@ -150,15 +146,17 @@ int main(int argc, char ** argv) {
             common_context_params_to_llama(params).n_threads, common_context_params_to_llama(params).n_threads_batch,
             llama_print_system_info());
 
-    // ---- prompt
-    std::string prompt_text = params.prompt;
     if (chat) {
-        if (!format_chat_prompt(res.model, params, prompt_text, err)) {
+        const std::unique_ptr<kiln::chat_template> tmpl = load_chat_template(res.model, params, err);
+        if (!tmpl) {
             LOG_ERR("error: %s\n", err.c_str());
             return 1;
         }
-        LOG_INF("conversation mode (one turn, not interactive); formatted prompt:\n%s\n", prompt_text.c_str());
+        return run_conversation(ctx, params, *tmpl);
     }
+
+    // ---- prompt
+    std::string prompt_text = params.prompt;
     std::vector<llama_token> prompt = common_tokenize(vocab, prompt_text, true, true);
     // a template that writes the BOS itself would otherwise give two
     if (prompt.size() >= 2 && prompt[0] == llama_vocab_bos(vocab) && prompt[1] == prompt[0]) prompt.erase(prompt.begin());
@@ -209,7 +207,7 @@ int main(int argc, char ** argv) {
         }
     }
 
-    if (!chat && params.display_prompt) {   // in chat mode only the answer is printed
+    if (params.display_prompt) {
         std::fputs(params.prompt.c_str(), stdout);
         std::fflush(stdout);
     }

@@ -121,9 +121,22 @@ if [ -f "$MODEL" ]; then
     tmpl="$TMP/chat.jinja"
     printf '%s' '{% for m in messages %}[{{ m.role }}] {{ m.content }}
 {% endfor %}[assistant]' >"$tmpl"
-    run chat -m "$MODEL" -p "$P" -cnv --chat-template-file "$tmpl" -n 8 --temp 0 $T
-    grep -q "^\[user\] $P" "$TMP/chat.err" || fail "-cnv did not log the formatted prompt"
-    if grep -q "^$P" "$TMP/chat.out"; then fail "-cnv echoed the raw prompt"; else pass; fi
+    # -cnv: a chat read from stdin; -p is the system message; each turn decodes only what the
+    # template adds (the previous reply as the template writes it, and the new user turn);
+    # /exit ends it, and what follows is never read
+    printf 'Hello there\nHow are you\n/exit\nNever read\n' >"$TMP/chat.in"
+    if "$TOOL" -m "$MODEL" -p "You are nice" -cnv --chat-template-file "$tmpl" -n 8 --temp 0 --verbose-prompt $T \
+        <"$TMP/chat.in" >"$TMP/chat.out" 2>"$TMP/chat.err"; then pass; else fail "-cnv exited non-zero: $(tail -c 300 "$TMP/chat.err")"; fi
+    [ "$(grep -c "^new prompt text" "$TMP/chat.err")" = 2 ] && pass || fail "-cnv: not two turns: $(head -c 400 "$TMP/chat.err")"
+    grep -q "^\[system\] You are nice" "$TMP/chat.err" && pass || fail "-cnv: -p is not the system message"
+    reply1="$(sed -n 's/^> //p' "$TMP/chat.out" | head -1)"
+    [ -n "$reply1" ] && pass || fail "-cnv: no first reply: $(cat "$TMP/chat.out")"
+    # the second turn's new text starts with the first reply, then the user's second line
+    awk '/^new prompt text/{n++} n==2' "$TMP/chat.err" | grep -qF -- "$reply1" && pass || fail "-cnv: the second turn does not carry the first reply"
+    awk '/^new prompt text/{n++} n==2' "$TMP/chat.err" | grep -q "^\[user\] How are you" && pass || fail "-cnv: the second user turn is missing"
+    if grep -q "Never read" "$TMP/chat.err"; then fail "-cnv read past /exit"; else pass; fi
+    # end of input ends the chat too
+    if "$TOOL" -m "$MODEL" -cnv --chat-template-file "$tmpl" -n 4 $T </dev/null >/dev/null 2>&1; then pass; else fail "-cnv at end of input exited non-zero"; fi
     expect_err "prompt is too long" "$TOOL" -m "$MODEL" -p "$P $P $P $P" -c 8 -n 1 $T
 
     # --grammar / --grammar-file constrain the sampled text; bad grammars name line and column
