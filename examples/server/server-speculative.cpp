@@ -108,7 +108,8 @@ bool drafter::draft_model(int32_t slot, const std::vector<llama_token> & seq, in
         const int32_t best = (int32_t) (std::max_element(logits, logits + n_vocab) - logits);
         double sum = 0.0;
         for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp((double) logits[i] - logits[best]);
-        if (1.0 / sum < params_.p_min || llama_vocab_is_eog(vocab, best)) break;
+        // a token the main model does not have (a draft vocabulary with more padding) ends it
+        if (1.0 / sum < params_.p_min || llama_vocab_is_eog(vocab, best) || best >= params_.n_vocab_target) break;
         out.push_back(best);
         if ((int32_t) out.size() == n_max) break;
         const llama_token t = best;

@@ -15,6 +15,7 @@ struct draft_params {
     int32_t n_min = 0;      // --draft-min
     float   p_min = 0.8f;   // --draft-p-min
     bool    ngram = false;  // --spec-type ngram-simple
+    int32_t n_vocab_target = 0;   // tokens of the main model: drafts stay below
 };
 
 // Whether a draft model's tokens mean what the main model's do: the same tokenizer type, BOS and

@@ -626,6 +626,7 @@ bool load_drafter(server_context & sc, int32_t n_ctx, int32_t n_slots, std::stri
     dp.n_min = params.speculative.n_min;
     dp.p_min = params.speculative.p_min;
     dp.ngram = params.speculative.ngram;
+    dp.n_vocab_target = llama_vocab_n_tokens(llama_model_get_vocab(sc.model));
     sc.drafts = std::make_unique<drafter>(dp, sc.draft_ctx, n_slots);
     sc.engine->set_drafter(sc.drafts.get());
     LOG_INF("speculative decoding: %s%s%s, up to %d tokens per step\n", params.speculative.model.empty() ? "" : "draft model ",
