@@ -145,6 +145,40 @@ TEST(StateFile, ForeignTruncatedAndMismatchedFilesAreRefused) {
     std::remove(path.c_str());
 }
 
+// Corrupted files (bytes changed in the header, the tokens, the positions or the row sizes, or
+// cut anywhere) are refused or loaded, never read out of bounds; a loaded one keeps the slot's
+// bookkeeping consistent (positions 0..n-1 for n tokens is the caller's check).
+TEST(StateFile, CorruptedFilesNeverCrash) {
+    model_ptr m = kiln_test::load_shared_model("stories260K.gguf");
+    ASSERT_TRUE(m);
+    auto toks = some_tokens(m.get(), 12);
+    const std::string path = temp_path("fuzz.bin"), bad = temp_path("fuzz-bad.bin");
+    context_ptr a = make_ctx(m.get());
+    ASSERT_EQ(kiln_test::decode_tokens(a.get(), toks, 0, 12, 0, 0), 0);
+    ASSERT_GT(llama_state_seq_save_file(a.get(), path.c_str(), 0, toks.data(), toks.size()), 0u);
+    const std::string good = read_bytes(path);
+    uint64_t rng = 12345;
+    auto next = [&] { rng = rng * 6364136223846793005ull + 1442695040888963407ull; return (uint32_t) (rng >> 33); };
+    std::vector<llama_token> out(64);
+    size_t n = 0;
+    int n_refused = 0;
+    for (int i = 0; i < 300; ++i) {
+        std::string f = good;
+        if (i % 3 == 0) {
+            f.resize(next() % good.size());
+        } else {
+            // mostly the structured head of the file (header, tokens, positions, row sizes)
+            const size_t at = next() % std::min<size_t>(f.size(), 200);
+            f[at] = (char) next();
+        }
+        write_bytes(bad, f);
+        if (llama_state_seq_load_file(a.get(), bad.c_str(), 1, out.data(), out.size(), &n) == 0) ++n_refused;
+    }
+    EXPECT_GT(n_refused, 100);
+    std::remove(bad.c_str());
+    std::remove(path.c_str());
+}
+
 TEST(StateFile, RecurrentModelsAreRefusedByName) {
     model_ptr m = kiln_test::load_shared_model("synth-qwen35-f16.gguf");
     ASSERT_TRUE(m);
