@@ -503,19 +503,19 @@ std::vector<common_arg> build_table() {
                         if (!std::filesystem::is_directory(v, ec)) throw common_arg_error("not a directory");
                         p.public_path = v;
                     }));
-    t.push_back(val({ "-md", "--model-draft" }, "FNAME", SRV, "draft model for speculative decoding (same vocabulary as -m)",
+    t.push_back(val({ "-md", "--model-draft" }, "FNAME", CLI | SRV, "draft model for speculative decoding (same vocabulary as -m)",
                     [](common_params & p, const std::string & v) { p.speculative.model = v; }));
-    t.push_back(val({ "--draft-max", "--draft", "--draft-n" }, "N", SRV, "most tokens drafted per step (default: 16)",
+    t.push_back(val({ "--draft-max", "--draft", "--draft-n" }, "N", CLI | SRV, "most tokens drafted per step (default: 16)",
                     [](common_params & p, const std::string & v) { p.speculative.n_max = parse_int(v, 1, 256); }));
-    t.push_back(val({ "--draft-min", "--draft-n-min" }, "N", SRV, "fewest tokens a draft must have to be tried (default: 0)",
+    t.push_back(val({ "--draft-min", "--draft-n-min" }, "N", CLI | SRV, "fewest tokens a draft must have to be tried (default: 0)",
                     [](common_params & p, const std::string & v) { p.speculative.n_min = parse_int(v, 0, 256); }));
-    t.push_back(val({ "--draft-p-min" }, "P", SRV, "the draft model stops drafting below this probability of its top token (default: 0.8)",
+    t.push_back(val({ "--draft-p-min" }, "P", CLI | SRV, "the draft model stops drafting below this probability of its top token (default: 0.8)",
                     [](common_params & p, const std::string & v) {
                         const float f = parse_float(v);
                         if (!(f >= 0.0f && f <= 1.0f)) throw common_arg_error("must be between 0 and 1");
                         p.speculative.p_min = f;
                     }));
-    t.push_back(val({ "--spec-type" }, "{none,ngram-simple}", SRV,
+    t.push_back(val({ "--spec-type" }, "{none,ngram-simple}", CLI | SRV,
                     "draft without a draft model: ngram-simple drafts what followed the last n-gram earlier in prompt and output (default: none)",
                     [](common_params & p, const std::string & v) {
                         if (v == "none") p.speculative.ngram = false;

@@ -4,6 +4,7 @@
 #include "arg.h"
 #include "chat-template.h"
 #include "conversation.h"
+#include "speculative.h"
 #include "common.h"
 #include "llama.h"
 
@@ -50,7 +51,13 @@ struct resources {
     llama_model * model = nullptr;
     llama_context * ctx = nullptr;
     llama_sampler * smpl = nullptr;
+    llama_model * draft_model = nullptr;   // -md
+    llama_context * draft_ctx = nullptr;
+    std::unique_ptr<drafter> drafts;       // speculative decoding (null: off)
     ~resources() {
+        drafts.reset();
+        if (draft_ctx) llama_free(draft_ctx);
+        if (draft_model) llama_model_free(draft_model);
         llama_sampler_free(smpl);
         if (ctx) llama_free(ctx);
         if (model) llama_model_free(model);
@@ -69,6 +76,45 @@ bool decode_in_batches(llama_context * ctx, std::vector<llama_token> & tokens, i
             return false;
         }
     }
+    return true;
+}
+
+// -md / --spec-type ngram-simple: the drafter (the draft model's context as large as the main
+// one); false with err set.
+bool load_drafter(resources & res, common_params & params, std::string & err) {
+    const common_params_speculative & sp = params.speculative;
+    if (sp.model.empty() && !sp.ngram) return true;
+    if (llama_model_is_recurrent(res.model) || llama_model_is_hybrid(res.model)) {
+        err = "speculative decoding needs a model without a recurrent state (it cannot drop rejected drafts)";
+        return false;
+    }
+    if (!sp.model.empty()) {
+        llama_model_params mparams;
+        if (!common_model_params_to_llama(params, mparams, err)) return false;
+        res.draft_model = llama_model_load_from_file(sp.model.c_str(), mparams);
+        if (!res.draft_model) {
+            err = "failed to load the draft model '" + sp.model + "'";
+            return false;
+        }
+        if (!draft_vocab_compatible(llama_model_get_vocab(res.model), llama_model_get_vocab(res.draft_model), err)) {
+            err = "the draft model '" + sp.model + "' cannot draft for '" + params.model + "': " + err;
+            return false;
+        }
+        llama_context_params cp = common_context_params_to_llama(params);
+        cp.n_ctx = llama_n_ctx(res.ctx) + (uint32_t) sp.n_max + 1;
+        res.draft_ctx = llama_init_from_model(res.draft_model, cp);
+        if (!res.draft_ctx) {
+            err = "failed to create the draft model's context";
+            return false;
+        }
+    }
+    draft_params dp;
+    dp.n_max = sp.n_max;
+    dp.n_min = sp.n_min;
+    dp.p_min = sp.p_min;
+    dp.ngram = sp.ngram;
+    dp.n_vocab_target = llama_vocab_n_tokens(llama_model_get_vocab(res.model));
+    res.drafts = std::make_unique<drafter>(dp, res.draft_ctx, 1);
     return true;
 }
 
@@ -155,6 +201,11 @@ int main(int argc, char ** argv) {
         return run_conversation(ctx, params, *tmpl);
     }
 
+    if (!load_drafter(res, params, err)) {
+        LOG_ERR("error: %s\n", err.c_str());
+        return 1;
+    }
+
     // ---- prompt
     std::string prompt_text = params.prompt;
     std::vector<llama_token> prompt = common_tokenize(vocab, prompt_text, true, true);
@@ -234,15 +285,26 @@ int main(int argc, char ** argv) {
     int32_t n_generated = 0;
     bool hit_eog = false;
     std::string output_tail;   // the end of the output, for the -r reverse prompts
+    // speculative decoding: the tokens in the cache (for the drafter), this step's drafts (decoded
+    // after the sampled token, at the next output rows), and the row the next token is sampled from
+    std::vector<llama_token> history = prompt, drafts;
+    size_t n_draft_used = 0;
+    int32_t row = -1;
+    int64_t n_drafted = 0, n_accepted = 0;
+    llama_batch spec_batch = llama_batch_init(params.speculative.n_max + 1, 0, 1);
+    struct batch_guard {
+        llama_batch & b;
+        ~batch_guard() { llama_batch_free(b); }
+    } spec_batch_guard{ spec_batch };
     while (params.n_predict < 0 || n_generated < params.n_predict) {
         if (!eog_tokens.empty()) {
-            float * logits = llama_get_logits_ith(ctx, -1);
+            float * logits = llama_get_logits_ith(ctx, row);
             if (logits) {
                 for (llama_token t : eog_tokens) logits[t] = -std::numeric_limits<float>::infinity();
             }
         }
         t0 = now_ms();
-        llama_token tok = llama_sampler_sample(res.smpl, ctx, -1);
+        llama_token tok = llama_sampler_sample(res.smpl, ctx, row);
         tm.t_sample += now_ms() - t0;
         tm.n_sample++;
         if (tok == LLAMA_TOKEN_NULL) {
@@ -275,6 +337,18 @@ int main(int argc, char ** argv) {
             if (output_tail.size() > 2 * longest + 256) output_tail.erase(0, output_tail.size() - longest);
         }
         if (params.n_predict >= 0 && n_generated >= params.n_predict) break;
+        if (n_draft_used < drafts.size() && tok == drafts[n_draft_used]) {
+            // drafted, and already decoded: its logits are the next row
+            ++n_draft_used;
+            ++n_accepted;
+            ++row;
+            ++n_past;
+            history.push_back(tok);
+            continue;
+        }
+        if (!drafts.empty()) llama_memory_seq_rm(ctx, 0, n_past, -1);   // the drafts not taken
+        drafts.clear();
+        n_draft_used = 0;
         if (n_past + 1 > n_ctx) {
             // -n -2 asks to stop exactly there; otherwise drop old tokens and go on, as llama.cpp does
             if (params.n_predict == -2) break;
@@ -289,10 +363,28 @@ int main(int argc, char ** argv) {
                 break;
             }
             LOG_DBG("\ncontext shift: dropped %d tokens\n", n_dropped);
+            const int32_t n_keep_now = common_context_shift_keep(vocab, prompt, params.n_keep);
+            history.erase(history.begin() + n_keep_now, history.begin() + n_keep_now + n_dropped);
             n_past -= n_dropped;
         }
+        if (res.drafts) {
+            int32_t room = std::min(params.speculative.n_max, n_ctx - n_past - 2);
+            if (params.n_predict >= 0) room = std::min(room, params.n_predict - n_generated - 1);
+            res.drafts->draft(0, history, tok, room, drafts);
+            n_drafted += (int64_t) drafts.size();
+        }
+        spec_batch.n_tokens = 1 + (int32_t) drafts.size();
+        for (int32_t i = 0; i < spec_batch.n_tokens; ++i) {
+            spec_batch.token[i] = i == 0 ? tok : drafts[i - 1];
+            spec_batch.pos[i] = n_past + i;
+            spec_batch.n_seq_id[i] = 1;
+            spec_batch.seq_id[i][0] = 0;
+            spec_batch.logits[i] = 1;
+        }
+        history.push_back(tok);
+        row = 0;
         t0 = now_ms();
-        const int32_t rc = llama_decode(ctx, llama_batch_get_one(&tok, 1));
+        const int32_t rc = llama_decode(ctx, spec_batch);
         tm.t_eval += now_ms() - t0;
         tm.n_eval++;
         if (rc != 0) {
@@ -304,6 +396,10 @@ int main(int argc, char ** argv) {
     std::fputs("\n", stdout);
     std::fflush(stdout);
     if (hit_eog) LOG_INF(" [end of text]\n");
+    if (res.drafts) {
+        LOG_INF("speculative decoding: %lld of %lld drafted tokens accepted (%.1f%%)\n", (long long) n_accepted,
+                (long long) n_drafted, n_drafted > 0 ? 100.0 * n_accepted / n_drafted : 0.0);
+    }
 
     if (!params.no_perf) print_timings(tm);
     return 0;

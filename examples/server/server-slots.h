@@ -7,7 +7,7 @@
 #pragma once
 
 #include "common.h"
-#include "server-speculative.h"
+#include "speculative.h"
 #include "server-stream.h"
 #include "server-utils.h"
 

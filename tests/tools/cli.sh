@@ -121,6 +121,25 @@ if [ -f "$MODEL" ]; then
     tmpl="$TMP/chat.jinja"
     printf '%s' '{% for m in messages %}[{{ m.role }}] {{ m.content }}
 {% endfor %}[assistant]' >"$tmpl"
+    # speculative decoding: the output is the one without drafts (greedy, sampled with a seed,
+    # across a context shift); a draft model equal to the main model has every draft accepted
+    Q="$SHARED/models/synth-qwen3-f16.gguf"
+    QP="The quick brown fox jumps over the lazy dog. The quick brown"
+    run spec_ref -m "$Q" -p "$QP" -n 40 --temp 0 --ignore-eos $T
+    run spec_ngram -m "$Q" -p "$QP" -n 40 --temp 0 --ignore-eos --spec-type ngram-simple $T
+    run spec_same -m "$Q" -p "$QP" -n 40 --temp 0 --ignore-eos -md "$Q" --draft-p-min 0 --draft-max 6 $T
+    same spec_ref spec_ngram
+    same spec_ref spec_same
+    grep -q "speculative decoding: \([1-9][0-9]*\) of \1 drafted tokens accepted" "$TMP/spec_same.err" && pass ||
+        fail "a draft equal to the model: not every draft accepted: $(grep speculative "$TMP/spec_same.err")"
+    run spec_sref -m "$Q" -p "$QP" -n 40 --temp 0.9 -s 7 --ignore-eos $T
+    run spec_sq4 -m "$Q" -p "$QP" -n 40 --temp 0.9 -s 7 --ignore-eos -md "$SHARED/models/synth-qwen3-Q4_K_M.gguf" $T
+    same spec_sref spec_sq4
+    run spec_cref -m "$Q" -p "$QP" -c 40 -n 60 --temp 0 --ignore-eos $T
+    run spec_cshift -m "$Q" -p "$QP" -c 40 -n 60 --temp 0 --ignore-eos --spec-type ngram-simple $T
+    same spec_cref spec_cshift
+    expect_err "cannot draft for" "$TOOL" -m "$Q" -p "$QP" -n 4 -md "$MODEL" $T
+
     # -cnv: a chat read from stdin; -p is the system message; each turn decodes only what the
     # template adds (the previous reply as the template writes it, and the new user turn);
     # /exit ends it, and what follows is never read

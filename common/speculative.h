@@ -1,6 +1,6 @@
-// Drafts for speculative decoding: tokens that probably follow a slot's history, which the main
-// model then checks in one batch (server-slots keeps the tokens it would have sampled anyway, so
-// the output is what it would be without drafts). Two sources: n-grams of the history itself
+// Drafts for speculative decoding: tokens that probably follow a sequence's history, which the
+// main model then checks in one batch (llama-server's slots and llama-cli keep the tokens they
+// would have sampled anyway, so the output is what it would be without drafts). Two sources: n-grams of the history itself
 // (--spec-type ngram-simple: what followed the last occurrence of the final tokens), and a small
 // draft model (-md) run greedily on its own context, one sequence per slot.
 #pragma once

@@ -1,4 +1,4 @@
-#include "server-speculative.h"
+#include "speculative.h"
 
 #include <algorithm>
 #include <cmath>
