@@ -33,7 +33,7 @@ bool layers_ask_for_gpu(const std::string & value) { return value != "0"; }
 
 const common_flag_status k_flag_status[] = {
     // not implemented yet: refused, so nobody believes they got it
-    { "--keep", common_flag_promise::unsupported, "there is no context shift: generation stops when the context is full" },
+    // (none at present: --keep and -rtr, the last two, are implemented)
 
     // no-ops by nature in Kiln
     { "-cb", common_flag_promise::no_op, "batching is always continuous" },

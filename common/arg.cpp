@@ -190,6 +190,10 @@ std::vector<common_arg> build_table() {
                     [](common_params & p, const std::string & v) { p.n_predict = parse_int(v, -2); }));
     t.push_back(val({ "--keep" }, "N", CLI | SRV, "tokens of the prompt to keep when the context is shifted (default: 0, -1 = all)",
                     [](common_params & p, const std::string & v) { p.n_keep = parse_int(v, -1); }));
+    t.push_back(sw({ "--context-shift" }, CLI | SRV, "when the context fills, drop the oldest half of the tokens after --keep and go on (default: on)",
+                   [](common_params & p) { p.ctx_shift = true; }));
+    t.push_back(sw({ "--no-context-shift" }, CLI | SRV, "stop generating when the context fills",
+                   [](common_params & p) { p.ctx_shift = false; }));
 
     // ---- context, batching, threads
     t.push_back(val({ "-c", "--ctx-size" }, "N", ALL, "size of the context (default: 4096, 0 = from the model)",
@@ -499,6 +503,35 @@ std::vector<common_arg> build_table() {
                         if (!std::filesystem::is_directory(v, ec)) throw common_arg_error("not a directory");
                         p.public_path = v;
                     }));
+    t.push_back(val({ "-md", "--model-draft" }, "FNAME", CLI | SRV, "draft model for speculative decoding (same vocabulary as -m)",
+                    [](common_params & p, const std::string & v) { p.speculative.model = v; }));
+    t.push_back(val({ "--draft-max", "--draft", "--draft-n" }, "N", CLI | SRV, "most tokens drafted per step (default: 16)",
+                    [](common_params & p, const std::string & v) { p.speculative.n_max = parse_int(v, 1, 256); }));
+    t.push_back(val({ "--draft-min", "--draft-n-min" }, "N", CLI | SRV, "fewest tokens a draft must have to be tried (default: 0)",
+                    [](common_params & p, const std::string & v) { p.speculative.n_min = parse_int(v, 0, 256); }));
+    t.push_back(val({ "--draft-p-min" }, "P", CLI | SRV, "the draft model stops drafting below this probability of its top token (default: 0.8)",
+                    [](common_params & p, const std::string & v) {
+                        const float f = parse_float(v);
+                        if (!(f >= 0.0f && f <= 1.0f)) throw common_arg_error("must be between 0 and 1");
+                        p.speculative.p_min = f;
+                    }));
+    t.push_back(val({ "--spec-type" }, "{none,ngram-simple}", CLI | SRV,
+                    "draft without a draft model: ngram-simple drafts what followed the last n-gram earlier in prompt and output (default: none)",
+                    [](common_params & p, const std::string & v) {
+                        if (v == "none") p.speculative.ngram = false;
+                        else if (v == "ngram-simple") p.speculative.ngram = true;
+                        else throw common_arg_error("must be none or ngram-simple (ngram-cache, ngram-map-k, ngram-map-k4v and ngram-mod are not implemented)");
+                    }));
+    t.push_back(val({ "--ssl-key-file" }, "FNAME", SRV, "PEM private key: serve HTTPS (with --ssl-cert-file)",
+                    [](common_params & p, const std::string & v) { p.ssl_file_key = v; }));
+    t.push_back(val({ "--ssl-cert-file" }, "FNAME", SRV, "PEM certificate (chain): serve HTTPS (with --ssl-key-file)",
+                    [](common_params & p, const std::string & v) { p.ssl_file_cert = v; }));
+    t.push_back(sw({ "--props" }, SRV, "enable POST /props (changing server properties)", [](common_params & p) { p.endpoint_props = true; }));
+    t.push_back(val({ "--slot-save-path" }, "PATH", SRV, "directory of the slot files of /slots/{id}?action=save|restore (default: off)",
+                    [](common_params & p, const std::string & v) { p.slot_save_path = v; }));
+    t.push_back(val({ "--cache-reuse" }, "N", SRV,
+                    "reuse chunks of at least N cached tokens that a new prompt has further on, by shifting them (default: 0 = off)",
+                    [](common_params & p, const std::string & v) { p.n_cache_reuse = parse_int(v, 0); }));
     t.push_back(sw({ "--embedding", "--embeddings" }, SRV, "serve embeddings (/v1/embeddings, /embedding) instead of completions",
                    [](common_params & p) { p.embedding = true; }));
     t.push_back(val({ "--pooling" }, "{none,mean,cls,last}", SRV,

@@ -353,6 +353,25 @@ std::string common_detokenize(const llama_context * ctx, const std::vector<llama
     return common_detokenize(llama_model_get_vocab(llama_get_model(ctx)), tokens, special);
 }
 
+// ---- context shift -------------------------------------------------------------------------------
+
+int32_t common_context_shift(llama_context * ctx, llama_seq_id seq, int32_t n_past, int32_t n_keep) {
+    n_keep = std::max(n_keep, 0);
+    const int32_t n_left = n_past - n_keep;
+    const int32_t n_discard = n_left / 2;
+    if (n_discard < 1 || !llama_memory_can_shift(ctx, nullptr)) return 0;
+    if (!llama_memory_seq_rm(ctx, seq, n_keep, n_keep + n_discard)) return 0;
+    llama_memory_seq_add(ctx, seq, n_keep + n_discard, n_past, -n_discard);
+    return n_discard;
+}
+
+int32_t common_context_shift_keep(const llama_vocab * vocab, const std::vector<llama_token> & prompt, int32_t n_keep) {
+    const int32_t n_prompt = (int32_t) prompt.size();
+    const bool bos = n_prompt > 0 && llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL && prompt[0] == llama_vocab_bos(vocab);
+    if (n_keep < 0 || n_keep + (bos ? 1 : 0) > n_prompt) return n_prompt;
+    return n_keep + (bos ? 1 : 0);
+}
+
 // ---- logging -------------------------------------------------------------------------------------
 
 namespace {

@@ -66,6 +66,16 @@ struct common_tensor_override {
     std::string buft;
 };
 
+// Speculative decoding: drafts from a small model (-md) and/or n-grams of the history, verified
+// by the main model in one batch.
+struct common_params_speculative {
+    std::string model;          // -md: the draft model
+    int32_t n_max = 16;         // --draft-max: most tokens drafted per step
+    int32_t n_min = 0;          // --draft-min: shorter drafts are not tried
+    float   p_min = 0.8f;       // --draft-p-min: the draft model stops below this top probability
+    bool    ngram = false;      // --spec-type ngram-simple: drafts from earlier n-grams of prompt and output
+};
+
 struct common_params {
     // model and input
     std::string model;
@@ -73,7 +83,8 @@ struct common_params {
     std::string prompt;
     std::string prompt_file;        // where -f read the prompt from (for messages)
     int32_t n_predict  = -1;        // -1: until end of generation, -2: until the context is full
-    int32_t n_keep     = 0;
+    int32_t n_keep     = 0;         // tokens of the prompt a context shift keeps (-1: all)
+    bool    ctx_shift  = true;      // shift the context when it fills (--context-shift / --no-context-shift)
 
     // context and batching
     int32_t n_ctx      = 4096;      // 0: the model's training context
@@ -109,6 +120,7 @@ struct common_params {
     int32_t n_ctx_checkpoints = 8;  // recurrent-state checkpoints per sequence
 
     common_params_sampling sampling;
+    common_params_speculative speculative;
 
     // cli
     enum common_conversation_mode conversation_mode = COMMON_CONVERSATION_MODE_AUTO;
@@ -140,6 +152,10 @@ struct common_params {
     bool endpoint_slots   = true;
     bool webui            = true;    // the chat page at / (--webui, --no-webui)
     std::string public_path;         // --path: the page's files (empty: the built-in page)
+    bool endpoint_props   = false;   // --props: POST /props
+    std::string slot_save_path;      // --slot-save-path: where /slots/{id}?action=save|restore keep their files
+    int32_t n_cache_reuse = 0;       // --cache-reuse: shortest cached chunk moved to where a new prompt has it
+    std::string ssl_file_key, ssl_file_cert;   // --ssl-key-file / --ssl-cert-file: serve HTTPS
 
     // perplexity / KL-divergence
     int32_t n_chunks = -1;
@@ -203,6 +219,19 @@ std::string common_detokenize(const llama_vocab * vocab, const std::vector<llama
                               bool special = true);
 std::string common_detokenize(const llama_context * ctx, const std::vector<llama_token> & tokens,
                               bool special = true);
+
+// ---- context shift -------------------------------------------------------------------------------
+
+// Makes room in a full context, as llama.cpp's context shift does: of sequence seq's n_past
+// tokens (positions 0..n_past-1) keeps the first n_keep, drops the oldest half of the rest and
+// moves the remainder down to follow them. Returns how many tokens were dropped (the caller
+// erases them from its own copy of the tokens at [n_keep, n_keep + dropped)); 0 when n_keep
+// leaves fewer than two tokens to work with, or the memory cannot shift
+// (llama_memory_can_shift), and then nothing changed.
+int32_t common_context_shift(llama_context * ctx, llama_seq_id seq, int32_t n_past, int32_t n_keep);
+// The n_keep of a shift for a prompt, as llama.cpp counts it: n_keep of the prompt's tokens (-1,
+// or more than the prompt: all of them), plus the prompt's BOS when it starts with one.
+int32_t common_context_shift_keep(const llama_vocab * vocab, const std::vector<llama_token> & prompt, int32_t n_keep);
 
 // ---- logging -------------------------------------------------------------------------------------
 

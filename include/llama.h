@@ -166,11 +166,31 @@ void llama_memory_seq_cp(struct llama_context * ctx, llama_seq_id src, llama_seq
 void llama_memory_seq_keep(struct llama_context * ctx, llama_seq_id seq);
 // add delta to positions [p0, p1) of seq (RoPE shifted lazily before the next decode)
 void llama_memory_seq_add(struct llama_context * ctx, llama_seq_id seq, llama_pos p0, llama_pos p1, llama_pos delta);
+// Whether dropping cached tokens from the middle of a sequence and moving the later ones down
+// (seq_rm + seq_add: a context shift) gives the memory those tokens would have had at their new
+// positions. False with a recurrent state (it has folded in the dropped tokens for good) and for
+// a cache whose rows carry positions in no RoPE'd part the shift could rotate; *why (may be null)
+// then says which.
+bool llama_memory_can_shift(const struct llama_context * ctx, const char ** why);
 llama_pos llama_memory_seq_pos_min(struct llama_context * ctx, llama_seq_id seq);
 llama_pos llama_memory_seq_pos_max(struct llama_context * ctx, llama_seq_id seq);
 // cells in use / total
 int32_t llama_memory_n_used(struct llama_context * ctx);
 size_t  llama_memory_size_bytes(struct llama_context * ctx);
+
+// ---- sequence state files (server slots: save, restart, restore)
+// Write sequence seq_id's cached rows and positions, with the n_token_count tokens they came
+// from, to filepath (through a temporary file renamed into place). Returns the bytes written,
+// 0 on failure (llama_last_error() says why). Not for models with a recurrent state (yet).
+size_t llama_state_seq_save_file(struct llama_context * ctx, const char * filepath, llama_seq_id seq_id,
+                                 const llama_token * tokens, size_t n_token_count);
+// Replace dest_seq_id's memory by a file's and return its tokens (at most n_token_capacity).
+// Returns the bytes read, 0 on failure: a file of another model (its weights' names, types,
+// shapes and first bytes are fingerprinted), other KV cache types, too few free cells, a
+// truncated or malformed file (the whole file is checked before the sequence is touched),
+// and the sequence is then unchanged.
+size_t llama_state_seq_load_file(struct llama_context * ctx, const char * filepath, llama_seq_id dest_seq_id,
+                                 llama_token * tokens_out, size_t n_token_capacity, size_t * n_token_count_out);
 
 // ---- vocab
 enum llama_vocab_type { LLAMA_VOCAB_TYPE_NONE = 0, LLAMA_VOCAB_TYPE_SPM = 1, LLAMA_VOCAB_TYPE_BPE = 2, LLAMA_VOCAB_TYPE_WPM = 3 };

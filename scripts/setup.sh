@@ -5,12 +5,13 @@ set -euo pipefail
 
 # qemu-user: the ISA tests run the binaries on emulated CPUs without AVX512 / AVX2 (tests/isa),
 # and the arm64 build on emulated Arm CPUs; binutils: nm and objdump for the ISA symbol check;
+# libssl-dev: llama-server's --ssl-cert-file / --ssl-key-file (openssl: the TLS test makes its certificate).
 # g++-aarch64-linux-gnu: the arm64 cross build (cmake/aarch64-linux-gnu.cmake; its GoogleTest is
 # compiled from libgtest-dev's sources); zlib1g-dev: llama-server inflates its embedded web UI for
 # clients without gzip; chromium: the web UI test drives it headless (tests/webui); clang and
 # libclang-rt-dev: the sanitizer build and the libFuzzer targets (tests/fuzz), which need clang's
 # libFuzzer runtime.
-packages=(g++ cmake ninja-build ccache pkg-config libgomp1 nlohmann-json3-dev libcpp-httplib-dev libgtest-dev
+packages=(g++ cmake ninja-build ccache pkg-config libgomp1 nlohmann-json3-dev libcpp-httplib-dev libgtest-dev libssl-dev openssl
           qemu-user binutils g++-aarch64-linux-gnu zlib1g-dev chromium clang libclang-rt-dev)
 
 missing=()

@@ -60,8 +60,9 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
     for (const auto & c : g.const_inputs) ggml_backend_tensor_set(c.first, c.second.data(), 0, c.second.size() * sizeof(float));
 }
 
-// Apply pending RoPE shifts (llama_memory_seq_add) to the cached keys.
-bool apply_kv_shift(llama_context & lctx) {
+} // namespace
+
+bool llama_apply_kv_shift(llama_context & lctx) {
     const llama_hparams & hp = lctx.model.hparams;
     ggml_context * ctx = ggml_init({ lctx.graph_mem.size(), lctx.graph_mem.data(), true });
     ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
@@ -115,6 +116,8 @@ bool apply_kv_shift(llama_context & lctx) {
     }
     return ok;
 }
+
+namespace {
 
 // A recurrent state folds in one sequence's tokens in order and cannot rewind: each token of the
 // batch belongs to one sequence and comes after everything that sequence's state already holds.
@@ -221,7 +224,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
         LLAMA_LOG_WARN("llama_decode: no room in the KV cache for %d tokens (%u of %u cells used)\n", n, kv.used, kv.size);
         return 1;
     }
-    if ((kv.has_shift || kv_swa.has_shift) && !apply_kv_shift(*this)) {
+    if ((kv.has_shift || kv_swa.has_shift) && !llama_apply_kv_shift(*this)) {
         return decode_error(-3, "shifting the cached positions failed");
     }
 
@@ -707,6 +710,21 @@ void llama_memory_seq_add(llama_context * ctx, llama_seq_id seq, llama_pos p0, l
     ctx->kv.seq_add(seq, p0, p1, delta);
     ctx->kv_swa.seq_add(seq, p0, p1, delta);
     if (ctx->rs.active()) ctx->rs.seq_add(seq, p0, p1, delta);
+}
+bool llama_memory_can_shift(const llama_context * ctx, const char ** why) {
+    const char * reason = nullptr;
+    if (ctx->rs.active()) {
+        reason = "the model keeps a recurrent state, which cannot forget the dropped tokens";
+    } else {
+        for (const llama_kv_cache * kv : { &ctx->kv, &ctx->kv_swa }) {
+            for (size_t il = 0; il < kv->shapes.size() && il < kv->k_l.size() && !reason; ++il) {
+                // a row with keys but no RoPE'd part: its positions cannot be rotated
+                if (kv->k_l[il] && kv->shapes[il].n_rot == 0) reason = "the cached keys have no RoPE'd part to shift";
+            }
+        }
+    }
+    if (why) *why = reason ? reason : "";
+    return reason == nullptr;
 }
 llama_pos llama_memory_seq_pos_resume(llama_context * ctx, llama_seq_id seq, llama_pos p) {
     return ctx->rs.active() ? ctx->rs.resume_pos(seq, p) : std::max<llama_pos>(p, 0);

@@ -60,3 +60,6 @@ struct llama_context {
     std::vector<llama_pos> window_next_;   // reused by place_in_window
     bool reserve();   // size the scheduler's buffers for the largest graph
 };
+
+// Apply pending RoPE shifts (llama_memory_seq_add) to the cached keys of every cache.
+bool llama_apply_kv_shift(llama_context & lctx);

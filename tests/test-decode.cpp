@@ -1,6 +1,7 @@
 // llama_decode behaviour: the same logits whether a prompt is decoded at once, in chunks or token
 // by token; greedy generation identical across thread counts; several sequences in one batch; KV
 // cache edits (remove, copy, shift); clear errors for bad batches.
+#include "common.h"
 #include "llama.h"
 #include "model-handles.h"
 
@@ -227,6 +228,91 @@ TEST(DecodeSequences, PositionShiftWithQuantizedKCache) {
         EXPECT_LT(worst, tk == GGML_TYPE_Q8_0 ? 2e-2 : 2e-1) << ggml_type_name(tk);
         EXPECT_LT(worst * 4, control) << ggml_type_name(tk);
     }
+}
+
+// A context shift drops the oldest tokens and moves the rest down (common_context_shift). What
+// stays was computed with the dropped tokens in view, so the exact reference is the same cache
+// with the tokens dropped but not moved: attention with RoPE sees only relative positions, so new
+// tokens decoded after the moved keys must give the logits they give after the unmoved ones.
+// For plain and quantized K caches, with and without flash attention; n_keep 0 makes the drop
+// and the move cover whole ranges (with n_keep > 0 the kept head moves closer to the rest, and
+// no decode without a shift reproduces that).
+TEST(DecodeSequences, ContextShiftMatchesDroppingWithoutMoving) {
+    for (const char * name : { "stories260K.gguf", "synth-qwen3-f16.gguf" }) {
+        model_ptr m = load(name);
+        ASSERT_TRUE(m) << name;
+        const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+        const int n_past = 40, n_new = 5;
+        auto toks = prompt_tokens(m.get(), n_past + n_new);
+        for (ggml_type tk : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0 }) {
+            // stories260K's heads (8 values) are shorter than a q8_0 block
+            if (tk == GGML_TYPE_Q8_0 && std::string(name) == "stories260K.gguf") continue;
+            for (bool fa : { false, true }) {
+                const std::string what = std::string(name) + " " + ggml_type_name(tk) + (fa ? " fa" : "");
+                auto make = [&] {
+                    llama_context_params cp = llama_context_default_params();
+                    cp.n_ctx = cp.n_batch = 64;
+                    cp.n_threads = cp.n_threads_batch = 2;
+                    cp.flash_attn_type = fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+                    cp.type_k = tk;
+                    return context_ptr(llama_init_from_model(m.get(), cp));
+                };
+                context_ptr shifted = make(), dropped = make(), unrotated = make();
+                ASSERT_TRUE(shifted && dropped && unrotated) << what;
+                ASSERT_TRUE(llama_memory_can_shift(shifted.get(), nullptr)) << what;
+                for (llama_context * c : { shifted.get(), dropped.get(), unrotated.get() }) decode_at(c, toks, 0, n_past, 0);
+
+                const int n_dropped = common_context_shift(shifted.get(), 0, n_past, 0);
+                ASSERT_EQ(n_dropped, n_past / 2) << what;
+                EXPECT_EQ(llama_memory_seq_pos_min(shifted.get(), 0), 0) << what;
+                EXPECT_EQ(llama_memory_seq_pos_max(shifted.get(), 0), n_past - n_dropped - 1) << what;
+                decode_at(shifted.get(), toks, n_past, n_new, n_past - n_dropped);
+
+                llama_memory_seq_rm(dropped.get(), 0, 0, n_dropped);
+                decode_at(dropped.get(), toks, n_past, n_new, n_past);
+                // control: the new tokens at the moved positions next to keys never rotated
+                llama_memory_seq_rm(unrotated.get(), 0, 0, n_dropped);
+                decode_at(unrotated.get(), toks, n_past, n_new, n_past - n_dropped);
+
+                double worst = 0, control = 0;
+                for (int i = 0; i < n_new; ++i) {
+                    const float * want = llama_get_logits_ith(dropped.get(), i);
+                    worst = std::max(worst, rel_diff(llama_get_logits_ith(shifted.get(), i), want, n_vocab));
+                    control = std::max(control, rel_diff(llama_get_logits_ith(unrotated.get(), i), want, n_vocab));
+                }
+                // the moved keys are rounded to the cache type once more
+                const double tol = tk == GGML_TYPE_F32 ? 1e-4 : tk == GGML_TYPE_F16 ? 5e-3 : 2e-2;
+                std::printf("%s: shifted vs dropped %.2e, unrotated vs dropped %.2e\n", what.c_str(), worst, control);
+                EXPECT_LT(worst, tol) << what;
+                EXPECT_LT(worst * 4, control) << what;
+            }
+        }
+    }
+}
+
+// The kept head stays where it is: with n_keep tokens kept, positions 0..n_keep-1 are untouched
+// and the rest follow them without a gap.
+TEST(DecodeSequences, ContextShiftKeepsTheHead) {
+    model_ptr m = load("stories260K.gguf");
+    ASSERT_TRUE(m);
+    auto toks = prompt_tokens(m.get(), 40);
+    context_ptr ctx = make_ctx(m.get(), 2, true, 512, 1, 64);
+    ASSERT_TRUE(ctx);
+    decode_at(ctx.get(), toks, 0, 40, 0);
+    EXPECT_EQ(common_context_shift(ctx.get(), 0, 40, 6), 17);
+    EXPECT_EQ(llama_memory_n_used(ctx.get()), 23);
+    EXPECT_EQ(llama_memory_seq_pos_max(ctx.get(), 0), 22);
+    // nothing left to drop: no change
+    EXPECT_EQ(common_context_shift(ctx.get(), 0, 23, 22), 0);
+    EXPECT_EQ(llama_memory_n_used(ctx.get()), 23);
+    // n_keep counts the BOS on top, and -1 keeps the whole prompt
+    const llama_vocab * v = llama_model_get_vocab(m.get());
+    std::vector<llama_token> prompt = { llama_vocab_bos(v), 10, 11, 12 };
+    EXPECT_EQ(common_context_shift_keep(v, prompt, 2), 3);
+    EXPECT_EQ(common_context_shift_keep(v, prompt, -1), 4);
+    EXPECT_EQ(common_context_shift_keep(v, prompt, 9), 4);
+    prompt[0] = 10;
+    EXPECT_EQ(common_context_shift_keep(v, prompt, 2), 2);
 }
 
 TEST(DecodeErrors, BadBatchesAreRejected) {

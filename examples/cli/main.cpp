@@ -3,6 +3,8 @@
 // `llama-cli ... > out.txt` captures just the text.
 #include "arg.h"
 #include "chat-template.h"
+#include "conversation.h"
+#include "speculative.h"
 #include "common.h"
 #include "llama.h"
 
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,7 +51,13 @@ struct resources {
     llama_model * model = nullptr;
     llama_context * ctx = nullptr;
     llama_sampler * smpl = nullptr;
+    llama_model * draft_model = nullptr;   // -md
+    llama_context * draft_ctx = nullptr;
+    std::unique_ptr<drafter> drafts;       // speculative decoding (null: off)
     ~resources() {
+        drafts.reset();
+        if (draft_ctx) llama_free(draft_ctx);
+        if (draft_model) llama_model_free(draft_model);
         llama_sampler_free(smpl);
         if (ctx) llama_free(ctx);
         if (model) llama_model_free(model);
@@ -70,31 +79,65 @@ bool decode_in_batches(llama_context * ctx, std::vector<llama_token> & tokens, i
     return true;
 }
 
-// -cnv: the prompt becomes one user message rendered with the chat template (--chat-template /
-// --chat-template-file, else the model's), ending with the assistant's turn.
-bool format_chat_prompt(const llama_model * model, const common_params & params, std::string & out, std::string & err) {
+// -md / --spec-type ngram-simple: the drafter (the draft model's context as large as the main
+// one); false with err set.
+bool load_drafter(resources & res, common_params & params, std::string & err) {
+    const common_params_speculative & sp = params.speculative;
+    if (sp.model.empty() && !sp.ngram) return true;
+    if (llama_model_is_recurrent(res.model) || llama_model_is_hybrid(res.model)) {
+        err = "speculative decoding needs a model without a recurrent state (it cannot drop rejected drafts)";
+        return false;
+    }
+    if (!sp.model.empty()) {
+        llama_model_params mparams;
+        if (!common_model_params_to_llama(params, mparams, err)) return false;
+        res.draft_model = llama_model_load_from_file(sp.model.c_str(), mparams);
+        if (!res.draft_model) {
+            err = "failed to load the draft model '" + sp.model + "'";
+            return false;
+        }
+        if (!draft_vocab_compatible(llama_model_get_vocab(res.model), llama_model_get_vocab(res.draft_model), err)) {
+            err = "the draft model '" + sp.model + "' cannot draft for '" + params.model + "': " + err;
+            return false;
+        }
+        llama_context_params cp = common_context_params_to_llama(params);
+        cp.n_ctx = llama_n_ctx(res.ctx) + (uint32_t) sp.n_max + 1;
+        res.draft_ctx = llama_init_from_model(res.draft_model, cp);
+        if (!res.draft_ctx) {
+            err = "failed to create the draft model's context";
+            return false;
+        }
+    }
+    draft_params dp;
+    dp.n_max = sp.n_max;
+    dp.n_min = sp.n_min;
+    dp.p_min = sp.p_min;
+    dp.ngram = sp.ngram;
+    dp.n_vocab_target = llama_vocab_n_tokens(llama_model_get_vocab(res.model));
+    res.drafts = std::make_unique<drafter>(dp, res.draft_ctx, 1);
+    return true;
+}
+
+// -cnv's template: --chat-template / --chat-template-file, else the model's; null with err set.
+std::unique_ptr<kiln::chat_template> load_chat_template(const llama_model * model, const common_params & params, std::string & err) {
     std::string source = params.chat_template;
     if (source.empty()) {
         const char * tmpl = llama_model_chat_template(model, nullptr);
         if (!tmpl) {
             err = "the model has no chat template (tokenizer.chat_template); give one with --chat-template-file";
-            return false;
+            return nullptr;
         }
         source = tmpl;
     }
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const llama_token bos = llama_vocab_bos(vocab), eos = llama_vocab_eos(vocab);
     try {
-        kiln::chat_template tmpl(source, bos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, bos),
-                                 eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos));
-        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-        messages.push_back({ { "role", "user" }, { "content", params.prompt } });
-        out = tmpl.apply(messages, nullptr, true);
+        return std::make_unique<kiln::chat_template>(source, bos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, bos),
+                                                     eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos));
     } catch (const std::exception & e) {
         err = std::string("chat template: ") + e.what();
-        return false;
+        return nullptr;
     }
-    return true;
 }
 
 } // namespace
@@ -115,8 +158,7 @@ int main(int argc, char ** argv) {
             return 1;
         }
     }
-    // Interactive chat is not implemented: -cnv renders the prompt as one user turn with the
-    // chat template and answers it once; the default (auto) runs the raw prompt.
+    // -cnv: an interactive chat (conversation.cpp); the default (auto) runs the raw prompt once
     const bool chat = params.conversation_mode == COMMON_CONVERSATION_MODE_ENABLED;
 
     llama_backend_init();
@@ -150,15 +192,22 @@ int main(int argc, char ** argv) {
             common_context_params_to_llama(params).n_threads, common_context_params_to_llama(params).n_threads_batch,
             llama_print_system_info());
 
-    // ---- prompt
-    std::string prompt_text = params.prompt;
     if (chat) {
-        if (!format_chat_prompt(res.model, params, prompt_text, err)) {
+        const std::unique_ptr<kiln::chat_template> tmpl = load_chat_template(res.model, params, err);
+        if (!tmpl) {
             LOG_ERR("error: %s\n", err.c_str());
             return 1;
         }
-        LOG_INF("conversation mode (one turn, not interactive); formatted prompt:\n%s\n", prompt_text.c_str());
+        return run_conversation(ctx, params, *tmpl);
     }
+
+    if (!load_drafter(res, params, err)) {
+        LOG_ERR("error: %s\n", err.c_str());
+        return 1;
+    }
+
+    // ---- prompt
+    std::string prompt_text = params.prompt;
     std::vector<llama_token> prompt = common_tokenize(vocab, prompt_text, true, true);
     // a template that writes the BOS itself would otherwise give two
     if (prompt.size() >= 2 && prompt[0] == llama_vocab_bos(vocab) && prompt[1] == prompt[0]) prompt.erase(prompt.begin());
@@ -209,7 +258,7 @@ int main(int argc, char ** argv) {
         }
     }
 
-    if (!chat && params.display_prompt) {   // in chat mode only the answer is printed
+    if (params.display_prompt) {
         std::fputs(params.prompt.c_str(), stdout);
         std::fflush(stdout);
     }
@@ -236,15 +285,26 @@ int main(int argc, char ** argv) {
     int32_t n_generated = 0;
     bool hit_eog = false;
     std::string output_tail;   // the end of the output, for the -r reverse prompts
+    // speculative decoding: the tokens in the cache (for the drafter), this step's drafts (decoded
+    // after the sampled token, at the next output rows), and the row the next token is sampled from
+    std::vector<llama_token> history = prompt, drafts;
+    size_t n_draft_used = 0;
+    int32_t row = -1;
+    int64_t n_drafted = 0, n_accepted = 0;
+    llama_batch spec_batch = llama_batch_init(params.speculative.n_max + 1, 0, 1);
+    struct batch_guard {
+        llama_batch & b;
+        ~batch_guard() { llama_batch_free(b); }
+    } spec_batch_guard{ spec_batch };
     while (params.n_predict < 0 || n_generated < params.n_predict) {
         if (!eog_tokens.empty()) {
-            float * logits = llama_get_logits_ith(ctx, -1);
+            float * logits = llama_get_logits_ith(ctx, row);
             if (logits) {
                 for (llama_token t : eog_tokens) logits[t] = -std::numeric_limits<float>::infinity();
             }
         }
         t0 = now_ms();
-        llama_token tok = llama_sampler_sample(res.smpl, ctx, -1);
+        llama_token tok = llama_sampler_sample(res.smpl, ctx, row);
         tm.t_sample += now_ms() - t0;
         tm.n_sample++;
         if (tok == LLAMA_TOKEN_NULL) {
@@ -277,13 +337,54 @@ int main(int argc, char ** argv) {
             if (output_tail.size() > 2 * longest + 256) output_tail.erase(0, output_tail.size() - longest);
         }
         if (params.n_predict >= 0 && n_generated >= params.n_predict) break;
-        if (n_past + 1 > n_ctx) {
-            // no context shifting yet: stop cleanly when the cache is full
-            if (params.n_predict != -2) LOG_WRN("\n\nwarning: the context is full (%d tokens); stopping\n", n_ctx);
-            break;
+        if (n_draft_used < drafts.size() && tok == drafts[n_draft_used]) {
+            // drafted, and already decoded: its logits are the next row
+            ++n_draft_used;
+            ++n_accepted;
+            ++row;
+            ++n_past;
+            history.push_back(tok);
+            continue;
         }
+        if (!drafts.empty()) llama_memory_seq_rm(ctx, 0, n_past, -1);   // the drafts not taken
+        drafts.clear();
+        n_draft_used = 0;
+        if (n_past + 1 > n_ctx) {
+            // -n -2 asks to stop exactly there; otherwise drop old tokens and go on, as llama.cpp does
+            if (params.n_predict == -2) break;
+            const char * why = "--no-context-shift";
+            int32_t n_dropped = 0;
+            if (params.ctx_shift && llama_memory_can_shift(ctx, &why)) {
+                n_dropped = common_context_shift(ctx, 0, n_past, common_context_shift_keep(vocab, prompt, params.n_keep));
+                why = "--keep leaves nothing to drop";
+            }
+            if (n_dropped == 0) {
+                LOG_WRN("\n\nwarning: the context is full (%d tokens) and cannot shift (%s); stopping\n", n_ctx, why);
+                break;
+            }
+            LOG_DBG("\ncontext shift: dropped %d tokens\n", n_dropped);
+            const int32_t n_keep_now = common_context_shift_keep(vocab, prompt, params.n_keep);
+            history.erase(history.begin() + n_keep_now, history.begin() + n_keep_now + n_dropped);
+            n_past -= n_dropped;
+        }
+        if (res.drafts) {
+            int32_t room = std::min(params.speculative.n_max, n_ctx - n_past - 2);
+            if (params.n_predict >= 0) room = std::min(room, params.n_predict - n_generated - 1);
+            res.drafts->draft(0, history, tok, room, drafts);
+            n_drafted += (int64_t) drafts.size();
+        }
+        spec_batch.n_tokens = 1 + (int32_t) drafts.size();
+        for (int32_t i = 0; i < spec_batch.n_tokens; ++i) {
+            spec_batch.token[i] = i == 0 ? tok : drafts[i - 1];
+            spec_batch.pos[i] = n_past + i;
+            spec_batch.n_seq_id[i] = 1;
+            spec_batch.seq_id[i][0] = 0;
+            spec_batch.logits[i] = 1;
+        }
+        history.push_back(tok);
+        row = 0;
         t0 = now_ms();
-        const int32_t rc = llama_decode(ctx, llama_batch_get_one(&tok, 1));
+        const int32_t rc = llama_decode(ctx, spec_batch);
         tm.t_eval += now_ms() - t0;
         tm.n_eval++;
         if (rc != 0) {
@@ -295,6 +396,10 @@ int main(int argc, char ** argv) {
     std::fputs("\n", stdout);
     std::fflush(stdout);
     if (hit_eog) LOG_INF(" [end of text]\n");
+    if (res.drafts) {
+        LOG_INF("speculative decoding: %lld of %lld drafted tokens accepted (%.1f%%)\n", (long long) n_accepted,
+                (long long) n_drafted, n_drafted > 0 ? 100.0 * n_accepted / n_drafted : 0.0);
+    }
 
     if (!params.no_perf) print_timings(tm);
     return 0;

@@ -8,9 +8,18 @@
 
 #include <httplib.h>
 
+// With enable_tls (--ssl-cert-file / --ssl-key-file) each connection speaks TLS (OpenSSL), in the
+// same loop: httplib's own SSLServer would bypass it.
 class kiln_http_server : public httplib::Server {
+public:
+    ~kiln_http_server() override;
+    // Loads the PEM certificate chain and private key; false with err naming the file at fault.
+    bool enable_tls(const std::string & cert_file, const std::string & key_file, std::string & err);
+    bool tls() const { return tls_ctx_ != nullptr; }
+
 private:
     bool process_and_close_socket(socket_t sock) override;
+    struct ssl_ctx_st * tls_ctx_ = nullptr;
 };
 
 // The socket of the connection the calling thread is serving (in a handler or a content

@@ -55,21 +55,14 @@ bool get_bool(const json & body, const char * key, bool def) {
 // without "dry_multiplier", "mirostat_tau" without "mirostat") change nothing anywhere, so they
 // are accepted.
 
-bool non_zero(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == 0.0); }
-bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
-bool not_minus_one(const json & v) { return !v.is_null() && !(v.is_number() && v.get<double>() == -1.0); }
-
 struct unimplemented_field {
     const char * key;
     bool (*asks)(const json & value);   // whether this value asks for the feature
     const char * what;
 };
 
-const unimplemented_field k_unimplemented_fields[] = {
-    { "id_slot",          not_minus_one,   "choosing the slot" },
-    { "cache_prompt",     is_false,        "turning the prompt cache off" },
-    { "n_keep",           non_zero,        "context shift (n_keep)" },
-};
+// empty for now: every request field Kiln knows is implemented
+const std::vector<unimplemented_field> k_unimplemented_fields = {};
 
 void refuse_unimplemented_fields(const json & body) {
     for (const unimplemented_field & f : k_unimplemented_fields) {
@@ -131,6 +124,9 @@ generation_params parse_generation(const json & body, const server_info & info, 
         }
     }
     g.stop = get_stop(body);
+    g.n_keep = (int32_t) get_int(body, "n_keep", info.defaults->n_keep, -1, INT32_MAX);
+    g.id_slot = (int32_t) get_int(body, "id_slot", -1, -1, info.n_slots - 1);
+    g.cache_prompt = get_bool(body, "cache_prompt", true);
 
     switch (kind) {
         case api_kind::chat:
@@ -391,7 +387,7 @@ json timings_json(const task_summary & s) {
     const int32_t prompt_n = s.n_prompt - s.n_cached;
     auto per_tok = [](double ms, int32_t n) { return n > 0 ? ms / n : 0.0; };
     auto per_sec = [](double ms, int32_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
-    return json{
+    json t{
         { "cache_n", s.n_cached },
         { "prompt_n", prompt_n },
         { "prompt_ms", s.t_prompt_ms },
@@ -402,6 +398,11 @@ json timings_json(const task_summary & s) {
         { "predicted_per_token_ms", per_tok(s.t_predict_ms, s.n_predicted) },
         { "predicted_per_second", per_sec(s.t_predict_ms, s.n_predicted) },
     };
+    if (s.n_drafted > 0) {   // as llama.cpp: only with speculative decoding
+        t["draft_n"] = s.n_drafted;
+        t["draft_n_accepted"] = s.n_draft_accepted;
+    }
+    return t;
 }
 
 response_builder::response_builder(const completion_request & req, std::string model_name)
@@ -723,10 +724,11 @@ json response_builder::final_response() const {
                     { "frequency_penalty", sp.penalty_freq },
                     { "ignore_eos", sp.ignore_eos },
                     { "stop", req_.gen.stop },
+                    { "n_keep", req_.gen.n_keep },
                     { "n_probs", req_.gen.top_logprobs } } },
                 { "prompt", req_.prompt_text },
                 { "has_new_line", c.content.find('\n') != std::string::npos },
-                { "truncated", false },
+                { "truncated", s.n_shifted > 0 },   // a context shift dropped tokens
                 { "stop_type", s.stopped_word ? "word" : s.stopped_eos ? "eos" : "limit" },
                 { "stopped_eos", s.stopped_eos },
                 { "stopped_word", s.stopped_word },

@@ -25,6 +25,7 @@ struct server_info {
     std::string model_name;                       // the alias, or the model file's name
     const llama_vocab * vocab = nullptr;
     int32_t n_ctx_slot = 0;
+    int32_t n_slots = 1;
     const common_params * defaults = nullptr;     // sampling defaults and -n
     const kiln::chat_template * tmpl = nullptr;   // null: no chat template available
     reasoning_markup markup = reasoning_markup::think;   // how the model's replies mark reasoning

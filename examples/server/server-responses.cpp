@@ -16,6 +16,61 @@ json item_content(const json & content, const std::string & where) {
                               { { "input_text", "output_text" }, { "type", "text", "annotations", "logprobs" }, "/v1/responses" });
 }
 
+// A function_call item (the model's earlier call) joins the assistant message before it as a
+// tool call; a function_call_output item (its result) is a "tool" message.
+void append_call_item(json & messages, const json & it, const std::string & type, const std::string & at) {
+    auto need_string = [&](const char * key) {
+        if (!it.contains(key) || !it[key].is_string()) throw http_error(400, "'" + at + "." + key + "' must be a string");
+    };
+    need_string("call_id");
+    if (type == "function_call_output") {
+        refuse_unknown(it, { "type", "call_id", "output", "id", "status" }, at + ".");
+        need_string("output");
+        messages.push_back({ { "role", "tool" }, { "tool_call_id", it["call_id"] }, { "content", it["output"] } });
+        return;
+    }
+    refuse_unknown(it, { "type", "call_id", "name", "arguments", "id", "status" }, at + ".");
+    need_string("name");
+    need_string("arguments");
+    json tc = { { "id", it["call_id"] }, { "type", "function" }, { "function", { { "name", it["name"] }, { "arguments", it["arguments"] } } } };
+    if (messages.empty() || messages.back()["role"] != "assistant") {
+        messages.push_back({ { "role", "assistant" }, { "content", "" } });
+    }
+    json & last = messages.back();
+    if (!last.contains("tool_calls")) last["tool_calls"] = json::array();
+    last["tool_calls"].push_back(std::move(tc));
+}
+
+// Responses function tools ({type: function, name, description, parameters, strict}), tool_choice
+// and parallel_tool_calls as the chat request's.
+void tools_to_chat(const json & body, json & chat) {
+    json tools = tools_list_to_chat(body, [](const json & t, const std::string & at) {
+        if (t.value("type", "") != "function") {
+            throw http_error(400, "'" + at + ".type' must be \"function\" (built-in tools such as web search are not available)");
+        }
+        refuse_unknown(t, { "type", "name", "description", "parameters", "strict" }, at + ".");
+        if (!t.contains("name") || !t["name"].is_string()) throw http_error(400, "'" + at + ".name' must be a string");
+        json fn = { { "name", t["name"] } };
+        for (const char * k : { "description", "parameters", "strict" }) {
+            if (t.contains(k) && !t[k].is_null()) fn[k] = t[k];
+        }
+        return json{ { "type", "function" }, { "function", std::move(fn) } };
+    });
+    if (!tools.is_null()) chat["tools"] = std::move(tools);
+    if (body.contains("tool_choice")) {
+        const json & c = body["tool_choice"];
+        if (c.is_object()) {
+            if (c.value("type", "") != "function" || !c.contains("name") || !c["name"].is_string()) {
+                throw http_error(400, "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
+            }
+            chat["tool_choice"] = { { "type", "function" }, { "function", { { "name", c["name"] } } } };
+        } else {
+            chat["tool_choice"] = c;   // the chat parser checks the string
+        }
+    }
+    if (body.contains("parallel_tool_calls")) chat["parallel_tool_calls"] = body["parallel_tool_calls"];
+}
+
 class responses_adapter : public wire_adapter {
 public:
     responses_adapter(const json & body, int64_t input_tokens, std::string model)
@@ -26,14 +81,21 @@ public:
                   { "max_output_tokens", body.value("max_output_tokens", json(nullptr)) },
                   { "temperature", body.value("temperature", json(1.0)) },
                   { "top_p", body.value("top_p", json(1.0)) },
-                  { "metadata", body.value("metadata", json::object()) } };
+                  { "metadata", body.value("metadata", json::object()) },
+                  { "tools", body.value("tools", json::array()) },
+                  { "tool_choice", body.value("tool_choice", json("auto")) },
+                  { "parallel_tool_calls", body.value("parallel_tool_calls", json(true)) } };
     }
 
     json final_response(const json & chat) override {
         const json & choice = chat.at("choices").at(0);
         const json & msg = choice.at("message");
         reasoning_ = msg.value("reasoning_content", "");
-        text_ = msg.value("content", "");
+        text_ = msg.contains("content") && msg["content"].is_string() ? msg["content"].get<std::string>() : "";
+        for (const json & call : msg.value("tool_calls", json::array())) {
+            calls_.push_back({ random_id("fc_"), call.value("id", ""), call["function"].value("name", ""),
+                               call["function"].value("arguments", ""), -1 });
+        }
         finish_reason_ = choice.value("finish_reason", "stop");
         output_tokens_ = chat.at("usage").value("completion_tokens", 0);
         return response(finish_reason_ == "length" ? "incomplete" : "completed");
@@ -67,14 +129,31 @@ public:
                                                          { "delta", v.content },
                                                          { "logprobs", json::array() } });
         }
+        for (const auto & tc : v.tool_calls) {
+            if (!tc.id.empty()) {
+                // a call starts: its item follows the items sent so far
+                out += close_reasoning();
+                calls_.push_back({ random_id("fc_"), tc.id, tc.name, "", 0 });
+                calls_.back().output_index = n_items_sent() - 1;
+                out += event("response.output_item.added",
+                             { { "output_index", calls_.back().output_index }, { "item", call_item(calls_.back(), "in_progress") } });
+            }
+            if (!tc.arguments.empty() && !calls_.empty()) {
+                call & c = calls_.back();
+                c.arguments += tc.arguments;
+                out += event("response.function_call_arguments.delta",
+                             { { "item_id", c.item_id }, { "output_index", c.output_index }, { "delta", tc.arguments } });
+            }
+        }
         if (!v.finish_reason.empty()) finish_reason_ = v.finish_reason;
         return out;
     }
 
     std::string stream_end() override {
-        // the message item comes even when the reply is empty, as in the whole response
-        std::string out = open_message();
-        {
+        // the message item comes even when the reply is empty (unless it is only tool calls), as in
+        // the whole response
+        std::string out = calls_.empty() ? open_message() : close_reasoning();
+        if (message_open_) {
             const int idx = index_of(msg_id_);
             out += event("response.output_text.done", { { "item_id", msg_id_ },
                                                         { "output_index", idx },
@@ -84,6 +163,11 @@ public:
             out += event("response.content_part.done",
                          { { "item_id", msg_id_ }, { "output_index", idx }, { "content_index", 0 }, { "part", text_part(text_) } });
             out += event("response.output_item.done", { { "output_index", idx }, { "item", message_item("completed", true) } });
+        }
+        for (const call & c : calls_) {
+            out += event("response.function_call_arguments.done",
+                         { { "item_id", c.item_id }, { "output_index", c.output_index }, { "arguments", c.arguments } });
+            out += event("response.output_item.done", { { "output_index", c.output_index }, { "item", call_item(c, "completed") } });
         }
         const bool complete = finish_reason_ != "length";
         out += event(complete ? "response.completed" : "response.incomplete",
@@ -153,7 +237,8 @@ private:
         const bool done = status != "in_progress";
         if (done) {
             if (!reasoning_.empty()) output.push_back(reasoning_item("completed", reasoning_));
-            output.push_back(message_item("completed", true));
+            if (!text_.empty() || calls_.empty()) output.push_back(message_item("completed", true));
+            for (const call & c : calls_) output.push_back(call_item(c, "completed"));
         }
         json r = { { "id", id_ },
                    { "object", "response" },
@@ -163,9 +248,6 @@ private:
                    { "incomplete_details", status == "incomplete" ? json{ { "reason", "max_output_tokens" } } : json(nullptr) },
                    { "model", model_ },
                    { "output", std::move(output) },
-                   { "parallel_tool_calls", false },
-                   { "tool_choice", "none" },
-                   { "tools", json::array() },
                    { "text", { { "format", { { "type", "text" } } } } },
                    { "store", false } };
         for (const auto & item : echo_.items()) r[item.key()] = item.value();
@@ -181,6 +263,20 @@ private:
         return r;
     }
 
+    struct call {
+        std::string item_id, call_id, name, arguments;
+        int output_index;
+    };
+    json call_item(const call & c, const char * status) const {
+        return json{ { "type", "function_call" }, { "id", c.item_id },   { "call_id", c.call_id },
+                     { "name", c.name },          { "arguments", c.arguments }, { "status", status } };
+    }
+    // items announced so far: reasoning, the message, the calls
+    int n_items_sent() const {
+        return (reasoning_open_ || reasoning_done_ ? 1 : 0) + (message_open_ ? 1 : 0) + (int) calls_.size();
+    }
+
+    std::vector<call> calls_;
     std::string id_, msg_id_, rs_id_, model_;
     int64_t created_;
     int64_t input_tokens_ = 0, output_tokens_ = 0;
@@ -195,7 +291,7 @@ private:
 json responses_to_chat(const json & body) {
     if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
     refuse_unknown(body, { "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "store",
-                           "metadata", "user", "truncation", "text" },
+                           "metadata", "user", "truncation", "text", "tools", "tool_choice", "parallel_tool_calls" },
                    "");
     json chat = json::object();
     if (body.contains("model")) {
@@ -234,8 +330,14 @@ json responses_to_chat(const json & body) {
             const json & it = input[i];
             const std::string at = "input[" + std::to_string(i) + "]";
             if (!it.is_object()) throw http_error(400, "'" + at + "' must be an object");
-            if (it.contains("type") && it["type"] != "message") {
-                throw http_error(400, "'" + at + ".type' " + it["type"].dump() + " is not supported (only message items are implemented)");
+            const std::string type = it.contains("type") && it["type"].is_string() ? it["type"].get<std::string>() : "message";
+            if (type == "function_call" || type == "function_call_output") {
+                append_call_item(messages, it, type, at);
+                continue;
+            }
+            if (type != "message") {
+                throw http_error(400, "'" + at + ".type' " + it["type"].dump() +
+                                          " is not supported (message, function_call and function_call_output items are)");
             }
             refuse_unknown(it, { "type", "role", "content", "id", "status" }, at + ".");
             static const char * roles[] = { "user", "assistant", "system", "developer" };
@@ -250,6 +352,7 @@ json responses_to_chat(const json & body) {
         throw http_error(400, "'input' must be a string or a non-empty list of input items");
     }
     chat["messages"] = std::move(messages);
+    tools_to_chat(body, chat);
 
     if (body.contains("max_output_tokens") && !body["max_output_tokens"].is_null()) {
         if (!body["max_output_tokens"].is_number_integer() || body["max_output_tokens"].get<int64_t>() < 1) {

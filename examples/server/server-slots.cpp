@@ -40,6 +40,9 @@ struct slot_engine::slot {
     int32_t batch_first = 0, batch_count = 0;       // its tokens in this step's batch (contiguous)
     int32_t n_decoded = 0;
     int32_t n_cached = 0;
+    int32_t n_shifted = 0;                          // tokens dropped by context shifts in this task
+    std::vector<llama_token> draft;                 // drafted tokens decoded after next_token this step
+    int32_t n_drafted = 0, n_draft_accepted = 0;    // in this task
     double t_start_ms = 0, t_first_token_ms = 0;
     uint64_t last_used = 0;                         // step counter, for least-recently-used choice
     std::vector<token_report> reports;              // token reports not yet sent
@@ -49,9 +52,22 @@ struct slot_engine::slot {
     }
 };
 
+struct slot_engine::pending_action {
+    int32_t id = 0;
+    slot_action_kind kind = slot_action_kind::erase;
+    std::string path;
+    std::promise<slot_action_result> done;
+};
+
 slot_engine::slot_engine(llama_context * ctx, engine_params params)
     : ctx_(ctx), vocab_(llama_model_get_vocab(llama_get_model(ctx))), params_(params),
       recurrent_(llama_model_is_recurrent(llama_get_model(ctx)) || llama_model_is_hybrid(llama_get_model(ctx))) {
+    const char * why = nullptr;
+    can_shift_ = llama_memory_can_shift(ctx_, &why);
+    no_shift_reason_ = why ? why : "";
+    if (params_.context_shift && !can_shift_) {
+        LOG_WRN("context shift is off for this model (%s): a full slot ends its request with 'length'\n", why);
+    }
     params_.n_slots = std::max(1, params_.n_slots);
     params_.n_batch = std::max(params_.n_batch, params_.n_slots);   // every generating slot fits in a step
     for (int32_t i = 0; i < params_.n_slots; ++i) {
@@ -108,6 +124,93 @@ bool slot_engine::submit(const task_ptr & task) {
 
 void slot_engine::notify() { cv_.notify_all(); }
 
+slot_action_result slot_engine::slot_action(int32_t id, slot_action_kind kind, const std::string & path) {
+    slot_action_result res;
+    if (id < 0 || id >= params_.n_slots) {
+        res.status = 400;
+        res.error = "there is no slot " + std::to_string(id) + " (slots 0.." + std::to_string(params_.n_slots - 1) + ")";
+        return res;
+    }
+    auto a = std::make_shared<pending_action>();
+    a->id = id;
+    a->kind = kind;
+    a->path = path;
+    std::future<slot_action_result> done = a->done.get_future();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!running_) {
+            res.status = 503;
+            res.error = "the slots are not running";
+            return res;
+        }
+        actions_.push_back(a);
+    }
+    cv_.notify_all();
+    return done.get();
+}
+
+// On the loop thread, between steps: the actions whose slot is idle.
+void slot_engine::run_slot_actions() {
+    std::vector<std::shared_ptr<pending_action>> ready;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto it = actions_.begin(); it != actions_.end();) {
+            if (slots_[(*it)->id]->task) {
+                ++it;   // busy: after its task
+            } else {
+                ready.push_back(*it);
+                it = actions_.erase(it);
+            }
+        }
+    }
+    for (auto & a : ready) a->done.set_value(run_slot_action(*slots_[a->id], *a));
+}
+
+slot_action_result slot_engine::run_slot_action(slot & s, const pending_action & a) {
+    slot_action_result res;
+    const double t0 = monotonic_ms();
+    auto failed = [&](int status, const std::string & why) {
+        res.status = status;
+        res.error = why;
+        return res;
+    };
+    switch (a.kind) {
+        case slot_action_kind::save: {
+            res.n_bytes = llama_state_seq_save_file(ctx_, a.path.c_str(), s.id, s.cache.data(), s.cache.size());
+            if (res.n_bytes == 0) return failed(500, llama_last_error());
+            res.n_tokens = s.cache.size();
+            break;
+        }
+        case slot_action_kind::restore: {
+            std::vector<llama_token> tokens(params_.n_ctx_slot);
+            size_t n = 0;
+            res.n_bytes = llama_state_seq_load_file(ctx_, a.path.c_str(), s.id, tokens.data(), tokens.size(), &n);
+            if (res.n_bytes == 0) return failed(400, llama_last_error());
+            tokens.resize(n);
+            // the slot's bookkeeping: token i sits at position i
+            const llama_pos lo = llama_memory_seq_pos_min(ctx_, s.id), hi = llama_memory_seq_pos_max(ctx_, s.id);
+            if (n == 0 ? hi != -1 : lo != 0 || hi != (llama_pos) n - 1) {
+                llama_memory_seq_rm(ctx_, s.id, -1, -1);
+                s.cache.clear();
+                return failed(400, "the file's cached positions do not match its " + std::to_string(n) + " tokens");
+            }
+            s.cache = std::move(tokens);
+            res.n_tokens = n;
+            break;
+        }
+        case slot_action_kind::erase:
+            res.n_tokens = s.cache.size();
+            llama_memory_seq_rm(ctx_, s.id, -1, -1);
+            s.cache.clear();
+            break;
+    }
+    res.ms = monotonic_ms() - t0;
+    LOG_INF("slot %d: %s %s (%zu tokens)\n", s.id,
+            a.kind == slot_action_kind::save ? "saved to" : a.kind == slot_action_kind::restore ? "restored from" : "erased",
+            a.path.c_str(), res.n_tokens);
+    return res;
+}
+
 engine_metrics slot_engine::metrics() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return metrics_;
@@ -135,6 +238,7 @@ void slot_engine::snapshot_status() {
             { "n_prompt_tokens", s.task ? (int64_t) s.task->prompt.size() : 0 },
             { "n_cached", s.n_cached },
             { "n_decoded", s.n_decoded },
+            { "n_shifted", s.n_shifted },
         };
         if (s.task) {
             j["params"] = { { "n_predict", s.task->params.n_predict },
@@ -158,7 +262,7 @@ void slot_engine::loop() {
         }
         if (step()) continue;
         std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return !running_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return !running_ || !queue_.empty() || !actions_.empty(); });
     }
     // shutting down: tell whoever still waits
     for (auto & sp : slots_) {
@@ -172,6 +276,13 @@ void slot_engine::loop() {
         t->channel->push(std::move(ev));
     }
     queue_.clear();
+    for (auto & a : actions_) {
+        slot_action_result res;
+        res.status = 503;
+        res.error = "the server is shutting down";
+        a->done.set_value(res);
+    }
+    actions_.clear();
 }
 
 namespace {
@@ -201,8 +312,9 @@ void slot_engine::assign_waiting_tasks() {
             // the idle slot whose cache shares the longest prefix with the prompt, else the least
             // recently used one
             size_t best_lcp = 0;
+            const int32_t wanted = queue_.front()->params.id_slot;
             for (auto & sp : slots_) {
-                if (sp->task) continue;
+                if (sp->task || (wanted >= 0 && sp->id != wanted)) continue;
                 const size_t lcp = common_prefix(sp->cache, queue_.front()->prompt);
                 if (!best || lcp > best_lcp || (lcp == best_lcp && sp->last_used < best->last_used)) {
                     best = sp.get();
@@ -222,7 +334,8 @@ void slot_engine::assign_waiting_tasks() {
 void slot_engine::begin_task(slot & s, task_ptr task) {
     // Reuse the longest common prefix of the previous prompt and output; the last prompt token is
     // always decoded again so that its logits exist.
-    size_t keep = common_prefix(s.cache, task->prompt);
+    size_t keep = task->params.cache_prompt ? common_prefix(s.cache, task->prompt) : 0;
+    if (task->params.cache_prompt && params_.n_cache_reuse > 0 && can_shift_) keep = reuse_cache_chunks(s, task->prompt, keep);
     if (keep >= task->prompt.size()) keep = task->prompt.size() - 1;
     // a recurrent state resumes only where it kept a checkpoint (--ctx-checkpoints)
     keep = (size_t) llama_memory_seq_pos_resume(ctx_, s.id, (llama_pos) keep);
@@ -234,6 +347,9 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     s.cache.resize(keep);
     s.n_prompt_fed = keep;
     s.n_cached = (int32_t) keep;
+    s.n_shifted = 0;
+    s.draft.clear();
+    s.n_drafted = s.n_draft_accepted = 0;
     s.n_decoded = 0;
     s.next_token = LLAMA_TOKEN_NULL;
     s.out_index = -1;
@@ -256,6 +372,33 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     }
     LOG_DBG("slot %d: task %lld, %zu prompt tokens, %zu reused from the cache\n", s.id, (long long) s.task->id,
             s.task->prompt.size(), keep);
+}
+
+// --cache-reuse: past the common prefix, a run of at least n_cache_reuse cached tokens that the
+// prompt has further on is moved there (the tokens between are dropped, the run's positions
+// shifted), as llama.cpp does, so an edited conversation re-reads only what changed. Returns how
+// much of the prompt the cache now holds.
+size_t slot_engine::reuse_cache_chunks(slot & s, const std::vector<llama_token> & prompt, size_t keep) {
+    std::vector<llama_token> & cache = s.cache;
+    size_t head_c = keep, head_p = keep;   // next unmatched token of the cache / of the prompt
+    while (head_c < cache.size() && head_p < prompt.size()) {
+        size_t n = 0;
+        while (head_c + n < cache.size() && head_p + n < prompt.size() && cache[head_c + n] == prompt[head_p + n]) ++n;
+        if (n < (size_t) params_.n_cache_reuse) {
+            ++head_c;
+            continue;
+        }
+        // cells at positions [head_p, head_c) hold tokens the prompt does not have there
+        if (!llama_memory_seq_rm(ctx_, s.id, (llama_pos) head_p, (llama_pos) head_c)) break;   // a window layer forbids it
+        llama_memory_seq_add(ctx_, s.id, (llama_pos) head_c, (llama_pos) (head_c + n), (llama_pos) head_p - (llama_pos) head_c);
+        for (size_t i = 0; i < n; ++i) cache[head_p + i] = cache[head_c + i];
+        LOG_DBG("slot %d: cache reuse: %zu tokens moved from %zu to %zu\n", s.id, n, head_c, head_p);
+        head_c += n;
+        head_p += n;
+    }
+    // what is left past the reused runs goes (begin_task removes it from the memory)
+    if (head_p > keep) cache.resize(head_p);
+    return head_p;
 }
 
 void slot_engine::release(slot & s) {
@@ -293,6 +436,9 @@ void slot_engine::finish(slot & s, const std::string & reason) {
     sum.n_prompt = (int32_t) s.task->prompt.size();
     sum.n_cached = s.n_cached;
     sum.n_predicted = s.n_decoded;
+    sum.n_shifted = s.n_shifted;
+    sum.n_drafted = s.n_drafted;
+    sum.n_draft_accepted = s.n_draft_accepted;
     const double now = monotonic_ms();
     const double first = s.t_first_token_ms > 0 ? s.t_first_token_ms : now;
     sum.t_prompt_ms = first - s.t_start_ms;
@@ -329,17 +475,17 @@ token_report slot_engine::post_sampling_report(llama_sampler * smpl, llama_token
     return rep;
 }
 
-void slot_engine::handle_output(slot & s, int32_t batch_index) {
+llama_token slot_engine::emit_token(slot & s, int32_t batch_index) {
     if (s.t_first_token_ms == 0) s.t_first_token_ms = monotonic_ms();
     const generation_params & gp = s.task->params;
     if (gp.n_predict == 0) {   // max_tokens 0: the prompt is read, nothing is generated
         finish(s, "length");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     float * logits = llama_get_logits_ith(ctx_, batch_index);
     if (!logits) {
         fail(s, 500, "no logits for the slot's last token");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
     if (gp.sampling.ignore_eos) {
@@ -362,16 +508,16 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         // (a half-written tool call comes back as text), not with an error
         LOG_WRN("slot %d: the grammar allows no token here; the reply ends\n", s.id);
         finish(s, "stop");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     if (tok == LLAMA_TOKEN_NULL) {
         fail(s, 500, "sampling failed");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     s.n_decoded++;
     if (llama_vocab_is_eog(vocab_, tok) && !gp.sampling.ignore_eos) {
         finish(s, "stop");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     const bool keep_special =
         gp.render_special || std::find(gp.preserved.begin(), gp.preserved.end(), tok) != gp.preserved.end();
@@ -401,10 +547,11 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
             s.task->channel->push(std::move(ev));
         }
         finish(s, "stop");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     const bool limit = gp.n_predict >= 0 && s.n_decoded >= gp.n_predict;
-    const bool ctx_full = (int32_t) s.cache.size() >= params_.n_ctx_slot;
+    // the sampled token goes into the cache next step: it needs a free cell
+    const bool ctx_full = !limit && (int32_t) s.cache.size() >= params_.n_ctx_slot && !shift_context(s);
     if (limit || ctx_full) {
         if (!text.empty()) {
             task_event ev;
@@ -412,7 +559,7 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
             s.task->channel->push(std::move(ev));
         }
         finish(s, "length");
-        return;
+        return LLAMA_TOKEN_NULL;
     }
     if (!text.empty() || !s.reports.empty()) {
         task_event ev;
@@ -421,7 +568,52 @@ void slot_engine::handle_output(slot & s, int32_t batch_index) {
         s.reports.clear();
         s.task->channel->push(std::move(ev));
     }
+    return tok;
+}
+
+int32_t slot_engine::handle_output(slot & s, int32_t batch_index) {
+    // the drafted tokens were decoded after the slot's token, at the next batch rows: each is
+    // kept while it is the token the model samples there, so the output is the one without drafts
+    const size_t n_draft = s.draft.size();
+    const int32_t n_before = s.n_decoded;
+    size_t i = 0;
+    llama_token tok;
+    for (;; ++i) {
+        tok = emit_token(s, batch_index + (int32_t) i);   // null: the task ended
+        if (tok == LLAMA_TOKEN_NULL || i >= n_draft || tok != s.draft[i]) break;
+        s.n_draft_accepted++;
+        n_accepted_step_++;
+    }
+    // the KV rows of the drafts after the last kept one leave the cache
+    const size_t n_rejected = n_draft - std::min(i, n_draft);
+    if (n_rejected > 0 && s.cache.size() >= n_rejected) {
+        s.cache.resize(s.cache.size() - n_rejected);
+        llama_memory_seq_rm(ctx_, s.id, (llama_pos) s.cache.size(), -1);
+    }
+    s.draft.clear();
     s.next_token = tok;
+    return s.n_decoded - n_before;
+}
+
+bool slot_engine::shift_context(slot & s) {
+    if (!params_.context_shift) return false;
+    if (!can_shift_) {
+        LOG_INF("slot %d: the context is full and cannot shift (%s); stopping\n", s.id, no_shift_reason_.c_str());
+        return false;
+    }
+    const int32_t n_keep = common_context_shift_keep(vocab_, s.task->prompt, s.task->params.n_keep);
+    const int32_t n_past = (int32_t) s.cache.size();
+    const int32_t n_dropped = common_context_shift(ctx_, s.id, n_past, n_keep);
+    if (n_dropped == 0) {
+        LOG_INF("slot %d: the context is full and the %d tokens kept (n_keep) leave nothing to drop; stopping\n", s.id, n_keep);
+        return false;
+    }
+    s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_dropped);
+    s.n_shifted += n_dropped;
+    LOG_DBG("slot %d: context shift: kept %d, dropped %d, %zu left\n", s.id, n_keep, n_dropped, s.cache.size());
+    std::lock_guard<std::mutex> lock(mutex_);
+    metrics_.n_context_shifts++;
+    return true;
 }
 
 int32_t slot_engine::decode(const llama_batch & batch) {
@@ -454,8 +646,7 @@ int32_t slot_engine::decode_slots_alone() {
             continue;
         }
         if (s.out_index >= 0) {
-            handle_output(s, s.out_index - first);
-            n_sampled++;
+            n_sampled += handle_output(s, s.out_index - first);
         }
     }
     return n_sampled;
@@ -469,6 +660,7 @@ bool slot_engine::step() {
             release(*sp);
         }
     }
+    run_slot_actions();
     assign_waiting_tasks();
 
     // Generating slots first (one token each), then prompt chunks in the room left.
@@ -481,13 +673,15 @@ bool slot_engine::step() {
         batch_.n_seq_id[n] = 1;
         batch_.seq_id[n][0] = s.id;
         batch_.logits[n] = want_logits ? 1 : 0;
-        if (want_logits) s.out_index = n;
+        if (want_logits && s.out_index < 0) s.out_index = n;
         s.cache.push_back(t);
         ++n;
     };
     bool any_prompt = false, any_gen = false;
     int32_t n_prompt_tokens = 0, n_sampled = 0;
-    int32_t n_busy = 0;
+    int32_t n_busy = 0, n_drafted_step = 0;
+    int32_t n_gen_left = 0;   // generating slots not yet in the batch
+    for (auto & sp : slots_) n_gen_left += sp->task && sp->next_token != LLAMA_TOKEN_NULL;
     for (auto & sp : slots_) {
         slot & s = *sp;
         s.out_index = -1;
@@ -495,9 +689,22 @@ bool slot_engine::step() {
         if (!s.task) continue;
         ++n_busy;
         if (s.next_token != LLAMA_TOKEN_NULL) {
+            const std::vector<llama_token> & history = s.cache;
+            if (drafter_ && !recurrent_) {
+                // room for the drafts: in the batch (one row kept for every other generating
+                // slot), in the slot's context, and within the task's token limit
+                const generation_params & gp = s.task->params;
+                int32_t room = std::min(params_.n_batch - n - n_gen_left, params_.n_ctx_slot - (int32_t) s.cache.size() - 2);
+                if (gp.n_predict >= 0) room = std::min(room, gp.n_predict - s.n_decoded - 1);
+                drafter_->draft(s.id, history, s.next_token, room, s.draft);
+            }
             add(s, s.next_token, true);
+            for (llama_token d : s.draft) add(s, d, true);
+            s.n_drafted += (int32_t) s.draft.size();
+            n_drafted_step += (int32_t) s.draft.size();
             s.next_token = LLAMA_TOKEN_NULL;
             any_gen = true;
+            --n_gen_left;
         }
     }
     for (auto & sp : slots_) {
@@ -537,8 +744,7 @@ bool slot_engine::step() {
         for (auto & sp : slots_) {
             slot & s = *sp;
             if (s.task && s.out_index >= 0) {
-                handle_output(s, s.out_index);
-                n_sampled++;
+                n_sampled += handle_output(s, s.out_index);
             }
         }
     }
@@ -548,6 +754,9 @@ bool slot_engine::step() {
         metrics_.n_busy_slots_sum += (uint64_t) n_busy;
         metrics_.n_prompt_tokens_total += (uint64_t) n_prompt_tokens;
         metrics_.n_predicted_total += (uint64_t) n_sampled;
+        metrics_.n_drafted_total += (uint64_t) n_drafted_step;
+        metrics_.n_draft_accepted_total += (uint64_t) n_accepted_step_;
+        n_accepted_step_ = 0;
         // a mixed step counts for both: its tokens of each kind waited for the whole step
         if (any_prompt) metrics_.t_prompt_ms_total += dt;
         if (any_gen) metrics_.t_predict_ms_total += dt;

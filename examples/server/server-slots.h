@@ -7,12 +7,14 @@
 #pragma once
 
 #include "common.h"
+#include "speculative.h"
 #include "server-stream.h"
 #include "server-utils.h"
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,7 +24,10 @@
 // What a request asks of the generation (parsed from the request by server-oai).
 struct generation_params {
     common_params_sampling sampling;
-    int32_t n_predict = -1;            // -1: until end of generation or the slot context is full
+    int32_t n_predict = -1;            // -1: until end of generation (or the slot context is full, without context shift)
+    int32_t n_keep = 0;                // prompt tokens a context shift keeps (-1: the whole prompt)
+    int32_t id_slot = -1;              // the slot to run on (-1: the one whose cache matches best)
+    bool    cache_prompt = true;       // reuse what the slot's cache holds of the prompt
     std::vector<std::string> stop;
     bool    logprobs = false;          // report the chosen tokens' log-probabilities
     int32_t top_logprobs = 0;          // ... and this many alternatives each
@@ -50,6 +55,9 @@ struct task_summary {
     int32_t n_prompt = 0;              // prompt tokens
     int32_t n_cached = 0;              // of those, reused from the slot's cache
     int32_t n_predicted = 0;
+    int32_t n_shifted = 0;             // tokens dropped by context shifts
+    int32_t n_drafted = 0;             // speculative decoding: tokens drafted
+    int32_t n_draft_accepted = 0;      // ... and kept
     double t_prompt_ms = 0, t_predict_ms = 0;
     int32_t slot_id = -1;
 };
@@ -95,6 +103,9 @@ struct engine_metrics {
     double   t_prompt_ms_total = 0;         // wall time of steps that read prompt tokens
     double   t_predict_ms_total = 0;        // ... and of steps that generated
     uint64_t n_decode_total = 0;            // llama_decode calls
+    uint64_t n_context_shifts = 0;
+    uint64_t n_drafted_total = 0;           // speculative decoding: tokens drafted
+    uint64_t n_draft_accepted_total = 0;    // ... and kept
     uint64_t n_requests_total = 0;          // tasks accepted
     uint64_t n_requests_rejected = 0;       // queue full
     uint64_t n_busy_slots_sum = 0;          // summed over decode calls: average batch occupancy
@@ -107,11 +118,25 @@ struct engine_params {
     int32_t n_ctx_slot = 0;    // context per slot: n_ctx / n_slots
     int32_t n_batch = 512;     // most tokens per step
     int32_t queue_capacity = 64;
+    bool context_shift = true;   // a full slot drops old tokens and goes on (when the memory can shift)
+    int32_t n_cache_reuse = 0;   // --cache-reuse: shortest chunk of the cache moved to where the prompt has it (0: off)
+};
+
+// /slots/{id}?action=save|restore|erase, run by the decode loop while the slot is idle.
+enum class slot_action_kind { save, restore, erase };
+struct slot_action_result {
+    int status = 200;          // else the HTTP status of the error
+    std::string error;
+    size_t n_tokens = 0;       // tokens saved, restored or erased
+    size_t n_bytes = 0;        // bytes written or read
+    double ms = 0;
 };
 
 class slot_engine {
 public:
     slot_engine(llama_context * ctx, engine_params params);
+    // Speculative decoding: drafts from d (owned by the caller, used by the loop thread only).
+    void set_drafter(drafter * d) { drafter_ = d; }
     ~slot_engine();
 
     void start();
@@ -126,6 +151,8 @@ public:
     int32_t n_slots() const { return params_.n_slots; }
     engine_metrics metrics() const;
     json slots_json() const;
+    // Waits until the loop has run the action on slot id (once it is idle); path is the file.
+    slot_action_result slot_action(int32_t id, slot_action_kind kind, const std::string & path);
 
 private:
     struct slot;
@@ -135,17 +162,26 @@ private:
     int32_t decode(const llama_batch & batch);   // llama_decode, or the failure a test asked for
     void assign_waiting_tasks();
     void begin_task(slot & s, task_ptr task);
-    void handle_output(slot & s, int32_t batch_index);
+    // Samples the slot's token (and checks its drafts); returns the tokens generated.
+    int32_t handle_output(slot & s, int32_t batch_index);
+    llama_token emit_token(slot & s, int32_t batch_index);   // one sampled token to the task; null: it ended
     token_report post_sampling_report(llama_sampler * smpl, llama_token tok, const std::string & piece, int32_t k) const;
     void finish(slot & s, const std::string & reason);
     void fail(slot & s, int status, const std::string & message);
     void release(slot & s);
+    size_t reuse_cache_chunks(slot & s, const std::vector<llama_token> & prompt, size_t keep);   // --cache-reuse
+    struct pending_action;
+    void run_slot_actions();
+    slot_action_result run_slot_action(slot & s, const pending_action & a);
+    bool shift_context(slot & s);   // make room in a full slot; false: it cannot, the task ends
     void snapshot_status();
 
     llama_context * ctx_;
     const llama_vocab * vocab_;
     engine_params params_;
     bool recurrent_;                 // the model keeps a recurrent state (prefix reuse via checkpoints)
+    bool can_shift_;                 // llama_memory_can_shift
+    std::string no_shift_reason_;
     std::vector<std::unique_ptr<slot>> slots_;
     llama_batch batch_{};
     // KILN_TEST_FAIL_DECODE_TOKEN=<id> in the environment (tests only): a decode of a batch that
@@ -155,9 +191,12 @@ private:
     mutable std::mutex mutex_;       // queue_, metrics_, slot status for readers
     std::condition_variable cv_;
     std::deque<task_ptr> queue_;
+    std::deque<std::shared_ptr<pending_action>> actions_;   // slot actions waiting for their slot
     engine_metrics metrics_;
     std::vector<json> status_;       // per slot, for /slots
     bool running_ = false;
     std::thread thread_;
     std::vector<float> probs_scratch_;
+    drafter * drafter_ = nullptr;
+    int32_t n_accepted_step_ = 0;    // drafted tokens kept in this step
 };

@@ -42,7 +42,31 @@ chat_chunk_view read_chat_chunk(const json & chunk) {
         const json & d = choice["delta"];
         if (d.contains("reasoning_content") && d["reasoning_content"].is_string()) v.reasoning = d["reasoning_content"];
         if (d.contains("content") && d["content"].is_string()) v.content = d["content"];
+        if (d.contains("tool_calls") && d["tool_calls"].is_array()) {
+            for (const json & tc : d["tool_calls"]) {
+                chat_chunk_view::tool_call_delta t;
+                t.index = tc.value("index", 0);
+                t.id = tc.value("id", "");
+                if (tc.contains("function")) {
+                    t.name = tc["function"].value("name", "");
+                    t.arguments = tc["function"].value("arguments", "");
+                }
+                v.tool_calls.push_back(std::move(t));
+            }
+        }
     }
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) v.finish_reason = choice["finish_reason"];
     return v;
+}
+
+json tools_list_to_chat(const json & body, const std::function<json(const json & tool, const std::string & at)> & to_chat) {
+    if (!body.contains("tools")) return nullptr;
+    if (!body["tools"].is_array()) throw http_error(400, "'tools' must be a list of tools");
+    json tools = json::array();
+    for (size_t i = 0; i < body["tools"].size(); ++i) {
+        const std::string at = "tools[" + std::to_string(i) + "]";
+        if (!body["tools"][i].is_object()) throw http_error(400, "'" + at + "' must be an object");
+        tools.push_back(to_chat(body["tools"][i], at));
+    }
+    return tools;
 }

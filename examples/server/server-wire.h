@@ -8,8 +8,10 @@
 #include "server-stream.h"
 #include "server-utils.h"
 
+#include <functional>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 class wire_adapter {
 public:
@@ -41,10 +43,20 @@ struct text_part_rules {
 // part at fault (an image, an unknown key).
 json text_parts_to_chat(const json & content, const std::string & where, const text_part_rules & rules);
 
+// body["tools"] as chat tools: each must be an object; to_chat converts one (at: "tools[i]"),
+// throwing http_error(400) naming what is wrong. Null when the body has no tools.
+json tools_list_to_chat(const json & body, const std::function<json(const json & tool, const std::string & at)> & to_chat);
+
 // What one OpenAI chat stream chunk carries for the first choice: text deltas, the finish reason
 // ("" until the last), and the completion tokens of the usage chunk (-1 when it is not one).
 struct chat_chunk_view {
     std::string reasoning, content, finish_reason;
     int64_t completion_tokens = -1;
+    // tool calls: a call starts with its id and name, then its arguments come in pieces
+    struct tool_call_delta {
+        int index = 0;
+        std::string id, name, arguments;
+    };
+    std::vector<tool_call_delta> tool_calls;
 };
 chat_chunk_view read_chat_chunk(const json & chunk);

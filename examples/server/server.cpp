@@ -11,6 +11,7 @@
 #include "server-embeddings.h"
 #include "server-oai.h"
 #include "server-responses.h"
+#include "server-slot-files.h"
 #include "server-slots.h"
 #include "server-stream.h"
 #include "server-utils.h"
@@ -45,6 +46,9 @@ struct server_context {
     std::unique_ptr<kiln::chat_template> tmpl;
     std::string tmpl_source;
     std::unique_ptr<slot_engine> engine;
+    llama_model * draft_model = nullptr;            // -md
+    llama_context * draft_ctx = nullptr;
+    std::unique_ptr<drafter> drafts;                // speculative decoding (null: off)
     std::unique_ptr<embedding_engine> embeddings;   // --embedding: set, and the slot engine never starts
     server_info info;
     std::string model_path;
@@ -55,6 +59,9 @@ struct server_context {
 
     ~server_context() {
         engine.reset();
+        drafts.reset();
+        if (draft_ctx) llama_free(draft_ctx);
+        if (draft_model) llama_model_free(draft_model);
         if (ctx) llama_free(ctx);
         if (model) llama_model_free(model);
         if (!demo_file.empty()) {
@@ -336,7 +343,8 @@ json props_json(const server_context & sc) {
                 { "repeat_last_n", sp.penalty_last_n },
                 { "repeat_penalty", sp.penalty_repeat },
                 { "presence_penalty", sp.penalty_present },
-                { "frequency_penalty", sp.penalty_freq } } } } },
+                { "frequency_penalty", sp.penalty_freq },
+                { "n_keep", sc.params.n_keep } } } } },
         { "total_slots", sc.engine->n_slots() },
         { "model_path", sc.model_path },
         { "model_alias", sc.info.model_name },
@@ -348,6 +356,7 @@ json props_json(const server_context & sc) {
         { "eos_token", eos == LLAMA_TOKEN_NULL ? "" : llama_vocab_get_text(vocab, eos) },
         { "build_info", "kiln" },
         { "modalities", { { "vision", false }, { "audio", false } } },
+        { "context_shift", sc.params.ctx_shift && llama_memory_can_shift(sc.ctx, nullptr) },
     };
 }
 
@@ -365,6 +374,11 @@ std::string metrics_text(const server_context & sc) {
     add("tokens_predicted_total", "counter", "Tokens generated.", (double) m.n_predicted_total);
     add("tokens_predicted_seconds_total", "counter", "Wall time of decode steps that generated tokens.", m.t_predict_ms_total / 1e3);
     add("n_decode_total", "counter", "llama_decode calls.", (double) m.n_decode_total);
+    add("n_context_shifts_total", "counter", "Context shifts of full slots.", (double) m.n_context_shifts);
+    add("n_drafted_total", "counter", "Speculative decoding: tokens drafted.", (double) m.n_drafted_total);
+    add("n_drafted_accepted_total", "counter", "Speculative decoding: drafted tokens the model kept.", (double) m.n_draft_accepted_total);
+    add("draft_acceptance_rate", "gauge", "Speculative decoding: drafted tokens kept / drafted.",
+        m.n_drafted_total ? (double) m.n_draft_accepted_total / m.n_drafted_total : 0.0);
     add("n_busy_slots_per_decode", "gauge", "Average busy slots per llama_decode call.",
         m.n_decode_total ? (double) m.n_busy_slots_sum / m.n_decode_total : 0.0);
     add("requests_total", "counter", "Tasks accepted (one per choice).", (double) m.n_requests_total);
@@ -438,6 +452,23 @@ void register_routes(httplib::Server & svr, server_context & sc) {
                 if (!sc.params.endpoint_slots) throw http_error(501, "the /slots endpoint is disabled (--no-slots)");
                 send_json(res, sc.engine->slots_json());
             }));
+    svr.Post(R"(/slots/([^/]*))", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 if (!sc.params.endpoint_slots) throw http_error(501, "the /slots endpoint is disabled (--no-slots)");
+                 refuse_if_embedding_server(sc);
+                 const json body = req.body.empty() ? json::object() : parse_body(req);
+                 send_json(res, run_slot_file_action(*sc.engine, sc.params.slot_save_path, req.matches[1].str(),
+                                                     req.get_param_value("action"), body));
+             }));
+    svr.Post("/props", guarded([&sc](const httplib::Request & req, httplib::Response & res) {
+                 if (!sc.params.endpoint_props) {
+                     throw http_error(501, "this server does not support changing its properties: start it with --props", "not_supported_error");
+                 }
+                 // as in llama.cpp, nothing can be changed yet: a field asking to is refused, not ignored
+                 const json body = parse_body(req);
+                 if (!body.is_object()) throw http_error(400, "the request body must be a JSON object");
+                 if (!body.empty()) throw http_error(400, "'" + body.begin().key() + "' cannot be changed at run time");
+                 send_json(res, { { "success", true } });
+             }));
     svr.Get("/metrics", guarded([&sc](const httplib::Request &, httplib::Response & res) {
                 if (!sc.params.endpoint_metrics) throw http_error(501, "the /metrics endpoint is disabled (start with --metrics)");
                 res.set_content(metrics_text(sc), "text/plain; version=0.0.4");
@@ -530,6 +561,65 @@ void register_routes(httplib::Server & svr, server_context & sc) {
 
 // ---- start-up ------------------------------------------------------------------------------------
 
+// msg, and libllama's reason when it gave one
+std::string with_last_error(std::string msg) {
+    const char * why = llama_last_error();
+    if (why && *why) msg += std::string(": ") + why;
+    return msg;
+}
+
+// what: for the message ("model", "the draft model"); null with err set on failure
+llama_model * load_model_file(common_params & params, const std::string & path, const char * what, std::string & err) {
+    llama_model_params mparams;
+    if (!common_model_params_to_llama(params, mparams, err)) return nullptr;
+    llama_model * m = llama_model_load_from_file(path.c_str(), mparams);
+    if (!m) err = with_last_error(std::string("failed to load ") + what + " '" + path + "'");
+    return m;
+}
+
+// Speculative decoding (-md, --spec-type ngram-simple): the draft model gets a context of its
+// own with one sequence per slot, its vocabulary checked against the main model's.
+bool load_drafter(server_context & sc, int32_t n_ctx, int32_t n_slots, std::string & err) {
+    common_params & params = sc.params;
+    if (params.speculative.model.empty() && !params.speculative.ngram) return true;
+    if (llama_model_is_recurrent(sc.model) || llama_model_is_hybrid(sc.model)) {
+        LOG_WRN("speculative decoding is off: the model keeps a recurrent state, which cannot drop rejected drafts\n");
+        return true;
+    }
+    if (!params.speculative.model.empty()) {
+        sc.draft_model = load_model_file(params, params.speculative.model, "the draft model", err);
+        if (!sc.draft_model) return false;
+        if (!draft_vocab_compatible(llama_model_get_vocab(sc.model), llama_model_get_vocab(sc.draft_model), err)) {
+            err = "the draft model '" + params.speculative.model + "' cannot draft for '" + params.model + "': " + err;
+            return false;
+        }
+        if (llama_model_is_recurrent(sc.draft_model) || llama_model_is_hybrid(sc.draft_model)) {
+            err = "the draft model '" + params.speculative.model + "' keeps a recurrent state, which cannot drop rejected drafts";
+            return false;
+        }
+        llama_context_params cparams = common_context_params_to_llama(params);
+        // every slot's history plus its drafts
+        cparams.n_ctx = (uint32_t) (n_ctx + n_slots * (params.speculative.n_max + 1));
+        cparams.n_seq_max = (uint32_t) n_slots;
+        sc.draft_ctx = llama_init_from_model(sc.draft_model, cparams);
+        if (!sc.draft_ctx) {
+            err = with_last_error("failed to create the draft model's context");
+            return false;
+        }
+    }
+    draft_params dp;
+    dp.n_max = params.speculative.n_max;
+    dp.n_min = params.speculative.n_min;
+    dp.p_min = params.speculative.p_min;
+    dp.ngram = params.speculative.ngram;
+    dp.n_vocab_target = llama_vocab_n_tokens(llama_model_get_vocab(sc.model));
+    sc.drafts = std::make_unique<drafter>(dp, sc.draft_ctx, n_slots);
+    sc.engine->set_drafter(sc.drafts.get());
+    LOG_INF("speculative decoding: %s%s%s, up to %d tokens per step\n", params.speculative.model.empty() ? "" : "draft model ",
+            params.speculative.model.c_str(), params.speculative.ngram ? (params.speculative.model.empty() ? "n-gram lookup" : " and n-gram lookup") : "", params.speculative.n_max);
+    return true;
+}
+
 bool load_model(server_context & sc, std::string & err) {
     common_params & params = sc.params;
     if (params.model.empty() || params.demo) {
@@ -546,22 +636,15 @@ bool load_model(server_context & sc, std::string & err) {
     }
     sc.model_path = params.model;
 
-    llama_model_params mparams;
-    if (!common_model_params_to_llama(params, mparams, err)) return false;
-    sc.model = llama_model_load_from_file(params.model.c_str(), mparams);
-    if (!sc.model) {
-        const char * why = llama_last_error();
-        err = "failed to load model '" + params.model + "'" + (why && *why ? std::string(": ") + why : std::string());
-        return false;
-    }
+    sc.model = load_model_file(params, params.model, "model", err);
+    if (!sc.model) return false;
     const int32_t n_slots = std::max(1, params.n_parallel);
     llama_context_params cparams = common_context_params_to_llama(params);
     if (cparams.n_ctx == 0) cparams.n_ctx = (uint32_t) llama_model_n_ctx_train(sc.model);
     cparams.n_seq_max = (uint32_t) n_slots;
     sc.ctx = llama_init_from_model(sc.model, cparams);
     if (!sc.ctx) {
-        const char * why = llama_last_error();
-        err = std::string("failed to create the context") + (why && *why ? std::string(": ") + why : std::string());
+        err = with_last_error("failed to create the context");
         return false;
     }
     const int32_t n_ctx = (int32_t) llama_n_ctx(sc.ctx);
@@ -608,6 +691,7 @@ bool load_model(server_context & sc, std::string & err) {
     sc.info.model_name = name;
     sc.info.vocab = vocab;
     sc.info.n_ctx_slot = n_ctx_slot;
+    sc.info.n_slots = n_slots;
     sc.info.defaults = &sc.params;
     sc.info.tmpl = sc.tmpl.get();
     sc.info.markup = reasoning_markup_from_template(sc.tmpl_source);
@@ -618,7 +702,11 @@ bool load_model(server_context & sc, std::string & err) {
     ep.n_ctx_slot = n_ctx_slot;
     ep.n_batch = (int32_t) llama_n_batch(sc.ctx);
     ep.queue_capacity = std::max(16, 4 * n_slots);
+    ep.context_shift = params.ctx_shift;
+    ep.n_cache_reuse = params.n_cache_reuse;
+    if (!params.slot_save_path.empty() && !prepare_slot_save_dir(params.slot_save_path, err)) return false;
     sc.engine = std::make_unique<slot_engine>(sc.ctx, ep);
+    if (!params.embedding && !load_drafter(sc, n_ctx, n_slots, err)) return false;
     if (params.embedding) {
         const pooling_kind pooling = params.pooling.empty() ? pooling_of_model(sc.model) : pooling_from_name(params.pooling);
         sc.embeddings = std::make_unique<embedding_engine>(sc.ctx, pooling);
@@ -659,6 +747,18 @@ int main(int argc, char ** argv) {
     svr.set_write_timeout(sc.params.timeout_write);
     svr.set_payload_max_length(64u << 20);
     register_routes(svr, sc);
+    if (!sc.params.ssl_file_key.empty() || !sc.params.ssl_file_cert.empty()) {
+        std::string err;
+        if (sc.params.ssl_file_key.empty() || sc.params.ssl_file_cert.empty()) {
+            LOG_ERR("error: HTTPS needs both --ssl-key-file and --ssl-cert-file\n");
+            return 1;
+        }
+        if (!svr.enable_tls(sc.params.ssl_file_cert, sc.params.ssl_file_key, err)) {
+            LOG_ERR("error: %s\n", err.c_str());
+            return 1;
+        }
+    }
+    const char * scheme = svr.tls() ? "https" : "http";
 
     int port = sc.params.port;
     if (port == 0) {
@@ -672,7 +772,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
     std::thread http([&svr] { svr.listen_after_bind(); });
-    LOG_INF("server is listening on http://%s:%d (loading the model; /health answers 503 until it is ready)\n",
+    LOG_INF("server is listening on %s://%s:%d (loading the model; /health answers 503 until it is ready)\n", scheme,
             sc.params.hostname.c_str(), port);
 
     std::string err;
@@ -685,8 +785,8 @@ int main(int argc, char ** argv) {
     // an embedding server decodes on the request threads (one at a time); the slot loop stays idle
     if (!sc.embeddings) sc.engine->start();
     sc.state = server_state::ready;
-    LOG_INF("ready: http://%s:%d/v1 serves '%s'\n", sc.params.hostname.c_str(), port, sc.info.model_name.c_str());
-    if (sc.params.webui) LOG_INF("chat page: http://%s:%d/\n", sc.params.hostname.c_str(), port);
+    LOG_INF("ready: %s://%s:%d/v1 serves '%s'\n", scheme, sc.params.hostname.c_str(), port, sc.info.model_name.c_str());
+    if (sc.params.webui) LOG_INF("chat page: %s://%s:%d/\n", scheme, sc.params.hostname.c_str(), port);
 
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -5,7 +5,7 @@
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer, model, postJson } from './lib.js';
+import { startServer, model, postJson, ADD_PARAMETERS } from './lib.js';
 
 const MODEL = 'stories260K.gguf';
 
@@ -119,7 +119,10 @@ describe('Anthropic Messages API', () => {
     [{ ...base, messages: [] }, /messages/],
     [{ ...base, messages: [{ role: 'tool', content: 'x' }] }, /role/],
     [{ ...base, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }, /image/],
-    [{ ...base, tools: [{ name: 'f', input_schema: { type: 'object' } }] }, /tools/],
+    [{ ...base, tools: [{ name: 'f' }] }, /tools\[0\]\.input_schema/],
+    [{ ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, /server tools/],
+    [{ ...base, tools: [{ name: 'f', input_schema: { type: 'object' } }], tool_choice: { type: 'sometimes' } }, /tool_choice/],
+    [{ ...base, messages: [{ role: 'user', content: [{ type: 'tool_result' }] }] }, /tool_use_id/],
     [{ ...base, thinking: { type: 'enabled', budget_tokens: 1024 } }, /thinking/],
     [{ ...base, stop_sequences: 'x' }, /stop_sequences/],
   ];
@@ -132,4 +135,70 @@ describe('Anthropic Messages API', () => {
       });
     });
   }
+});
+
+// Tools on the synthetic Qwen3 model (its template writes <tool_call> JSON): tool_choice "any"
+// or a named tool makes the grammar force a call even from random weights; the call comes back
+// as a tool_use block with stop_reason tool_use, whole and streamed, and a tool_result answers it.
+describe('Anthropic Messages API tools', () => {
+  let srv;
+  let client;
+  before(async () => {
+    srv = await startServer(['-m', model('synth-qwen3-Q8_0.gguf'), '-c', '1024', '-t', '1', '-tb', '1']);
+    client = new Anthropic({ baseURL: srv.url, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+  });
+  after(async () => { assert.equal((await srv?.stop())?.code, 0); });
+
+  const tools = [{
+    name: 'add',
+    description: 'Add two integers',
+    input_schema: ADD_PARAMETERS,
+  }];
+  const ask = { model: 'synth', max_tokens: 300, temperature: 0, tools, messages: [{ role: 'user', content: 'What is 2 + 3?' }] };
+  const checkCall = (block) => {
+    assert.equal(block.type, 'tool_use');
+    assert.equal(block.name, 'add');
+    assert.match(block.id, /\S/);
+    assert.deepEqual(Object.keys(block.input).sort(), ['a', 'b']);
+    assert.ok(Number.isInteger(block.input.a) && Number.isInteger(block.input.b));
+  };
+
+  test('tool_choice any: a tool_use block and stop_reason tool_use, the same streamed', async () => {
+    const msg = await client.messages.create({ ...ask, tool_choice: { type: 'any', disable_parallel_tool_use: true } });
+    assert.equal(msg.stop_reason, 'tool_use');
+    const calls = msg.content.filter((b) => b.type === 'tool_use');
+    assert.equal(calls.length, 1);
+    checkCall(calls[0]);
+
+    const streamed = await client.messages.stream({ ...ask, tool_choice: { type: 'any', disable_parallel_tool_use: true } }).finalMessage();
+    assert.equal(streamed.stop_reason, 'tool_use');
+    const sc = streamed.content.filter((b) => b.type === 'tool_use');
+    assert.equal(sc.length, 1);
+    checkCall(sc[0]);
+    assert.deepEqual(sc[0].input, calls[0].input);
+    assert.equal(sc[0].name, calls[0].name);
+
+    // the result goes back as a tool_result block; the conversation renders and is answered
+    const next = await client.messages.create({
+      ...ask,
+      tool_choice: { type: 'none' },
+      max_tokens: 8,
+      messages: [
+        ...ask.messages,
+        { role: 'assistant', content: [{ type: 'text', text: 'Let me add.' }, calls[0]] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: calls[0].id, content: '5' }, { type: 'text', text: 'Thanks' }] },
+      ],
+    });
+    assert.ok(['end_turn', 'max_tokens'].includes(next.stop_reason));
+    assert.equal(next.content.filter((b) => b.type === 'tool_use').length, 0);
+    const counted = await client.messages.countTokens({ model: 'synth', tools, messages: ask.messages });
+    const plain = await client.messages.countTokens({ model: 'synth', messages: ask.messages });
+    assert.ok(counted.input_tokens > plain.input_tokens, 'the tools are part of the counted prompt');
+  });
+
+  test('a named tool is called', async () => {
+    const msg = await client.messages.create({ ...ask, tool_choice: { type: 'tool', name: 'add' } });
+    assert.equal(msg.stop_reason, 'tool_use');
+    checkCall(msg.content.find((b) => b.type === 'tool_use'));
+  });
 });

@@ -1,7 +1,8 @@
 // Generation throughput of llama-server with 1 and with N concurrent streams (not a test; run by
 // hand): node bench.js MODEL.gguf [N=4] [TOKENS=128] [extra server args...]
 // Each stream asks for TOKENS tokens with ignore_eos; the rate is tokens over the time from the
-// first streamed token to the last, per stream and summed over the streams.
+// first streamed token to the last, per stream and summed over the streams. With speculative
+// decoding (-md DRAFT.gguf, --spec-type ngram-simple) the drafts' acceptance rate is printed too.
 import OpenAI from 'openai';
 import { startServer } from './lib.js';
 
@@ -13,7 +14,7 @@ if (!modelPath) {
 const N = Number(nArg || 4);
 const TOKENS = Number(tokArg || 128);
 
-const srv = await startServer(['-m', modelPath, '-np', String(N), '-c', String(N * (TOKENS + 64)), ...extra]);
+const srv = await startServer(['-m', modelPath, '-np', String(N), '-c', String(N * (TOKENS + 64)), '--metrics', ...extra]);
 const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 600000 });
 
 async function stream(i) {
@@ -53,5 +54,12 @@ for (const k of [1, N]) {
   const per = results[k].map((r) => r.perStream.reduce((a, b) => a + b, 0) / r.perStream.length).sort((a, b) => a - b);
   console.log(`${k} stream(s) x ${TOKENS} tokens, ${REPS} runs: total ${agg[agg.length >> 1].toFixed(1)} tokens/s median, ` +
     `${agg[agg.length - 1].toFixed(1)} best; per stream ${per[per.length >> 1].toFixed(1)} median, ${per[per.length - 1].toFixed(1)} best`);
+}
+const metrics = await (await fetch(`${srv.url}/metrics`)).text();
+const counter = (name) => Number((metrics.match(new RegExp(`^llamacpp:${name} (\\S+)$`, 'm')) || [])[1] || 0);
+const drafted = counter('n_drafted_total');
+if (drafted > 0) {
+  const accepted = counter('n_drafted_accepted_total');
+  console.log(`speculative decoding: ${accepted} of ${drafted} drafted tokens accepted (${(100 * accepted / drafted).toFixed(1)}%)`);
 }
 await srv.stop();

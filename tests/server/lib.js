@@ -3,6 +3,7 @@
 // KILN_SHARED (the shared data directory) come from tests/tools/server.sh.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 
 export const BIN = process.env.KILN_BIN || path.resolve('build/bin');
@@ -32,8 +33,9 @@ const deadlineAfter = (ms) => new Promise((r) => setTimeout(r, ms).unref()).then
 // Starts llama-server with args (plus --port 0) and resolves when /health answers 200.
 // The port is read from the server's "listening on http://HOST:PORT" line, so there is no race
 // for a port picked in advance.
-// env: variables added to the server's environment (LLAMA_ARG_*).
-export async function startServer(args, { timeoutMs = 60000, env = {} } = {}) {
+// env: variables added to the server's environment (LLAMA_ARG_*); ca: the certificate to trust
+// when the server speaks HTTPS (--ssl-cert-file).
+export async function startServer(args, { timeoutMs = 60000, env = {}, ca = null } = {}) {
   if (!fs.existsSync(SERVER)) throw new Error(`${SERVER} is not built`);
   const proc = spawn(SERVER, [...args, '--host', '127.0.0.1', '--port', '0'], {
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -47,22 +49,23 @@ export async function startServer(args, { timeoutMs = 60000, env = {} } = {}) {
   const portPromise = new Promise((resolve) => {
     proc.stderr.on('data', (d) => {
       log += d.toString();
-      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
-      if (m) resolve(Number(m[1]));
+      const m = log.match(/listening on (https?):\/\/[^:]+:(\d+)/);
+      if (m) resolve({ scheme: m[1], port: Number(m[2]) });
     });
     // a server that exits before listening (a bad flag) is reported once its stderr is read
     proc.on('close', () => resolve(null));
   });
   const deadline = Date.now() + timeoutMs;
-  const port = await Promise.race([portPromise, deadlineAfter(timeoutMs)]);
-  if (!port) { proc.kill('SIGKILL'); throw new Error(`llama-server did not start:\n${log}`); }
-  const url = `http://127.0.0.1:${port}`;
+  const listening = await Promise.race([portPromise, deadlineAfter(timeoutMs)]);
+  if (!listening) { proc.kill('SIGKILL'); throw new Error(`llama-server did not start:\n${log}`); }
+  const { port } = listening;
+  const url = `${listening.scheme}://127.0.0.1:${port}`;
   let sawLoading = false;
   for (;;) {
     if (exited) throw new Error(`llama-server exited (${JSON.stringify(exited)}):\n${log}`);
     if (Date.now() > deadline) { proc.kill('SIGKILL'); throw new Error(`llama-server not healthy in time:\n${log}`); }
     try {
-      const r = await fetch(`${url}/health`);
+      const r = listening.scheme === 'https' ? await httpsGet(`${url}/health`, ca) : await fetch(`${url}/health`);
       if (r.status === 200) break;
       if (r.status === 503) sawLoading = true;
     } catch { /* not accepting yet */ }
@@ -82,6 +85,17 @@ export async function startServer(args, { timeoutMs = 60000, env = {} } = {}) {
       return res;
     },
   };
+}
+
+// GET over HTTPS trusting ca: { status, text }.
+export function httpsGet(url, ca) {
+  return new Promise((resolve, reject) => {
+    https.get(url, { ca }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text }));
+    }).on('error', reject);
+  });
 }
 
 export async function postJson(url, body, headers = {}) {
@@ -124,3 +138,12 @@ export async function waitFor(fn, timeoutMs, stepMs = 50) {
 }
 
 export { sleep };
+
+// The parameters of an "add" tool, for the tool-calling tests of the APIs built on the chat
+// machinery (the grammar keeps even a random-weight model's arguments inside them).
+export const ADD_PARAMETERS = {
+  type: 'object',
+  properties: { a: { type: 'integer', minimum: -99, maximum: 99 }, b: { type: 'integer', minimum: -99, maximum: 99 } },
+  required: ['a', 'b'],
+  additionalProperties: false,
+};

@@ -5,7 +5,7 @@
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer, model, postJson } from './lib.js';
+import { startServer, model, postJson, ADD_PARAMETERS } from './lib.js';
 
 const MODEL = 'stories260K.gguf';
 
@@ -99,8 +99,10 @@ describe('Responses API', () => {
     [{ ...base, input: [] }, /input/],
     [{ ...base, previous_response_id: 'resp_x' }, /previous_response_id/],
     [{ ...base, store: true }, /store/],
-    [{ ...base, tools: [{ type: 'function', name: 'f', parameters: {} }] }, /tools/],
-    [{ ...base, input: [{ type: 'function_call_output', call_id: 'c', output: 'x' }] }, /function_call_output/],
+    [{ ...base, tools: [{ type: 'web_search' }] }, /tools\[0\]\.type/],
+    [{ ...base, tools: [{ type: 'function' }] }, /tools\[0\]\.name/],
+    [{ ...base, input: [{ type: 'function_call_output', output: 'x' }] }, /call_id/],
+    [{ ...base, input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: {} }] }, /arguments/],
     [{ ...base, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, /input_image/],
     [{ ...base, text: { format: { type: 'json_object' } } }, /text.format/],
     [{ ...base, max_output_tokens: 0 }, /max_output_tokens/],
@@ -114,4 +116,72 @@ describe('Responses API', () => {
       });
     });
   }
+});
+
+// Function tools on the synthetic Qwen3 model (its template writes <tool_call> JSON):
+// tool_choice "required" makes the grammar force a call even from random weights; it comes back
+// as a function_call output item, whole and streamed, and a function_call_output answers it.
+describe('Responses API function calls', () => {
+  let srv;
+  let client;
+  before(async () => {
+    srv = await startServer(['-m', model('synth-qwen3-Q8_0.gguf'), '-c', '1024', '-t', '1', '-tb', '1']);
+    client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+  });
+  after(async () => { assert.equal((await srv?.stop())?.code, 0); });
+
+  const tools = [{
+    type: 'function',
+    name: 'add',
+    description: 'Add two integers',
+    parameters: ADD_PARAMETERS,
+  }];
+  const ask = { model: 'synth', input: 'What is 2 + 3?', tools, tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: 300, temperature: 0 };
+  const checkCall = (item) => {
+    assert.equal(item.type, 'function_call');
+    assert.equal(item.name, 'add');
+    assert.equal(item.status, 'completed');
+    assert.match(item.call_id, /\S/);
+    const args = JSON.parse(item.arguments);
+    assert.deepEqual(Object.keys(args).sort(), ['a', 'b']);
+  };
+
+  test('a forced call is a function_call item, whole and streamed; its output renders', async () => {
+    const r = await client.responses.create(ask);
+    assert.equal(r.status, 'completed');
+    const calls = r.output.filter((o) => o.type === 'function_call');
+    assert.equal(calls.length, 1);
+    checkCall(calls[0]);
+    assert.equal(r.tools.length, 1);
+    assert.equal(r.tool_choice, 'required');
+
+    const stream = await client.responses.create({ ...ask, stream: true });
+    let done, args = '';
+    const types = [];
+    for await (const ev of stream) {
+      types.push(ev.type);
+      if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+      if (ev.type === 'response.completed') done = ev.response;
+    }
+    assert.ok(types.includes('response.output_item.added'));
+    assert.ok(types.includes('response.function_call_arguments.done'));
+    const sc = done.output.filter((o) => o.type === 'function_call');
+    assert.equal(sc.length, 1);
+    checkCall(sc[0]);
+    assert.equal(sc[0].arguments, args);
+    assert.equal(sc[0].arguments, calls[0].arguments);
+
+    const next = await client.responses.create({
+      ...ask,
+      tool_choice: 'none',
+      max_output_tokens: 8,
+      input: [
+        { role: 'user', content: 'What is 2 + 3?' },
+        { type: 'function_call', call_id: calls[0].call_id, name: 'add', arguments: calls[0].arguments },
+        { type: 'function_call_output', call_id: calls[0].call_id, output: '5' },
+      ],
+    });
+    assert.equal(next.output.filter((o) => o.type === 'function_call').length, 0);
+    assert.equal(next.output.filter((o) => o.type === 'message').length, 1);
+  });
 });

@@ -81,7 +81,17 @@ if [ -f "$MODEL" ]; then
     grep -q "every weight is finite" "$TMP/checked.err" && pass || fail "--check-tensors did not check"
     grep -q "of weights locked in RAM" "$TMP/checked.err" && pass || fail "--mlock did not lock"
     expect_err "-rtr is not supported yet" "$TOOL" -m "$MODEL" -p "$P" -rtr $T
-    expect_err "--keep is not supported yet" "$TOOL" -m "$MODEL" -p "$P" --keep 4 $T
+
+    # context shift: with -c 32 the generation goes past the context (the oldest half after
+    # --keep is dropped); with --no-context-shift it stops at the context with a warning, and
+    # what it printed is where the shifted run started
+    run shift -m "$MODEL" -p "$P" -c 32 -n 64 --temp 0 --ignore-eos --keep 2 $T
+    run noshift -m "$MODEL" -p "$P" -c 32 -n 64 --temp 0 --ignore-eos --keep 2 --no-context-shift $T
+    grep -q "eval time = .* /    63 runs" "$TMP/shift.err" && pass || fail "context shift: not 63 evaluations for -n 64 in -c 32: $(grep 'eval time' "$TMP/shift.err")"
+    grep -q "the context is full (32 tokens) and cannot shift (--no-context-shift)" "$TMP/noshift.err" && pass || fail "--no-context-shift: no warning"
+    [ "$(wc -c <"$TMP/noshift.out")" -lt "$(wc -c <"$TMP/shift.out")" ] || fail "--no-context-shift printed as much as the shifted run"
+    cmp -s -n "$(( $(wc -c <"$TMP/noshift.out") - 1 ))" "$TMP/noshift.out" "$TMP/shift.out" && pass ||
+        fail "the unshifted output is not a prefix of the shifted one"
 
     run seed_a -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 $T
     run seed_b -m "$MODEL" -p "$P" -n 32 --temp 0.9 -s 1234 -t 1
@@ -111,9 +121,41 @@ if [ -f "$MODEL" ]; then
     tmpl="$TMP/chat.jinja"
     printf '%s' '{% for m in messages %}[{{ m.role }}] {{ m.content }}
 {% endfor %}[assistant]' >"$tmpl"
-    run chat -m "$MODEL" -p "$P" -cnv --chat-template-file "$tmpl" -n 8 --temp 0 $T
-    grep -q "^\[user\] $P" "$TMP/chat.err" || fail "-cnv did not log the formatted prompt"
-    if grep -q "^$P" "$TMP/chat.out"; then fail "-cnv echoed the raw prompt"; else pass; fi
+    # speculative decoding: the output is the one without drafts (greedy, sampled with a seed,
+    # across a context shift); a draft model equal to the main model has every draft accepted
+    Q="$SHARED/models/synth-qwen3-f16.gguf"
+    QP="The quick brown fox jumps over the lazy dog. The quick brown"
+    run spec_ref -m "$Q" -p "$QP" -n 40 --temp 0 --ignore-eos $T
+    run spec_ngram -m "$Q" -p "$QP" -n 40 --temp 0 --ignore-eos --spec-type ngram-simple $T
+    run spec_same -m "$Q" -p "$QP" -n 40 --temp 0 --ignore-eos -md "$Q" --draft-p-min 0 --draft-max 6 $T
+    same spec_ref spec_ngram
+    same spec_ref spec_same
+    grep -q "speculative decoding: \([1-9][0-9]*\) of \1 drafted tokens accepted" "$TMP/spec_same.err" && pass ||
+        fail "a draft equal to the model: not every draft accepted: $(grep speculative "$TMP/spec_same.err")"
+    run spec_sref -m "$Q" -p "$QP" -n 40 --temp 0.9 -s 7 --ignore-eos $T
+    run spec_sq4 -m "$Q" -p "$QP" -n 40 --temp 0.9 -s 7 --ignore-eos -md "$SHARED/models/synth-qwen3-Q4_K_M.gguf" $T
+    same spec_sref spec_sq4
+    run spec_cref -m "$Q" -p "$QP" -c 40 -n 60 --temp 0 --ignore-eos $T
+    run spec_cshift -m "$Q" -p "$QP" -c 40 -n 60 --temp 0 --ignore-eos --spec-type ngram-simple $T
+    same spec_cref spec_cshift
+    expect_err "cannot draft for" "$TOOL" -m "$Q" -p "$QP" -n 4 -md "$MODEL" $T
+
+    # -cnv: a chat read from stdin; -p is the system message; each turn decodes only what the
+    # template adds (the previous reply as the template writes it, and the new user turn);
+    # /exit ends it, and what follows is never read
+    printf 'Hello there\nHow are you\n/exit\nNever read\n' >"$TMP/chat.in"
+    if "$TOOL" -m "$MODEL" -p "You are nice" -cnv --chat-template-file "$tmpl" -n 8 --temp 0 --verbose-prompt $T \
+        <"$TMP/chat.in" >"$TMP/chat.out" 2>"$TMP/chat.err"; then pass; else fail "-cnv exited non-zero: $(tail -c 300 "$TMP/chat.err")"; fi
+    [ "$(grep -c "^new prompt text" "$TMP/chat.err")" = 2 ] && pass || fail "-cnv: not two turns: $(head -c 400 "$TMP/chat.err")"
+    grep -q "^\[system\] You are nice" "$TMP/chat.err" && pass || fail "-cnv: -p is not the system message"
+    reply1="$(sed -n 's/^> //p' "$TMP/chat.out" | head -1)"
+    [ -n "$reply1" ] && pass || fail "-cnv: no first reply: $(cat "$TMP/chat.out")"
+    # the second turn's new text starts with the first reply, then the user's second line
+    awk '/^new prompt text/{n++} n==2' "$TMP/chat.err" | grep -qF -- "$reply1" && pass || fail "-cnv: the second turn does not carry the first reply"
+    awk '/^new prompt text/{n++} n==2' "$TMP/chat.err" | grep -q "^\[user\] How are you" && pass || fail "-cnv: the second user turn is missing"
+    if grep -q "Never read" "$TMP/chat.err"; then fail "-cnv read past /exit"; else pass; fi
+    # end of input ends the chat too
+    if "$TOOL" -m "$MODEL" -cnv --chat-template-file "$tmpl" -n 4 $T </dev/null >/dev/null 2>&1; then pass; else fail "-cnv at end of input exited non-zero"; fi
     expect_err "prompt is too long" "$TOOL" -m "$MODEL" -p "$P $P $P $P" -c 8 -n 1 $T
 
     # --grammar / --grammar-file constrain the sampled text; bad grammars name line and column
