@@ -12,7 +12,16 @@
 
 llama_context::~llama_context() {
     if (sched) ggml_backend_sched_free(sched);
+    for (auto * b : device_backends) ggml_backend_free(b);
     if (cpu) ggml_backend_free(cpu);
+}
+
+void llama_context::set_threads(int n) {
+    ggml_backend_cpu_set_n_threads(cpu, n);
+    const int share = std::max(1, n / std::max(1, (int) device_backends.size()));
+    for (auto * b : device_backends) {
+        if (ggml_backend_is_cpu(b)) ggml_backend_cpu_set_n_threads(b, share);
+    }
 }
 
 namespace {
@@ -105,7 +114,7 @@ bool apply_kv_shift(llama_context & lctx) {
             }
             ggml_backend_tensor_set(c.second, d.data(), 0, d.size() * sizeof(int32_t));
         }
-        ggml_backend_cpu_set_n_threads(lctx.cpu, lctx.cparams.n_threads_batch);
+        lctx.set_threads(lctx.cparams.n_threads_batch);
         ok = ggml_backend_sched_graph_compute(lctx.sched, gf) == GGML_STATUS_SUCCESS;
     }
     ggml_free(ctx);
@@ -313,7 +322,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
             return fail(-2, "failed to allocate the compute graph");
         }
         fill_inputs(*this, g, ub);
-        ggml_backend_cpu_set_n_threads(cpu, nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
+        set_threads(nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
         if (ggml_backend_sched_graph_compute(sched, gf) != GGML_STATUS_SUCCESS) {
             ggml_free(ctx0);
             return fail(-3, "graph computation failed");
@@ -481,25 +490,34 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     for (uint32_t il = 0; il < hp.n_layer; ++il) n_swa_layers += hp.is_swa(il);
     const uint32_t swa_cells = (uint32_t) std::min<uint64_t>(cp.n_ctx, ((uint64_t) cp.n_seq_max * hp.n_swa + cp.n_ubatch + 31) / 32 * 32);
     std::string err;
+    // each layer's cache and state live with its weights
+    const std::vector<ggml_backend_buffer_type_t> * where = model->devices.empty() ? nullptr : &model->layer_buft;
     if (n_swa_layers > 0 && !cp.swa_full && swa_cells < cp.n_ctx) {
         std::vector<llama_kv_layer_shape> global = shapes, window = shapes;
         for (uint32_t il = 0; il < hp.n_layer; ++il) (hp.is_swa(il) ? global : window)[il] = llama_kv_layer_shape{};
-        if (!ctx->kv.init(global, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
-        if (!ctx->kv_swa.init(window, swa_cells, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
-    } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) {
+        if (!ctx->kv.init(global, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err, where)) return fail(err);
+        if (!ctx->kv_swa.init(window, swa_cells, cp.n_seq_max, params.type_k, params.type_v, err, where)) return fail(err);
+    } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err, where)) {
         return fail(err);
     }
     if (model->arch->recurrent_shapes) {
         std::vector<llama_recurrent_layer_shape> rshapes;
         model->arch->recurrent_shapes(*model, rshapes);
         cp.n_ctx_checkpoints = params.n_ctx_checkpoints;
-        if (!ctx->rs.init(rshapes, cp.n_seq_max, cp.n_ctx_checkpoints, err)) return fail(err);
+        if (!ctx->rs.init(rshapes, cp.n_seq_max, cp.n_ctx_checkpoints, err, where)) return fail(err);
     }
     ctx->cpu = ggml_backend_cpu_init();
-    ggml_backend_cpu_set_n_threads(ctx->cpu, cp.n_threads);
-    ggml_backend_t backends[1] = { ctx->cpu };
+    std::vector<ggml_backend_t> backends;
+    for (ggml_backend_dev_t d : model->devices) {
+        ggml_backend_t b = ggml_backend_dev_init(d);
+        if (!b) return fail(llama_format("cannot start a backend on device %s", ggml_backend_dev_name(d)));
+        ctx->device_backends.push_back(b);
+        backends.push_back(b);
+    }
+    backends.push_back(ctx->cpu);
+    ctx->set_threads(cp.n_threads);
     ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 96 * hp.n_layer + 256);
-    ctx->sched = ggml_backend_sched_new(backends, 1, ctx->graph_size);
+    ctx->sched = ggml_backend_sched_new(backends.data(), (int) backends.size(), ctx->graph_size);
     ctx->graph_mem.resize(ggml_tensor_overhead() * ctx->graph_size + ggml_graph_overhead_custom(ctx->graph_size) + 4096);
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
@@ -547,8 +565,10 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
     // size the compute buffer with the worst case: a full micro-batch attending to the whole cache
     if (!ctx->reserve()) return fail("cannot allocate the compute buffer");
-    LLAMA_LOG_INFO("llama_init_from_model: compute buffer (CPU) %.2f MiB\n",
-                   ggml_backend_sched_get_buffer_size(ctx->sched, ctx->cpu) / 1048576.0);
+    for (ggml_backend_t b : backends) {
+        const size_t n = ggml_backend_sched_get_buffer_size(ctx->sched, b);
+        if (b == ctx->cpu || n > 0) LLAMA_LOG_INFO("llama_init_from_model: compute buffer (%s) %.2f MiB\n", ggml_backend_name(b), n / 1048576.0);
+    }
     ctx->t_start_us = ggml_time_us();
     return ctx;
 }

@@ -45,6 +45,7 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("split_mode", p.split_mode);
     v("tensor_split", p.tensor_split);
     v("main_gpu", p.main_gpu);
+    v("devices", p.devices);
     v("use_mmap", p.use_mmap);
     v("use_mlock", p.use_mlock);
     v("check_tensors", p.check_tensors);
