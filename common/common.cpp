@@ -84,8 +84,9 @@ std::string common_kv_cache_type_names() {
 
 namespace {
 
-std::string device_names() {
-    std::string out = "CPU";
+// what -ot (with the host, "CPU") or -dev (with "none") accepts
+std::string device_names(const char * extra) {
+    std::string out = extra;
     for (size_t i = 0; i < ggml_backend_dev_count(); ++i) out += std::string(", ") + ggml_backend_dev_name(ggml_backend_dev_get(i));
     return out;
 }
@@ -111,7 +112,7 @@ bool common_model_params_to_llama(common_params & params, llama_model_params & o
             if (name == "none") continue;
             ggml_backend_dev_t d = ggml_backend_dev_by_name(name.c_str());
             if (!d) {
-                err = "-dev " + name + ": no such device (available: " + device_names() + ")";
+                err = "-dev " + name + ": no such device (available: " + device_names("none") + ")";
                 return false;
             }
             params.device_storage.push_back(d);
@@ -147,7 +148,7 @@ bool common_model_params_to_llama(common_params & params, llama_model_params & o
             buft = ggml_backend_dev_buffer_type(d);
         }
         if (!buft) {
-            err = "-ot " + ov.pattern + "=" + ov.buft + ": unknown buffer type '" + ov.buft + "' (available: " + device_names() + ")";
+            err = "-ot " + ov.pattern + "=" + ov.buft + ": unknown buffer type '" + ov.buft + "' (available: " + device_names("CPU") + ")";
             params.tensor_buft_storage.clear();
             return false;
         }
@@ -181,6 +182,9 @@ llama_context_params common_context_params_to_llama(const common_params & params
     out.mla             = params.mla_attn;
     out.attn_max_batch  = params.attn_max_batch;
     out.fused_moe       = params.fused_moe;
+    out.graph_reduce_type = params.graph_reduce_type == "f16"  ? GGML_TYPE_F16
+                          : params.graph_reduce_type == "bf16" ? GGML_TYPE_BF16
+                                                               : GGML_TYPE_F32;
     out.ser_n_min       = params.ser_n_min;
     out.ser_threshold   = params.ser_threshold;
     out.n_ctx_checkpoints = (uint32_t) std::max(params.n_ctx_checkpoints, 0);

@@ -97,6 +97,8 @@ struct llama_context_params {
     // models with recurrent layers: copies of a sequence's state kept after each prompt piece
     // (--ctx-checkpoints), so llama_memory_seq_rm can go back to them
     uint32_t n_ctx_checkpoints;
+    // -sm graph: the type partial sums cross devices in (-grt: f32, f16 or bf16)
+    enum ggml_type graph_reduce_type;
 };
 
 struct llama_batch {

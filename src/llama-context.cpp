@@ -16,6 +16,10 @@ llama_context::~llama_context() {
     if (cpu) ggml_backend_free(cpu);
 }
 
+void llama_context::pin_nodes(const llm_graph_context & g) {
+    for (const auto & p : g.pinned) ggml_backend_sched_set_tensor_backend(sched, p.first, device_backends[p.second]);
+}
+
 void llama_context::set_threads(int n) {
     ggml_backend_cpu_set_n_threads(cpu, n);
     const int share = std::max(1, n / std::max(1, (int) device_backends.size()));
@@ -91,7 +95,7 @@ bool apply_kv_shift(llama_context & lctx) {
             // the RoPE'd leading part of every head, as [n_rot, n_head, cells]
             ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv->size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
             ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
-            const bool swa = hp.is_swa((uint32_t) il);
+            const bool swa = hp.is_swa((uint32_t) (sh.layer >= 0 ? sh.layer : (int) il));
             // each pair's angle is linear in its position, so rotating by the shift moves the key there
             ggml_tensor * r = multi ? ggml_rope_multi(ctx, f, pos, nullptr, sh.n_rot, hp.rope_sections, hp.rope_type,
                                                       (int) hp.n_ctx_orig_yarn, base, scale, hp.yarn_ext_factor,
@@ -317,6 +321,7 @@ int32_t llama_context::decode(const llama_batch & batch) {
         if (cb_eval) observe_mark(*this, gf);
 
         ggml_backend_sched_reset(sched);
+        pin_nodes(g);
         if (!ggml_backend_sched_alloc_graph(sched, gf)) {
             ggml_free(ctx0);
             return fail(-2, "failed to allocate the compute graph");
@@ -408,6 +413,8 @@ bool llama_context::reserve() {
     ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
     llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr, rs.active() ? &rs : nullptr);
     ggml_build_forward_expand(gf, model.arch->build_graph(g));
+    ggml_backend_sched_reset(sched);
+    pin_nodes(g);
     const bool ok = ggml_backend_sched_reserve(sched, gf);
     kv.reserve_full = kv_swa.reserve_full = false;
     ggml_free(ctx0);
@@ -431,6 +438,7 @@ llama_context_params llama_context_default_params(void) {
     p.type_v = GGML_TYPE_F16;
     p.mla = -1;
     p.fused_moe = true;
+    p.graph_reduce_type = GGML_TYPE_F32;
     return p;
 }
 
@@ -453,6 +461,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     cp.rope_freq_base = params.rope_freq_base;
     cp.rope_freq_scale = params.rope_freq_scale;
     cp.swa_full = params.swa_full;
+    cp.reduce_type = params.graph_reduce_type;
+    if (cp.reduce_type != GGML_TYPE_F32 && cp.reduce_type != GGML_TYPE_F16 && cp.reduce_type != GGML_TYPE_BF16) {
+        delete ctx;
+        llama_set_last_error("graph_reduce_type must be f32, f16 or bf16");
+        LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_type must be f32, f16 or bf16\n");
+        return nullptr;
+    }
     ctx->no_perf = params.no_perf;
     cp.embeddings = params.embeddings;
     ctx->cb_eval = params.cb_eval;
@@ -490,11 +505,33 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     for (uint32_t il = 0; il < hp.n_layer; ++il) n_swa_layers += hp.is_swa(il);
     const uint32_t swa_cells = (uint32_t) std::min<uint64_t>(cp.n_ctx, ((uint64_t) cp.n_seq_max * hp.n_swa + cp.n_ubatch + 31) / 32 * 32);
     std::string err;
-    // each layer's cache and state live with its weights
-    const std::vector<ggml_backend_buffer_type_t> * where = model->devices.empty() ? nullptr : &model->layer_buft;
+    // each layer's cache and state live with its weights; a cut layer's heads with their shard
+    std::vector<ggml_backend_buffer_type_t> layer_buft = model->layer_buft;
+    if (!model->shards.empty()) {
+        if (shapes.size() != hp.n_layer) return fail("-sm graph: the KV cache does not have one entry per layer");
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            if (model->shards[il].empty()) continue;
+            const llama_kv_layer_shape whole = shapes[il];
+            shapes[il] = llama_kv_layer_shape{};
+            for (const llama_layer_shard & s : model->shards[il]) {
+                if (s.n_head_kv == 0) continue;
+                llama_kv_layer_shape part = whole;
+                part.n_embd_k = s.n_head_kv * whole.head_dim_k;
+                part.n_embd_v = whole.n_embd_v / hp.n_head_kv * s.n_head_kv;
+                part.n_head_k = s.n_head_kv;
+                part.layer = (int32_t) il;
+                GGML_ASSERT(shapes.size() == s.kv_slot);
+                shapes.push_back(part);
+                layer_buft.push_back(ggml_backend_dev_buffer_type(model->devices[s.device]));
+            }
+        }
+    }
+    const std::vector<ggml_backend_buffer_type_t> * where = model->devices.empty() ? nullptr : &layer_buft;
     if (n_swa_layers > 0 && !cp.swa_full && swa_cells < cp.n_ctx) {
         std::vector<llama_kv_layer_shape> global = shapes, window = shapes;
-        for (uint32_t il = 0; il < hp.n_layer; ++il) (hp.is_swa(il) ? global : window)[il] = llama_kv_layer_shape{};
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            (hp.is_swa(shapes[i].layer >= 0 ? (uint32_t) shapes[i].layer : (uint32_t) i) ? global : window)[i] = llama_kv_layer_shape{};
+        }
         if (!ctx->kv.init(global, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err, where)) return fail(err);
         if (!ctx->kv_swa.init(window, swa_cells, cp.n_seq_max, params.type_k, params.type_v, err, where)) return fail(err);
     } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err, where)) {

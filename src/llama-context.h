@@ -26,6 +26,8 @@ struct llama_context {
     ggml_backend_sched_t sched = nullptr;
     // the host CPU backend runs n threads; each CPU-backed (virtual) device a share of them
     void set_threads(int n);
+    // the graph's device choices (-sm graph's reduced sums) onto the scheduler, after its reset
+    void pin_nodes(const llm_graph_context & g);
     size_t graph_size = 0;
     std::vector<uint8_t> graph_mem;     // tensor metadata of the graph being built (reused)
 

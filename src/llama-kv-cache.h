@@ -30,6 +30,7 @@ struct llama_kv_layer_shape {
     uint32_t n_head_k = 1;
     uint32_t head_dim_k = 0;
     uint32_t n_rot = 0;
+    int32_t layer = -1;        // the model layer of an extra entry (a -sm graph shard's heads); -1: its index
 };
 
 // Plain attention: per-head K and V as the hyper-parameters say.

@@ -16,15 +16,7 @@ namespace {
 
 constexpr size_t k_max_devices = 16;
 
-// layer il of "blk.<il>.<rest>", -1 for other names
-long layer_of(const char * name) {
-    if (std::strncmp(name, "blk.", 4) != 0) return -1;
-    char * end = nullptr;
-    const long il = std::strtol(name + 4, &end, 10);
-    return end != name + 4 && *end == '.' ? il : -1;
-}
-
-// cumulative shares of the devices, normalized to end at 1
+// the devices' shares, normalized to sum 1
 std::vector<double> device_shares(const std::vector<ggml_backend_dev_t> & devices, const float * tensor_split) {
     std::vector<double> w(devices.size(), 0.0);
     double sum = 0;
@@ -38,12 +30,18 @@ std::vector<double> device_shares(const std::vector<ggml_backend_dev_t> & device
         }
         if (sum <= 0) w.assign(devices.size(), 1.0), sum = (double) devices.size();
     }
-    double acc = 0;
-    for (double & x : w) x = (acc += x) / sum;
+    for (double & x : w) x /= sum;
     return w;
 }
 
 } // namespace
+
+long llama_layer_of_name(const char * name) {
+    if (std::strncmp(name, "blk.", 4) != 0) return -1;
+    char * end = nullptr;
+    const long il = std::strtol(name + 4, &end, 10);
+    return end != name + 4 && *end == '.' ? il : -1;
+}
 
 ggml_backend_buffer_type_t llama_placement::layer_buft(uint32_t il) const {
     const int d = il < layer_device.size() ? layer_device[il] : -1;
@@ -58,7 +56,7 @@ ggml_backend_buffer_type_t llama_placement::buft_of(const char * name, const rul
         }
     }
     if (by) *by = nullptr;
-    const long il = layer_of(name);
+    const long il = llama_layer_of_name(name);
     if (il >= 0) return layer_buft((uint32_t) il);
     return main_device < 0 ? ggml_backend_cpu_buffer_type() : ggml_backend_dev_buffer_type(devices[main_device]);
 }
@@ -101,9 +99,6 @@ llama_placement llama_plan_placement(const llama_hparams & hp, const llama_model
     if (params.split_mode == LLAMA_SPLIT_MODE_ROW) {
         throw llama_error("split mode 'row' is not supported: use -sm layer (pipeline) or -sm graph");
     }
-    if (params.split_mode == LLAMA_SPLIT_MODE_GRAPH) {
-        throw llama_error("split mode 'graph' (tensor parallel) is not implemented yet: use -sm layer");
-    }
     // the head is layer n_layer: -ngl 1 offloads it alone, -ngl n_layer + 1 everything
     const int64_t ngl = params.n_gpu_layers < 0 ? (int64_t) n_layer + 1 : std::min<int64_t>(params.n_gpu_layers, n_layer + 1);
     const uint32_t first = (uint32_t) std::max<int64_t>(0, (int64_t) n_layer + 1 - ngl);   // first offloaded layer
@@ -114,8 +109,10 @@ llama_placement llama_plan_placement(const llama_hparams & hp, const llama_model
         return p;
     }
     // layer mode: layer il goes to the device whose cumulative share passes its place among
-    // the offloaded layers
-    const std::vector<double> shares = device_shares(p.devices, params.tensor_split);
+    // the offloaded layers (graph mode: the layers it cannot cut)
+    p.shares = device_shares(p.devices, params.tensor_split);
+    std::vector<double> shares = p.shares;
+    for (size_t d = 1; d < shares.size(); ++d) shares[d] += shares[d - 1];
     const uint32_t n_off = std::max<uint32_t>(n_layer - first, 1);
     for (uint32_t il = first; il < n_layer; ++il) {
         const double at = (il - first + 0.5) / n_off;
@@ -150,14 +147,33 @@ void llama_log_placement(const llama_model & m) {
     };
     for (ggml_tensor * t = ggml_get_first_tensor(m.ctx); t; t = ggml_get_next_tensor(m.ctx, t)) count(t);
     for (const auto & d : m.derived) count(d.t);
+    if (m.ctx_shards) {
+        for (ggml_tensor * t = ggml_get_first_tensor(m.ctx_shards); t; t = ggml_get_next_tensor(m.ctx_shards, t)) count(t);
+    }
+    // -sm graph: what each device holds of the cut layers
+    std::vector<std::vector<uint32_t>> cut(places.size());
+    std::vector<uint32_t> heads(places.size(), 0), cols(places.size(), 0);
+    for (uint32_t il = 0; il < m.shards.size(); ++il) {
+        for (const auto & s : m.shards[il]) {
+            cut[s.device + 1].push_back(il);
+            heads[s.device + 1] += s.n_head;
+            const ggml_tensor * up = s.w.ffn_up_exps ? s.w.ffn_up_exps : s.w.ffn_up;
+            cols[s.device + 1] += up ? (uint32_t) up->ne[1] : 0;
+        }
+    }
     for (size_t i = 0; i < places.size(); ++i) {
         std::vector<uint32_t> layers;
         for (uint32_t il = 0; il < m.layer_buft.size(); ++il) {
-            if (m.layer_buft[il] == places[i]) layers.push_back(il);
+            if (m.layer_buft[il] == places[i] && (m.shards.empty() || m.shards[il].empty())) layers.push_back(il);
         }
-        if (layers.empty() && bytes[i] == 0) continue;
-        LLAMA_LOG_INFO("llama_model_load: %-5s %s: layers %s, %.2f MiB of weights\n", ggml_backend_buft_name(places[i]),
-                       i == 0 ? "(host)" : "      ", llama_format_layers(layers).c_str(), bytes[i] / 1048576.0);
+        if (layers.empty() && bytes[i] == 0 && cut[i].empty()) continue;
+        std::string parts;
+        if (!cut[i].empty()) {
+            parts = llama_format(", parts of layers %s (%u query heads, %u FFN columns in all)", llama_format_layers(cut[i]).c_str(),
+                                 heads[i], cols[i]);
+        }
+        LLAMA_LOG_INFO("llama_model_load: %-5s %s: layers %s%s, %.2f MiB of weights\n", ggml_backend_buft_name(places[i]),
+                       i == 0 ? "(host)" : "      ", llama_format_layers(layers).c_str(), parts.c_str(), bytes[i] / 1048576.0);
     }
 }
 

@@ -16,6 +16,7 @@ struct llama_placement {
     std::vector<ggml_backend_dev_t> devices;   // the devices the model may use, in -ts order
     std::vector<int> layer_device;             // per layer: index in devices; -1: the host CPU
     int main_device = -1;                      // embeddings and output head (-1: host CPU)
+    std::vector<double> shares;                // per device, summing to 1 (-ts, or by free memory)
     struct rule {
         std::string pattern;
         std::regex re;
@@ -32,6 +33,9 @@ struct llama_placement {
 // Throws llama_error naming the parameter when the request cannot be met (an unknown device,
 // a split mode Kiln does not do, a bad -ot rule).
 llama_placement llama_plan_placement(const llama_hparams & hp, const llama_model_params & params, const std::string & path);
+
+// il of a "blk.<il>.*" tensor name, -1 for other names
+long llama_layer_of_name(const char * name);
 
 // Layer numbers as ranges, "0-3, 7" (for the load log).
 std::string llama_format_layers(const std::vector<uint32_t> & layers);

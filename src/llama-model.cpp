@@ -6,6 +6,7 @@
 #include "llama-model-checks.h"
 #include "llama-model-loader.h"
 #include "llama-model-placement.h"
+#include "llama-model-shards.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -177,6 +178,20 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     // CPU is mapped from the file (mmap) or read into CPU memory
     const llama_placement plan = llama_plan_placement(hp, params, path);
     model.devices = plan.devices;
+    model.main_device = plan.main_device;
+    // -sm graph: the offloaded layers that can be cut keep their norms whole on -mg; the rest of
+    // their weights stays in host memory, the source the devices' parts are cut from
+    llama_shard_plan cuts;
+    bool any_cut = false;
+    if (params.split_mode == LLAMA_SPLIT_MODE_GRAPH && !plan.devices.empty()) {
+        cuts = llama_plan_shards(model, plan.shares);
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            if (plan.layer_device[il] < 0) cuts.heads_kv[il].clear();
+            any_cut |= cuts.split(il);
+        }
+    }
+    const ggml_backend_buffer_type_t main_buft =
+        plan.main_device < 0 ? ggml_backend_cpu_buffer_type() : ggml_backend_dev_buffer_type(plan.devices[plan.main_device]);
     for (uint32_t il = 0; il < hp.n_layer; ++il) model.layer_buft.push_back(plan.layer_buft(il));
     std::vector<std::pair<ggml_backend_buffer_type_t, std::vector<ggml_tensor *>>> groups;
     auto group_of = [&](ggml_backend_buffer_type_t buft) -> std::vector<ggml_tensor *> & {
@@ -191,6 +206,10 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
         const llama_placement::rule * rule = nullptr;
         ggml_backend_buffer_type_t buft = plan.buft_of(t->name, &rule);
+        const long il = llama_layer_of_name(t->name);
+        if (!rule && il >= 0 && cuts.split((uint32_t) il)) {
+            buft = llama_shard_keeps_whole(model.layers[il], t) ? main_buft : ggml_backend_cpu_buffer_type();
+        }
         if (rule) {
             LLAMA_LOG_INFO("llama_model_load: tensor override: %s (%s, %.2f MiB) -> %s (pattern '%s')\n", t->name,
                            ggml_type_name(t->type), ggml_nbytes(t) / 1048576.0, ggml_backend_buft_name(buft),
@@ -283,6 +302,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         LLAMA_LOG_INFO("llama_model_load: computed %zu tensors at load (%.2f MiB), e.g. %s %s\n", model.derived.size(),
                        bytes / 1048576.0, model.derived[0].t->name, ggml_type_name(model.derived[0].t->type));
     }
+    if (any_cut) llama_make_shards(model, cuts);
     if (params.check_tensors) llama_check_weight_data(model, path);
     if (params.use_mlock) llama_lock_weights(model, path);
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {

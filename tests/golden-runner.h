@@ -45,6 +45,7 @@ struct golden_config {
     llama_split_mode split_mode = LLAMA_SPLIT_MODE_LAYER;
     const float * tensor_split = nullptr;
     int main_gpu = 0;
+    ggml_type reduce_type = GGML_TYPE_F32;   // -grt
 };
 
 inline golden_result run_golden(const std::string & model_path, const kld_base & base, const golden_config & cfg) {
@@ -75,6 +76,7 @@ inline golden_result run_golden(const std::string & model_path, const kld_base &
     cp.fused_moe = cfg.fused_moe;
     cp.ser_n_min = cfg.ser_n_min;
     cp.ser_threshold = cfg.ser_threshold;
+    cp.graph_reduce_type = cfg.reduce_type;
     llama_context * ctx = llama_init_from_model(model, cp);
     EXPECT_NE(ctx, nullptr) << llama_last_error();
     if (!ctx) {

@@ -3,6 +3,8 @@
 // before the device list is first read) and uses two, three or all four of them per case, with
 // uneven -ts shares, so the scheduler's splits and the copies between devices are exercised as
 // they would be between GPUs.
+#include "arg.h"
+#include "common.h"
 #include "golden-runner.h"
 #include "llama-context.h"
 #include "model-handles.h"
@@ -15,6 +17,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,33 @@ TEST(VirtualDevices, FourAreListedWithTheirOwnBuffers) {
 // A chain of "layers" (norm, scale by a norm weight, projection, residual add) with layers 0-1
 // on CPU0, 2-3 on CPU1 and the head on CPU0: three splits, and the residual stream is copied
 // once at each of the two boundaries. The result equals the same graph on the host CPU.
+TEST(VirtualDevices, ListedByListDevicesAndNamedByDev) {
+    common_params p;
+    const common_parse_result r = common_params_parse_args({ "--list-devices" }, p, COMMON_TOOL_CLI);
+    EXPECT_EQ(r.status, common_parse_result::help);
+    EXPECT_EQ(r.message.find("Available devices:\n"), 0u) << r.message;
+    for (int i = 0; i < 4; ++i) EXPECT_NE(r.message.find("  CPU" + std::to_string(i) + ": virtual CPU device"), std::string::npos) << r.message;
+
+    // -dev picks devices by name; a name that is none of them is an error naming the flag and the choices
+    ASSERT_EQ(common_params_parse_args({ "-dev", "CPU2,cpu0", "-ot", "exps=CPU1", "-sm", "graph", "-ts", "1/3" }, p, COMMON_TOOL_CLI).status,
+              common_parse_result::ok);
+    llama_model_params mp;
+    std::string err;
+    ASSERT_TRUE(common_model_params_to_llama(p, mp, err)) << err;
+    ASSERT_NE(mp.devices, nullptr);
+    EXPECT_EQ(mp.devices[0], ggml_backend_dev_get(2));
+    EXPECT_EQ(mp.devices[1], ggml_backend_dev_get(0));
+    EXPECT_EQ(mp.devices[2], nullptr);
+    EXPECT_EQ(mp.split_mode, LLAMA_SPLIT_MODE_GRAPH);
+    EXPECT_FLOAT_EQ(mp.tensor_split[0], 1.0f);
+    EXPECT_FLOAT_EQ(mp.tensor_split[1], 3.0f);
+    EXPECT_EQ(mp.tensor_buft_overrides[0].buft, ggml_backend_dev_buffer_type(ggml_backend_dev_get(1)));
+    common_params q;
+    ASSERT_EQ(common_params_parse_args({ "-dev", "CUDA0" }, q, COMMON_TOOL_CLI).status, common_parse_result::ok);
+    EXPECT_FALSE(common_model_params_to_llama(q, mp, err));
+    EXPECT_NE(err.find("-dev CUDA0: no such device (available: none, CPU0, CPU1, CPU2, CPU3)"), std::string::npos) << err;
+}
+
 TEST(VirtualDevices, SchedulerCopiesTheStreamOncePerBoundary) {
     const int n_embd = 37, n_tokens = 5, n_layer = 4;
     const int dev_of_layer[n_layer] = { 0, 0, 1, 1 };
@@ -201,29 +231,53 @@ TEST(LayerSplit, ImpossibleRequestsAreErrors) {
     fails_with(mp, "CPU3 is not one of the devices in use");
 }
 
-struct split_case {
-    const char * model;
-    int n_dev;
-    float ts[4];
-    int main_gpu;
-};
 
-class SplitGolden : public ::testing::TestWithParam<std::tuple<const char *, int, bool>> {};
-
-// Every architecture on 2, 3 and 4 devices with uneven shares, whole-chunk and one-token
-// batches: the logits equal the single-device run's (KLD per position, mean and worst).
-TEST_P(SplitGolden, LayerModeMatchesOneDevice) {
-    const auto [model, n_dev, batch1] = GetParam();
-    kiln_test::kld_base base;
-    ASSERT_TRUE(kiln_test::load_golden_base(std::string(model), base));
-    const std::string path = kiln_test::model_path(std::string(model) + ".gguf");
+// The logits of chunk 0 on one device (the host CPU), per model and batch size, computed once.
+const kiln_test::golden_result & single_device(const std::string & model, const kiln_test::kld_base & base, bool batch1) {
+    static std::map<std::string, kiln_test::golden_result> done;
+    const std::string key = model + (batch1 ? "/1" : "/all");
+    auto it = done.find(key);
+    if (it != done.end()) return it->second;
     kiln_test::golden_config cfg;
     cfg.max_chunks = 1;
     cfg.keep_logits = true;
     cfg.n_ubatch = batch1 ? 1 : 0;
-    cfg.n_gpu_layers = 0;   // the reference: no device
-    const kiln_test::golden_result one = run_golden(path, base, cfg);
+    cfg.n_gpu_layers = 0;
+    return done[key] = run_golden(kiln_test::model_path(model + ".gguf"), base, cfg);
+}
+
+// mean and worst KLD of b's distributions against a's, position by position
+std::pair<double, double> kld_between(const std::vector<float> & a, const std::vector<float> & b, int n_vocab) {
+    const size_t n_pos = a.size() / n_vocab;
+    double sum = 0, worst = 0;
+    bool top = false;
+    for (size_t p = 0; p < n_pos; ++p) {
+        const std::vector<double> ref = log_probs(a.data() + p * n_vocab, n_vocab);
+        const double k = kiln_test::kld_against(ref, b.data() + p * n_vocab, n_vocab, top);
+        sum += k;
+        worst = std::max(worst, k);
+    }
+    return { sum / std::max<size_t>(n_pos, 1), worst };
+}
+
+class SplitGolden : public ::testing::TestWithParam<std::tuple<const char *, int, bool, llama_split_mode>> {};
+
+// Every architecture on 2, 3 and 4 devices with uneven shares, in both split modes, whole-chunk
+// and one-token batches: the logits equal the single-device run's (KLD per position, mean and
+// worst). In graph mode the architectures without tensor-parallel graphs (MLA, delta-net) keep
+// their layers whole, one device each.
+TEST_P(SplitGolden, MatchesOneDevice) {
+    const auto [model, n_dev, batch1, mode] = GetParam();
+    kiln_test::kld_base base;
+    ASSERT_TRUE(kiln_test::load_golden_base(std::string(model), base));
+    const std::string path = kiln_test::model_path(std::string(model) + ".gguf");
+    const kiln_test::golden_result & one = single_device(model, base, batch1);
     ASSERT_TRUE(one.ok);
+    kiln_test::golden_config cfg;
+    cfg.max_chunks = 1;
+    cfg.keep_logits = true;
+    cfg.n_ubatch = batch1 ? 1 : 0;
+    cfg.split_mode = mode;
 
     const float shares[3][4] = { { 1, 3 }, { 2, 1, 1 }, { 1, 2, 3, 1 } };
     auto devs = first_devices(n_dev);
@@ -234,26 +288,95 @@ TEST_P(SplitGolden, LayerModeMatchesOneDevice) {
     const kiln_test::golden_result split = run_golden(path, base, cfg);
     ASSERT_TRUE(split.ok);
     ASSERT_EQ(split.logits.size(), one.logits.size());
-    const int n_vocab = base.n_vocab;
-    const size_t n_pos = one.logits.size() / n_vocab;
-    double sum = 0, worst = 0;
-    bool top = false;
-    for (size_t p = 0; p < n_pos; ++p) {
-        const std::vector<double> ref = log_probs(one.logits.data() + p * n_vocab, n_vocab);
-        const double k = kiln_test::kld_against(ref, split.logits.data() + p * n_vocab, n_vocab, top);
-        sum += k;
-        worst = std::max(worst, k);
-    }
-    std::printf("%s on %d devices%s: KLD to one device mean %.3g, worst %.3g; to the reference %.3g (one device %.3g)\n",
-                model, n_dev, batch1 ? ", batch 1" : "", sum / n_pos, worst, split.mean_kld, one.mean_kld);
-    EXPECT_LE(sum / n_pos, 1e-3);
+    const auto [mean, worst] = kld_between(one.logits, split.logits, base.n_vocab);
+    std::printf("%s on %d devices, -sm %s%s: KLD to one device mean %.3g, worst %.3g; to the reference %.3g (one device %.3g)\n",
+                model, n_dev, mode == LLAMA_SPLIT_MODE_GRAPH ? "graph" : "layer", batch1 ? ", batch 1" : "", mean, worst,
+                split.mean_kld, one.mean_kld);
+    EXPECT_LE(mean, 1e-3);
     EXPECT_LE(worst, 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SplitGolden,
-                         ::testing::Combine(::testing::Values("stories260K", "synth-qwen3-f16", "synth-qwen3moe-f16",
-                                                              "synth-deepseek2-f16", "synth-qwen35-f16", "synth-qwen35moe-f16",
-                                                              "synth-gemma3-f16", "synth-gpt-oss-f16", "synth-glm4moe-f16"),
-                                            ::testing::Values(2, 3, 4), ::testing::Bool()));
+// Whole chunks on 2, 3 and 4 devices; one-token batches (a graph per token: the slow part on CI's
+// two cores) on one device count per model, the counts taking turns, so each count is covered.
+std::vector<std::tuple<const char *, int, bool, llama_split_mode>> split_cases() {
+    const char * models[] = { "stories260K",     "synth-qwen3-f16",     "synth-qwen3moe-f16", "synth-deepseek2-f16", "synth-qwen35-f16",
+                              "synth-qwen35moe-f16", "synth-gemma3-f16", "synth-gpt-oss-f16",  "synth-glm4moe-f16" };
+    std::vector<std::tuple<const char *, int, bool, llama_split_mode>> out;
+    int turn = 0;
+    for (const char * m : models) {
+        for (llama_split_mode mode : { LLAMA_SPLIT_MODE_LAYER, LLAMA_SPLIT_MODE_GRAPH }) {
+            for (int n_dev = 2; n_dev <= 4; ++n_dev) out.emplace_back(m, n_dev, false, mode);
+            out.emplace_back(m, 2 + turn % 3, true, mode);
+        }
+        ++turn;
+    }
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SplitGolden, ::testing::ValuesIn(split_cases()));
+
+// -sm graph cuts qwen3's layers: 2 KV heads over shares 2:1:1 go 1 and 1 (the third device gets
+// none: no empty part is built), 768 FFN columns in groups of 32 go 384/192/192; the parts add up
+// to the whole, each part's KV cache lives with it, and summing the partials in f16 (-grt f16)
+// stays within the tolerance.
+TEST(GraphSplit, CutsHeadsAndColumnsByShares) {
+    auto devs = first_devices(3);
+    const float ts[16] = { 2, 1, 1 };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.tensor_split = ts;
+    mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/synth-qwen3-f16.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    const uint32_t n_layer = model->hparams.n_layer;
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        const auto & parts = model->shards[il];
+        ASSERT_EQ(parts.size(), 3u) << "layer " << il;
+        uint32_t heads = 0, cols = 0;
+        for (const auto & s : parts) {
+            heads += s.n_head;
+            cols += s.w.ffn_up ? (uint32_t) s.w.ffn_up->ne[1] : 0;
+            EXPECT_EQ(ggml_backend_buffer_get_type(s.w.ffn_down->buffer), ggml_backend_dev_buffer_type(devs[s.device]));
+        }
+        EXPECT_EQ(heads, model->hparams.n_head);
+        EXPECT_EQ(cols, model->hparams.n_ff);
+        EXPECT_EQ(parts[0].w.ffn_up->ne[1], 384);
+        EXPECT_EQ(parts[0].n_head_kv + parts[1].n_head_kv + parts[2].n_head_kv, model->hparams.n_head_kv);
+    }
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.graph_reduce_type = GGML_TYPE_F16;
+    kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(ctx) << llama_last_error();
+    for (const auto & s : model->shards[0]) {
+        if (s.n_head_kv == 0) continue;
+        EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[s.kv_slot]->buffer), ggml_backend_dev_buffer_type(devs[s.device]));
+        EXPECT_EQ(ctx->kv.k_l[s.kv_slot]->ne[0], (int64_t) s.n_head_kv * model->hparams.n_embd_head_k);
+    }
+    EXPECT_EQ(ctx->kv.k_l[0], nullptr);   // the cut layer's own entry holds nothing
+}
+
+TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
+    kiln_test::kld_base base;
+    ASSERT_TRUE(kiln_test::load_golden_base("synth-qwen3moe-f16", base));
+    const kiln_test::golden_result & one = single_device("synth-qwen3moe-f16", base, false);
+    auto devs = first_devices(3);
+    const float ts[16] = { 1, 3, 2 };
+    for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_BF16 }) {
+        kiln_test::golden_config cfg;
+        cfg.max_chunks = 1;
+        cfg.keep_logits = true;
+        cfg.devices = devs.data();
+        cfg.tensor_split = ts;
+        cfg.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+        cfg.reduce_type = t;
+        const kiln_test::golden_result r = run_golden(kiln_test::model_path("synth-qwen3moe-f16.gguf"), base, cfg);
+        ASSERT_TRUE(r.ok);
+        const auto [mean, worst] = kld_between(one.logits, r.logits, base.n_vocab);
+        std::printf("-grt %s: KLD to one device mean %.3g, worst %.3g\n", ggml_type_name(t), mean, worst);
+        EXPECT_LE(mean, 1e-3);
+        EXPECT_GT(mean, 0.0);   // the conversion did happen
+    }
+}
 
 } // namespace
