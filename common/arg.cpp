@@ -261,6 +261,15 @@ std::vector<common_arg> build_table() {
                         }
                         p.tensor_split = v;
                     }));
+    t.push_back(sw({ "-nkvo", "--no-kv-offload" }, ALL, "keep the KV cache in host memory, not with the layers on their devices",
+                   [](common_params & p) { p.no_kv_offload = true; }));
+    t.push_back(sw({ "-cmoe", "--cpu-moe" }, ALL, "keep every MoE expert weight in host memory (as -ot exps=CPU)",
+                   [](common_params & p) { p.tensor_overrides.push_back({ "\\.ffn_(up|down|gate)_exps", "CPU" }); }));
+    t.push_back(val({ "-ncmoe", "--n-cpu-moe" }, "N", ALL, "keep the MoE expert weights of the first N layers in host memory",
+                    [](common_params & p, const std::string & v) {
+                        const int n = parse_int(v, 0, 100000);
+                        for (int i = 0; i < n; ++i) p.tensor_overrides.push_back({ "blk\\." + std::to_string(i) + "\\.ffn_(up|down|gate)_exps", "CPU" });
+                    }));
     t.push_back(val({ "-grt", "--graph-reduce-type" }, "{f32,f16,bf16}", ALL,
                     "-sm graph: the type partial results are summed across devices in: f32, f16, bf16 (default: f32)",
                     [](common_params & p, const std::string & v) { p.graph_reduce_type = parse_choice(v, { "f32", "f16", "bf16" }); }));

@@ -99,6 +99,7 @@ struct llama_context_params {
     uint32_t n_ctx_checkpoints;
     // -sm graph: the type partial sums cross devices in (-grt: f32, f16 or bf16)
     enum ggml_type graph_reduce_type;
+    bool offload_kqv;          // the KV cache of offloaded layers on their device (-nkvo: false, host memory)
 };
 
 struct llama_batch {

@@ -439,6 +439,7 @@ llama_context_params llama_context_default_params(void) {
     p.mla = -1;
     p.fused_moe = true;
     p.graph_reduce_type = GGML_TYPE_F32;
+    p.offload_kqv = true;
     return p;
 }
 
@@ -516,9 +517,11 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
             for (const llama_layer_shard & s : model->shards[il]) {
                 if (s.n_head_kv == 0) continue;
                 llama_kv_layer_shape part = whole;
-                part.n_embd_k = s.n_head_kv * whole.head_dim_k;
-                part.n_embd_v = whole.n_embd_v / hp.n_head_kv * s.n_head_kv;
-                part.n_head_k = s.n_head_kv;
+                if (whole.n_embd_v > 0 || whole.n_head_k > 1) {   // per-head rows: the part's heads; a shared latent row: all of it
+                    part.n_embd_k = s.n_head_kv * whole.head_dim_k;
+                    part.n_embd_v = whole.n_embd_v / whole.n_head_k * s.n_head_kv;
+                    part.n_head_k = s.n_head_kv;
+                }
                 part.layer = (int32_t) il;
                 GGML_ASSERT(shapes.size() == s.kv_slot);
                 shapes.push_back(part);
@@ -526,7 +529,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
             }
         }
     }
-    const std::vector<ggml_backend_buffer_type_t> * where = model->devices.empty() ? nullptr : &layer_buft;
+    const std::vector<ggml_backend_buffer_type_t> * where = model->devices.empty() || !params.offload_kqv ? nullptr : &layer_buft;
     if (n_swa_layers > 0 && !cp.swa_full && swa_cells < cp.n_ctx) {
         std::vector<llama_kv_layer_shape> global = shapes, window = shapes;
         for (size_t i = 0; i < shapes.size(); ++i) {
@@ -587,6 +590,15 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         } else {
             LLAMA_LOG_INFO("llama_init_from_model: sliding window %u: %u of %u layers keep every cell (%s)\n", hp.n_swa,
                            n_swa_layers, hp.n_layer, cp.swa_full ? "--swa-full" : "the window and a batch fill the context");
+        }
+    }
+    if (!model->devices.empty()) {
+        // where the caches went: one buffer per device holding layers
+        for (const llama_kv_cache * kv : { (const llama_kv_cache *) &ctx->kv, (const llama_kv_cache *) &ctx->kv_swa, (const llama_kv_cache *) nullptr }) {
+            for (ggml_backend_buffer_t b : kv ? kv->bufs : ctx->rs.bufs) {
+                LLAMA_LOG_INFO("llama_init_from_model: %s on %s: %.2f MiB\n", kv ? "KV cache" : "recurrent state",
+                               ggml_backend_buffer_name(b), ggml_backend_buffer_get_size(b) / 1048576.0);
+            }
         }
     }
     if (ctx->rs.active()) {

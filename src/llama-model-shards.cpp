@@ -70,6 +70,19 @@ int64_t attn_step(const llama_hparams & hp, const llama_layer & l) {
     return 0;
 }
 
+// MLA heads per cut: block-aligned wo columns, whole rows of the head's q and decompression rows
+int64_t mla_step(const llama_hparams & hp, const llama_layer & l) {
+    const int64_t n_nope = hp.n_embd_head_k - hp.n_rot, n_v = hp.n_embd_head_v;
+    for (int64_t k = 1; k <= hp.n_head; ++k) {
+        if (hp.n_head % k != 0) continue;
+        if (cols_cut_ok(l.wo, k * n_v) && rows_cut_ok(l.wq_b ? l.wq_b : l.wq, k * hp.n_embd_head_k) &&
+            rows_cut_ok(l.wkv_b, k * (n_nope + n_v))) {
+            return k;
+        }
+    }
+    return 0;
+}
+
 // the layer's main FFN: dense, or the routed experts
 void main_ffn(const llama_layer & l, const ggml_tensor *& gate, const ggml_tensor *& up, const ggml_tensor *& down) {
     const bool moe = l.ffn_up_exps != nullptr;
@@ -128,6 +141,17 @@ struct slicer {
         return t;
     }
 
+    // matrices [e0, e0 + n) of a stack of them (ne2): MLA's per-head attn_k_b / attn_v_b
+    ggml_tensor * mats(const ggml_tensor * src, int64_t e0, int64_t n) {
+        if (!src) return nullptr;
+        ggml_tensor * t = ggml_new_tensor_3d(ctx, src->type, src->ne[0], src->ne[1], n);
+        ggml_format_name(t, "%s@%d", src->name, shard_index);
+        made.push_back(t);
+        device_of.push_back(device);
+        fills.push_back([src, e0, n](char * base) { std::memcpy(base, (const char *) src->data + e0 * src->nb[2], n * src->nb[2]); });
+        return t;
+    }
+
     ggml_tensor * copy(const ggml_tensor * src) { return src ? rows(src, 0, ggml_n_dims(src) == 1 ? src->ne[0] : src->ne[1]) : nullptr; }
 };
 
@@ -145,14 +169,17 @@ llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<doub
     if (!m.arch->tensor_parallel) return plan;
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const llama_layer & l = m.layers[il];
-        if (!l.wq || !l.wk || !l.wv || !l.wo || l.wqkv) continue;
-        const int64_t k = attn_step(hp, l);
+        const bool mla = l.wkv_a_mqa != nullptr;
+        if (!mla && (!l.wq || !l.wk || !l.wv || !l.wo || l.wqkv)) continue;
+        if (mla && (!l.wkv_b || !l.wk_b || !l.wv_b || !l.wo)) continue;
+        // MLA cuts query heads (its latent cache is shared by all: each part keeps a copy)
+        const int64_t k = mla ? mla_step(hp, l) : attn_step(hp, l);
         const ggml_tensor * gate, * up, * down;
         main_ffn(l, gate, up, down);
         std::vector<uint32_t> ff, sh;
         if (k == 0 || !ffn_columns(gate, up, down, shares, ff)) continue;
         if (l.ffn_up_shexp && !ffn_columns(l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp, shares, sh)) continue;
-        plan.heads_kv[il] = divide((uint32_t) (hp.n_head_kv / k), shares);
+        plan.heads_kv[il] = divide((uint32_t) ((mla ? hp.n_head : hp.n_head_kv) / k), shares);
         for (auto & h : plan.heads_kv[il]) h *= (uint32_t) k;
         plan.ff[il] = ff;
     }
@@ -171,7 +198,7 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         if (!plan.split(il)) continue;
         const llama_layer & l = m.layers[il];
-        for (const ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.ffn_up, l.ffn_up_exps, l.ffn_up_shexp }) {
+        for (const ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.wq_b, l.wkv_b, l.wk_b, l.wv_b, l.ffn_up, l.ffn_up_exps, l.ffn_up_shexp }) {
             if (t && !ggml_backend_buffer_is_host(t->buffer)) {
                 throw llama_error(llama_format("-sm graph: %s is not in host memory to be cut", t->name));
             }
@@ -195,7 +222,24 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
             sl.device = (int) d;
             sl.shard_index = (int) d;
             llama_layer & w = s.w;
-            if (nkv > 0) {
+            if (nkv > 0 && l.wkv_a_mqa) {
+                // MLA: heads h0.. of q, of the decompression and of the output; the latent path copied
+                const int64_t n_nope = hd_k - hp.n_rot;
+                s.n_head = s.n_head_kv = nkv;
+                w.wq_a = sl.copy(l.wq_a);
+                w.attn_q_a_norm = sl.copy(l.attn_q_a_norm);
+                w.wq_b = sl.rows(l.wq_b, h0 * hd_k, nkv * hd_k);
+                w.wq = sl.rows(l.wq, h0 * hd_k, nkv * hd_k);
+                w.wkv_a_mqa = sl.copy(l.wkv_a_mqa);
+                w.attn_kv_a_norm = sl.copy(l.attn_kv_a_norm);
+                w.wkv_b = sl.rows(l.wkv_b, h0 * (n_nope + hd_v), nkv * (n_nope + hd_v));
+                w.wk_b = sl.mats(l.wk_b, h0, nkv);
+                w.wv_b = sl.mats(l.wv_b, h0, nkv);
+                w.wo = sl.cols(l.wo, h0 * hd_v, nkv * hd_v);
+                s.kv_slot = kv_slot++;
+                h0 += nkv;
+                first_attn = false;
+            } else if (nkv > 0) {
                 s.n_head_kv = nkv;
                 s.n_head = (uint32_t) (nkv * G);
                 const int64_t q0 = h0 * G * hd_k, nq = nkv * G * hd_k;

@@ -1,7 +1,8 @@
 // -sm graph (tensor parallel): each device's part of a layer. A layer is cut by attention heads
-// (whole KV-head groups, with the query heads that read them) and by FFN columns (per expert for
-// MoE): a device holds the rows of wq/wk/wv (and their biases, sinks) for its heads and the
-// matching columns of wo, the rows of ffn_gate/ffn_up and the matching columns of ffn_down, and
+// (whole KV-head groups, with the query heads that read them; for MLA query heads, each part
+// keeping its own copy of the shared latent cache) and by FFN columns (per expert for MoE): a
+// device holds the rows of wq/wk/wv (and their biases, sinks) for its heads (MLA: of attn_q_b,
+// attn_kv_b, and its heads' attn_k_b / attn_v_b) and the matching columns of wo, the rows of ffn_gate/ffn_up and the matching columns of ffn_down, and
 // copies of what every part needs whole (q/k norms, the router). Its attention output and FFN
 // output are then partial sums of the layer's, and the graph adds them up (an all-reduce,
 // llm_graph_context::build_all_reduce). Biases added after a projection (attn_output.bias, the

@@ -271,7 +271,9 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     if (model.ctx_derived) {
         std::vector<std::pair<ggml_backend_buffer_type_t, std::vector<ggml_tensor *>>> dgroups;
         for (auto & d : model.derived) {
-            const ggml_backend_buffer_type_t buft = plan.buft_of(d.t->name);
+            ggml_backend_buffer_type_t buft = plan.buft_of(d.t->name);
+            const long il = llama_layer_of_name(d.t->name);
+            if (il >= 0 && cuts.split((uint32_t) il)) buft = ggml_backend_cpu_buffer_type();   // a source of the cut
             auto it = std::find_if(dgroups.begin(), dgroups.end(), [&](const auto & g) { return g.first == buft; });
             if (it == dgroups.end()) it = dgroups.insert(dgroups.end(), { buft, {} });
             it->second.push_back(d.t);

@@ -47,6 +47,7 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("main_gpu", p.main_gpu);
     v("devices", p.devices);
     v("graph_reduce_type", p.graph_reduce_type);
+    v("no_kv_offload", p.no_kv_offload);
     v("use_mmap", p.use_mmap);
     v("use_mlock", p.use_mlock);
     v("check_tensors", p.check_tensors);

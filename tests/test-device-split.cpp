@@ -7,6 +7,7 @@
 #include "common.h"
 #include "golden-runner.h"
 #include "llama-context.h"
+#include "llama-model-placement.h"
 #include "model-handles.h"
 
 #include "ggml-alloc.h"
@@ -15,7 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <regex>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -86,6 +89,35 @@ TEST(VirtualDevices, ListedByListDevicesAndNamedByDev) {
     ASSERT_EQ(common_params_parse_args({ "-dev", "CUDA0" }, q, COMMON_TOOL_CLI).status, common_parse_result::ok);
     EXPECT_FALSE(common_model_params_to_llama(q, mp, err));
     EXPECT_NE(err.find("-dev CUDA0: no such device (available: none, CPU0, CPU1, CPU2, CPU3)"), std::string::npos) << err;
+}
+
+// -ncmoe N keeps the experts of the first N layers in host memory (-cmoe: of every layer), ahead of
+// later -ot rules; -nkvo keeps the KV cache there too.
+TEST(LayerSplit, CpuMoeAndNoKvOffload) {
+    common_params p;
+    ASSERT_EQ(common_params_parse_args({ "-ncmoe", "1", "-ot", "exps=CPU0", "-nkvo" }, p, COMMON_TOOL_CLI).status,
+              common_parse_result::ok);
+    llama_model_params mp;
+    std::string err;
+    ASSERT_TRUE(common_model_params_to_llama(p, mp, err)) << err;
+    auto devs = first_devices(2);
+    mp.devices = devs.data();
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/synth-qwen3moe-f16.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[0].ffn_up_exps->buffer), ggml_backend_cpu_buffer_type());
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[1].ffn_up_exps->buffer), ggml_backend_dev_buffer_type(devs[0]));
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[1].wq->buffer), ggml_backend_dev_buffer_type(devs[1]));
+    llama_context_params cp = common_context_params_to_llama(p);
+    cp.n_ctx = 64;
+    kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(ctx) << llama_last_error();
+    EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[1]->buffer), ggml_backend_cpu_buffer_type());
+
+    common_params all;
+    ASSERT_EQ(common_params_parse_args({ "-cmoe" }, all, COMMON_TOOL_CLI).status, common_parse_result::ok);
+    ASSERT_EQ(all.tensor_overrides.size(), 1u);
+    EXPECT_TRUE(std::regex_search("blk.3.ffn_down_exps.weight", std::regex(all.tensor_overrides[0].pattern)));
+    EXPECT_FALSE(std::regex_search("blk.3.ffn_down_shexp.weight", std::regex(all.tensor_overrides[0].pattern)));
 }
 
 TEST(VirtualDevices, SchedulerCopiesTheStreamOncePerBoundary) {
@@ -378,5 +410,80 @@ TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
         EXPECT_GT(mean, 0.0);   // the conversion did happen
     }
 }
+
+
+// Every shared model (each architecture, f16 and quantized, interleaved types included) on two
+// devices in the hybrid placement people use with GPUs: the routed experts kept in host memory
+// (-ot exps=CPU, first match wins), the other layer tensors on their layer's device (equal
+// shares: the first half of the layers on CPU0), embeddings and head on -mg (CPU1). Every tensor
+// is checked, and a decode gives the host-only run's logits.
+class EveryModel : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(EveryModel, HybridPlacementPutsEachTensorWhereTheRulesSay) {
+    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    auto devs = first_devices(2);
+    const llama_model_tensor_buft_override ov[] = { { "exps", ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.main_gpu = 1;
+    mp.tensor_buft_overrides = ov;
+    kiln_test::model_ptr model(llama_model_load_from_file(path.c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    const uint32_t n_layer = model->hparams.n_layer;
+    const std::regex exps("exps");
+    size_t n_checked = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        const long il = llama_layer_of_name(t->name);
+        ggml_backend_buffer_type_t want = ggml_backend_dev_buffer_type(devs[1]);   // embeddings, head
+        if (std::regex_search(t->name, exps) || il >= (long) n_layer) {
+            want = ggml_backend_cpu_buffer_type();   // the rule; NextN layers never run
+        } else if (il >= 0) {
+            want = ggml_backend_dev_buffer_type(devs[(il + 0.5) / n_layer < 0.5 ? 0 : 1]);
+        }
+        EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), want) << t->name;
+        ++n_checked;
+    }
+    EXPECT_GT(n_checked, 5u);
+
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 12; ++i) toks.push_back((llama_token) (1 + 37 * i % 200));
+    auto logits_of = [&](llama_model * m) {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_threads = cp.n_threads_batch = 2;
+        kiln_test::context_ptr ctx(llama_init_from_model(m, cp));
+        EXPECT_TRUE(ctx) << llama_last_error();
+        std::vector<float> out;
+        if (!ctx) return out;
+        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 8, 0), 0);   // a batch, then single tokens
+        for (int i = 8; i < 12; ++i) EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, i, 1, i), 0);
+        const float * l = llama_get_logits_ith(ctx.get(), -1);
+        if (l) out.assign(l, l + llama_vocab_n_tokens(llama_model_get_vocab(m)));
+        return out;
+    };
+    const std::vector<float> split = logits_of(model.get());
+    llama_model_params host = llama_model_default_params();
+    host.n_gpu_layers = 0;
+    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
+    ASSERT_TRUE(one);
+    const std::vector<float> ref = logits_of(one.get());
+    ASSERT_EQ(split.size(), ref.size());
+    ASSERT_FALSE(ref.empty());
+    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
+                         ::testing::Values("stories260K.gguf", "synth-deepseek2-IQ3_K.gguf", "synth-deepseek2-IQ4_K_R4.gguf",
+                                           "synth-deepseek2-Q4_K_M.gguf", "synth-deepseek2-f16.gguf", "synth-gemma3-f16.gguf",
+                                           "synth-glm4moe-f16.gguf", "synth-gpt-oss-f16.gguf", "synth-qwen3-Q4_K_M.gguf",
+                                           "synth-qwen3-Q8_0.gguf", "synth-qwen3-f16.gguf", "synth-qwen35-Q4_K_M.gguf",
+                                           "synth-qwen35-f16.gguf", "synth-qwen35moe-f16.gguf", "synth-qwen3moe-IQ4_KS.gguf",
+                                           "synth-qwen3moe-IQ4_XS.gguf", "synth-qwen3moe-Q4_K_M.gguf", "synth-qwen3moe-f16.gguf"),
+                         [](const ::testing::TestParamInfo<const char *> & i) {
+                             std::string n = i.param;
+                             n = n.substr(0, n.find(".gguf"));
+                             for (char & c : n) c = std::isalnum((unsigned char) c) ? c : '_';
+                             return n;
+                         });
 
 } // namespace

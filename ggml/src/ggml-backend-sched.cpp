@@ -57,6 +57,7 @@ struct ggml_backend_sched {
     ggml_context * ctx = nullptr;        // copies and split graphs of the current graph
     ggml_cgraph * graph_copy = nullptr;  // the graph with copy nodes, consumers rewired
     std::vector<char> ctx_mem;
+    std::vector<char> pinned;            // per node of the graph being split
     // split_graph's working lists, kept so that a graph of a known shape allocates nothing
     std::vector<std::pair<int, int>> runs;
     std::vector<std::tuple<ggml_tensor *, int, int>> rewires;
@@ -169,7 +170,8 @@ void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
     for (int i = 0; i < n_nodes; ++i) s->order.set(ggml_graph_node(graph, i), i);
 
     // pinned nodes
-    std::vector<char> pinned(n_nodes, 0);
+    std::vector<char> & pinned = s->pinned;
+    pinned.assign(n_nodes, 0);
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         int b = s->user_assigned.size() > 0 ? s->user_assigned.get(n) : -1;
