@@ -131,6 +131,14 @@ bool apply_kv_shift(llama_context & lctx) {
 
 // A recurrent state folds in one sequence's tokens in order and cannot rewind: each token of the
 // batch belongs to one sequence and comes after everything that sequence's state already holds.
+// values per cell of a latent cache (the first layer that has one: -sm graph leaves a cut layer's own entry empty)
+uint32_t latent_row(const std::vector<llama_kv_layer_shape> & shapes) {
+    for (const auto & s : shapes) {
+        if (s.n_embd_k > 0) return s.n_embd_k;
+    }
+    return 0;
+}
+
 bool check_recurrent_batch(const llama_recurrent_state & rs, int32_t n, const llama_pos * pos, const int32_t * n_seq_id,
                            const llama_seq_id * const * seq_id) {
     std::vector<llama_pos> last(rs.pos_max);
@@ -573,7 +581,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     if (!has_v) {
         LLAMA_LOG_INFO("llama_init_from_model: KV cache %s, MLA mode %d: latent cache of %u values per token and layer, "
                        "%.2f MiB (%.1f KiB per token)\n",
-                       ggml_type_name(params.type_k), cp.mla, shapes.empty() ? 0 : shapes[0].n_embd_k, ctx->kv.bytes() / 1048576.0,
+                       ggml_type_name(params.type_k), cp.mla, latent_row(shapes), ctx->kv.bytes() / 1048576.0,
                        ctx->kv.bytes() / 1024.0 / std::max<uint32_t>(cp.n_ctx, 1));
     } else {
         LLAMA_LOG_INFO("llama_init_from_model: KV cache %s/%s, %.2f MiB (%.1f KiB per token)\n", ggml_type_name(params.type_k),

@@ -347,18 +347,22 @@ std::vector<std::tuple<const char *, int, bool, llama_split_mode>> split_cases()
 
 INSTANTIATE_TEST_SUITE_P(Models, SplitGolden, ::testing::ValuesIn(split_cases()));
 
-// -sm graph cuts qwen3's layers: 2 KV heads over shares 2:1:1 go 1 and 1 (the third device gets
-// none: no empty part is built), 768 FFN columns in groups of 32 go 384/192/192; the parts add up
-// to the whole, each part's KV cache lives with it, and summing the partials in f16 (-grt f16)
-// stays within the tolerance.
-TEST(GraphSplit, CutsHeadsAndColumnsByShares) {
-    auto devs = first_devices(3);
-    const float ts[16] = { 2, 1, 1 };
+// -sm graph with every device of devs (NULL-terminated) in these shares
+kiln_test::model_ptr load_graph_split(const std::string & path, std::vector<ggml_backend_dev_t> & devs, std::vector<float> shares) {
+    shares.resize(llama_max_devices(), 0.0f);
     llama_model_params mp = llama_model_default_params();
     mp.devices = devs.data();
-    mp.tensor_split = ts;
+    mp.tensor_split = shares.data();
     mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
-    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/synth-qwen3-f16.gguf").c_str(), mp));
+    return kiln_test::model_ptr(llama_model_load_from_file(path.c_str(), mp));
+}
+
+// -sm graph cuts qwen3's layers: 2 KV heads over shares 2:1:1 go 1 and 1 (the third device gets
+// none: no empty part is built), 768 FFN columns in groups of 32 go 384/192/192; the parts add up
+// to the whole, and each part's KV cache lives with it, sized for its heads.
+TEST(GraphSplit, CutsHeadsAndColumnsByShares) {
+    auto devs = first_devices(3);
+    kiln_test::model_ptr model = load_graph_split(kiln_test::shared_path("models/synth-qwen3-f16.gguf"), devs, { 2, 1, 1 });
     ASSERT_TRUE(model) << llama_last_error();
     const uint32_t n_layer = model->hparams.n_layer;
     for (uint32_t il = 0; il < n_layer; ++il) {
@@ -412,6 +416,24 @@ TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
 }
 
 
+// The last logits after a batch of 8 tokens and 4 single ones.
+std::vector<float> last_logits(llama_model * m) {
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 12; ++i) toks.push_back((llama_token) (1 + 37 * i % 200));
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = cp.n_threads_batch = 2;
+    kiln_test::context_ptr ctx(llama_init_from_model(m, cp));
+    EXPECT_TRUE(ctx) << llama_last_error();
+    std::vector<float> out;
+    if (!ctx) return out;
+    EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 8, 0), 0);
+    for (int i = 8; i < 12; ++i) EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, i, 1, i), 0);
+    const float * l = llama_get_logits_ith(ctx.get(), -1);
+    if (l) out.assign(l, l + llama_vocab_n_tokens(llama_model_get_vocab(m)));
+    return out;
+}
+
 // Every shared model (each architecture, f16 and quantized, interleaved types included) on two
 // devices in the hybrid placement people use with GPUs: the routed experts kept in host memory
 // (-ot exps=CPU, first match wins), the other layer tensors on their layer's device (equal
@@ -445,31 +467,33 @@ TEST_P(EveryModel, HybridPlacementPutsEachTensorWhereTheRulesSay) {
     }
     EXPECT_GT(n_checked, 5u);
 
-    std::vector<llama_token> toks;
-    for (int i = 0; i < 12; ++i) toks.push_back((llama_token) (1 + 37 * i % 200));
-    auto logits_of = [&](llama_model * m) {
-        llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = 64;
-        cp.n_threads = cp.n_threads_batch = 2;
-        kiln_test::context_ptr ctx(llama_init_from_model(m, cp));
-        EXPECT_TRUE(ctx) << llama_last_error();
-        std::vector<float> out;
-        if (!ctx) return out;
-        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 8, 0), 0);   // a batch, then single tokens
-        for (int i = 8; i < 12; ++i) EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, i, 1, i), 0);
-        const float * l = llama_get_logits_ith(ctx.get(), -1);
-        if (l) out.assign(l, l + llama_vocab_n_tokens(llama_model_get_vocab(m)));
-        return out;
-    };
-    const std::vector<float> split = logits_of(model.get());
+    const std::vector<float> split = last_logits(model.get());
     llama_model_params host = llama_model_default_params();
     host.n_gpu_layers = 0;
     kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
     ASSERT_TRUE(one);
-    const std::vector<float> ref = logits_of(one.get());
+    const std::vector<float> ref = last_logits(one.get());
     ASSERT_EQ(split.size(), ref.size());
     ASSERT_FALSE(ref.empty());
     EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), 1e-4);
+}
+
+// The same models cut by -sm graph over three devices (1:2:1): cuts on block boundaries of each
+// weight type (whole layers where a type cannot be cut, e.g. interleaved rows' columns), logits
+// as on the host.
+TEST_P(EveryModel, GraphModeMatchesTheHost) {
+    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    auto devs = first_devices(3);
+    kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 2, 1 });
+    ASSERT_TRUE(model) << llama_last_error();
+    llama_model_params host = llama_model_default_params();
+    host.n_gpu_layers = 0;
+    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
+    ASSERT_TRUE(one);
+    const std::vector<float> split = last_logits(model.get()), ref = last_logits(one.get());
+    ASSERT_EQ(split.size(), ref.size());
+    ASSERT_FALSE(ref.empty());
+    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
