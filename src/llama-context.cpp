@@ -551,8 +551,25 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     if (model->arch->recurrent_shapes) {
         std::vector<llama_recurrent_layer_shape> rshapes;
         model->arch->recurrent_shapes(*model, rshapes);
+        // a cut delta-net layer's state lives with its parts, each with its value heads' rows
+        std::vector<ggml_backend_buffer_type_t> rs_buft = model->layer_buft;
+        for (uint32_t il = 0; il < hp.n_layer && !model->shards.empty(); ++il) {
+            if (model->shards[il].empty() || rshapes[il].n_ssm == 0) continue;
+            const llama_recurrent_layer_shape whole = rshapes[il];
+            rshapes[il] = {};
+            for (const llama_layer_shard & s : model->shards[il]) {
+                if (s.n_head == 0) continue;
+                const int64_t d_v = hp.ssm_d_inner / hp.ssm_dt_rank, qk = 2 * (int64_t) hp.ssm_n_group * hp.ssm_d_state;
+                llama_recurrent_layer_shape part;
+                part.n_conv = (uint32_t) ((hp.ssm_d_conv - 1) * (qk + s.n_head * d_v));
+                part.n_ssm = whole.n_ssm / hp.ssm_dt_rank * s.n_head;
+                GGML_ASSERT(rshapes.size() == s.rs_slot);
+                rshapes.push_back(part);
+                rs_buft.push_back(ggml_backend_dev_buffer_type(model->devices[s.device]));
+            }
+        }
         cp.n_ctx_checkpoints = params.n_ctx_checkpoints;
-        if (!ctx->rs.init(rshapes, cp.n_seq_max, cp.n_ctx_checkpoints, err, where)) return fail(err);
+        if (!ctx->rs.init(rshapes, cp.n_seq_max, cp.n_ctx_checkpoints, err, where ? &rs_buft : nullptr)) return fail(err);
     }
     ctx->cpu = ggml_backend_cpu_init();
     std::vector<ggml_backend_t> backends;

@@ -57,12 +57,15 @@ bool ffn_columns(const ggml_tensor * gate, const ggml_tensor * up, const ggml_te
     return true;
 }
 
+// rows of attn_q per query head: the head, or the head and its output gate (qwen35)
+int64_t q_rows_per_head(const llama_hparams & hp, const llama_layer & l) { return l.wq->ne[1] / hp.n_head; }
+
 // KV heads per cut of the attention (whole query-head groups, block-aligned wo columns)
 int64_t attn_step(const llama_hparams & hp, const llama_layer & l) {
     const int64_t G = hp.n_head / hp.n_head_kv;
     for (int64_t k = 1; k <= hp.n_head_kv; ++k) {
         if (hp.n_head_kv % k != 0) continue;
-        if (cols_cut_ok(l.wo, k * G * hp.n_embd_head_v) && rows_cut_ok(l.wq, k * G * hp.n_embd_head_k) &&
+        if (cols_cut_ok(l.wo, k * G * hp.n_embd_head_v) && rows_cut_ok(l.wq, k * G * q_rows_per_head(hp, l)) &&
             rows_cut_ok(l.wk, k * hp.n_embd_head_k) && rows_cut_ok(l.wv, k * hp.n_embd_head_v)) {
             return k;
         }
@@ -77,6 +80,24 @@ int64_t mla_step(const llama_hparams & hp, const llama_layer & l) {
         if (hp.n_head % k != 0) continue;
         if (cols_cut_ok(l.wo, k * n_v) && rows_cut_ok(l.wq_b ? l.wq_b : l.wq, k * hp.n_embd_head_k) &&
             rows_cut_ok(l.wkv_b, k * (n_nope + n_v))) {
+            return k;
+        }
+    }
+    return 0;
+}
+
+// A delta-net layer (qwen35's layout) is cut by value heads, n_kh at a time so that each part's
+// first value head pairs with key head 0 as the kernel assumes (value head h reads key head
+// h % n_kh); every part computes all the key heads' q and k.
+bool is_delta_net(const llama_layer & l) { return l.ssm_conv1d && l.wqkv && l.wqkv_gate && l.ssm_out; }
+
+int64_t delta_step(const llama_hparams & hp, const llama_layer & l) {
+    const int64_t n_kh = hp.ssm_n_group, n_vh = hp.ssm_dt_rank, d_v = hp.ssm_d_inner / hp.ssm_dt_rank;
+    if (!rows_cut_ok(l.wqkv, 2 * n_kh * hp.ssm_d_state)) return 0;
+    for (int64_t k = n_kh; k <= n_vh; k += n_kh) {
+        if (n_vh % k != 0) continue;
+        if (cols_cut_ok(l.ssm_out, k * d_v) && rows_cut_ok(l.wqkv, k * d_v) && rows_cut_ok(l.wqkv_gate, k * d_v) &&
+            rows_cut_ok(l.ssm_beta, k) && rows_cut_ok(l.ssm_alpha, k)) {
             return k;
         }
     }
@@ -141,6 +162,18 @@ struct slicer {
         return t;
     }
 
+    // rows [a0, a0 + na) then [b0, b0 + nb) of a matrix: a delta-net part's q/k channels (all of
+    // them) and its value heads' channels
+    ggml_tensor * rows2(const ggml_tensor * src, int64_t a0, int64_t na, int64_t b0, int64_t nb) {
+        if (!src) return nullptr;
+        ggml_tensor * t = like(src, src->ne[0], na + nb);
+        fills.push_back([src, a0, na, b0, nb](char * base) {
+            std::memcpy(base, (const char *) src->data + a0 * src->nb[1], na * src->nb[1]);
+            std::memcpy(base + na * src->nb[1], (const char *) src->data + b0 * src->nb[1], nb * src->nb[1]);
+        });
+        return t;
+    }
+
     // matrices [e0, e0 + n) of a stack of them (ne2): MLA's per-head attn_k_b / attn_v_b
     ggml_tensor * mats(const ggml_tensor * src, int64_t e0, int64_t n) {
         if (!src) return nullptr;
@@ -169,17 +202,18 @@ llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<doub
     if (!m.arch->tensor_parallel) return plan;
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const llama_layer & l = m.layers[il];
-        const bool mla = l.wkv_a_mqa != nullptr;
-        if (!mla && (!l.wq || !l.wk || !l.wv || !l.wo || l.wqkv)) continue;
+        const bool mla = l.wkv_a_mqa != nullptr, delta = is_delta_net(l);
+        if (!mla && !delta && (!l.wq || !l.wk || !l.wv || !l.wo || l.wqkv)) continue;
         if (mla && (!l.wkv_b || !l.wk_b || !l.wv_b || !l.wo)) continue;
-        // MLA cuts query heads (its latent cache is shared by all: each part keeps a copy)
-        const int64_t k = mla ? mla_step(hp, l) : attn_step(hp, l);
+        // MLA cuts query heads (its latent cache is shared by all: each part keeps a copy), a
+        // delta-net value heads
+        const int64_t k = mla ? mla_step(hp, l) : delta ? delta_step(hp, l) : attn_step(hp, l);
         const ggml_tensor * gate, * up, * down;
         main_ffn(l, gate, up, down);
         std::vector<uint32_t> ff, sh;
         if (k == 0 || !ffn_columns(gate, up, down, shares, ff)) continue;
         if (l.ffn_up_shexp && !ffn_columns(l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp, shares, sh)) continue;
-        plan.heads_kv[il] = divide((uint32_t) ((mla ? hp.n_head : hp.n_head_kv) / k), shares);
+        plan.heads_kv[il] = divide((uint32_t) ((mla ? hp.n_head : delta ? hp.ssm_dt_rank : hp.n_head_kv) / k), shares);
         for (auto & h : plan.heads_kv[il]) h *= (uint32_t) k;
         plan.ff[il] = ff;
     }
@@ -194,11 +228,13 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
     slicer sl{ m.ctx_shards, 0, {}, {}, {}, 0 };
     std::vector<double> shares(n_dev, 0.0);
     uint32_t kv_slot = hp.n_layer;   // the cache has one entry per layer that runs, then the parts
+    uint32_t rs_slot = hp.n_layer;   // the recurrent state likewise
     const int64_t G = hp.n_head / std::max<uint32_t>(hp.n_head_kv, 1), hd_k = hp.n_embd_head_k, hd_v = hp.n_embd_head_v;
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         if (!plan.split(il)) continue;
         const llama_layer & l = m.layers[il];
-        for (const ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.wq_b, l.wkv_b, l.wk_b, l.wv_b, l.ffn_up, l.ffn_up_exps, l.ffn_up_shexp }) {
+        for (const ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.wq_b, l.wkv_b, l.wk_b, l.wv_b, l.wqkv, l.ssm_out, l.ffn_up,
+                                       l.ffn_up_exps, l.ffn_up_shexp }) {
             if (t && !ggml_backend_buffer_is_host(t->buffer)) {
                 throw llama_error(llama_format("-sm graph: %s is not in host memory to be cut", t->name));
             }
@@ -222,7 +258,23 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
             sl.device = (int) d;
             sl.shard_index = (int) d;
             llama_layer & w = s.w;
-            if (nkv > 0 && l.wkv_a_mqa) {
+            if (nkv > 0 && is_delta_net(l)) {
+                // value heads h0.. with their z, beta, alpha, decay and output columns; q and k of every key head
+                const int64_t d_v = hp.ssm_d_inner / hp.ssm_dt_rank, qk = 2 * (int64_t) hp.ssm_n_group * hp.ssm_d_state;
+                s.n_head = nkv;
+                w.wqkv = sl.rows2(l.wqkv, 0, qk, qk + h0 * d_v, nkv * d_v);
+                w.ssm_conv1d = sl.rows2(l.ssm_conv1d, 0, qk, qk + h0 * d_v, nkv * d_v);
+                w.wqkv_gate = sl.rows(l.wqkv_gate, h0 * d_v, nkv * d_v);
+                w.ssm_beta = sl.rows(l.ssm_beta, h0, nkv);
+                w.ssm_alpha = sl.rows(l.ssm_alpha, h0, nkv);
+                w.ssm_dt = sl.rows(l.ssm_dt, h0, nkv);
+                w.ssm_a = sl.rows(l.ssm_a, h0, nkv);
+                w.ssm_norm = sl.copy(l.ssm_norm);
+                w.ssm_out = sl.cols(l.ssm_out, h0 * d_v, nkv * d_v);
+                s.rs_slot = rs_slot++;
+                h0 += nkv;
+                first_attn = false;
+            } else if (nkv > 0 && l.wkv_a_mqa) {
                 // MLA: heads h0.. of q, of the decompression and of the output; the latent path copied
                 const int64_t n_nope = hd_k - hp.n_rot;
                 s.n_head = s.n_head_kv = nkv;
@@ -242,7 +294,7 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
             } else if (nkv > 0) {
                 s.n_head_kv = nkv;
                 s.n_head = (uint32_t) (nkv * G);
-                const int64_t q0 = h0 * G * hd_k, nq = nkv * G * hd_k;
+                const int64_t qh = q_rows_per_head(hp, l), q0 = h0 * G * qh, nq = nkv * G * qh;
                 w.wq = sl.rows(l.wq, q0, nq);
                 w.bq = sl.rows(l.bq, q0, nq);
                 w.wk = sl.rows(l.wk, h0 * hd_k, nkv * hd_k);

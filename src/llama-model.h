@@ -127,9 +127,10 @@ struct llama_layer {
 struct llama_layer_shard {
     int device = -1;           // index in llama_model::devices
     llama_layer w;             // this device's slices and copies (NULL: not held)
-    uint32_t n_head = 0;       // query heads it attends with (0: no attention part)
+    uint32_t n_head = 0;       // query heads it attends with, or a delta-net's value heads (0: no mixer part)
     uint32_t n_head_kv = 0;
     uint32_t kv_slot = 0;      // its entry in the KV cache (after the model's own layers)
+    uint32_t rs_slot = 0;      // a delta-net part's entry in the recurrent state, likewise
     bool has_ffn = false;
 };
 

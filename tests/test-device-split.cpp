@@ -392,6 +392,45 @@ TEST(GraphSplit, CutsHeadsAndColumnsByShares) {
     EXPECT_EQ(ctx->kv.k_l[0], nullptr);   // the cut layer's own entry holds nothing
 }
 
+// qwen35's delta-net layers are cut by value heads, two at a time here (its 2 key heads: each part
+// starts at a value head that reads key head 0): two devices hold two value heads each, with their
+// share of the recurrent state on their device; a prompt decoded in two pieces (the state carried
+// from one to the next) ends with the logits of one piece.
+TEST(GraphSplit, DeltaNetStateIsCutByValueHeads) {
+    auto devs = first_devices(2);
+    kiln_test::model_ptr model = load_graph_split(kiln_test::shared_path("models/synth-qwen35-f16.gguf"), devs, { 1, 1 });
+    ASSERT_TRUE(model) << llama_last_error();
+    const auto & hp = model->hparams;
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(ctx) << llama_last_error();
+    int n_recurrent_parts = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        if (!hp.is_recurrent(il)) continue;
+        ASSERT_EQ(model->shards[il].size(), 2u);
+        EXPECT_EQ(ctx->rs.ssm_l[il], nullptr);   // the whole layer's rows: none
+        for (const auto & s : model->shards[il]) {
+            EXPECT_EQ(s.n_head, hp.ssm_dt_rank / 2);
+            const ggml_tensor * ssm = ctx->rs.ssm_l[s.rs_slot];
+            ASSERT_NE(ssm, nullptr);
+            EXPECT_EQ(ssm->ne[0], (int64_t) hp.ssm_d_state * (hp.ssm_d_inner / hp.ssm_dt_rank) * s.n_head);
+            EXPECT_EQ(ggml_backend_buffer_get_type(ssm->buffer), ggml_backend_dev_buffer_type(devs[s.device]));
+            ++n_recurrent_parts;
+        }
+    }
+    EXPECT_EQ(n_recurrent_parts, 6);   // 3 delta-net layers
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 20; ++i) toks.push_back((llama_token) (5 + 13 * i % 300));
+    ASSERT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 20, 0), 0);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    const std::vector<float> whole(llama_get_logits_ith(ctx.get(), -1), llama_get_logits_ith(ctx.get(), -1) + n_vocab);
+    llama_memory_clear(ctx.get());
+    ASSERT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 12, 0), 0);
+    ASSERT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 12, 8, 12), 0);
+    EXPECT_LE(kiln_test::logits_rel_diff(llama_get_logits_ith(ctx.get(), -1), whole.data(), n_vocab), 1e-4);
+}
+
 TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
     kiln_test::kld_base base;
     ASSERT_TRUE(kiln_test::load_golden_base("synth-qwen3moe-f16", base));
