@@ -241,6 +241,20 @@ TEST(LayerSplit, GpuLayersAndOverrides) {
     EXPECT_EQ(ggml_backend_buffer_get_type(none->layers[4].wq->buffer), ggml_backend_cpu_buffer_type());
 }
 
+// -sm none: every offloaded layer, the embeddings and the head on -mg.
+TEST(LayerSplit, SplitModeNonePutsEverythingOnMainDevice) {
+    auto devs = first_devices(3);
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.split_mode = LLAMA_SPLIT_MODE_NONE;
+    mp.main_gpu = 2;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_dev_buffer_type(devs[2])) << t->name;
+    }
+}
+
 TEST(LayerSplit, ImpossibleRequestsAreErrors) {
     auto devs = first_devices(2);
     const std::string path = kiln_test::shared_path("models/stories260K.gguf");
