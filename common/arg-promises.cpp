@@ -30,6 +30,7 @@ bool overrides_name_a_gpu(const std::string & value) {
 }
 
 bool layers_ask_for_gpu(const std::string & value) { return value != "0"; }
+bool devices_ask_for_gpu(const std::string & value) { return value != "none"; }
 
 const common_flag_status k_flag_status[] = {
     // not implemented yet: refused, so nobody believes they got it
@@ -42,11 +43,14 @@ const common_flag_status k_flag_status[] = {
     { "--no-jinja", common_flag_promise::no_op, "chat templates always use the Jinja engine (built-in names select built-in Jinja templates)" },
     { "--simple-io", common_flag_promise::no_op, "output is always plain" },
 
-    // placement on GPUs: ignored, with a warning, where there is none
+    // placement on GPUs (or virtual devices, KILN_VIRTUAL_CPU_DEVICES): ignored, with a warning,
+    // where there is none
+    { "-dev", common_flag_promise::gpu_placement, "there is no device to pick", devices_ask_for_gpu },
     { "-ngl", common_flag_promise::gpu_placement, "layers stay on the CPU", layers_ask_for_gpu },
     { "-sm", common_flag_promise::gpu_placement, "there is nothing to split across", nullptr },
     { "-ts", common_flag_promise::gpu_placement, "there is nothing to split across", nullptr },
     { "-mg", common_flag_promise::gpu_placement, "there is no GPU to pick", nullptr },
+    { "-grt", common_flag_promise::gpu_placement, "there is nothing to split across", nullptr },
     { "-ot", common_flag_promise::gpu_placement, "tensors stay on the CPU", overrides_name_a_gpu },
 };
 

@@ -243,6 +243,17 @@ std::vector<common_arg> build_table() {
                         if (v == "all" || v == "auto") p.n_gpu_layers = v == "all" ? 9999 : -1;
                         else p.n_gpu_layers = parse_int(v, -1);
                     }));
+    // device names are checked against the devices when the model is placed (common_model_params_to_llama)
+    t.push_back(val({ "-dev", "--device" }, "DEV0,DEV1,...", ALL,
+                    "devices to place the model on (none: none; default: all, see --list-devices)",
+                    [](common_params & p, const std::string & v) {
+                        p.devices.clear();
+                        for (const std::string & d : split(v, ',')) {
+                            if (d.empty()) throw common_arg_error("empty device name");
+                            p.devices.push_back(d);
+                        }
+                    }));
+    t.push_back(sw({ "--list-devices" }, ALL, "print the devices a model can be placed on and exit", [](common_params &) {}));
     t.push_back(val({ "-sm", "--split-mode" }, "MODE", ALL, "how to split the model across GPUs: none, layer, row, graph",
                     [](common_params & p, const std::string & v) {
                         p.split_mode = parse_choice(v, { "none", "layer", "row", "graph" });
@@ -254,6 +265,18 @@ std::vector<common_arg> build_table() {
                         }
                         p.tensor_split = v;
                     }));
+    t.push_back(sw({ "-nkvo", "--no-kv-offload" }, ALL, "keep the KV cache in host memory, not with the layers on their devices",
+                   [](common_params & p) { p.no_kv_offload = true; }));
+    t.push_back(sw({ "-cmoe", "--cpu-moe" }, ALL, "keep every MoE expert weight in host memory (as -ot exps=CPU)",
+                   [](common_params & p) { p.tensor_overrides.push_back({ "\\.ffn_(up|down|gate)_exps", "CPU" }); }));
+    t.push_back(val({ "-ncmoe", "--n-cpu-moe" }, "N", ALL, "keep the MoE expert weights of the first N layers in host memory",
+                    [](common_params & p, const std::string & v) {
+                        const int n = parse_int(v, 0, 100000);
+                        for (int i = 0; i < n; ++i) p.tensor_overrides.push_back({ "blk\\." + std::to_string(i) + "\\.ffn_(up|down|gate)_exps", "CPU" });
+                    }));
+    t.push_back(val({ "-grt", "--graph-reduce-type" }, "{f32,f16,bf16}", ALL,
+                    "-sm graph: the type partial results are summed across devices in: f32, f16, bf16 (default: f32)",
+                    [](common_params & p, const std::string & v) { p.graph_reduce_type = parse_choice(v, { "f32", "f16", "bf16" }); }));
     t.push_back(val({ "-mg", "--main-gpu" }, "N", ALL, "the GPU for intermediate results (default: 0)",
                     [](common_params & p, const std::string & v) { p.main_gpu = parse_int(v, 0); }));
     t.push_back(val({ "-ot", "--override-tensor" }, "PATTERN=TYPE,...", ALL,
@@ -619,6 +642,21 @@ std::string common_version_text() {
     return "version: kiln 0.1\nbuilt with " + std::string(__VERSION__) + "\n";
 }
 
+// llama.cpp's format: "Available devices:" then "  NAME: description (total MiB, free MiB free)"
+std::string common_device_list_text() {
+    std::string out = "Available devices:\n";
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        size_t free = 0, total = 0;
+        ggml_backend_dev_memory(d, &free, &total);
+        char line[256];
+        std::snprintf(line, sizeof(line), "  %s: %s (%zu MiB, %zu MiB free)\n", ggml_backend_dev_name(d),
+                      ggml_backend_dev_description(d), total / 1048576, free / 1048576);
+        out += line;
+    }
+    return out;
+}
+
 std::string common_params_usage(common_tool tool) {
     std::string out = "usage: " + std::string(common_tool_name(tool)) + " [options]\n\noptions:\n";
     for (const common_arg * a : common_args_for_tool(tool)) {
@@ -673,6 +711,11 @@ common_parse_result common_params_parse_args(const std::vector<std::string> & ar
         if (a->has_name("--version")) {
             res.status  = common_parse_result::version;
             res.message = common_version_text();
+            return res;
+        }
+        if (a->has_name("--list-devices")) {   // printed and exit(0), as for --help
+            res.status  = common_parse_result::help;
+            res.message = common_device_list_text();
             return res;
         }
 

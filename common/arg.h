@@ -74,6 +74,8 @@ common_parse_result common_params_apply_env(const std::vector<std::string> & arg
 // The usage text of a tool: one line per flag with its value hint and help.
 std::string common_params_usage(common_tool tool);
 std::string common_version_text();
+// --list-devices: the devices a model can be placed on (besides the host CPU)
+std::string common_device_list_text();
 
 // For main(): parses argv, prints --help / --version to stdout and exits 0 for them; prints the
 // warnings, and an error to stderr and returns false for bad arguments (the caller exits non-zero).

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -81,6 +82,17 @@ std::string common_kv_cache_type_names() {
     return out;
 }
 
+namespace {
+
+// what -ot (with the host, "CPU") or -dev (with "none") accepts
+std::string device_names(const char * extra) {
+    std::string out = extra;
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) out += std::string(", ") + ggml_backend_dev_name(ggml_backend_dev_get(i));
+    return out;
+}
+
+} // namespace
+
 bool common_model_params_to_llama(common_params & params, llama_model_params & out, std::string & err) {
     out = llama_model_default_params();
     out.n_gpu_layers  = params.n_gpu_layers;
@@ -88,14 +100,56 @@ bool common_model_params_to_llama(common_params & params, llama_model_params & o
     out.use_mlock     = params.use_mlock;
     out.check_tensors = params.check_tensors;
     out.repack_tensors = params.repack_tensors;
+    out.main_gpu      = params.main_gpu;
+    out.split_mode    = params.split_mode == "none"  ? LLAMA_SPLIT_MODE_NONE
+                      : params.split_mode == "row"   ? LLAMA_SPLIT_MODE_ROW
+                      : params.split_mode == "graph" ? LLAMA_SPLIT_MODE_GRAPH
+                                                     : LLAMA_SPLIT_MODE_LAYER;
+
+    params.device_storage.clear();
+    out.devices = nullptr;
+    if (!params.devices.empty()) {
+        for (const std::string & name : params.devices) {
+            if (name == "none") continue;
+            ggml_backend_dev_t d = ggml_backend_dev_by_name(name.c_str());
+            if (!d) {
+                err = "-dev " + name + ": no such device (available: " + device_names("none") + ")";
+                return false;
+            }
+            params.device_storage.push_back(d);
+        }
+        params.device_storage.push_back(nullptr);
+        out.devices = params.device_storage.data();
+    }
+
+    params.tensor_split_storage.assign(llama_max_devices(), 0.0f);
+    out.tensor_split = nullptr;
+    if (!params.tensor_split.empty()) {
+        const char sep = params.tensor_split.find('/') != std::string::npos ? '/' : ',';
+        size_t i = 0, start = 0;
+        while (start <= params.tensor_split.size()) {
+            size_t end = params.tensor_split.find(sep, start);
+            if (end == std::string::npos) end = params.tensor_split.size();
+            if (i >= params.tensor_split_storage.size()) {
+                err = "-ts " + params.tensor_split + ": more than " + std::to_string(llama_max_devices()) + " shares";
+                return false;
+            }
+            params.tensor_split_storage[i++] = std::strtof(params.tensor_split.substr(start, end - start).c_str(), nullptr);
+            start = end + 1;
+        }
+        out.tensor_split = params.tensor_split_storage.data();
+    }
 
     params.tensor_buft_storage.clear();
     for (const auto & ov : params.tensor_overrides) {
         ggml_backend_buffer_type_t buft = nullptr;
-        // Only the CPU exists in this build; GPU names are an error rather than silently ignored.
-        if (iequals(ov.buft, "CPU")) buft = ggml_backend_cpu_buffer_type();
+        if (iequals(ov.buft, "CPU")) {
+            buft = ggml_backend_cpu_buffer_type();
+        } else if (ggml_backend_dev_t d = ggml_backend_dev_by_name(ov.buft.c_str())) {
+            buft = ggml_backend_dev_buffer_type(d);
+        }
         if (!buft) {
-            err = "-ot " + ov.pattern + "=" + ov.buft + ": unknown buffer type '" + ov.buft + "' (available: CPU)";
+            err = "-ot " + ov.pattern + "=" + ov.buft + ": unknown buffer type '" + ov.buft + "' (available: " + device_names("CPU") + ")";
             params.tensor_buft_storage.clear();
             return false;
         }
@@ -129,6 +183,10 @@ llama_context_params common_context_params_to_llama(const common_params & params
     out.mla             = params.mla_attn;
     out.attn_max_batch  = params.attn_max_batch;
     out.fused_moe       = params.fused_moe;
+    out.offload_kqv     = !params.no_kv_offload;
+    out.graph_reduce_type = params.graph_reduce_type == "f16"  ? GGML_TYPE_F16
+                          : params.graph_reduce_type == "bf16" ? GGML_TYPE_BF16
+                                                               : GGML_TYPE_F32;
     out.ser_n_min       = params.ser_n_min;
     out.ser_threshold   = params.ser_threshold;
     out.n_ctx_checkpoints = (uint32_t) std::max(params.n_ctx_checkpoints, 0);

@@ -100,10 +100,13 @@ struct common_params {
     float rope_freq_scale = 0.0f;
 
     // model loading and placement
-    int32_t n_gpu_layers = -1;      // set only when a GPU is usable (arg-promises.cpp)
+    int32_t n_gpu_layers = -1;      // -1: all; set only when a device is usable (arg-promises.cpp)
     std::string split_mode = "layer";
-    std::string tensor_split;
+    std::string tensor_split;       // -ts as given: "3,1" or "3/1"
     int32_t main_gpu = 0;
+    std::vector<std::string> devices;   // -dev: device names ("none": no device; empty: all)
+    std::string graph_reduce_type = "f32";
+    bool no_kv_offload = false;     // -nkvo: the KV cache in host memory   // -grt: -sm graph's partial sums cross devices as f32, f16 or bf16
     bool use_mmap      = true;
     bool use_mlock     = false;
     bool check_tensors = false;
@@ -171,6 +174,9 @@ struct common_params {
     // Filled by common_model_params_to_llama: the NULL-terminated override array the model
     // params point into (it must outlive model loading).
     std::vector<llama_model_tensor_buft_override> tensor_buft_storage;
+    // ... and the device list and -ts shares they point to
+    std::vector<ggml_backend_dev_t> device_storage;
+    std::vector<float> tensor_split_storage;
 };
 
 // ---- conversions -------------------------------------------------------------------------------

@@ -37,8 +37,25 @@ struct llama_model_tensor_buft_override {
     ggml_backend_buffer_type_t buft;
 };
 
+// How a model is divided among devices (-sm). LAYER: consecutive layers per device, their
+// weights and KV cache there, in -ts proportions. ROW is llama.cpp's row split and is refused.
+enum llama_split_mode {
+    LLAMA_SPLIT_MODE_NONE  = 0,   // everything offloaded goes to main_gpu
+    LLAMA_SPLIT_MODE_LAYER = 1,
+    LLAMA_SPLIT_MODE_ROW   = 2,
+    LLAMA_SPLIT_MODE_GRAPH = 3,
+};
+
 struct llama_model_params {
+    // the devices to use (NULL-terminated; NULL: every device of ggml_backend_dev_count())
+    ggml_backend_dev_t * devices;
+    // layers on the devices, counted from the last; the output head counts as one more layer.
+    // Negative: all. Without devices every layer stays on the host CPU.
     int32_t n_gpu_layers;
+    enum llama_split_mode split_mode;
+    int32_t main_gpu;              // index in devices: split mode NONE's device, and where the
+                                   // embeddings and the output head go
+    const float * tensor_split;    // llama_max_devices() shares (NULL or all 0: by free memory)
     bool    use_mmap;
     bool    use_mlock;
     bool    check_tensors;   // validate tensor data (NaN/inf) at load
@@ -81,6 +98,9 @@ struct llama_context_params {
     // models with recurrent layers: copies of a sequence's state kept after each prompt piece
     // (--ctx-checkpoints), so llama_memory_seq_rm can go back to them
     uint32_t n_ctx_checkpoints;
+    // -sm graph: the type partial sums cross devices in (-grt: f32, f16 or bf16)
+    enum ggml_type graph_reduce_type;
+    bool offload_kqv;          // the KV cache of offloaded layers on their device (-nkvo: false, host memory)
 };
 
 struct llama_batch {
@@ -99,6 +119,7 @@ void llama_backend_free(void);
 void llama_log_set(ggml_log_callback cb, void * user_data);
 
 struct llama_model_params   llama_model_default_params(void);
+size_t llama_max_devices(void);   // entries of llama_model_params.tensor_split
 struct llama_context_params llama_context_default_params(void);
 
 // NULL on failure (the message was logged; llama_last_error() has it too).

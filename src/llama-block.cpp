@@ -80,11 +80,13 @@ void llm_load_moe_hparams(llama_model_loader & ml, llama_hparams & hp, uint32_t 
 // The options took effect when the tensors were created: the graph follows the tensors the layer has.
 ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * x, const llm_attn_options &) {
     const auto & hp = g.hp;
-    const auto & l = g.model.layers[il];
+    const auto & l = g.layer(il);
     ggml_context * ctx = g.ctx0;
-    ggml_tensor * q = ggml_reshape_3d(ctx, g.build_lin(l.wq, l.bq, x), hp.n_embd_head_k, hp.n_head, g.n_tokens);
-    ggml_tensor * k = ggml_reshape_3d(ctx, g.build_lin(l.wk, l.bk, x), hp.n_embd_head_k, hp.n_head_kv, g.n_tokens);
-    ggml_tensor * v = ggml_reshape_3d(ctx, g.build_lin(l.wv, l.bv, x), hp.n_embd_head_v, hp.n_head_kv, g.n_tokens);
+    // head counts from the weights: a -sm graph shard holds some of the heads
+    const int64_t n_head = l.wq->ne[1] / hp.n_embd_head_k, n_head_kv = l.wk->ne[1] / hp.n_embd_head_k;
+    ggml_tensor * q = ggml_reshape_3d(ctx, g.build_lin(l.wq, l.bq, x), hp.n_embd_head_k, n_head, g.n_tokens);
+    ggml_tensor * k = ggml_reshape_3d(ctx, g.build_lin(l.wk, l.bk, x), hp.n_embd_head_k, n_head_kv, g.n_tokens);
+    ggml_tensor * v = ggml_reshape_3d(ctx, g.build_lin(l.wv, l.bv, x), hp.n_embd_head_v, n_head_kv, g.n_tokens);
     if (l.attn_q_norm) q = g.build_norm(q, l.attn_q_norm, nullptr, true, il);
     if (l.attn_k_norm) k = g.build_norm(k, l.attn_k_norm, nullptr, true, il);
     q = g.build_rope(q, hp.n_rot, il);
@@ -95,10 +97,11 @@ ggml_tensor * llm_build_attn_block(llm_graph_context & g, int il, ggml_tensor * 
 
 ggml_tensor * llm_build_moe_gated_shexp(llm_graph_context & g, int il, ggml_tensor * x, bool norm_w) {
     const auto & hp = g.hp;
-    const auto & l = g.model.layers[il];
+    const auto & l = g.layer(il);
     ggml_context * ctx = g.ctx0;
     ggml_tensor * moe = g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, nullptr,
                                         hp.n_expert, hp.n_expert_used, llm_graph_context::MOE_GATING_SOFTMAX, norm_w, 1.0f);
+    if (!l.ffn_up_shexp) return moe;   // a -sm graph shard without columns of the shared expert
     ggml_tensor * shared = g.build_ffn_swiglu(x, l.ffn_up_shexp, l.ffn_gate_shexp, l.ffn_down_shexp);
     ggml_tensor * gate = ggml_sigmoid(ctx, ggml_mul_mat(ctx, l.ffn_gate_inp_shexp, x));   // [1, n_tokens]
     return ggml_add(ctx, moe, ggml_mul(ctx, shared, gate));

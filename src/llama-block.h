@@ -47,11 +47,11 @@ ggml_tensor * llm_build_prenorm_stack(llm_graph_context & g, Mix mix, Ffn ffn) {
     for (uint32_t il = 0; il < g.hp.n_layer; ++il) {
         const auto & l = m.layers[il];
         ggml_tensor * x = g.build_norm(cur, l.attn_norm, nullptr, true, il);
-        ggml_tensor * y = mix(g, il, x);
+        ggml_tensor * y = g.build_split((int) il, true, [&] { return mix(g, il, x); });
         if (l.attn_post_norm) y = g.build_norm(y, l.attn_post_norm, nullptr, true, il);
         cur = ggml_add(g.ctx0, cur, y);
         x = g.build_norm(cur, l.ffn_norm, nullptr, true, il);
-        y = ffn(g, il, x);
+        y = g.build_split((int) il, false, [&] { return ffn(g, il, x); });
         if (l.ffn_post_norm) y = g.build_norm(y, l.ffn_post_norm, nullptr, true, il);
         cur = ggml_add(g.ctx0, cur, y);
     }

@@ -12,7 +12,20 @@
 
 llama_context::~llama_context() {
     if (sched) ggml_backend_sched_free(sched);
+    for (auto * b : device_backends) ggml_backend_free(b);
     if (cpu) ggml_backend_free(cpu);
+}
+
+void llama_context::pin_nodes(const llm_graph_context & g) {
+    for (const auto & p : g.pinned) ggml_backend_sched_set_tensor_backend(sched, p.first, device_backends[p.second]);
+}
+
+void llama_context::set_threads(int n) {
+    ggml_backend_cpu_set_n_threads(cpu, n);
+    const int share = std::max(1, n / std::max(1, (int) device_backends.size()));
+    for (auto * b : device_backends) {
+        if (ggml_backend_is_cpu(b)) ggml_backend_cpu_set_n_threads(b, share);
+    }
 }
 
 namespace {
@@ -83,7 +96,7 @@ bool llama_apply_kv_shift(llama_context & lctx) {
             // the RoPE'd leading part of every head, as [n_rot, n_head, cells]
             ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv->size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
             ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
-            const bool swa = hp.is_swa((uint32_t) il);
+            const bool swa = hp.is_swa((uint32_t) (sh.layer >= 0 ? sh.layer : (int) il));
             // each pair's angle is linear in its position, so rotating by the shift moves the key there
             ggml_tensor * r = multi ? ggml_rope_multi(ctx, f, pos, nullptr, sh.n_rot, hp.rope_sections, hp.rope_type,
                                                       (int) hp.n_ctx_orig_yarn, base, scale, hp.yarn_ext_factor,
@@ -106,7 +119,7 @@ bool llama_apply_kv_shift(llama_context & lctx) {
             }
             ggml_backend_tensor_set(c.second, d.data(), 0, d.size() * sizeof(int32_t));
         }
-        ggml_backend_cpu_set_n_threads(lctx.cpu, lctx.cparams.n_threads_batch);
+        lctx.set_threads(lctx.cparams.n_threads_batch);
         ok = ggml_backend_sched_graph_compute(lctx.sched, gf) == GGML_STATUS_SUCCESS;
     }
     ggml_free(ctx);
@@ -118,6 +131,14 @@ bool llama_apply_kv_shift(llama_context & lctx) {
 }
 
 namespace {
+
+// values per cell of a latent cache (the first layer that has one: -sm graph leaves a cut layer's own entry empty)
+uint32_t latent_row(const std::vector<llama_kv_layer_shape> & shapes) {
+    for (const auto & s : shapes) {
+        if (s.n_embd_k > 0) return s.n_embd_k;
+    }
+    return 0;
+}
 
 // A recurrent state folds in one sequence's tokens in order and cannot rewind: each token of the
 // batch belongs to one sequence and comes after everything that sequence's state already holds.
@@ -337,12 +358,13 @@ int32_t llama_context::decode(const llama_batch & batch) {
         if (cb_eval) observe_mark(*this, gf);
 
         ggml_backend_sched_reset(sched);
+        pin_nodes(g);
         if (!ggml_backend_sched_alloc_graph(sched, gf)) {
             ggml_free(ctx0);
             return fail(-2, "failed to allocate the compute graph");
         }
         fill_inputs(*this, g, ub);
-        ggml_backend_cpu_set_n_threads(cpu, nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
+        set_threads(nt == 1 ? cparams.n_threads : cparams.n_threads_batch);
         state_written = true;
         const bool computed = ggml_backend_sched_graph_compute(sched, gf) == GGML_STATUS_SUCCESS;
         if (!computed || i0 / (int32_t) cparams.n_ubatch == fail_ubatch_for_test) {
@@ -428,6 +450,8 @@ bool llama_context::reserve() {
     ggml_cgraph * gf = ggml_new_graph_custom(ctx0, graph_size, false);
     llm_graph_context g(model, cparams, ub, kv, ctx0, gf, has_kv_swa() ? &kv_swa : nullptr, rs.active() ? &rs : nullptr);
     ggml_build_forward_expand(gf, model.arch->build_graph(g));
+    ggml_backend_sched_reset(sched);
+    pin_nodes(g);
     const bool ok = ggml_backend_sched_reserve(sched, gf);
     kv.reserve_full = kv_swa.reserve_full = false;
     ggml_free(ctx0);
@@ -451,6 +475,8 @@ llama_context_params llama_context_default_params(void) {
     p.type_v = GGML_TYPE_F16;
     p.mla = -1;
     p.fused_moe = true;
+    p.graph_reduce_type = GGML_TYPE_F32;
+    p.offload_kqv = true;
     return p;
 }
 
@@ -473,6 +499,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     cp.rope_freq_base = params.rope_freq_base;
     cp.rope_freq_scale = params.rope_freq_scale;
     cp.swa_full = params.swa_full;
+    cp.reduce_type = params.graph_reduce_type;
+    if (cp.reduce_type != GGML_TYPE_F32 && cp.reduce_type != GGML_TYPE_F16 && cp.reduce_type != GGML_TYPE_BF16) {
+        delete ctx;
+        llama_set_last_error("graph_reduce_type must be f32, f16 or bf16");
+        LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_type must be f32, f16 or bf16\n");
+        return nullptr;
+    }
     ctx->no_perf = params.no_perf;
     cp.embeddings = params.embeddings;
     ctx->cb_eval = params.cb_eval;
@@ -510,25 +543,75 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     for (uint32_t il = 0; il < hp.n_layer; ++il) n_swa_layers += hp.is_swa(il);
     const uint32_t swa_cells = (uint32_t) std::min<uint64_t>(cp.n_ctx, ((uint64_t) cp.n_seq_max * hp.n_swa + cp.n_ubatch + 31) / 32 * 32);
     std::string err;
+    // each layer's cache and state live with its weights; a cut layer's heads with their shard
+    std::vector<ggml_backend_buffer_type_t> layer_buft = model->layer_buft;
+    if (!model->shards.empty()) {
+        if (shapes.size() != hp.n_layer) return fail("-sm graph: the KV cache does not have one entry per layer");
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            if (model->shards[il].empty()) continue;
+            const llama_kv_layer_shape whole = shapes[il];
+            shapes[il] = llama_kv_layer_shape{};
+            for (const llama_layer_shard & s : model->shards[il]) {
+                if (s.n_head_kv == 0) continue;
+                llama_kv_layer_shape part = whole;
+                if (whole.n_embd_v > 0 || whole.n_head_k > 1) {   // per-head rows: the part's heads; a shared latent row: all of it
+                    part.n_embd_k = s.n_head_kv * whole.head_dim_k;
+                    part.n_embd_v = whole.n_embd_v / whole.n_head_k * s.n_head_kv;
+                    part.n_head_k = s.n_head_kv;
+                }
+                part.layer = (int32_t) il;
+                GGML_ASSERT(shapes.size() == s.kv_slot);
+                shapes.push_back(part);
+                layer_buft.push_back(ggml_backend_dev_buffer_type(model->devices[s.device]));
+            }
+        }
+    }
+    const std::vector<ggml_backend_buffer_type_t> * where = model->devices.empty() || !params.offload_kqv ? nullptr : &layer_buft;
     if (n_swa_layers > 0 && !cp.swa_full && swa_cells < cp.n_ctx) {
         std::vector<llama_kv_layer_shape> global = shapes, window = shapes;
-        for (uint32_t il = 0; il < hp.n_layer; ++il) (hp.is_swa(il) ? global : window)[il] = llama_kv_layer_shape{};
-        if (!ctx->kv.init(global, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
-        if (!ctx->kv_swa.init(window, swa_cells, cp.n_seq_max, params.type_k, params.type_v, err)) return fail(err);
-    } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err)) {
+        for (size_t i = 0; i < shapes.size(); ++i) {
+            (hp.is_swa(shapes[i].layer >= 0 ? (uint32_t) shapes[i].layer : (uint32_t) i) ? global : window)[i] = llama_kv_layer_shape{};
+        }
+        if (!ctx->kv.init(global, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err, where)) return fail(err);
+        if (!ctx->kv_swa.init(window, swa_cells, cp.n_seq_max, params.type_k, params.type_v, err, where)) return fail(err);
+    } else if (!ctx->kv.init(shapes, cp.n_ctx, cp.n_seq_max, params.type_k, params.type_v, err, where)) {
         return fail(err);
     }
     if (model->arch->recurrent_shapes) {
         std::vector<llama_recurrent_layer_shape> rshapes;
         model->arch->recurrent_shapes(*model, rshapes);
+        // a cut delta-net layer's state lives with its parts, each with its value heads' rows
+        std::vector<ggml_backend_buffer_type_t> rs_buft = model->layer_buft;
+        for (uint32_t il = 0; il < hp.n_layer && !model->shards.empty(); ++il) {
+            if (model->shards[il].empty() || rshapes[il].n_ssm == 0) continue;
+            const llama_recurrent_layer_shape whole = rshapes[il];
+            rshapes[il] = {};
+            for (const llama_layer_shard & s : model->shards[il]) {
+                if (s.n_head == 0) continue;
+                const int64_t d_v = hp.ssm_d_inner / hp.ssm_dt_rank, qk = 2 * (int64_t) hp.ssm_n_group * hp.ssm_d_state;
+                llama_recurrent_layer_shape part;
+                part.n_conv = (uint32_t) ((hp.ssm_d_conv - 1) * (qk + s.n_head * d_v));
+                part.n_ssm = whole.n_ssm / hp.ssm_dt_rank * s.n_head;
+                GGML_ASSERT(rshapes.size() == s.rs_slot);
+                rshapes.push_back(part);
+                rs_buft.push_back(ggml_backend_dev_buffer_type(model->devices[s.device]));
+            }
+        }
         cp.n_ctx_checkpoints = params.n_ctx_checkpoints;
-        if (!ctx->rs.init(rshapes, cp.n_seq_max, cp.n_ctx_checkpoints, err)) return fail(err);
+        if (!ctx->rs.init(rshapes, cp.n_seq_max, cp.n_ctx_checkpoints, err, where ? &rs_buft : nullptr)) return fail(err);
     }
     ctx->cpu = ggml_backend_cpu_init();
-    ggml_backend_cpu_set_n_threads(ctx->cpu, cp.n_threads);
-    ggml_backend_t backends[1] = { ctx->cpu };
+    std::vector<ggml_backend_t> backends;
+    for (ggml_backend_dev_t d : model->devices) {
+        ggml_backend_t b = ggml_backend_dev_init(d);
+        if (!b) return fail(llama_format("cannot start a backend on device %s", ggml_backend_dev_name(d)));
+        ctx->device_backends.push_back(b);
+        backends.push_back(b);
+    }
+    backends.push_back(ctx->cpu);
+    ctx->set_threads(cp.n_threads);
     ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 96 * hp.n_layer + 256);
-    ctx->sched = ggml_backend_sched_new(backends, 1, ctx->graph_size);
+    ctx->sched = ggml_backend_sched_new(backends.data(), (int) backends.size(), ctx->graph_size);
     ctx->graph_mem.resize(ggml_tensor_overhead() * ctx->graph_size + ggml_graph_overhead_custom(ctx->graph_size) + 4096);
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
@@ -544,7 +627,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     if (!has_v) {
         LLAMA_LOG_INFO("llama_init_from_model: KV cache %s, MLA mode %d: latent cache of %u values per token and layer, "
                        "%.2f MiB (%.1f KiB per token)\n",
-                       ggml_type_name(params.type_k), cp.mla, shapes.empty() ? 0 : shapes[0].n_embd_k, ctx->kv.bytes() / 1048576.0,
+                       ggml_type_name(params.type_k), cp.mla, latent_row(shapes), ctx->kv.bytes() / 1048576.0,
                        ctx->kv.bytes() / 1024.0 / std::max<uint32_t>(cp.n_ctx, 1));
     } else {
         LLAMA_LOG_INFO("llama_init_from_model: KV cache %s/%s, %.2f MiB (%.1f KiB per token)\n", ggml_type_name(params.type_k),
@@ -563,6 +646,15 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
                            n_swa_layers, hp.n_layer, cp.swa_full ? "--swa-full" : "the window and a batch fill the context");
         }
     }
+    if (!model->devices.empty()) {
+        // where the caches went: one buffer per device holding layers
+        for (const llama_kv_cache * kv : { (const llama_kv_cache *) &ctx->kv, (const llama_kv_cache *) &ctx->kv_swa, (const llama_kv_cache *) nullptr }) {
+            for (ggml_backend_buffer_t b : kv ? kv->bufs : ctx->rs.bufs) {
+                LLAMA_LOG_INFO("llama_init_from_model: %s on %s: %.2f MiB\n", kv ? "KV cache" : "recurrent state",
+                               ggml_backend_buffer_name(b), ggml_backend_buffer_get_size(b) / 1048576.0);
+            }
+        }
+    }
     if (ctx->rs.active()) {
         size_t conv = 0, ssm = 0;
         for (const auto & sh : ctx->rs.shapes) {
@@ -576,8 +668,10 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
     // size the compute buffer with the worst case: a full micro-batch attending to the whole cache
     if (!ctx->reserve()) return fail("cannot allocate the compute buffer");
-    LLAMA_LOG_INFO("llama_init_from_model: compute buffer (CPU) %.2f MiB\n",
-                   ggml_backend_sched_get_buffer_size(ctx->sched, ctx->cpu) / 1048576.0);
+    for (ggml_backend_t b : backends) {
+        const size_t n = ggml_backend_sched_get_buffer_size(ctx->sched, b);
+        if (b == ctx->cpu || n > 0) LLAMA_LOG_INFO("llama_init_from_model: compute buffer (%s) %.2f MiB\n", ggml_backend_name(b), n / 1048576.0);
+    }
     ctx->t_start_us = ggml_time_us();
     return ctx;
 }

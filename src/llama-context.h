@@ -21,7 +21,13 @@ struct llama_context {
     bool has_kv_swa() const { return kv_swa.size > 0; }
     llama_recurrent_state rs;           // active only for models with recurrent layers
     ggml_backend_t cpu = nullptr;
+    std::vector<ggml_backend_t> device_backends;   // one per device of the model (the scheduler's
+                                                   // backends are these, then cpu)
     ggml_backend_sched_t sched = nullptr;
+    // the host CPU backend runs n threads; each CPU-backed (virtual) device a share of them
+    void set_threads(int n);
+    // the graph's device choices (-sm graph's reduced sums) onto the scheduler, after its reset
+    void pin_nodes(const llm_graph_context & g);
     size_t graph_size = 0;
     std::vector<uint8_t> graph_mem;     // tensor metadata of the graph being built (reused)
 

@@ -113,10 +113,12 @@ void llm_delta_net_recurrent_shapes(const llama_model & m, std::vector<llama_rec
 
 ggml_tensor * llm_build_delta_net(llm_graph_context & g, int il, ggml_tensor * x, llm_delta_net_layout lay) {
     const auto & hp = g.hp;
-    const auto & l = g.model.layers[il];
+    const auto & l = g.layer(il);
     ggml_context * ctx = g.ctx0;
-    const int64_t T = g.n_tokens, d_k = hp.ssm_d_state, n_kh = hp.ssm_n_group, n_vh = hp.ssm_dt_rank;
-    const int64_t d_v = head_v_dim(hp), n_ch = conv_channels(hp);
+    // a -sm graph part holds some of the value heads (and every key head)
+    const int64_t T = g.n_tokens, d_k = hp.ssm_d_state, n_kh = hp.ssm_n_group, n_vh = l.ssm_dt->ne[0];
+    const int64_t d_v = head_v_dim(hp), n_ch = 2 * n_kh * d_k + n_vh * d_v;
+    const int slot = g.shard ? (int) g.shard->rs_slot : il;
     const float eps = hp.f_norm_rms_eps;
 
     ggml_tensor * qkv, * z, * beta, * alpha;
@@ -145,7 +147,7 @@ ggml_tensor * llm_build_delta_net(llm_graph_context & g, int il, ggml_tensor * x
     ggml_tensor * decay = ggml_mul(ctx, ggml_softplus(ctx, ggml_add(ctx, alpha, l.ssm_dt)), l.ssm_a);
 
     ggml_tensor * slots = g.build_inp_rs_slots();
-    ggml_tensor * conv = ggml_silu(ctx, ggml_ssm_conv(ctx, qkv, l.ssm_conv1d, g.rs->conv_l[il], slots));   // [n_ch, T]
+    ggml_tensor * conv = ggml_silu(ctx, ggml_ssm_conv(ctx, qkv, l.ssm_conv1d, g.rs->conv_l[slot], slots));   // [n_ch, T]
     const size_t es = ggml_element_size(conv);
     ggml_tensor * q = ggml_view_3d(ctx, conv, d_k, n_kh, T, d_k * es, conv->nb[1], 0);
     ggml_tensor * k = ggml_view_3d(ctx, conv, d_k, n_kh, T, d_k * es, conv->nb[1], d_k * n_kh * es);
@@ -168,7 +170,7 @@ ggml_tensor * llm_build_delta_net(llm_graph_context & g, int il, ggml_tensor * x
     }
     // the chunked form for prompt pieces, the recurrence for single tokens (the kernel picks per sequence)
     const int chunk = 64;
-    ggml_tensor * o = ggml_gated_delta_net(ctx, q, k, v, decay, beta, g.rs->ssm_l[il], slots, 1.0f / std::sqrt((float) d_k),
+    ggml_tensor * o = ggml_gated_delta_net(ctx, q, k, v, decay, beta, g.rs->ssm_l[slot], slots, 1.0f / std::sqrt((float) d_k),
                                            chunk);   // [d_v, n_vh, T]
     if (regroup) o = ggml_reshape_3d(ctx, ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, o, d_v, n_kh, r, T), 0, 2, 1, 3)), d_v, n_vh, T);
     // gated RMS norm: norm(o) * w * silu(z), per value head
@@ -179,19 +181,20 @@ ggml_tensor * llm_build_delta_net(llm_graph_context & g, int il, ggml_tensor * x
 
 ggml_tensor * llm_build_gated_attn(llm_graph_context & g, int il, ggml_tensor * x) {
     const auto & hp = g.hp;
-    const auto & l = g.model.layers[il];
+    const auto & l = g.layer(il);
     ggml_context * ctx = g.ctx0;
     const int64_t hd = hp.n_embd_head_k, T = g.n_tokens;
+    const int64_t n_head = l.wq->ne[1] / (2 * hd), n_head_kv = l.wk->ne[1] / hd;   // a -sm graph part: some of the heads
     ggml_tensor * qg = ggml_mul_mat(ctx, l.wq, x);   // [2 * hd * n_head, T]
     const size_t es = ggml_element_size(qg);
-    ggml_tensor * q = ggml_view_3d(ctx, qg, hd, hp.n_head, T, 2 * hd * es, qg->nb[1], 0);
-    ggml_tensor * gate = ggml_view_3d(ctx, qg, hd, hp.n_head, T, 2 * hd * es, qg->nb[1], hd * es);
-    ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.wk, x), hd, hp.n_head_kv, T);
-    ggml_tensor * v = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.wv, x), hp.n_embd_head_v, hp.n_head_kv, T);
+    ggml_tensor * q = ggml_view_3d(ctx, qg, hd, n_head, T, 2 * hd * es, qg->nb[1], 0);
+    ggml_tensor * gate = ggml_view_3d(ctx, qg, hd, n_head, T, 2 * hd * es, qg->nb[1], hd * es);
+    ggml_tensor * k = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.wk, x), hd, n_head_kv, T);
+    ggml_tensor * v = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.wv, x), hp.n_embd_head_v, n_head_kv, T);
     q = g.build_rope(g.build_norm(q, l.attn_q_norm, nullptr, true, il), hp.n_rot);
     k = g.build_rope(g.build_norm(k, l.attn_k_norm, nullptr, true, il), hp.n_rot);
     ggml_tensor * attn = g.build_attn(il, q, k, v, 1.0f / std::sqrt((float) hd));   // [hd_v * n_head, T]
-    attn = ggml_mul(ctx, attn, ggml_sigmoid(ctx, ggml_cont_2d(ctx, gate, hd * hp.n_head, T)));
+    attn = ggml_mul(ctx, attn, ggml_sigmoid(ctx, ggml_cont_2d(ctx, gate, hd * n_head, T)));
     return ggml_mul_mat(ctx, l.wo, attn);
 }
 

@@ -109,8 +109,9 @@ ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor
     const bool own_cache = swa && kv_swa;
     llama_kv_cache & cache = own_cache ? *kv_swa : kv;
     const int64_t n_cells = own_cache ? n_kv_swa : n_kv;
-    ggml_tensor * k_cache = cache.k_l[il];
-    ggml_tensor * v_cache = cache.v_l[il];
+    const int slot = shard ? (int) shard->kv_slot : il;   // a shard's heads have their own cache entry
+    ggml_tensor * k_cache = cache.k_l[slot];
+    ggml_tensor * v_cache = cache.v_l[slot];
     GGML_ASSERT(v_cache && "build_attn: this layer's cache has no V rows");
     // views of the written caches order the reads after the writes
     ggml_tensor * k_written = build_kv_store(k_cache, k, own_cache);
@@ -271,6 +272,23 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
     }
     if (n_used == 1) out = ggml_cont(ctx0, out);
     return out;
+}
+
+ggml_tensor * llm_graph_context::build_all_reduce(const std::vector<std::pair<ggml_tensor *, int>> & partials) {
+    const bool convert = cp.reduce_type != GGML_TYPE_F32;
+    ggml_tensor * sum = nullptr;
+    for (const auto & p : partials) {
+        ggml_tensor * x = p.first;
+        if (convert) {
+            x = ggml_cast(ctx0, x, cp.reduce_type);
+            pinned.emplace_back(x, p.second);
+            x = ggml_cast(ctx0, x, GGML_TYPE_F32);
+            if (model.main_device >= 0) pinned.emplace_back(x, model.main_device);
+        }
+        sum = sum ? ggml_add(ctx0, sum, x) : x;
+        if (model.main_device >= 0 && sum != p.first) pinned.emplace_back(sum, model.main_device);
+    }
+    return sum;
 }
 
 ggml_tensor * llm_graph_context::build_output(ggml_tensor * cur) {

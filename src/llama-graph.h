@@ -27,6 +27,7 @@ struct llama_cparams {
     float    rope_freq_scale = 0.0f;
     bool     swa_full = false;   // sliding-window layers keep every cell (--swa-full)
     bool     embeddings = false; // outputs are the final normalized hidden states, not logits
+    ggml_type reduce_type = GGML_TYPE_F32;   // -grt: partial sums of -sm graph cross devices in this type
 };
 
 // One micro-batch as the graph sees it.
@@ -71,6 +72,32 @@ struct llm_graph_context {
     ggml_tensor * inp_out_ids = nullptr;  // I32 [n_outputs]
     // constant inputs built by the graph (masks, index helpers), set after allocation
     std::vector<std::pair<ggml_tensor *, std::vector<float>>> const_inputs;
+
+    // -sm graph: the device part of a cut layer being built (NULL: whole layers)
+    const llama_layer_shard * shard = nullptr;
+    // nodes that must run on a given device (index in model.devices), set on the scheduler by
+    // the context: a reduced sum on -mg, a partial's conversion to the reduce type on its device
+    std::vector<std::pair<ggml_tensor *, int>> pinned;
+    // Layer il's tensors as the graph sees them: the shard's while one is being built.
+    const llama_layer & layer(int il) const { return shard ? shard->w : model.layers[il]; }
+    // The all-reduce of tensor parallelism: the sum of partial results [n_embd, n_tokens], one per
+    // device. Here each partial (converted to cp.reduce_type on its device) is added up on the main
+    // device, and the scheduler's copies bring the sum to the devices that read it next. A backend
+    // with a collective (NCCL) replaces this one function.
+    ggml_tensor * build_all_reduce(const std::vector<std::pair<ggml_tensor *, int>> & partials);
+    // f() (a layer's attention or FFN sub-block, reading g.layer(il)) built once per shard of layer
+    // il that holds that part, the partial results reduced; f() as it is for a whole layer.
+    template <typename F> ggml_tensor * build_split(int il, bool attn, F && f) {
+        if (model.shards.empty() || model.shards[il].empty()) return f();
+        std::vector<std::pair<ggml_tensor *, int>> parts;
+        for (const llama_layer_shard & s : model.shards[il]) {
+            if (attn ? s.n_head == 0 : !s.has_ffn) continue;
+            shard = &s;
+            parts.emplace_back(f(), s.device);
+            shard = nullptr;
+        }
+        return build_all_reduce(parts);
+    }
 
     llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u, llama_kv_cache & k,
                       ggml_context * ctx, ggml_cgraph * g, llama_kv_cache * k_swa = nullptr,

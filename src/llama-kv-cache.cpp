@@ -4,6 +4,7 @@
 #include "llama-impl.h"
 #include "llama-graph.h"
 #include "llama-model.h"
+#include "llama-model-placement.h"
 
 #include <algorithm>
 #include <climits>
@@ -20,7 +21,8 @@ std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & 
 }
 
 bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, uint32_t n_seq,
-                          ggml_type tk, ggml_type tv, std::string & err) {
+                          ggml_type tk, ggml_type tv, std::string & err,
+                          const std::vector<ggml_backend_buffer_type_t> * layer_buft) {
     size = n_ctx;
     type_k = tk;
     type_v = tv;
@@ -46,34 +48,39 @@ bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes
         }
     }
     ctx = ggml_init({ ggml_tensor_overhead() * (2 * shapes.size() + 4), nullptr, true });
+    std::vector<ggml_tensor *> tensors;
+    std::vector<ggml_backend_buffer_type_t> bufts;
     for (size_t il = 0; il < shapes.size(); ++il) {
         if (shapes[il].n_embd_k == 0) {   // the layer lives in another cache
             k_l.push_back(nullptr);
             v_l.push_back(nullptr);
             continue;
         }
+        const ggml_backend_buffer_type_t where = layer_buft && il < layer_buft->size() ? (*layer_buft)[il] : nullptr;
         ggml_tensor * k = ggml_new_tensor_2d(ctx, tk, shapes[il].n_embd_k, size);
         ggml_format_name(k, "cache_k_l%zu", il);
+        tensors.push_back(k);
+        bufts.push_back(where);
         ggml_tensor * v = nullptr;
         if (shapes[il].n_embd_v > 0) {
             v = ggml_new_tensor_2d(ctx, tv, shapes[il].n_embd_v, size);
             ggml_format_name(v, "cache_v_l%zu", il);
+            tensors.push_back(v);
+            bufts.push_back(where);
         }
         k_l.push_back(k);
         v_l.push_back(v);
     }
-    if (!ggml_get_first_tensor(ctx)) return true;   // every layer lives in another cache: cells only
-    buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
-    if (!buf) {
+    // cleared: never read garbage (NaN * 0 in masked cells)
+    if (!llama_alloc_grouped(tensors, bufts, bufs)) {
         err = "cannot allocate the KV cache";
         return false;
     }
-    ggml_backend_buffer_clear(buf, 0);   // never read garbage (NaN * 0 in masked cells)
     return true;
 }
 
 llama_kv_cache::~llama_kv_cache() {
-    if (buf) ggml_backend_buffer_free(buf);
+    for (auto * b : bufs) ggml_backend_buffer_free(b);
     if (ctx) ggml_free(ctx);
 }
 
@@ -248,7 +255,11 @@ llama_pos llama_kv_cache::seq_pos_max(llama_seq_id seq) const {
     return r;
 }
 
-size_t llama_kv_cache::bytes() const { return buf ? ggml_backend_buffer_get_size(buf) : 0; }
+size_t llama_kv_cache::bytes() const {
+    size_t n = 0;
+    for (auto * b : bufs) n += ggml_backend_buffer_get_size(b);
+    return n;
+}
 
 void llama_kv_cache::free_outside_window(uint32_t n, uint32_t n_swa, const std::vector<llama_pos> & next) {
     auto & cand = free_scratch_;

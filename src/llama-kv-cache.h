@@ -30,6 +30,7 @@ struct llama_kv_layer_shape {
     uint32_t n_head_k = 1;
     uint32_t head_dim_k = 0;
     uint32_t n_rot = 0;
+    int32_t layer = -1;        // the model layer of an extra entry (a -sm graph shard's heads); -1: its index
 };
 
 // Plain attention: per-head K and V as the hyper-parameters say.
@@ -52,14 +53,15 @@ struct llama_kv_cache {
     std::vector<llama_kv_layer_shape> shapes;
     std::vector<ggml_tensor *> k_l, v_l;   // [n_embd_k, size], [n_embd_v, size] per layer (NULL: none)
     ggml_context * ctx = nullptr;
-    ggml_backend_buffer_t buf = nullptr;
+    std::vector<ggml_backend_buffer_t> bufs;   // one per device holding layers
     bool has_shift = false;
     uint32_t used = 0;
 
     bool reserve_full = false;   // n_kv() reports the whole cache (sizing the worst-case graph)
 
+    // layer_buft: where each layer's rows live (NULL or empty: the host CPU)
     bool init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, uint32_t n_seq, ggml_type tk,
-              ggml_type tv, std::string & err);
+              ggml_type tv, std::string & err, const std::vector<ggml_backend_buffer_type_t> * layer_buft = nullptr);
     ~llama_kv_cache();
 
     void clear();

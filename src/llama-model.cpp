@@ -5,7 +5,10 @@
 #include "ggml-cpu.h"
 #include "llama-model-checks.h"
 #include "llama-model-loader.h"
+#include "llama-model-placement.h"
+#include "llama-model-shards.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
@@ -95,6 +98,7 @@ llama_model::~llama_model() {
     for (auto * b : buffers) ggml_backend_buffer_free(b);
     if (ctx) ggml_free(ctx);
     if (ctx_derived) ggml_free(ctx_derived);
+    if (ctx_shards) ggml_free(ctx_shards);
     for (auto * b : backends) ggml_backend_free(b);
 }
 
@@ -182,26 +186,25 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     llama_check_weight_kernels(model, path);   // before any data is read
 
     std::map<ggml_type, int> type_counts;
-    auto pad = [](size_t n, size_t a) { return (n + a - 1) / a * a; };
-    // placement: -ot rules (first match wins), else mapped from the file (mmap) or read into CPU memory
-    struct placement_rule {
-        std::string pattern;
-        std::regex re;
-        ggml_backend_buffer_type_t buft;
-    };
-    std::vector<placement_rule> rules;
-    for (const llama_model_tensor_buft_override * o = params.tensor_buft_overrides; o && o->pattern; ++o) {
-        if (!o->buft) throw llama_error(llama_format("tensor override '%s': no buffer type given", o->pattern));
-        if (!ggml_backend_buft_is_host(o->buft)) {
-            throw llama_error(llama_format("tensor override '%s': buffer type %s is not usable in this build (only CPU)",
-                                           o->pattern, ggml_backend_buft_name(o->buft)));
-        }
-        try {
-            rules.push_back({ o->pattern, std::regex(o->pattern), o->buft });
-        } catch (const std::regex_error & e) {
-            throw llama_error(llama_format("tensor override '%s': invalid regular expression: %s", o->pattern, e.what()));
+    // placement: -ot rules (first match wins), else the layer's device; what stays on the host
+    // CPU is mapped from the file (mmap) or read into CPU memory
+    const llama_placement plan = llama_plan_placement(hp, params, path);
+    model.devices = plan.devices;
+    model.main_device = plan.main_device;
+    // -sm graph: the offloaded layers that can be cut keep their norms whole on -mg; the rest of
+    // their weights stays in host memory, the source the devices' parts are cut from
+    llama_shard_plan cuts;
+    bool any_cut = false;
+    if (params.split_mode == LLAMA_SPLIT_MODE_GRAPH && !plan.devices.empty()) {
+        cuts = llama_plan_shards(model, plan.shares);
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            if (plan.layer_device[il] < 0) cuts.heads_kv[il].clear();
+            any_cut |= cuts.split(il);
         }
     }
+    const ggml_backend_buffer_type_t main_buft =
+        plan.main_device < 0 ? ggml_backend_cpu_buffer_type() : ggml_backend_dev_buffer_type(plan.devices[plan.main_device]);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) model.layer_buft.push_back(plan.layer_buft(il));
     std::vector<std::pair<ggml_backend_buffer_type_t, std::vector<ggml_tensor *>>> groups;
     auto group_of = [&](ggml_backend_buffer_type_t buft) -> std::vector<ggml_tensor *> & {
         for (auto & g : groups) {
@@ -237,27 +240,26 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     std::vector<ggml_tensor *> mapped;
     size_t n_overridden = 0;
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
-        const placement_rule * rule = nullptr;
-        for (const auto & r : rules) {
-            if (std::regex_search(t->name, r.re)) {
-                rule = &r;
-                break;
-            }
+        const llama_placement::rule * rule = nullptr;
+        ggml_backend_buffer_type_t buft = plan.buft_of(t->name, &rule);
+        const long il = llama_layer_of_name(t->name);
+        if (!rule && il >= 0 && cuts.split((uint32_t) il)) {
+            buft = llama_shard_keeps_whole(model.layers[il], t) ? main_buft : ggml_backend_cpu_buffer_type();
         }
         if (rule) {
             LLAMA_LOG_INFO("llama_model_load: tensor override: %s (%s, %.2f MiB) -> %s (pattern '%s')\n", t->name,
-                           ggml_type_name(t->type), ggml_nbytes(t) / 1048576.0, ggml_backend_buft_name(rule->buft),
+                           ggml_type_name(t->type), ggml_nbytes(t) / 1048576.0, ggml_backend_buft_name(buft),
                            rule->pattern.c_str());
-            group_of(rule->buft).push_back(t);
             ++n_overridden;
-        } else if (params.use_mmap && !repacked_from.count(t)) {
+        }
+        if (buft == ggml_backend_cpu_buffer_type() && params.use_mmap && !repacked_from.count(t)) {
             mapped.push_back(t);
         } else {
-            group_of(ggml_backend_cpu_buffer_type()).push_back(t);
+            group_of(buft).push_back(t);
         }
     }
-    if (!rules.empty()) {
-        LLAMA_LOG_INFO("llama_model_load: %zu tensors overridden by %zu rule(s)\n", n_overridden, rules.size());
+    if (!plan.rules.empty()) {
+        LLAMA_LOG_INFO("llama_model_load: %zu tensors overridden by %zu rule(s)\n", n_overridden, plan.rules.size());
     }
 
     size_t total = 0, done = 0;
@@ -281,21 +283,16 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     }
     std::vector<uint8_t> staging, repacked;
     for (auto & g : groups) {
-        const size_t align = ggml_backend_buft_get_alignment(g.first);
-        size_t size = 0;
-        for (ggml_tensor * t : g.second) size += pad(ggml_backend_buft_get_alloc_size(g.first, t), align);
-        ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(g.first, std::max<size_t>(size, 1));
+        ggml_backend_buffer_t buf = ggml_backend_alloc_tensors_from_buft(g.first, g.second.data(), g.second.size());
         if (!buf) {
+            size_t size = 0;
+            for (ggml_tensor * t : g.second) size += ggml_backend_buft_get_alloc_size(g.first, t);
             throw llama_error(llama_format("%s: cannot allocate %.2f MiB of %s memory for the weights", path.c_str(),
                                            size / 1048576.0, ggml_backend_buft_name(g.first)));
         }
         ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         model.buffers.push_back(buf);
-        char * base = (char *) ggml_backend_buffer_get_base(buf);
-        size_t offs = 0;
         for (ggml_tensor * t : g.second) {
-            ggml_backend_tensor_alloc(buf, t, base + offs);
-            offs += pad(ggml_backend_buft_get_alloc_size(g.first, t), align);
             const auto * ti = ml.find(t->name);
             const auto rp = repacked_from.find(t);
             const ggml_type file_type = rp == repacked_from.end() ? t->type : rp->second;
@@ -315,15 +312,36 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         }
     }
 
-    // weights derived from others, now that their sources are in place
+    // weights derived from others, now that their sources are in place; each goes where its
+    // name says (its layer's device), filled in host memory first when that device's is not
     if (model.ctx_derived) {
-        ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(model.ctx_derived, ggml_backend_cpu_buffer_type());
-        if (!buf) throw llama_error(llama_format("%s: cannot allocate memory for derived weights", path.c_str()));
-        ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-        model.buffers.push_back(buf);
+        std::vector<std::pair<ggml_backend_buffer_type_t, std::vector<ggml_tensor *>>> dgroups;
+        for (auto & d : model.derived) {
+            ggml_backend_buffer_type_t buft = plan.buft_of(d.t->name);
+            const long il = llama_layer_of_name(d.t->name);
+            if (il >= 0 && cuts.split((uint32_t) il)) buft = ggml_backend_cpu_buffer_type();   // a source of the cut
+            auto it = std::find_if(dgroups.begin(), dgroups.end(), [&](const auto & g) { return g.first == buft; });
+            if (it == dgroups.end()) it = dgroups.insert(dgroups.end(), { buft, {} });
+            it->second.push_back(d.t);
+        }
+        for (auto & g : dgroups) {
+            ggml_backend_buffer_t buf = ggml_backend_alloc_tensors_from_buft(g.first, g.second.data(), g.second.size());
+            if (!buf) throw llama_error(llama_format("%s: cannot allocate memory for derived weights", path.c_str()));
+            ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+            model.buffers.push_back(buf);
+        }
         size_t bytes = 0;
         for (auto & d : model.derived) {
-            d.fill(d.t);
+            if (ggml_backend_buffer_is_host(d.t->buffer)) {
+                d.fill(d.t);
+            } else {
+                ggml_tensor host = *d.t;
+                staging.resize(ggml_nbytes(d.t));
+                host.buffer = nullptr;
+                host.data = staging.data();
+                d.fill(&host);
+                ggml_backend_tensor_set(d.t, staging.data(), 0, staging.size());
+            }
             bytes += ggml_nbytes(d.t);
             type_counts[d.t->type]++;
             model.n_bytes += ggml_nbytes(d.t);
@@ -332,6 +350,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         LLAMA_LOG_INFO("llama_model_load: computed %zu tensors at load (%.2f MiB), e.g. %s %s\n", model.derived.size(),
                        bytes / 1048576.0, model.derived[0].t->name, ggml_type_name(model.derived[0].t->type));
     }
+    if (any_cut) llama_make_shards(model, cuts);
     if (params.check_tensors) llama_check_weight_data(model, path);
     if (params.use_mlock) llama_lock_weights(model, path);
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
@@ -360,6 +379,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     LLAMA_LOG_INFO("llama_model_load: model size = %.2f MiB (%.2f BPW), %.2f M parameters, %s\n",
                    model.n_bytes / 1048576.0, 8.0 * model.n_bytes / std::max<uint64_t>(model.n_elements, 1),
                    model.n_elements / 1e6, params.use_mmap ? "mmap" : "read");
+    if (!model.devices.empty()) llama_log_placement(model);
 }
 
 } // namespace
@@ -385,7 +405,8 @@ void llama_log_set(ggml_log_callback cb, void * user_data) { ggml_log_set(cb, us
 
 llama_model_params llama_model_default_params(void) {
     llama_model_params p{};
-    p.n_gpu_layers = 0;
+    p.n_gpu_layers = -1;
+    p.split_mode = LLAMA_SPLIT_MODE_LAYER;
     p.use_mmap = true;
     return p;
 }
@@ -448,7 +469,9 @@ int32_t llama_model_meta_val_str(const llama_model * model, const char * key, ch
 
 const char * llama_print_system_info(void) { return ggml_cpu_features(); }
 
-// ggml has only the CPU backend so far; the GPU backend answers from its device list.
-bool llama_supports_gpu_offload(void) { return false; }
+// Devices besides the host CPU: GPUs, or virtual CPU devices (KILN_VIRTUAL_CPU_DEVICES).
+bool llama_supports_gpu_offload(void) { return ggml_backend_dev_count() > 0; }
+
+size_t llama_max_devices(void) { return 16; }
 
 } // extern "C"

@@ -123,6 +123,17 @@ struct llama_layer {
     ggml_tensor * ssm_norm = nullptr, * ssm_out = nullptr;
 };
 
+// -sm graph: one device's part of a layer (see llama-model-shards.h)
+struct llama_layer_shard {
+    int device = -1;           // index in llama_model::devices
+    llama_layer w;             // this device's slices and copies (NULL: not held)
+    uint32_t n_head = 0;       // query heads it attends with, or a delta-net's value heads (0: no mixer part)
+    uint32_t n_head_kv = 0;
+    uint32_t kv_slot = 0;      // its entry in the KV cache (after the model's own layers)
+    uint32_t rs_slot = 0;      // a delta-net part's entry in the recurrent state, likewise
+    bool has_ffn = false;
+};
+
 // What one architecture contributes (src/models/<arch>.cpp registers one of these).
 struct llm_arch_impl {
     const char * name;
@@ -135,6 +146,9 @@ struct llm_arch_impl {
     void (*adjust_cparams)(const llama_model & model, llama_cparams & cp) = nullptr;
     // Optional: the per-sequence recurrent state each layer keeps (NULL: none, a pure KV model).
     void (*recurrent_shapes)(const llama_model & model, std::vector<llama_recurrent_layer_shape> & out) = nullptr;
+    // Its graph builds cut layers from their shards (llm_build_prenorm_stack with the llama
+    // block's attention), so -sm graph may cut its layers by heads and FFN columns.
+    bool tensor_parallel = false;
 };
 
 void llm_arch_register(const llm_arch_impl & impl);
@@ -170,10 +184,17 @@ struct llama_model {
     ggml_tensor * new_derived(ggml_type type, std::initializer_list<int64_t> ne, const std::string & name,
                               std::function<void(ggml_tensor *)> fill);
 
+    // -sm graph: per layer, the devices' parts (empty: the layer is whole on one device)
+    std::vector<std::vector<llama_layer_shard>> shards;
+    ggml_context * ctx_shards = nullptr;
+    int main_device = -1;                             // index in devices of -mg (-1: the host CPU)
+
     ggml_context * ctx = nullptr;                     // tensor metadata of the weights
     std::vector<std::unique_ptr<llama_mmap>> mmaps;
     std::vector<ggml_backend_buffer_t> buffers;
     std::vector<ggml_backend_t> backends;             // the CPU backend last
+    std::vector<ggml_backend_dev_t> devices;          // the devices the model may use (contexts make backends on them)
+    std::vector<ggml_backend_buffer_type_t> layer_buft;   // per layer: where its weights, KV cache and state live
     uint64_t n_bytes = 0;
     uint64_t n_elements = 0;
     int64_t  t_load_us = 0;

@@ -2,42 +2,49 @@
 
 #include "ggml-cpu.h"
 #include "llama-impl.h"
+#include "llama-model-placement.h"
 
 #include <algorithm>
 #include <climits>
 
 bool llama_recurrent_state::init(const std::vector<llama_recurrent_layer_shape> & layer_shapes, uint32_t n_seq_max,
-                                 uint32_t n_ckpt, std::string & err) {
+                                 uint32_t n_ckpt, std::string & err, const std::vector<ggml_backend_buffer_type_t> * layer_buft) {
     shapes = layer_shapes;
     n_seq = n_seq_max;
     n_checkpoints = n_ckpt;
     pos_min.assign(n_seq, -1);
     pos_max.assign(n_seq, -1);
     ctx = ggml_init({ ggml_tensor_overhead() * (2 * shapes.size() + 4), nullptr, true });
+    std::vector<ggml_tensor *> tensors;
+    std::vector<ggml_backend_buffer_type_t> bufts;
     for (size_t il = 0; il < shapes.size(); ++il) {
+        const ggml_backend_buffer_type_t where = layer_buft && il < layer_buft->size() ? (*layer_buft)[il] : nullptr;
         ggml_tensor * conv = nullptr, * ssm = nullptr;
         if (shapes[il].n_conv > 0) {
             conv = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, shapes[il].n_conv, n_seq);
             ggml_format_name(conv, "cache_conv_l%zu", il);
+            tensors.push_back(conv);
+            bufts.push_back(where);
         }
         if (shapes[il].n_ssm > 0) {
             ssm = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, shapes[il].n_ssm, n_seq);
             ggml_format_name(ssm, "cache_ssm_l%zu", il);
+            tensors.push_back(ssm);
+            bufts.push_back(where);
         }
         conv_l.push_back(conv);
         ssm_l.push_back(ssm);
     }
-    buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
-    if (!buf) {
+    // cleared: a fresh sequence starts from the zero state
+    if (!llama_alloc_grouped(tensors, bufts, bufs) || bufs.empty()) {
         err = "cannot allocate the recurrent state";
         return false;
     }
-    ggml_backend_buffer_clear(buf, 0);   // a fresh sequence starts from the zero state
     return true;
 }
 
 llama_recurrent_state::~llama_recurrent_state() {
-    if (buf) ggml_backend_buffer_free(buf);
+    for (auto * b : bufs) ggml_backend_buffer_free(b);
     if (ctx) ggml_free(ctx);
 }
 
@@ -47,10 +54,14 @@ size_t llama_recurrent_state::bytes_per_seq() const {
     return n;
 }
 
-size_t llama_recurrent_state::bytes() const { return buf ? ggml_backend_buffer_get_size(buf) : 0; }
+size_t llama_recurrent_state::bytes() const {
+    size_t n = 0;
+    for (auto * b : bufs) n += ggml_backend_buffer_get_size(b);
+    return n;
+}
 
 void llama_recurrent_state::clear() {
-    if (buf) ggml_backend_buffer_clear(buf, 0);
+    for (auto * b : bufs) ggml_backend_buffer_clear(b, 0);
     pos_min.assign(n_seq, -1);
     pos_max.assign(n_seq, -1);
     checkpoints.clear();

@@ -27,7 +27,7 @@ struct llama_recurrent_state {
     // per sequence: the positions folded into its state (-1: none)
     std::vector<llama_pos> pos_min, pos_max;
     ggml_context * ctx = nullptr;
-    ggml_backend_buffer_t buf = nullptr;
+    std::vector<ggml_backend_buffer_t> bufs;   // one per device holding recurrent layers
 
     // A copy of one sequence's rows after it took the tokens up to position pos_max.
     struct checkpoint {
@@ -38,11 +38,12 @@ struct llama_recurrent_state {
     uint32_t n_checkpoints = 0;   // kept per sequence (0: none)
     std::vector<checkpoint> checkpoints;
 
+    // layer_buft: where each layer's rows live (NULL or empty: the host CPU)
     bool init(const std::vector<llama_recurrent_layer_shape> & layer_shapes, uint32_t n_seq_max, uint32_t n_ckpt,
-              std::string & err);
+              std::string & err, const std::vector<ggml_backend_buffer_type_t> * layer_buft = nullptr);
     ~llama_recurrent_state();
 
-    bool active() const { return buf != nullptr; }
+    bool active() const { return !bufs.empty(); }
     size_t bytes_per_seq() const;
     size_t bytes() const;
 

@@ -39,12 +39,24 @@ struct golden_config {
     int max_chunks = 0;          // 0: all
     bool keep_logits = false;
     const llama_model_tensor_buft_override * overrides = nullptr;
+    // placement (tests/test-device-split.cpp): devices NULL-terminated, NULL: all there are
+    ggml_backend_dev_t * devices = nullptr;
+    int n_gpu_layers = -1;
+    llama_split_mode split_mode = LLAMA_SPLIT_MODE_LAYER;
+    const float * tensor_split = nullptr;
+    int main_gpu = 0;
+    ggml_type reduce_type = GGML_TYPE_F32;   // -grt
 };
 
 inline golden_result run_golden(const std::string & model_path, const kld_base & base, const golden_config & cfg) {
     golden_result r;
     llama_model_params mp = llama_model_default_params();
     mp.tensor_buft_overrides = cfg.overrides;
+    mp.devices = cfg.devices;
+    mp.n_gpu_layers = cfg.n_gpu_layers;
+    mp.split_mode = cfg.split_mode;
+    mp.tensor_split = cfg.tensor_split;
+    mp.main_gpu = cfg.main_gpu;
     llama_model * model = llama_model_load_from_file(model_path.c_str(), mp);
     EXPECT_NE(model, nullptr) << llama_last_error();
     if (!model) return r;
@@ -64,6 +76,7 @@ inline golden_result run_golden(const std::string & model_path, const kld_base &
     cp.fused_moe = cfg.fused_moe;
     cp.ser_n_min = cfg.ser_n_min;
     cp.ser_threshold = cfg.ser_threshold;
+    cp.graph_reduce_type = cfg.reduce_type;
     llama_context * ctx = llama_init_from_model(model, cp);
     EXPECT_NE(ctx, nullptr) << llama_last_error();
     if (!ctx) {

@@ -46,6 +46,9 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("split_mode", p.split_mode);
     v("tensor_split", p.tensor_split);
     v("main_gpu", p.main_gpu);
+    v("devices", p.devices);
+    v("graph_reduce_type", p.graph_reduce_type);
+    v("no_kv_offload", p.no_kv_offload);
     v("use_mmap", p.use_mmap);
     v("use_mlock", p.use_mlock);
     v("check_tensors", p.check_tensors);
@@ -234,7 +237,7 @@ std::string temp_file(const std::string & name, const std::string & content) {
 std::vector<std::string> candidate_values(const common_arg & a) {
     if (a.kind == common_arg_kind::none) return { "" };
     const std::vector<std::string> values = { temp_file("any.txt", "x\n"), ::testing::TempDir(), "7", "0", "0.5", "q8_0", "4,0.5", "exps=CPU",
-                                              "blk=CUDA0", "chatml", "http://a.example", "none", "layer", "graph", "deepseek", "jsonl", "csv", "off",
+                                              "blk=CUDA0", "bf16", "chatml", "http://a.example", "none", "layer", "graph", "deepseek", "jsonl", "csv", "off",
                                               "top_k;temp", "5+1", "root ::= \"x\"", "{\"type\": \"integer\"}",
                                               temp_file("any.gbnf", "root ::= \"x\"\n"), temp_file("any.json", "{\"type\": \"string\"}") };
     return values;
@@ -249,7 +252,7 @@ common_parse_result parse(const std::vector<std::string> & args, common_params &
 TEST(FlagPromises, EveryFlagIsUsedOrListed) {
     for (common_tool tool : k_tools) {
         for (const common_arg * a : common_args_for_tool(tool)) {
-            if (a->has_name("-h") || a->has_name("--version")) continue;
+            if (a->has_name("-h") || a->has_name("--version") || a->has_name("--list-devices")) continue;   // print and exit
             const common_flag_status * promise = common_flag_promise_of(*a);
             for (const std::string & name : a->names) {
                 const std::string where = std::string(common_tool_name(tool)) + " " + name;

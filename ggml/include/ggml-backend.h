@@ -25,6 +25,7 @@ typedef struct ggml_backend_buffer *      ggml_backend_buffer_t;
 typedef struct ggml_backend *             ggml_backend_t;
 typedef struct ggml_gallocr *             ggml_gallocr_t;
 typedef struct ggml_backend_sched *       ggml_backend_sched_t;
+typedef struct ggml_backend_device *      ggml_backend_dev_t;
 
 enum ggml_backend_buffer_usage {
     GGML_BACKEND_BUFFER_USAGE_ANY     = 0,
@@ -75,6 +76,9 @@ void ggml_backend_synchronize(ggml_backend_t backend);
 // Allocate all tensors of a context in one buffer of the given type (NULL if nothing to allocate).
 ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);
 ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, ggml_backend_t backend);
+// Allocate these tensors (no data, not views) in one new buffer of the type (NULL: failed or none).
+ggml_backend_buffer_t ggml_backend_alloc_tensors_from_buft(ggml_backend_buffer_type_t buft, struct ggml_tensor * const * tensors,
+                                                           size_t n);
 
 // ---- graph memory planner (one buffer type)
 // Intermediate tensors get offsets in one buffer; a tensor's memory is reused once its last
@@ -85,6 +89,23 @@ void   ggml_gallocr_free(ggml_gallocr_t galloc);
 bool   ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
 bool   ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
 size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc);
+
+// ---- devices
+// The places a model can be put besides the host CPU: GPUs (in builds with a GPU backend) and,
+// for testing the splitting logic on any machine, virtual CPU devices (KILN_VIRTUAL_CPU_DEVICES=N
+// in the environment: CPU0 ... CPU<N-1>, each with its own buffers and backend). The host CPU
+// itself is not in this list: it is always there (ggml_backend_cpu_init) and runs what no device
+// holds. The list is fixed at its first use.
+size_t             ggml_backend_dev_count(void);
+ggml_backend_dev_t ggml_backend_dev_get(size_t index);
+ggml_backend_dev_t ggml_backend_dev_by_name(const char * name);   // case-insensitive; NULL if none
+const char *       ggml_backend_dev_name(ggml_backend_dev_t dev);
+const char *       ggml_backend_dev_description(ggml_backend_dev_t dev);
+void               ggml_backend_dev_memory(ggml_backend_dev_t dev, size_t * free, size_t * total);
+ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t dev);
+ggml_backend_t     ggml_backend_dev_init(ggml_backend_dev_t dev);   // a new backend on the device
+// The device whose buffers have this type (NULL: the host CPU's, or unknown).
+ggml_backend_dev_t ggml_backend_buft_get_device(ggml_backend_buffer_type_t buft);
 
 // ---- scheduler
 // backends in priority order; the last one must be the CPU backend (it runs what others can't).

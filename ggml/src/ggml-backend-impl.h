@@ -52,3 +52,23 @@ struct ggml_backend {
     ggml_backend_i iface;
     void * context;
 };
+
+// A device (see ggml-backend.h). A backend library registers its devices from its provider
+// function, which the registry calls once, on first use (ggml-backend.cpp lists the providers).
+struct ggml_backend_device_i {
+    const char * (*get_name)(ggml_backend_dev_t dev);          // "CUDA0", "CPU1": what -dev and -ot take
+    const char * (*get_description)(ggml_backend_dev_t dev);
+    void         (*get_memory)(ggml_backend_dev_t dev, size_t * free, size_t * total);
+    ggml_backend_buffer_type_t (*get_buffer_type)(ggml_backend_dev_t dev);
+    ggml_backend_t (*init_backend)(ggml_backend_dev_t dev);
+};
+
+struct ggml_backend_device {
+    ggml_backend_device_i iface;
+    void * context;
+};
+
+void ggml_backend_device_register(ggml_backend_dev_t dev);
+
+// Device providers. Each registers its devices with ggml_backend_device_register.
+void ggml_backend_cpu_register_virtual_devices(void);   // KILN_VIRTUAL_CPU_DEVICES (cpu-backend.cpp)

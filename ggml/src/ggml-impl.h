@@ -102,6 +102,7 @@ static inline uint16_t ggml_compute_fp32_to_bf16(float f) {
 
 // Append a node to a graph without visiting its sources (graphs made of a node range).
 void ggml_graph_add_node(ggml_cgraph * graph, ggml_tensor * node);
+void ggml_graph_add_leaf(ggml_cgraph * graph, ggml_tensor * leaf);
 
 // Code compiled for an instruction set (ggml/src/cpu/avx2/, avx512/) never registers itself this
 // way: a static initializer there would run at library load, before the CPU is checked. Its one

@@ -550,3 +550,9 @@ void ggml_graph_add_node(ggml_cgraph * g, ggml_tensor * node) {
     hash_insert(g, node);
     g->nodes[g->n_nodes++] = node;
 }
+
+void ggml_graph_add_leaf(ggml_cgraph * g, ggml_tensor * leaf) {
+    GGML_ASSERT(g->n_leafs < g->size);
+    hash_insert(g, leaf);
+    g->leafs[g->n_leafs++] = leaf;
+}

@@ -235,10 +235,11 @@ void kv_shapes(const llama_model & m, const llama_cparams & cp, std::vector<llam
 
 ggml_tensor * build_mla(llm_graph_context & g, int il, ggml_tensor * x) {
     const auto & hp = g.hp;
-    const auto & l = g.model.layers[il];
+    const auto & l = g.layer(il);
     ggml_context * ctx = g.ctx0;
-    const int64_t n_tokens = g.n_tokens, n_head = hp.n_head, n_rot = hp.n_rot;
+    const int64_t n_tokens = g.n_tokens, n_rot = hp.n_rot;
     const int64_t n_nope = hp.n_embd_head_k - n_rot, n_v = hp.n_embd_head_v, kv_lora = hp.n_lora_kv;
+    const int64_t n_head = l.wkv_b->ne[1] / (n_nope + n_v);   // a -sm graph part holds some of the heads
     const float kq_scale = kq_scale_of(g);
 
     ggml_tensor * q;
@@ -272,7 +273,7 @@ ggml_tensor * build_mla(llm_graph_context & g, int il, ggml_tensor * x) {
     }
 
     // latent cache rows [k_pe ; c]
-    ggml_tensor * cache = g.kv.k_l[il];
+    ggml_tensor * cache = g.kv.k_l[g.shard ? g.shard->kv_slot : il];   // a part's own copy of the latent cache
     ggml_tensor * row = ggml_concat(ctx, ggml_reshape_2d(ctx, k_pe, n_rot, n_tokens), c, 0);
     ggml_tensor * written = g.build_kv_store(cache, row);
     const int64_t n_kv = g.n_kv;
@@ -316,19 +317,20 @@ ggml_tensor * build_graph(llm_graph_context & g) {
     ggml_tensor * cur = g.build_inp_embd();
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const auto & l = m.layers[il];
+        const int i = (int) il;
         ggml_tensor * x = g.build_norm(cur, l.attn_norm, nullptr, true, il);
-        cur = ggml_add(ctx, cur, ggml_mul_mat(ctx, l.wo, build_mla(g, (int) il, x)));
+        cur = ggml_add(ctx, cur, g.build_split(i, true, [&] { return ggml_mul_mat(ctx, g.layer(i).wo, build_mla(g, i, x)); }));
         x = g.build_norm(cur, l.ffn_norm, nullptr, true, il);
-        ggml_tensor * ffn;
-        if (il < hp.n_layer_dense_lead) {
-            ffn = g.build_ffn_swiglu(x, l.ffn_up, l.ffn_gate, l.ffn_down);
-        } else {
-            ffn = g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, l.ffn_exp_probs_b,
-                                  hp.n_expert, hp.n_expert_used, (llm_graph_context::moe_gating) hp.expert_gating_func,
-                                  hp.expert_weights_norm, hp.expert_weights_scale);
-            if (l.ffn_up_shexp) ffn = ggml_add(ctx, ffn, g.build_ffn_swiglu(x, l.ffn_up_shexp, l.ffn_gate_shexp, l.ffn_down_shexp));
-        }
-        cur = ggml_add(ctx, cur, ffn);
+        cur = ggml_add(ctx, cur, g.build_split(i, false, [&] {
+            const auto & lp = g.layer(i);
+            if (il < hp.n_layer_dense_lead) return g.build_ffn_swiglu(x, lp.ffn_up, lp.ffn_gate, lp.ffn_down);
+            ggml_tensor * ffn = g.build_moe_ffn(x, lp.ffn_gate_inp, lp.ffn_up_exps, lp.ffn_gate_exps, lp.ffn_down_exps,
+                                                lp.ffn_exp_probs_b, hp.n_expert, hp.n_expert_used,
+                                                (llm_graph_context::moe_gating) hp.expert_gating_func, hp.expert_weights_norm,
+                                                hp.expert_weights_scale);
+            if (lp.ffn_up_shexp) ffn = ggml_add(ctx, ffn, g.build_ffn_swiglu(x, lp.ffn_up_shexp, lp.ffn_gate_shexp, lp.ffn_down_shexp));
+            return ffn;
+        }));
     }
     return g.build_output(cur);
 }
@@ -337,6 +339,7 @@ void register_arch() {
     llm_arch_impl impl{ "deepseek2", load_hparams, create_tensors, build_graph };
     impl.kv_shapes = kv_shapes;
     impl.adjust_cparams = adjust_cparams;
+    impl.tensor_parallel = true;
     llm_arch_register(impl);
 }
 const int registered = (register_arch(), 0);

@@ -39,11 +39,16 @@ void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx
 
 ggml_tensor * build_graph(llm_graph_context & g) {
     return llm_build_llama_family(g, k_attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
-        const auto & l = g.model.layers[il];
+        const auto & l = g.layer(il);
         return g.build_ffn_glu(x, l.ffn_up, l.ffn_gate, l.ffn_down, GGML_GLU_OP_GEGLU);
     });
 }
 
-const int registered = (llm_arch_register({ "gemma3", load_hparams, create_tensors, build_graph }), 0);
+llm_arch_impl arch_impl() {
+    llm_arch_impl impl{ "gemma3", load_hparams, create_tensors, build_graph };
+    impl.tensor_parallel = true;
+    return impl;
+}
+const int registered = (llm_arch_register(arch_impl()), 0);
 
 } // namespace

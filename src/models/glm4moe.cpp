@@ -83,7 +83,7 @@ void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx
 ggml_tensor * build_graph(llm_graph_context & g) {
     return llm_build_llama_family(g, k_attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
         const auto & hp = g.hp;
-        const auto & l = g.model.layers[il];
+        const auto & l = g.layer(il);
         if (il < hp.n_layer_dense_lead) return g.build_ffn_swiglu(x, l.ffn_up, l.ffn_gate, l.ffn_down);
         ggml_tensor * moe = g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, l.ffn_exp_probs_b,
                                             hp.n_expert, hp.n_expert_used, (llm_graph_context::moe_gating) hp.expert_gating_func,
@@ -93,6 +93,11 @@ ggml_tensor * build_graph(llm_graph_context & g) {
     });
 }
 
-const int registered = (llm_arch_register({ "glm4moe", load_hparams, create_tensors, build_graph }), 0);
+llm_arch_impl arch_impl() {
+    llm_arch_impl impl{ "glm4moe", load_hparams, create_tensors, build_graph };
+    impl.tensor_parallel = true;
+    return impl;
+}
+const int registered = (llm_arch_register(arch_impl()), 0);
 
 } // namespace

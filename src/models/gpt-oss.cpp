@@ -52,7 +52,7 @@ void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx
 ggml_tensor * build_graph(llm_graph_context & g) {
     return llm_build_llama_family(g, k_attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
         const auto & hp = g.hp;
-        const auto & l = g.model.layers[il];
+        const auto & l = g.layer(il);
         llm_graph_context::moe_extras ex;
         ex.gate_inp_b = l.ffn_gate_inp_b;
         ex.up_b = l.ffn_up_exps_b;
@@ -65,6 +65,11 @@ ggml_tensor * build_graph(llm_graph_context & g) {
     });
 }
 
-const int registered = (llm_arch_register({ "gpt-oss", load_hparams, create_tensors, build_graph }), 0);
+llm_arch_impl arch_impl() {
+    llm_arch_impl impl{ "gpt-oss", load_hparams, create_tensors, build_graph };
+    impl.tensor_parallel = true;
+    return impl;
+}
+const int registered = (llm_arch_register(arch_impl()), 0);
 
 } // namespace

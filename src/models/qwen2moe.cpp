@@ -35,6 +35,11 @@ ggml_tensor * build_graph(llm_graph_context & g) {
     });
 }
 
-const int registered = (llm_arch_register({ "qwen2moe", load_hparams, create_tensors, build_graph }), 0);
+llm_arch_impl arch_impl() {
+    llm_arch_impl impl{ "qwen2moe", load_hparams, create_tensors, build_graph };
+    impl.tensor_parallel = true;
+    return impl;
+}
+const int registered = (llm_arch_register(arch_impl()), 0);
 
 } // namespace

@@ -25,13 +25,17 @@ void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx
 
 ggml_tensor * build_graph(llm_graph_context & g) {
     return llm_build_delta_net_hybrid(g, k_layout, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
-        const auto & l = g.model.layers[il];
+        const auto & l = g.layer(il);
         return g.build_ffn_swiglu(x, l.ffn_up, l.ffn_gate, l.ffn_down);
     });
 }
 
-const int registered = (llm_arch_register({ "qwen35", load_hparams, create_tensors, build_graph, llm_delta_net_kv_shapes,
-                                            nullptr, llm_delta_net_recurrent_shapes }),
-                        0);
+llm_arch_impl arch_impl() {
+    llm_arch_impl impl{ "qwen35", load_hparams, create_tensors, build_graph, llm_delta_net_kv_shapes, nullptr,
+                        llm_delta_net_recurrent_shapes };
+    impl.tensor_parallel = true;
+    return impl;
+}
+const int registered = (llm_arch_register(arch_impl()), 0);
 
 } // namespace

@@ -26,12 +26,17 @@ void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx
 ggml_tensor * build_graph(llm_graph_context & g) {
     return llm_build_llama_family(g, k_attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
         const auto & hp = g.hp;
-        const auto & l = g.model.layers[il];
+        const auto & l = g.layer(il);
         return g.build_moe_ffn(x, l.ffn_gate_inp, l.ffn_up_exps, l.ffn_gate_exps, l.ffn_down_exps, nullptr,
                                hp.n_expert, hp.n_expert_used, llm_graph_context::MOE_GATING_SOFTMAX, true, 1.0f);
     });
 }
 
-const int registered = (llm_arch_register({ "qwen3moe", load_hparams, create_tensors, build_graph }), 0);
+llm_arch_impl arch_impl() {
+    llm_arch_impl impl{ "qwen3moe", load_hparams, create_tensors, build_graph };
+    impl.tensor_parallel = true;
+    return impl;
+}
+const int registered = (llm_arch_register(arch_impl()), 0);
 
 } // namespace

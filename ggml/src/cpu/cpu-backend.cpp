@@ -9,9 +9,12 @@
 #include "ggml-cpu.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -147,7 +150,10 @@ void ggml_cpu_barrier(const ggml_compute_params * params) { params->pool->barrie
 
 namespace {
 
-const char * cpu_buft_name(ggml_backend_buffer_type_t) { return "CPU"; }
+// A virtual device's buffer type has the device as its context (see the end of this file).
+const char * cpu_buft_name(ggml_backend_buffer_type_t buft) {
+    return buft->context ? ggml_backend_dev_name((ggml_backend_dev_t) buft->context) : "CPU";
+}
 size_t cpu_buft_alignment(ggml_backend_buffer_type_t) { return GGML_MEM_ALIGN; }
 bool cpu_buft_is_host(ggml_backend_buffer_type_t) { return true; }
 
@@ -190,19 +196,21 @@ ggml_backend_buffer_type g_cpu_buft = {
 // Backend
 
 struct cpu_backend_context {
+    const char * name = "CPU";   // or a virtual device's, "CPU1"
+    ggml_backend_buffer_type_t buft = &g_cpu_buft;
     int n_threads = 1;
     ggml_cpu_threadpool pool;
     std::vector<uint8_t> work;   // grows to the largest graph's need, then stays
 };
 
-const char * cpu_name(ggml_backend_t) { return "CPU"; }
+const char * cpu_name(ggml_backend_t b) { return ((cpu_backend_context *) b->context)->name; }
 
 void cpu_free(ggml_backend_t b) {
     delete (cpu_backend_context *) b->context;
     delete b;
 }
 
-ggml_backend_buffer_type_t cpu_default_buft(ggml_backend_t) { return &g_cpu_buft; }
+ggml_backend_buffer_type_t cpu_default_buft(ggml_backend_t b) { return ((cpu_backend_context *) b->context)->buft; }
 
 ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
     auto * ctx = (cpu_backend_context *) b->context;
@@ -249,6 +257,7 @@ ggml_backend_t ggml_backend_cpu_init(void) {
     return b;
 }
 
+
 bool ggml_backend_is_cpu(ggml_backend_t backend) { return backend && backend->iface.get_name == cpu_name; }
 
 void ggml_backend_cpu_set_n_threads(ggml_backend_t backend, int n_threads) {
@@ -265,3 +274,65 @@ ggml_status ggml_graph_compute_cpu(ggml_cgraph * graph, int n_threads) {
 }
 
 } // extern "C"
+
+// ---------------------------------------------------------------------------------------------
+// Virtual CPU devices (KILN_VIRTUAL_CPU_DEVICES=N): the host CPU presented as N devices, so that
+// placement and splitting across devices run, and are tested, on any machine. Each has its own
+// buffer type (its weights, KV cache and compute memory are apart from the others', and the
+// scheduler copies activations between them as it would between GPUs) and its own backend
+// with its own thread pool; the context gives each a share of the threads.
+
+namespace {
+
+struct cpu_virtual_device {
+    char name[16];
+    char description[64];
+    int count;
+    ggml_backend_buffer_type buft;
+    ggml_backend_device dev;
+};
+
+const char * cpu_virtual_name(ggml_backend_dev_t d) { return ((cpu_virtual_device *) d->context)->name; }
+const char * cpu_virtual_description(ggml_backend_dev_t d) { return ((cpu_virtual_device *) d->context)->description; }
+
+// an equal share of the host's memory each
+void cpu_virtual_memory(ggml_backend_dev_t d, size_t * free, size_t * total) {
+    const int n = ((cpu_virtual_device *) d->context)->count;
+    const long page = sysconf(_SC_PAGESIZE);
+    *free = (size_t) sysconf(_SC_AVPHYS_PAGES) * (size_t) page / (size_t) n;
+    *total = (size_t) sysconf(_SC_PHYS_PAGES) * (size_t) page / (size_t) n;
+}
+
+ggml_backend_buffer_type_t cpu_virtual_buft(ggml_backend_dev_t d) { return &((cpu_virtual_device *) d->context)->buft; }
+
+ggml_backend_t cpu_virtual_init(ggml_backend_dev_t d) {
+    ggml_backend_t b = ggml_backend_cpu_init();
+    auto * ctx = (cpu_backend_context *) b->context;
+    ctx->name = cpu_virtual_name(d);
+    ctx->buft = cpu_virtual_buft(d);
+    return b;
+}
+
+} // namespace
+
+void ggml_backend_cpu_register_virtual_devices(void) {
+    const char * env = std::getenv("KILN_VIRTUAL_CPU_DEVICES");
+    if (!env || !*env) return;
+    char * end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end != '\0' || n < 1 || n > 64) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "KILN_VIRTUAL_CPU_DEVICES=%s: expected a device count from 1 to 64; no virtual "
+                 "devices\n", env);
+        return;
+    }
+    static std::vector<cpu_virtual_device> devices((size_t) n);   // registered for the process's lifetime
+    for (long i = 0; i < n; ++i) {
+        cpu_virtual_device & v = devices[(size_t) i];
+        std::snprintf(v.name, sizeof(v.name), "CPU%ld", i);
+        std::snprintf(v.description, sizeof(v.description), "virtual CPU device %ld of %ld", i + 1, n);
+        v.count = (int) n;
+        v.buft = { { cpu_buft_name, cpu_buft_alloc, cpu_buft_alignment, nullptr, nullptr, cpu_buft_is_host }, &v.dev };
+        v.dev = { { cpu_virtual_name, cpu_virtual_description, cpu_virtual_memory, cpu_virtual_buft, cpu_virtual_init }, &v };
+        ggml_backend_device_register(&v.dev);
+    }
+}

@@ -1,0 +1,409 @@
+// The scheduler: runs one graph over several backends, each op where its data lives.
+//
+// 1. Each node gets a backend (sched_assign):
+//    - pinned: the caller's explicit choice; an op that writes into memory that exists (a view, a
+//      copy into a cache) runs where that memory is; an op that reads a weight runs on the backend
+//      whose buffer holds the weight, if that backend can run it;
+//    - a node with at most one computed input (a norm, a RoPE, a cast) or a view follows its earliest
+//      consumer, so that a layer's first op (the norm of the residual stream) runs with the
+//      layer's weights and the stream crosses to the next device once, not twice;
+//    - any other node runs where its most recently produced input is (the residual add of a
+//      layer stays with the layer that produced the branch it adds);
+//    - a view runs where the memory it views is; an op the backend cannot run goes to the last
+//      backend (the CPU).
+// 2. Runs of consecutive nodes on one backend form splits (views join the run they are in).
+// 3. A split that reads a tensor another backend produced, or memory its backend cannot use,
+//    gets a copy of it in its own memory, made just before the split runs. The copy is a node of
+//    the rebuilt graph (op NONE, its source as src[0]), so the planner keeps the source alive
+//    until the copy is made and gives the copy memory in the split's buffer.
+// 4. The planner gives every intermediate tensor memory from its backend's buffer type.
+#include "ggml-alloc.h"
+#include "ggml-backend-impl.h"
+#include "ggml-impl.h"
+#include "ggml-ptr-map.h"
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+struct sched_split {
+    int backend_id;
+    int i_start, i_end;                                          // its nodes in the rebuilt graph
+    std::vector<std::pair<ggml_tensor *, ggml_tensor *>> copies; // (from, to) before running
+    ggml_cgraph * graph = nullptr;                               // nodes [i_start, i_end)
+};
+
+ggml_tensor * root_of(ggml_tensor * t) { return t->view_src ? t->view_src : t; }
+
+bool is_view(const ggml_tensor * t) { return ggml_is_view_op(t->op); }
+
+} // namespace
+
+struct ggml_backend_sched {
+    std::vector<ggml_backend_t> backends;
+    std::vector<ggml_backend_buffer_type_t> bufts;
+    ggml_gallocr_t galloc = nullptr;
+    size_t graph_size;
+
+    ggml_ptr_map assigned;        // tensor -> backend index
+    ggml_ptr_map user_assigned;   // the caller's choices
+    ggml_ptr_map order;           // node -> its index in the graph being split
+    std::vector<sched_split> splits;
+    int n_copies = 0;
+
+    ggml_context * ctx = nullptr;        // copies and split graphs of the current graph
+    ggml_cgraph * graph_copy = nullptr;  // the graph with copy nodes, consumers rewired
+    std::vector<char> ctx_mem;
+    std::vector<char> pinned;            // per node of the graph being split
+    // split_graph's working lists, kept so that a graph of a known shape allocates nothing
+    std::vector<std::pair<int, int>> runs;
+    std::vector<std::tuple<ggml_tensor *, int, int>> rewires;
+    std::vector<std::pair<ggml_tensor *, int>> needed;
+    std::vector<ggml_tensor *> copies;
+    ggml_ptr_map copy_index;   // source -> copy, within one run
+    std::vector<char> staging;           // strided copies between devices
+
+    int cpu() const { return (int) backends.size() - 1; }
+
+    int backend_of_buffer(ggml_backend_buffer_t buf) const {
+        if (!buf) return -1;
+        for (size_t i = 0; i < backends.size(); ++i) {
+            if (ggml_backend_buffer_get_type(buf) == bufts[i]) return (int) i;
+        }
+        for (size_t i = 0; i < backends.size(); ++i) {
+            if (ggml_backend_supports_buft(backends[i], ggml_backend_buffer_get_type(buf))) return (int) i;
+        }
+        return -1;
+    }
+
+    // where t's memory is (or will be): its buffer's backend, else its assignment (-1: none yet)
+    int place_of(ggml_tensor * t) const {
+        ggml_tensor * r = root_of(t);
+        const int pb = backend_of_buffer(r->buffer);
+        if (pb >= 0) return pb;
+        const int a = assigned.get(t);
+        return a >= 0 ? a : assigned.get(r);
+    }
+
+    // whether backend b runs ops that read memory of backend src_b as it is (the host CPU reads
+    // any host memory; everything else gets a copy)
+    bool reads_directly(int b, int src_b) const {
+        return src_b == b || (b == cpu() && ggml_backend_buft_is_host(bufts[src_b]));
+    }
+};
+
+static int sched_buffer_of(const ggml_tensor * t, void * user) {
+    auto * s = (ggml_backend_sched *) user;
+    const int b = s->assigned.get(t);
+    return b < 0 ? s->cpu() : b;
+}
+
+extern "C" {
+
+ggml_backend_sched_t ggml_backend_sched_new(ggml_backend_t * backends, int n_backends, size_t graph_size) {
+    GGML_ASSERT(n_backends >= 1);
+    auto * s = new ggml_backend_sched;
+    s->backends.assign(backends, backends + n_backends);
+    for (auto * b : s->backends) s->bufts.push_back(ggml_backend_get_default_buffer_type(b));
+    s->galloc = ggml_gallocr_new_n(s->bufts.data(), n_backends);
+    s->graph_size = std::max<size_t>(graph_size, GGML_DEFAULT_GRAPH_SIZE);
+    return s;
+}
+
+void ggml_backend_sched_free(ggml_backend_sched_t s) {
+    if (!s) return;
+    ggml_gallocr_free(s->galloc);
+    if (s->ctx) ggml_free(s->ctx);
+    delete s;
+}
+
+void ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t s, ggml_tensor * node, ggml_backend_t backend) {
+    for (size_t i = 0; i < s->backends.size(); ++i) {
+        if (s->backends[i] == backend) s->user_assigned.set(node, (int) i);
+    }
+}
+
+ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t s, ggml_tensor * node) {
+    const int b = s->assigned.get(node);
+    return b < 0 ? nullptr : s->backends[b];
+}
+
+void ggml_backend_sched_reset(ggml_backend_sched_t s) {
+    s->assigned.reset(0);
+    s->user_assigned.reset(0);
+    s->splits.clear();
+    s->n_copies = 0;
+}
+
+int ggml_backend_sched_get_n_splits(ggml_backend_sched_t s) { return (int) s->splits.size(); }
+int ggml_backend_sched_get_n_copies(ggml_backend_sched_t s) { return s->n_copies; }
+
+size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t s, ggml_backend_t backend) {
+    for (size_t i = 0; i < s->backends.size(); ++i) {
+        if (s->backends[i] == backend) return ggml_gallocr_get_buffer_size_n(s->galloc, (int) i);
+    }
+    return 0;
+}
+
+} // extern "C"
+
+namespace {
+
+// A node with at most one computed input (besides leaves such as positions or weights) or a view.
+bool follows_consumer(const ggml_tensor * n) {
+    if (is_view(n)) return true;
+    int computed = 0;
+    for (const ggml_tensor * src : n->src) {
+        if (src && src->op != GGML_OP_NONE) ++computed;
+    }
+    return computed <= 1;
+}
+
+void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
+    const int n_nodes = ggml_graph_n_nodes(graph);
+    const int cpu = s->cpu();
+    s->assigned.reset((size_t) n_nodes + ggml_graph_n_leafs(graph));
+    s->order.reset((size_t) n_nodes);
+    for (int i = 0; i < n_nodes; ++i) s->order.set(ggml_graph_node(graph, i), i);
+
+    // pinned nodes
+    std::vector<char> & pinned = s->pinned;
+    pinned.assign(n_nodes, 0);
+    for (int i = 0; i < n_nodes; ++i) {
+        ggml_tensor * n = ggml_graph_node(graph, i);
+        int b = s->user_assigned.size() > 0 ? s->user_assigned.get(n) : -1;
+        if (b < 0 && (n->view_src || n->data)) b = s->backend_of_buffer(root_of(n)->buffer);
+        for (int k = 0; k < GGML_MAX_SRC && b < 0; ++k) {
+            const ggml_tensor * src = n->src[k];
+            if (!src || src->op != GGML_OP_NONE) continue;
+            const ggml_tensor * r = src->view_src ? src->view_src : src;
+            if (r->buffer && ggml_backend_buffer_get_usage(r->buffer) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS) {
+                const int wb = s->backend_of_buffer(r->buffer);
+                if (wb >= 0 && ggml_backend_supports_op(s->backends[wb], n)) b = wb;
+            }
+        }
+        if (b >= 0) {
+            s->assigned.set(n, b);
+            pinned[i] = 1;
+        }
+    }
+    // followers take their earliest consumer's backend: walking backwards, every consumer
+    // overwrites, so the earliest one is the last to write
+    for (int i = n_nodes - 1; i >= 0; --i) {
+        ggml_tensor * n = ggml_graph_node(graph, i);
+        const int b = s->assigned.get(n);
+        if (b < 0) continue;
+        for (ggml_tensor * src : n->src) {
+            if (!src || src->op == GGML_OP_NONE) continue;
+            const int j = s->order.get(src);
+            if (j >= 0 && !pinned[j] && follows_consumer(src)) s->assigned.set(src, b);
+        }
+    }
+    // the rest in graph order: views where their memory is, others with their newest input
+    for (int i = 0; i < n_nodes; ++i) {
+        ggml_tensor * n = ggml_graph_node(graph, i);
+        int b = s->assigned.get(n);
+        if (n->view_src && !pinned[i]) {
+            const int rb = s->place_of(n->view_src);
+            if (rb >= 0) b = rb;
+        } else if (b < 0) {
+            int newest = -1;
+            for (ggml_tensor * src : n->src) {
+                if (!src || src->op == GGML_OP_NONE) continue;
+                const int j = s->order.get(src);
+                const int sb = s->place_of(src);
+                if (j > newest && sb >= 0) {
+                    newest = j;
+                    b = sb;
+                }
+            }
+        }
+        if (b < 0) b = cpu;
+        if (!is_view(n) && !ggml_backend_supports_op(s->backends[b], n)) b = cpu;
+        s->assigned.set(n, b);
+    }
+    // graph inputs without memory live with their first consumer
+    for (int i = 0; i < n_nodes; ++i) {
+        ggml_tensor * n = ggml_graph_node(graph, i);
+        for (ggml_tensor * src : n->src) {
+            if (src && src->op == GGML_OP_NONE && !src->data && !src->view_src && s->assigned.get(src) < 0) {
+                s->assigned.set(src, s->assigned.get(n));
+            }
+        }
+    }
+}
+
+// Whether the whole graph runs on one backend that reads all its memory as it is.
+int sched_single_backend(ggml_backend_sched_t s, ggml_cgraph * graph) {
+    const int n_nodes = ggml_graph_n_nodes(graph);
+    int only = -1;
+    for (int i = 0; i < n_nodes; ++i) {
+        ggml_tensor * n = ggml_graph_node(graph, i);
+        if (is_view(n)) continue;
+        const int b = s->assigned.get(n);
+        if (only >= 0 && b != only) return -1;
+        only = b;
+        for (ggml_tensor * src : n->src) {
+            if (!src) continue;
+            const int pb = s->place_of(src);
+            if (pb >= 0 && !s->reads_directly(b, pb)) return -1;
+        }
+    }
+    return only < 0 ? s->cpu() : only;
+}
+
+// Build splits and copies; returns the graph to allocate and run.
+ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
+    sched_assign(s, graph);
+    s->splits.clear();
+    s->n_copies = 0;
+    const int n_nodes = ggml_graph_n_nodes(graph);
+    const int n_leafs = ggml_graph_n_leafs(graph);
+    const int single = sched_single_backend(s, graph);
+    if (single >= 0) {
+        s->splits.push_back({ single, 0, n_nodes, {}, graph });
+        return graph;
+    }
+
+    // runs of one backend; a view joins the run it sits in
+    auto & runs = s->runs;   // (backend, first node)
+    runs.clear();
+    for (int i = 0; i < n_nodes; ++i) {
+        ggml_tensor * n = ggml_graph_node(graph, i);
+        const int b = s->assigned.get(n);
+        if (runs.empty() || (b != runs.back().first && !is_view(n))) runs.push_back({ b, i });
+    }
+    // the copies each run needs, once per (run, source)
+    auto & rewires = s->rewires;   // (node, src slot, copy index)
+    auto & needed = s->needed;     // (source, run)
+    rewires.clear();
+    needed.clear();
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const int b = runs[r].first;
+        const int i1 = r + 1 < runs.size() ? runs[r + 1].second : n_nodes;
+        s->copy_index.reset(64);
+        for (int i = runs[r].second; i < i1; ++i) {
+            ggml_tensor * n = ggml_graph_node(graph, i);
+            if (is_view(n)) continue;   // computes nothing: its consumers get what they need
+            for (int k = 0; k < GGML_MAX_SRC; ++k) {
+                ggml_tensor * src = n->src[k];
+                if (!src) continue;
+                const int src_b = s->place_of(src);
+                if (src_b < 0 || s->reads_directly(b, src_b)) continue;
+                int c = s->copy_index.get(src);
+                if (c < 0) {
+                    c = (int) needed.size();
+                    needed.push_back({ src, (int) r });
+                    s->copy_index.set(src, c);
+                }
+                rewires.push_back({ n, k, c });
+            }
+        }
+    }
+
+    // the rebuilt graph, its copies and its split graphs live in memory kept between graphs
+    const size_t cap = (size_t) n_nodes + needed.size() + 16;
+    size_t mem = ggml_tensor_overhead() * (needed.size() + 16) + ggml_graph_overhead_custom(cap) + 4096;
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const int i1 = r + 1 < runs.size() ? runs[r + 1].second : n_nodes;
+        mem += ggml_graph_overhead_custom((size_t) std::max(1, i1 - runs[r].second)) + 1024;
+    }
+    if (s->ctx) ggml_free(s->ctx);
+    if (s->ctx_mem.size() < mem) s->ctx_mem.resize(mem);
+    s->ctx = ggml_init({ s->ctx_mem.size(), s->ctx_mem.data(), true });
+    ggml_cgraph * out = ggml_new_graph_custom(s->ctx, cap, false);
+    for (int i = 0; i < n_leafs; ++i) ggml_graph_add_leaf(out, ggml_graph_leaf(graph, i));
+    std::vector<ggml_tensor *> & copies = s->copies;
+    copies.assign(needed.size(), nullptr);
+    size_t next_rewire = 0;
+    for (size_t r = 0; r < runs.size(); ++r) {
+        const int b = runs[r].first;
+        const int i0 = runs[r].second, i1 = r + 1 < runs.size() ? runs[r + 1].second : n_nodes;
+        sched_split sp{ b, 0, 0, {}, nullptr };
+        for (size_t c = 0; c < needed.size(); ++c) {
+            if (needed[c].second != (int) r) continue;
+            ggml_tensor * src = needed[c].first;
+            ggml_tensor * t = ggml_dup_tensor(s->ctx, src);
+            ggml_format_name(t, "%s#%s", src->name, ggml_backend_name(s->backends[b]));
+            t->src[0] = src;   // op NONE: the planner sees the copy as src's consumer
+            s->assigned.set(t, b);
+            sp.copies.push_back({ src, t });
+            copies[c] = t;
+            ggml_graph_add_node(out, t);
+        }
+        for (; next_rewire < rewires.size() && s->order.get(std::get<0>(rewires[next_rewire])) < i1; ++next_rewire) {
+            const auto & w = rewires[next_rewire];
+            std::get<0>(w)->src[std::get<1>(w)] = copies[std::get<2>(w)];
+        }
+        sp.i_start = ggml_graph_n_nodes(out);
+        for (int i = i0; i < i1; ++i) ggml_graph_add_node(out, ggml_graph_node(graph, i));
+        sp.i_end = ggml_graph_n_nodes(out);
+        sp.graph = ggml_new_graph_custom(s->ctx, (size_t) std::max(1, sp.i_end - sp.i_start), false);
+        for (int i = sp.i_start; i < sp.i_end; ++i) ggml_graph_add_node(sp.graph, ggml_graph_node(out, i));
+        s->n_copies += (int) sp.copies.size();
+        s->splits.push_back(std::move(sp));
+    }
+    return out;
+}
+
+// src (any layout, any backend) into dst (contiguous, same shape): whole rows where src's rows
+// are contiguous, element by element otherwise (permuted views; rare between devices).
+void sched_copy(ggml_backend_sched_t s, ggml_tensor * src, ggml_tensor * dst) {
+    if (ggml_is_contiguous(src)) {
+        ggml_backend_tensor_copy(src, dst);
+        return;
+    }
+    const size_t ts = ggml_type_size(src->type);
+    const bool rows = src->nb[0] == ts;
+    const size_t row = rows ? ggml_row_size(src->type, src->ne[0]) : ts;
+    s->staging.resize(ggml_nbytes(dst));
+    char * out = s->staging.data();
+    for (int64_t i3 = 0; i3 < src->ne[3]; ++i3) {
+        for (int64_t i2 = 0; i2 < src->ne[2]; ++i2) {
+            for (int64_t i1 = 0; i1 < src->ne[1]; ++i1) {
+                const size_t offs = i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+                if (rows) {
+                    ggml_backend_tensor_get(src, out, offs, row);
+                    out += row;
+                    continue;
+                }
+                for (int64_t i0 = 0; i0 < src->ne[0]; ++i0, out += ts) ggml_backend_tensor_get(src, out, offs + i0 * src->nb[0], ts);
+            }
+        }
+    }
+    ggml_backend_tensor_set(dst, s->staging.data(), 0, s->staging.size());
+}
+
+bool sched_alloc(ggml_backend_sched_t s, ggml_cgraph * graph, bool reserve_only) {
+    s->graph_copy = sched_split_graph(s, graph);
+    return ggml_gallocr_alloc_graph_n(s->galloc, s->graph_copy, sched_buffer_of, s, reserve_only);
+}
+
+} // namespace
+
+extern "C" {
+
+bool ggml_backend_sched_reserve(ggml_backend_sched_t s, ggml_cgraph * graph) { return sched_alloc(s, graph, true); }
+
+bool ggml_backend_sched_alloc_graph(ggml_backend_sched_t s, ggml_cgraph * graph) { return sched_alloc(s, graph, false); }
+
+ggml_status ggml_backend_sched_graph_compute(ggml_backend_sched_t s, ggml_cgraph * graph) {
+    if (s->splits.empty() || s->graph_copy == nullptr) {
+        if (!ggml_backend_sched_alloc_graph(s, graph)) return GGML_STATUS_ALLOC_FAILED;
+    }
+    for (const auto & sp : s->splits) {
+        for (const auto & c : sp.copies) sched_copy(s, c.first, c.second);
+        if (sp.i_end <= sp.i_start) continue;
+        ggml_backend_t b = s->backends[sp.backend_id];
+        const ggml_status st = ggml_backend_graph_compute(b, sp.graph);
+        if (st != GGML_STATUS_SUCCESS) return st;
+        // the next split may read this one's results from another backend
+        if (s->splits.size() > 1) ggml_backend_synchronize(b);
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
+} // extern "C"

@@ -1,0 +1,50 @@
+// Where a model's weights go: which device holds each layer (split mode, -ngl, -ts, -mg), and
+// the -ot rules that override it per tensor. The KV cache and recurrent state of a layer follow
+// its weights (llama_model::layer_buft).
+#pragma once
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+#include <regex>
+#include <string>
+#include <vector>
+
+struct llama_hparams;
+
+struct llama_placement {
+    std::vector<ggml_backend_dev_t> devices;   // the devices the model may use, in -ts order
+    std::vector<int> layer_device;             // per layer: index in devices; -1: the host CPU
+    int main_device = -1;                      // embeddings and output head (-1: host CPU)
+    std::vector<double> shares;                // per device, summing to 1 (-ts, or by free memory)
+    struct rule {
+        std::string pattern;
+        std::regex re;
+        ggml_backend_buffer_type_t buft;
+    };
+    std::vector<rule> rules;                   // -ot, first match wins
+
+    // the buffer type of the tensor with this name (host CPU: ggml_backend_cpu_buffer_type()),
+    // and the rule that chose it (NULL: the layer plan)
+    ggml_backend_buffer_type_t buft_of(const char * name, const rule ** by = nullptr) const;
+    ggml_backend_buffer_type_t layer_buft(uint32_t il) const;
+};
+
+// Throws llama_error naming the parameter when the request cannot be met (an unknown device,
+// a split mode Kiln does not do, a bad -ot rule).
+llama_placement llama_plan_placement(const llama_hparams & hp, const llama_model_params & params, const std::string & path);
+
+// il of a "blk.<il>.*" tensor name, -1 for other names
+long llama_layer_of_name(const char * name);
+
+// Layer numbers as ranges, "0-3, 7" (for the load log).
+std::string llama_format_layers(const std::vector<uint32_t> & layers);
+
+// The load log's split: per device (and the host CPU), the layers and the MiB of weights held.
+struct llama_model;
+void llama_log_placement(const llama_model & m);
+
+// Allocate each tensor in a buffer of its buffer type (one buffer per type, appended to out,
+// cleared to 0). NULL types mean the host CPU's. False if an allocation failed.
+bool llama_alloc_grouped(const std::vector<ggml_tensor *> & tensors, const std::vector<ggml_backend_buffer_type_t> & bufts,
+                         std::vector<ggml_backend_buffer_t> & out);

@@ -1,0 +1,35 @@
+// -sm graph (tensor parallel): each device's part of a layer. A layer is cut by attention heads
+// (whole KV-head groups, with the query heads that read them; for MLA query heads, each part
+// keeping its own copy of the shared latent cache) and by FFN columns (per expert for MoE): a
+// device holds the rows of wq/wk/wv (and their biases, sinks) for its heads (MLA: of attn_q_b,
+// attn_kv_b, and its heads' attn_k_b / attn_v_b) and the matching columns of wo, the rows of ffn_gate/ffn_up and the matching columns of ffn_down, and
+// copies of what every part needs whole (q/k norms, the router). Its attention output and FFN
+// output are then partial sums of the layer's, and the graph adds them up (an all-reduce,
+// llm_graph_context::build_all_reduce). Biases added after a projection (attn_output.bias, the
+// experts' down biases) belong to the first shard only, so that the sum counts them once.
+//
+// Shares come from -ts; a device may get no heads or no columns of a layer. A layer whose shapes
+// cannot be cut on block boundaries of its weight types, or whose architecture builds its graph
+// without shards (llm_arch_impl::tensor_parallel false), goes whole to one device instead.
+#pragma once
+
+#include "llama-model.h"
+
+#include <vector>
+
+// Per layer: the units each device gets (empty: the layer is not cut). Computed from the weights'
+// shapes and types before their data is read.
+struct llama_shard_plan {
+    std::vector<std::vector<uint32_t>> heads_kv;   // [layer][device]: KV heads
+    std::vector<std::vector<uint32_t>> ff;         // [layer][device]: FFN columns (per expert)
+    bool split(uint32_t il) const { return il < heads_kv.size() && !heads_kv[il].empty(); }
+};
+
+llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares);
+
+// Create the shards of the planned layers in the devices' buffers and copy their slices from the
+// full weights (host memory). Appends buffers to m.buffers.
+void llama_make_shards(llama_model & m, const llama_shard_plan & plan);
+
+// Whether a layer tensor of a cut layer stays whole (norms applied to the full residual stream).
+bool llama_shard_keeps_whole(const llama_layer & l, const ggml_tensor * t);

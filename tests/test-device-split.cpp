@@ -1,0 +1,566 @@
+// A model split across devices gives the logits of the same model on one device. Runs on any
+// machine with virtual CPU devices: this process asks for four (KILN_VIRTUAL_CPU_DEVICES=4, set
+// before the device list is first read) and uses two, three or all four of them per case, with
+// uneven -ts shares, so the scheduler's splits and the copies between devices are exercised as
+// they would be between GPUs.
+#include "arg.h"
+#include "common.h"
+#include "golden-runner.h"
+#include "llama-context.h"
+#include "llama-model-placement.h"
+#include "model-handles.h"
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <regex>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+const int k_registered = (setenv("KILN_VIRTUAL_CPU_DEVICES", "4", 1), 0);
+
+std::vector<ggml_backend_dev_t> first_devices(int n) {
+    std::vector<ggml_backend_dev_t> d;
+    for (int i = 0; i < n; ++i) d.push_back(ggml_backend_dev_get((size_t) i));
+    d.push_back(nullptr);
+    return d;
+}
+
+// log-softmax in double
+std::vector<double> log_probs(const float * logits, int n) {
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < n; ++i) mx = std::max(mx, (double) logits[i]);
+    for (int i = 0; i < n; ++i) sum += std::exp(logits[i] - mx);
+    std::vector<double> out(n);
+    for (int i = 0; i < n; ++i) out[i] = logits[i] - mx - std::log(sum);
+    return out;
+}
+
+TEST(VirtualDevices, FourAreListedWithTheirOwnBuffers) {
+    ASSERT_EQ(ggml_backend_dev_count(), 4u) << "KILN_VIRTUAL_CPU_DEVICES=4 was set before the first use";
+    for (size_t i = 0; i < 4; ++i) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        EXPECT_EQ(std::string(ggml_backend_dev_name(d)), "CPU" + std::to_string(i));
+        EXPECT_EQ(ggml_backend_dev_by_name(("cpu" + std::to_string(i)).c_str()), d);
+        EXPECT_NE(ggml_backend_dev_buffer_type(d), ggml_backend_cpu_buffer_type());
+        EXPECT_EQ(ggml_backend_buft_get_device(ggml_backend_dev_buffer_type(d)), d);
+        size_t free = 0, total = 0;
+        ggml_backend_dev_memory(d, &free, &total);
+        EXPECT_GT(total, 0u);
+    }
+    EXPECT_EQ(ggml_backend_dev_by_name("CPU4"), nullptr);
+    EXPECT_TRUE(llama_supports_gpu_offload());
+}
+
+// A chain of "layers" (norm, scale by a norm weight, projection, residual add) with layers 0-1
+// on CPU0, 2-3 on CPU1 and the head on CPU0: three splits, and the residual stream is copied
+// once at each of the two boundaries. The result equals the same graph on the host CPU.
+TEST(VirtualDevices, ListedByListDevicesAndNamedByDev) {
+    common_params p;
+    const common_parse_result r = common_params_parse_args({ "--list-devices" }, p, COMMON_TOOL_CLI);
+    EXPECT_EQ(r.status, common_parse_result::help);
+    EXPECT_EQ(r.message.find("Available devices:\n"), 0u) << r.message;
+    for (int i = 0; i < 4; ++i) EXPECT_NE(r.message.find("  CPU" + std::to_string(i) + ": virtual CPU device"), std::string::npos) << r.message;
+
+    // -dev picks devices by name; a name that is none of them is an error naming the flag and the choices
+    ASSERT_EQ(common_params_parse_args({ "-dev", "CPU2,cpu0", "-ot", "exps=CPU1", "-sm", "graph", "-ts", "1/3" }, p, COMMON_TOOL_CLI).status,
+              common_parse_result::ok);
+    llama_model_params mp;
+    std::string err;
+    ASSERT_TRUE(common_model_params_to_llama(p, mp, err)) << err;
+    ASSERT_NE(mp.devices, nullptr);
+    EXPECT_EQ(mp.devices[0], ggml_backend_dev_get(2));
+    EXPECT_EQ(mp.devices[1], ggml_backend_dev_get(0));
+    EXPECT_EQ(mp.devices[2], nullptr);
+    EXPECT_EQ(mp.split_mode, LLAMA_SPLIT_MODE_GRAPH);
+    EXPECT_FLOAT_EQ(mp.tensor_split[0], 1.0f);
+    EXPECT_FLOAT_EQ(mp.tensor_split[1], 3.0f);
+    EXPECT_EQ(mp.tensor_buft_overrides[0].buft, ggml_backend_dev_buffer_type(ggml_backend_dev_get(1)));
+    common_params q;
+    ASSERT_EQ(common_params_parse_args({ "-dev", "CUDA0" }, q, COMMON_TOOL_CLI).status, common_parse_result::ok);
+    EXPECT_FALSE(common_model_params_to_llama(q, mp, err));
+    EXPECT_NE(err.find("-dev CUDA0: no such device (available: none, CPU0, CPU1, CPU2, CPU3)"), std::string::npos) << err;
+}
+
+// -ncmoe N keeps the experts of the first N layers in host memory (-cmoe: of every layer), ahead of
+// later -ot rules; -nkvo keeps the KV cache there too.
+TEST(LayerSplit, CpuMoeAndNoKvOffload) {
+    common_params p;
+    ASSERT_EQ(common_params_parse_args({ "-ncmoe", "1", "-ot", "exps=CPU0", "-nkvo" }, p, COMMON_TOOL_CLI).status,
+              common_parse_result::ok);
+    llama_model_params mp;
+    std::string err;
+    ASSERT_TRUE(common_model_params_to_llama(p, mp, err)) << err;
+    auto devs = first_devices(2);
+    mp.devices = devs.data();
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/synth-qwen3moe-f16.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[0].ffn_up_exps->buffer), ggml_backend_cpu_buffer_type());
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[1].ffn_up_exps->buffer), ggml_backend_dev_buffer_type(devs[0]));
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[1].wq->buffer), ggml_backend_dev_buffer_type(devs[1]));
+    llama_context_params cp = common_context_params_to_llama(p);
+    cp.n_ctx = 64;
+    kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(ctx) << llama_last_error();
+    EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[1]->buffer), ggml_backend_cpu_buffer_type());
+
+    common_params all;
+    ASSERT_EQ(common_params_parse_args({ "-cmoe" }, all, COMMON_TOOL_CLI).status, common_parse_result::ok);
+    ASSERT_EQ(all.tensor_overrides.size(), 1u);
+    EXPECT_TRUE(std::regex_search("blk.3.ffn_down_exps.weight", std::regex(all.tensor_overrides[0].pattern)));
+    EXPECT_FALSE(std::regex_search("blk.3.ffn_down_shexp.weight", std::regex(all.tensor_overrides[0].pattern)));
+}
+
+TEST(VirtualDevices, SchedulerCopiesTheStreamOncePerBoundary) {
+    const int n_embd = 37, n_tokens = 5, n_layer = 4;
+    const int dev_of_layer[n_layer] = { 0, 0, 1, 1 };
+    std::vector<ggml_backend_t> backends = { ggml_backend_dev_init(ggml_backend_dev_get(0)),
+                                             ggml_backend_dev_init(ggml_backend_dev_get(1)), ggml_backend_cpu_init() };
+    ggml_context * wctx[2];
+    for (auto & c : wctx) c = ggml_init({ ggml_tensor_overhead() * 16, nullptr, true });
+    std::vector<ggml_tensor *> w(n_layer), g(n_layer);
+    for (int l = 0; l < n_layer; ++l) {
+        w[l] = ggml_new_tensor_2d(wctx[dev_of_layer[l]], GGML_TYPE_F32, n_embd, n_embd);
+        g[l] = ggml_new_tensor_1d(wctx[dev_of_layer[l]], GGML_TYPE_F32, n_embd);
+    }
+    ggml_tensor * head = ggml_new_tensor_2d(wctx[0], GGML_TYPE_F32, n_embd, 11);
+    ggml_backend_buffer_t wbuf[2];
+    for (int d = 0; d < 2; ++d) {
+        wbuf[d] = ggml_backend_alloc_ctx_tensors_from_buft(wctx[d], ggml_backend_dev_buffer_type(ggml_backend_dev_get(d)));
+        ASSERT_NE(wbuf[d], nullptr);
+        ggml_backend_buffer_set_usage(wbuf[d], GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    }
+    uint32_t seed = 1;
+    for (ggml_tensor * t : { w[0], w[1], w[2], w[3], g[0], g[1], g[2], g[3], head }) {
+        const auto v = kiln_test::random_floats(ggml_nelements(t), seed++, -0.5f, 0.5f);
+        ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
+    }
+    const auto xin = kiln_test::random_floats((size_t) n_embd * n_tokens, 99);
+
+    auto run = [&](ggml_backend_t * bs, int n_b, int & n_splits, int & n_copies) {
+        std::vector<char> mem(ggml_tensor_overhead() * 64 + ggml_graph_overhead());
+        ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
+        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_embd, n_tokens);
+        ggml_set_input(x);
+        ggml_tensor * cur = x;
+        for (int l = 0; l < n_layer; ++l) {
+            ggml_tensor * h = ggml_mul(ctx, ggml_rms_norm(ctx, cur, 1e-5f), g[l]);
+            cur = ggml_add(ctx, cur, ggml_mul_mat(ctx, w[l], h));
+        }
+        ggml_tensor * out = ggml_mul_mat(ctx, head, ggml_rms_norm(ctx, cur, 1e-5f));
+        ggml_set_output(out);
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+        ggml_backend_sched_t s = ggml_backend_sched_new(bs, n_b, 256);
+        EXPECT_TRUE(ggml_backend_sched_alloc_graph(s, gf));
+        ggml_backend_tensor_set(x, xin.data(), 0, ggml_nbytes(x));
+        EXPECT_EQ(ggml_backend_sched_graph_compute(s, gf), GGML_STATUS_SUCCESS);
+        std::vector<float> r(ggml_nelements(out));
+        ggml_backend_tensor_get(out, r.data(), 0, ggml_nbytes(out));
+        n_splits = ggml_backend_sched_get_n_splits(s);
+        n_copies = ggml_backend_sched_get_n_copies(s);
+        ggml_backend_sched_free(s);
+        ggml_free(ctx);
+        return r;
+    };
+    int splits = 0, copies = 0, splits1 = 0, copies1 = 0;
+    const std::vector<float> split = run(backends.data(), 3, splits, copies);
+    const std::vector<float> one = run(&backends[2], 1, splits1, copies1);   // the host CPU reads every host buffer
+    EXPECT_EQ(splits, 3);
+    EXPECT_EQ(copies, 2);
+    EXPECT_EQ(splits1, 1);
+    EXPECT_EQ(copies1, 0);
+    ASSERT_EQ(split.size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(split[i], one[i], 1e-5f * (1 + std::fabs(one[i])));
+    for (auto * b : backends) ggml_backend_free(b);
+    for (int d = 0; d < 2; ++d) ggml_backend_buffer_free(wbuf[d]);
+    for (auto & c : wctx) ggml_free(c);
+}
+
+// -ts 1,2,3,1 over stories260K's 5 layers: cumulative shares 1/7, 3/7, 6/7, 1 against the
+// layers' midpoints 0.1, 0.3, 0.5, 0.7, 0.9 give CPU0, CPU1, CPU2, CPU2, CPU3; each layer's KV
+// cache lives with it; the embeddings and the head on -mg.
+TEST(LayerSplit, WeightsAndCacheGoWhereTheSharesSay) {
+    auto devs = first_devices(4);
+    const float ts[16] = { 1, 2, 3, 1 };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.tensor_split = ts;
+    mp.main_gpu = 3;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    const int expect[5] = { 0, 1, 2, 2, 3 };
+    auto dev_buft = [&](int d) { return ggml_backend_dev_buffer_type(devs[d]); };
+    for (int il = 0; il < 5; ++il) {
+        for (ggml_tensor * t : { model->layers[il].wq, model->layers[il].ffn_down, model->layers[il].attn_norm }) {
+            EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), dev_buft(expect[il])) << t->name;
+        }
+    }
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->tok_embd->buffer), dev_buft(3));
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->output_norm->buffer), dev_buft(3));
+
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = cp.n_threads_batch = 2;
+    kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(ctx) << llama_last_error();
+    for (int il = 0; il < 5; ++il) {
+        EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[il]->buffer), dev_buft(expect[il]));
+        EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.v_l[il]->buffer), dev_buft(expect[il]));
+    }
+}
+
+// -ngl counts from the last layer, the head being one more; -ot wins over the layer plan.
+TEST(LayerSplit, GpuLayersAndOverrides) {
+    auto devs = first_devices(2);
+    const llama_model_tensor_buft_override ov[] = { { "blk\\.4\\.ffn", ggml_backend_dev_buffer_type(devs[0]) }, { nullptr, nullptr } };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.n_gpu_layers = 3;   // the head, layers 4 and 3
+    mp.tensor_buft_overrides = ov;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    for (int il = 0; il < 3; ++il) EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[il].wq->buffer), ggml_backend_cpu_buffer_type());
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[3].wq->buffer), ggml_backend_dev_buffer_type(devs[0]));
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[4].wq->buffer), ggml_backend_dev_buffer_type(devs[1]));
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->layers[4].ffn_up->buffer), ggml_backend_dev_buffer_type(devs[0]));
+    EXPECT_EQ(ggml_backend_buffer_get_type(model->output_norm->buffer), ggml_backend_dev_buffer_type(devs[0]));
+    mp.n_gpu_layers = 0;   // nothing
+    kiln_test::model_ptr none(llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp));
+    ASSERT_TRUE(none) << llama_last_error();
+    EXPECT_EQ(ggml_backend_buffer_get_type(none->output_norm->buffer), ggml_backend_cpu_buffer_type());
+    EXPECT_EQ(ggml_backend_buffer_get_type(none->layers[4].wq->buffer), ggml_backend_cpu_buffer_type());
+}
+
+// -sm none: every offloaded layer, the embeddings and the head on -mg.
+TEST(LayerSplit, SplitModeNonePutsEverythingOnMainDevice) {
+    auto devs = first_devices(3);
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.split_mode = LLAMA_SPLIT_MODE_NONE;
+    mp.main_gpu = 2;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_dev_buffer_type(devs[2])) << t->name;
+    }
+}
+
+TEST(LayerSplit, ImpossibleRequestsAreErrors) {
+    auto devs = first_devices(2);
+    const std::string path = kiln_test::shared_path("models/stories260K.gguf");
+    auto fails_with = [&](llama_model_params mp, const std::string & what) {
+        llama_model * m = llama_model_load_from_file(path.c_str(), mp);
+        EXPECT_EQ(m, nullptr);
+        if (m) llama_model_free(m);
+        EXPECT_NE(std::string(llama_last_error()).find(what), std::string::npos) << llama_last_error();
+    };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.main_gpu = 2;
+    fails_with(mp, "-mg");
+    mp.main_gpu = 0;
+    mp.split_mode = LLAMA_SPLIT_MODE_ROW;
+    fails_with(mp, "'row'");
+    mp.split_mode = LLAMA_SPLIT_MODE_LAYER;
+    const llama_model_tensor_buft_override ov[] = { { "ffn", ggml_backend_dev_buffer_type(ggml_backend_dev_get(3)) }, { nullptr, nullptr } };
+    mp.tensor_buft_overrides = ov;
+    fails_with(mp, "CPU3 is not one of the devices in use");
+}
+
+
+// The logits of chunk 0 on one device (the host CPU), per model and batch size, computed once.
+const kiln_test::golden_result & single_device(const std::string & model, const kiln_test::kld_base & base, bool batch1) {
+    static std::map<std::string, kiln_test::golden_result> done;
+    const std::string key = model + (batch1 ? "/1" : "/all");
+    auto it = done.find(key);
+    if (it != done.end()) return it->second;
+    kiln_test::golden_config cfg;
+    cfg.max_chunks = 1;
+    cfg.keep_logits = true;
+    cfg.n_ubatch = batch1 ? 1 : 0;
+    cfg.n_gpu_layers = 0;
+    return done[key] = run_golden(kiln_test::model_path(model + ".gguf"), base, cfg);
+}
+
+// mean and worst KLD of b's distributions against a's, position by position
+std::pair<double, double> kld_between(const std::vector<float> & a, const std::vector<float> & b, int n_vocab) {
+    const size_t n_pos = a.size() / n_vocab;
+    double sum = 0, worst = 0;
+    bool top = false;
+    for (size_t p = 0; p < n_pos; ++p) {
+        const std::vector<double> ref = log_probs(a.data() + p * n_vocab, n_vocab);
+        const double k = kiln_test::kld_against(ref, b.data() + p * n_vocab, n_vocab, top);
+        sum += k;
+        worst = std::max(worst, k);
+    }
+    return { sum / std::max<size_t>(n_pos, 1), worst };
+}
+
+class SplitGolden : public ::testing::TestWithParam<std::tuple<const char *, int, bool, llama_split_mode>> {};
+
+// Every architecture on 2, 3 and 4 devices with uneven shares, in both split modes, whole-chunk
+// and one-token batches: the logits equal the single-device run's (KLD per position, mean and
+// worst). In graph mode the architectures without tensor-parallel graphs (MLA, delta-net) keep
+// their layers whole, one device each.
+TEST_P(SplitGolden, MatchesOneDevice) {
+    const auto [model, n_dev, batch1, mode] = GetParam();
+    kiln_test::kld_base base;
+    ASSERT_TRUE(kiln_test::load_golden_base(std::string(model), base));
+    const std::string path = kiln_test::model_path(std::string(model) + ".gguf");
+    const kiln_test::golden_result & one = single_device(model, base, batch1);
+    ASSERT_TRUE(one.ok);
+    kiln_test::golden_config cfg;
+    cfg.max_chunks = 1;
+    cfg.keep_logits = true;
+    cfg.n_ubatch = batch1 ? 1 : 0;
+    cfg.split_mode = mode;
+
+    const float shares[3][4] = { { 1, 3 }, { 2, 1, 1 }, { 1, 2, 3, 1 } };
+    auto devs = first_devices(n_dev);
+    cfg.devices = devs.data();
+    cfg.n_gpu_layers = -1;
+    cfg.tensor_split = shares[n_dev - 2];
+    cfg.main_gpu = n_dev - 1;
+    const kiln_test::golden_result split = run_golden(path, base, cfg);
+    ASSERT_TRUE(split.ok);
+    ASSERT_EQ(split.logits.size(), one.logits.size());
+    const auto [mean, worst] = kld_between(one.logits, split.logits, base.n_vocab);
+    std::printf("%s on %d devices, -sm %s%s: KLD to one device mean %.3g, worst %.3g; to the reference %.3g (one device %.3g)\n",
+                model, n_dev, mode == LLAMA_SPLIT_MODE_GRAPH ? "graph" : "layer", batch1 ? ", batch 1" : "", mean, worst,
+                split.mean_kld, one.mean_kld);
+    EXPECT_LE(mean, 1e-3);
+    EXPECT_LE(worst, 1e-3);
+}
+
+// Whole chunks on 2, 3 and 4 devices; one-token batches (a graph per token: the slow part on CI's
+// two cores) on one device count per model, the counts taking turns, so each count is covered.
+std::vector<std::tuple<const char *, int, bool, llama_split_mode>> split_cases() {
+    const char * models[] = { "stories260K",     "synth-qwen3-f16",     "synth-qwen3moe-f16", "synth-deepseek2-f16", "synth-qwen35-f16",
+                              "synth-qwen35moe-f16", "synth-gemma3-f16", "synth-gpt-oss-f16",  "synth-glm4moe-f16" };
+    std::vector<std::tuple<const char *, int, bool, llama_split_mode>> out;
+    int turn = 0;
+    for (const char * m : models) {
+        for (llama_split_mode mode : { LLAMA_SPLIT_MODE_LAYER, LLAMA_SPLIT_MODE_GRAPH }) {
+            for (int n_dev = 2; n_dev <= 4; ++n_dev) out.emplace_back(m, n_dev, false, mode);
+            out.emplace_back(m, 2 + turn % 3, true, mode);
+        }
+        ++turn;
+    }
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SplitGolden, ::testing::ValuesIn(split_cases()));
+
+// -sm graph with every device of devs (NULL-terminated) in these shares
+kiln_test::model_ptr load_graph_split(const std::string & path, std::vector<ggml_backend_dev_t> & devs, std::vector<float> shares) {
+    shares.resize(llama_max_devices(), 0.0f);
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.tensor_split = shares.data();
+    mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+    return kiln_test::model_ptr(llama_model_load_from_file(path.c_str(), mp));
+}
+
+// -sm graph cuts qwen3's layers: 2 KV heads over shares 2:1:1 go 1 and 1 (the third device gets
+// none: no empty part is built), 768 FFN columns in groups of 32 go 384/192/192; the parts add up
+// to the whole, and each part's KV cache lives with it, sized for its heads.
+TEST(GraphSplit, CutsHeadsAndColumnsByShares) {
+    auto devs = first_devices(3);
+    kiln_test::model_ptr model = load_graph_split(kiln_test::shared_path("models/synth-qwen3-f16.gguf"), devs, { 2, 1, 1 });
+    ASSERT_TRUE(model) << llama_last_error();
+    const uint32_t n_layer = model->hparams.n_layer;
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        const auto & parts = model->shards[il];
+        ASSERT_EQ(parts.size(), 3u) << "layer " << il;
+        uint32_t heads = 0, cols = 0;
+        for (const auto & s : parts) {
+            heads += s.n_head;
+            cols += s.w.ffn_up ? (uint32_t) s.w.ffn_up->ne[1] : 0;
+            EXPECT_EQ(ggml_backend_buffer_get_type(s.w.ffn_down->buffer), ggml_backend_dev_buffer_type(devs[s.device]));
+        }
+        EXPECT_EQ(heads, model->hparams.n_head);
+        EXPECT_EQ(cols, model->hparams.n_ff);
+        EXPECT_EQ(parts[0].w.ffn_up->ne[1], 384);
+        EXPECT_EQ(parts[0].n_head_kv + parts[1].n_head_kv + parts[2].n_head_kv, model->hparams.n_head_kv);
+    }
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.graph_reduce_type = GGML_TYPE_F16;
+    kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(ctx) << llama_last_error();
+    for (const auto & s : model->shards[0]) {
+        if (s.n_head_kv == 0) continue;
+        EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[s.kv_slot]->buffer), ggml_backend_dev_buffer_type(devs[s.device]));
+        EXPECT_EQ(ctx->kv.k_l[s.kv_slot]->ne[0], (int64_t) s.n_head_kv * model->hparams.n_embd_head_k);
+    }
+    EXPECT_EQ(ctx->kv.k_l[0], nullptr);   // the cut layer's own entry holds nothing
+}
+
+// qwen35's delta-net layers are cut by value heads, two at a time here (its 2 key heads: each part
+// starts at a value head that reads key head 0): two devices hold two value heads each, with their
+// share of the recurrent state on their device; a prompt decoded in two pieces (the state carried
+// from one to the next) ends with the logits of one piece.
+TEST(GraphSplit, DeltaNetStateIsCutByValueHeads) {
+    auto devs = first_devices(2);
+    kiln_test::model_ptr model = load_graph_split(kiln_test::shared_path("models/synth-qwen35-f16.gguf"), devs, { 1, 1 });
+    ASSERT_TRUE(model) << llama_last_error();
+    const auto & hp = model->hparams;
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(ctx) << llama_last_error();
+    int n_recurrent_parts = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        if (!hp.is_recurrent(il)) continue;
+        ASSERT_EQ(model->shards[il].size(), 2u);
+        EXPECT_EQ(ctx->rs.ssm_l[il], nullptr);   // the whole layer's rows: none
+        for (const auto & s : model->shards[il]) {
+            EXPECT_EQ(s.n_head, hp.ssm_dt_rank / 2);
+            const ggml_tensor * ssm = ctx->rs.ssm_l[s.rs_slot];
+            ASSERT_NE(ssm, nullptr);
+            EXPECT_EQ(ssm->ne[0], (int64_t) hp.ssm_d_state * (hp.ssm_d_inner / hp.ssm_dt_rank) * s.n_head);
+            EXPECT_EQ(ggml_backend_buffer_get_type(ssm->buffer), ggml_backend_dev_buffer_type(devs[s.device]));
+            ++n_recurrent_parts;
+        }
+    }
+    EXPECT_EQ(n_recurrent_parts, 6);   // 3 delta-net layers
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 20; ++i) toks.push_back((llama_token) (5 + 13 * i % 300));
+    ASSERT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 20, 0), 0);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    const std::vector<float> whole(llama_get_logits_ith(ctx.get(), -1), llama_get_logits_ith(ctx.get(), -1) + n_vocab);
+    llama_memory_clear(ctx.get());
+    ASSERT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 12, 0), 0);
+    ASSERT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 12, 8, 12), 0);
+    EXPECT_LE(kiln_test::logits_rel_diff(llama_get_logits_ith(ctx.get(), -1), whole.data(), n_vocab), 1e-4);
+}
+
+TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
+    kiln_test::kld_base base;
+    ASSERT_TRUE(kiln_test::load_golden_base("synth-qwen3moe-f16", base));
+    const kiln_test::golden_result & one = single_device("synth-qwen3moe-f16", base, false);
+    auto devs = first_devices(3);
+    const float ts[16] = { 1, 3, 2 };
+    for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_BF16 }) {
+        kiln_test::golden_config cfg;
+        cfg.max_chunks = 1;
+        cfg.keep_logits = true;
+        cfg.devices = devs.data();
+        cfg.tensor_split = ts;
+        cfg.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+        cfg.reduce_type = t;
+        const kiln_test::golden_result r = run_golden(kiln_test::model_path("synth-qwen3moe-f16.gguf"), base, cfg);
+        ASSERT_TRUE(r.ok);
+        const auto [mean, worst] = kld_between(one.logits, r.logits, base.n_vocab);
+        std::printf("-grt %s: KLD to one device mean %.3g, worst %.3g\n", ggml_type_name(t), mean, worst);
+        EXPECT_LE(mean, 1e-3);
+        EXPECT_GT(mean, 0.0);   // the conversion did happen
+    }
+}
+
+
+// The last logits after a batch of 8 tokens and 4 single ones.
+std::vector<float> last_logits(llama_model * m) {
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 12; ++i) toks.push_back((llama_token) (1 + 37 * i % 200));
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = cp.n_threads_batch = 2;
+    kiln_test::context_ptr ctx(llama_init_from_model(m, cp));
+    EXPECT_TRUE(ctx) << llama_last_error();
+    std::vector<float> out;
+    if (!ctx) return out;
+    EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 8, 0), 0);
+    for (int i = 8; i < 12; ++i) EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, i, 1, i), 0);
+    const float * l = llama_get_logits_ith(ctx.get(), -1);
+    if (l) out.assign(l, l + llama_vocab_n_tokens(llama_model_get_vocab(m)));
+    return out;
+}
+
+// Every shared model (each architecture, f16 and quantized, interleaved types included) on two
+// devices in the hybrid placement people use with GPUs: the routed experts kept in host memory
+// (-ot exps=CPU, first match wins), the other layer tensors on their layer's device (equal
+// shares: the first half of the layers on CPU0), embeddings and head on -mg (CPU1). Every tensor
+// is checked, and a decode gives the host-only run's logits.
+class EveryModel : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(EveryModel, HybridPlacementPutsEachTensorWhereTheRulesSay) {
+    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    auto devs = first_devices(2);
+    const llama_model_tensor_buft_override ov[] = { { "exps", ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.main_gpu = 1;
+    mp.tensor_buft_overrides = ov;
+    kiln_test::model_ptr model(llama_model_load_from_file(path.c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    const uint32_t n_layer = model->hparams.n_layer;
+    const std::regex exps("exps");
+    size_t n_checked = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        const long il = llama_layer_of_name(t->name);
+        ggml_backend_buffer_type_t want = ggml_backend_dev_buffer_type(devs[1]);   // embeddings, head
+        if (std::regex_search(t->name, exps) || il >= (long) n_layer) {
+            want = ggml_backend_cpu_buffer_type();   // the rule; NextN layers never run
+        } else if (il >= 0) {
+            want = ggml_backend_dev_buffer_type(devs[(il + 0.5) / n_layer < 0.5 ? 0 : 1]);
+        }
+        EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), want) << t->name;
+        ++n_checked;
+    }
+    EXPECT_GT(n_checked, 5u);
+
+    const std::vector<float> split = last_logits(model.get());
+    llama_model_params host = llama_model_default_params();
+    host.n_gpu_layers = 0;
+    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
+    ASSERT_TRUE(one);
+    const std::vector<float> ref = last_logits(one.get());
+    ASSERT_EQ(split.size(), ref.size());
+    ASSERT_FALSE(ref.empty());
+    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), 1e-4);
+}
+
+// The same models cut by -sm graph over three devices (1:2:1): cuts on block boundaries of each
+// weight type (whole layers where a type cannot be cut, e.g. interleaved rows' columns), logits
+// as on the host.
+TEST_P(EveryModel, GraphModeMatchesTheHost) {
+    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    auto devs = first_devices(3);
+    kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 2, 1 });
+    ASSERT_TRUE(model) << llama_last_error();
+    llama_model_params host = llama_model_default_params();
+    host.n_gpu_layers = 0;
+    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
+    ASSERT_TRUE(one);
+    const std::vector<float> split = last_logits(model.get()), ref = last_logits(one.get());
+    ASSERT_EQ(split.size(), ref.size());
+    ASSERT_FALSE(ref.empty());
+    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
+                         ::testing::Values("stories260K.gguf", "synth-deepseek2-IQ3_K.gguf", "synth-deepseek2-IQ4_K_R4.gguf",
+                                           "synth-deepseek2-Q4_K_M.gguf", "synth-deepseek2-f16.gguf", "synth-gemma3-f16.gguf",
+                                           "synth-glm4moe-f16.gguf", "synth-gpt-oss-f16.gguf", "synth-qwen3-Q4_K_M.gguf",
+                                           "synth-qwen3-Q8_0.gguf", "synth-qwen3-f16.gguf", "synth-qwen35-Q4_K_M.gguf",
+                                           "synth-qwen35-f16.gguf", "synth-qwen35moe-f16.gguf", "synth-qwen3moe-IQ4_KS.gguf",
+                                           "synth-qwen3moe-IQ4_XS.gguf", "synth-qwen3moe-Q4_K_M.gguf", "synth-qwen3moe-f16.gguf"),
+                         [](const ::testing::TestParamInfo<const char *> & i) {
+                             std::string n = i.param;
+                             n = n.substr(0, n.find(".gguf"));
+                             for (char & c : n) c = std::isalnum((unsigned char) c) ? c : '_';
+                             return n;
+                         });
+
+} // namespace
