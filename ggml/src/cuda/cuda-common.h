@@ -56,7 +56,7 @@ private:
 // One allocation from the pool, returned when it goes out of scope.
 class cuda_scratch {
 public:
-    cuda_scratch(cuda_pool & pool, size_t size) : pool_(pool), ptr_(pool.alloc(size)) {}
+    cuda_scratch(cuda_pool & pool, size_t size) : pool_(pool), ptr_(size ? pool.alloc(size) : nullptr) {}
     ~cuda_scratch() { if (ptr_) pool_.release(ptr_); }
     cuda_scratch(const cuda_scratch &) = delete;
     cuda_scratch & operator=(const cuda_scratch &) = delete;

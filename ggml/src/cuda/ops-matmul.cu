@@ -127,7 +127,7 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
             const char * a_slice = (const char *) a->data + ia2 * a->nb[2] + ia3 * a->nb[3];
             const void * A = a_slice;
             int64_t lda = quant ? K : (int64_t) (a->nb[1] / ggml_type_size(a->type));
-            cuda_scratch decoded(*ctx.pool, quant ? (size_t) (M * K * sizeof(__half)) : 0);
+            cuda_scratch decoded(*ctx.pool, quant ? (size_t) (M * K * sizeof(__half)) : 0);   // 0: none
             if (quant) {
                 if (!decoded) return false;
                 const cuda_block_shape bs = cuda_block_shape_of(a->type);
@@ -194,8 +194,11 @@ bool cuda_supports_matmul(const ggml_tensor * op) {
             const ggml_tensor * a = op->src[0];
             const ggml_tensor * b = op->src[1];
             if (!weights_ok(a) || !f32_rows(b) || !f32_rows(op)) return false;
-            if (a->nb[1] % ggml_type_size(a->type) != 0) return false;
-            return b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0 && b->ne[1] <= 65535 && b->ne[2] * b->ne[3] <= 65535;
+            if (a->nb[1] % ggml_type_size(a->type) != 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
+            if (b->ne[1] < k_cublas_min_cols) return b->ne[2] * b->ne[3] <= 65535;   // the grid of the block path
+            // cuBLAS: leading dimensions at least the rows they hold
+            return a->nb[1] >= (size_t) a->ne[0] * ggml_type_size(a->type) && b->nb[1] >= b->ne[0] * sizeof(float) &&
+                   op->nb[1] >= op->ne[0] * sizeof(float);
         }
         case GGML_OP_MUL_MAT_ID:
         case GGML_OP_MOE_FUSED_UP_GATE: {
@@ -209,7 +212,7 @@ bool cuda_supports_matmul(const ggml_tensor * op) {
                 if (!weights_ok(op->src[1]) || op->src[1]->type != a->type) return false;
             }
             if (!weights_ok(a) || !f32_rows(b) || !f32_rows(op) || ids->type != GGML_TYPE_I32) return false;
-            return ids->ne[0] <= 65535 && ids->ne[1] <= 65535 && a->ne[3] == 1;
+            return ids->ne[0] <= 65535 && ids->ne[1] <= 65535 && a->ne[3] == 1 && b->ne[2] == ids->ne[1];
         }
         default: return false;
     }
