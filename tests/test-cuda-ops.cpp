@@ -225,7 +225,7 @@ TEST_F(CudaOps, UnaryOpsAndScale) {
         check({ ggml_unary_op_name(op), [op](ggml_context * ctx) {
                    ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 37, 9, 2);
                    return ggml_unary(ctx, ggml_view_3d(ctx, a, 30, 9, 2, a->nb[1], a->nb[2], 4 * sizeof(float)), op);
-               }, 1e-10, wide });
+               }, 1e-8, wide });   // the CPU's SIMD exp/tanh are approximations
     }
     check({ "scale_bias", [](ggml_context * ctx) { return ggml_scale_bias(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 41, 3), 0.7f, -0.2f); } });
     check({ "clamp", [](ggml_context * ctx) { return ggml_clamp(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 41, 3), -0.3f, 0.5f); } });
@@ -240,7 +240,7 @@ TEST_F(CudaOps, GatedUnits) {
                    ggml_tensor * g = ggml_view_2d(ctx, gu, 45, 7, gu->nb[1], 0);
                    ggml_tensor * u = ggml_view_2d(ctx, gu, 45, 7, gu->nb[1], 45 * sizeof(float));
                    return ggml_glu_split(ctx, g, u, op);
-               }, 1e-10 });
+               }, 1e-8 });
     }
 }
 
@@ -293,11 +293,11 @@ TEST_F(CudaOps, SoftmaxWithMaskAlibiAndSinks) {
                            ggml_tensor * r = ggml_soft_max_ext(ctx, a, m, 0.37f, max_bias);
                            if (sinks) ggml_soft_max_add_sinks(r, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 5));
                            return r;
-                       }, 1e-10, causal_mask(70) });
+                       }, 1e-8, causal_mask(70) });
             }
         }
     }
-    check({ "soft_max plain, long rows", [](ggml_context * ctx) { return ggml_soft_max(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 5003, 3)); }, 1e-10 });
+    check({ "soft_max plain, long rows", [](ggml_context * ctx) { return ggml_soft_max(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 5003, 3)); }, 1e-8 });
 }
 
 fill_ints_fn positions(int64_t base) {
@@ -509,7 +509,7 @@ TEST_F(CudaOps, FlashAttention) {
                    ggml_tensor * r = ggml_flash_attn_ext(ctx, q, k, v, m, 1.0f / std::sqrt((float) s.D), s.max_bias, s.softcap);
                    if (s.sinks) ggml_flash_attn_ext_add_sinks(r, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, s.n_head));
                    return r;
-               }, 1e-6, causal_mask(s.n_kv - s.n_q) });
+               }, 1e-5, causal_mask(s.n_kv - s.n_q) });
     }
 }
 

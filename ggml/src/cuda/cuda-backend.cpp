@@ -21,7 +21,7 @@ void cuda_backend_free(ggml_backend_t b) {
     cudaSetDevice(ctx->ordinal);
     if (ctx->stream) cudaStreamSynchronize(ctx->stream);
     delete ctx->pool;
-    if (ctx->cublas) cublasDestroy(ctx->cublas);
+    if (ctx->cublas) cublas_get()->destroy(ctx->cublas);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
     delete ctx;
     delete b;
@@ -117,11 +117,12 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     ctx->device = device;
     ctx->ordinal = cuda_device_ordinal(device);
     std::snprintf(ctx->name, sizeof(ctx->name), "CUDA%d", device);
-    bool ok = CUDA_OK(cudaSetDevice(ctx->ordinal)) && CUDA_OK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) &&
-              CUBLAS_OK(cublasCreate(&ctx->cublas)) && CUBLAS_OK(cublasSetStream(ctx->cublas, ctx->stream));
+    const cublas_api * blas = cublas_get();
+    bool ok = CUDA_OK(cudaSetDevice(ctx->ordinal)) && CUDA_OK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    if (ok && blas) ok = CUBLAS_OK(blas->create(&ctx->cublas)) && CUBLAS_OK(blas->set_stream(ctx->cublas, ctx->stream));
     if (!ok) {
         ggml_log(GGML_LOG_LEVEL_ERROR, "%s: cannot start the backend\n", ctx->name);
-        if (ctx->cublas) cublasDestroy(ctx->cublas);
+        if (ctx->cublas) blas->destroy(ctx->cublas);
         if (ctx->stream) cudaStreamDestroy(ctx->stream);
         delete ctx;
         return nullptr;

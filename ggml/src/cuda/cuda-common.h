@@ -24,6 +24,20 @@ bool cublas_check(cublasStatus_t st, const char * what, const char * file, int l
 #define CUDA_OK(call) cuda_check((call), #call, __FILE__, __LINE__)
 #define CUBLAS_OK(call) cublas_check((call), #call, __FILE__, __LINE__)
 
+// The cuBLAS functions the backend calls, from the library loaded at first use (cuda-cublas.cpp);
+// nullptr when it cannot be loaded.
+struct cublas_api {
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasDestroy_v2) destroy;
+    decltype(&cublasSetStream_v2) set_stream;
+    decltype(&cublasSgemm_v2) sgemm;
+    // the C entry point (the header adds a C++ overload taking a cudaDataType compute type)
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+};
+const cublas_api * cublas_get();
+
 // The "does not fit" message every allocation failure gives: device, what, asked, free, total.
 void cuda_log_out_of_memory(const char * device_name, int ordinal, const char * what, size_t asked);
 
@@ -73,7 +87,7 @@ struct cuda_context {
     int ordinal = 0;   // the runtime's
     char name[16] = {};
     cudaStream_t stream = nullptr;
-    cublasHandle_t cublas = nullptr;
+    cublasHandle_t cublas = nullptr;   // nullptr without the library: no cuBLAS path
     cuda_pool * pool = nullptr;
 };
 

@@ -142,7 +142,7 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
                     const char * b_slice = (const char *) b->data + i2 * b->nb[2] + i3 * b->nb[3];
                     float * C = (float *) ((char *) dst->data + i2 * dst->nb[2] + i3 * dst->nb[3]);
                     if (f32) {
-                        if (!CUBLAS_OK(cublasSgemm(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) M, (int) N, (int) K, &alpha,
+                        if (!CUBLAS_OK(cublas_get()->sgemm(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) M, (int) N, (int) K, &alpha,
                                                    (const float *) A, (int) lda, (const float *) b_slice,
                                                    (int) (b->nb[1] / sizeof(float)), &beta, C, (int) ldc))) {
                             return false;
@@ -154,7 +154,7 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
                     activations_to_half_kernel<<<cuda_blocks_for(K * N), k_block_threads, 0, ctx.stream>>>(
                         b_slice, (int64_t) b->nb[1], K, K * N, bf16, bh.as<void>());
                     if (!CUDA_LAUNCHED()) return false;
-                    if (!CUBLAS_OK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) M, (int) N, (int) K, &alpha, A,
+                    if (!CUBLAS_OK(cublas_get()->gemm_ex(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) M, (int) N, (int) K, &alpha, A,
                                                 quant ? CUDA_R_16F : half_type, (int) lda, bh.as<void>(), half_type, (int) K,
                                                 &beta, C, CUDA_R_32F, (int) ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))) {
                         return false;
@@ -165,6 +165,15 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
     }
     return true;
 }
+
+// Wide products go to cuBLAS when it is loaded and the leading dimensions hold whole rows.
+bool cublas_takes(const ggml_tensor * a, const ggml_tensor * b, const ggml_tensor * dst) {
+    return b->ne[1] >= k_cublas_min_cols && cublas_get() && a->nb[1] >= (size_t) a->ne[0] * ggml_type_size(a->type) &&
+           b->nb[1] >= b->ne[0] * sizeof(float) && dst->nb[1] >= dst->ne[0] * sizeof(float);
+}
+
+// The block kernels' grid: columns in y, b's dims 2 and 3 in z.
+bool block_path_takes(const ggml_tensor * b) { return b->ne[1] <= 65535 && b->ne[2] * b->ne[3] <= 65535; }
 
 bool weights_ok(const ggml_tensor * a) {
     if (cuda_is_float_type(a->type)) return a->nb[0] == ggml_type_size(a->type);
@@ -195,10 +204,7 @@ bool cuda_supports_matmul(const ggml_tensor * op) {
             const ggml_tensor * b = op->src[1];
             if (!weights_ok(a) || !f32_rows(b) || !f32_rows(op)) return false;
             if (a->nb[1] % ggml_type_size(a->type) != 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
-            if (b->ne[1] < k_cublas_min_cols) return b->ne[2] * b->ne[3] <= 65535;   // the grid of the block path
-            // cuBLAS: leading dimensions at least the rows they hold
-            return a->nb[1] >= (size_t) a->ne[0] * ggml_type_size(a->type) && b->nb[1] >= b->ne[0] * sizeof(float) &&
-                   op->nb[1] >= op->ne[0] * sizeof(float);
+            return cublas_takes(a, b, op) || block_path_takes(b);
         }
         case GGML_OP_MUL_MAT_ID:
         case GGML_OP_MOE_FUSED_UP_GATE: {
@@ -224,7 +230,8 @@ bool cuda_op_matmul(cuda_context & ctx, ggml_tensor * dst) {
     if (dst->op == GGML_OP_MUL_MAT) {
         const ggml_tensor * a = dst->src[0];
         const ggml_tensor * b = dst->src[1];
-        if (b->ne[1] >= k_cublas_min_cols) return mul_mat_cublas(ctx, a, b, dst);
+        if (ctx.cublas && cublas_takes(a, b, dst)) return mul_mat_cublas(ctx, a, b, dst);
+        if (!block_path_takes(b)) return false;
         fill_common(p, a);
         p.mode = mmv_mode::mul_mat;
         p.b = cuda_view_of(b);
