@@ -372,7 +372,8 @@ fill_ints_fn row_ids(int64_t n_rows) {
 TEST_F(CudaOps, GetRowsDecodesEveryWeightType) {
     const ggml_type types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                 GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                                GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+                                GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ2_K, GGML_TYPE_IQ3_K,
+                                GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q6_0 };
     for (ggml_type t : types) {
         check({ std::string("get_rows ") + ggml_type_name(t), [t](ggml_context * ctx) {
                    ggml_tensor * a = ggml_new_tensor_3d(ctx, t, 512, 19, 2);
@@ -421,7 +422,8 @@ TEST_F(CudaOps, SortAndTopK) {
 
 const ggml_type k_weight_types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,
                                      GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS, GGML_TYPE_IQ4_NL,
-                                     GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_0, GGML_TYPE_Q4_1 };
+                                     GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_0, GGML_TYPE_Q4_1, GGML_TYPE_IQ2_K,
+                                     GGML_TYPE_IQ3_K, GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K };
 
 // The CPU quantizes activations for its integer kernels; the GPU keeps them f32 (one column at a
 // time) or f16 (cuBLAS): both stay within this of each other.

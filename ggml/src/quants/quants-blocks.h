@@ -91,26 +91,43 @@ KILN_HD float e8m0_to_fp32_half(uint8_t e) {
 extern const int8_t kvalues_iq4nl[16];
 extern const int8_t kvalues_mxfp4[16];
 
+// ik_llama.cpp's grids: each type's levels followed by its shifted levels (quants-iqk.cpp)
+#define KILN_IQ2NL_VALUES { -31, -13, 1, 17, -26, -8, 6, 22 }
+#define KILN_IQ3NL_VALUES { -63, -40, -23, -10, 1, 13, 28, 47, -59, -36, -19, -6, 5, 17, 32, 51 }
+#define KILN_IQ4K_VALUES                                                                                   \
+    { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,                        \
+      -123, -100, -79, -61, -45, -31, -18, -6, 5, 17, 29, 42, 57, 73, 93, 117 }
+#define KILN_IQ5NL_VALUES                                                                                  \
+    { -126, -114, -103, -92, -83, -74, -65, -57, -50, -43, -36, -30, -24, -18, -12, -6,                \
+      -1, 5, 11, 17, 23, 29, 36, 43, 51, 59, 68, 77, 87, 97, 109, 121,                                  \
+      -124, -112, -101, -90, -81, -72, -63, -55, -48, -41, -34, -28, -22, -16, -10, -4,                 \
+      1, 7, 13, 19, 25, 31, 38, 45, 53, 61, 70, 79, 89, 99, 111, 123 }
+
+extern const int8_t ik_iq2nl_values[8];
+extern const int8_t ik_iq3nl_values[16];
+extern const int8_t ik_iq4k_values[32];
+extern const int8_t ik_iq5nl_values[64];
+
 #if defined(__CUDACC__)
 static __constant__ int8_t kiln_iq4nl_dev[16] = KILN_IQ4NL_VALUES;
 static __constant__ int8_t kiln_mxfp4_dev[16] = KILN_MXFP4_VALUES;
+static __constant__ int8_t kiln_iq2nl_dev[8] = KILN_IQ2NL_VALUES;
+static __constant__ int8_t kiln_iq3nl_dev[16] = KILN_IQ3NL_VALUES;
+static __constant__ int8_t kiln_iq4k_dev[32] = KILN_IQ4K_VALUES;
+static __constant__ int8_t kiln_iq5nl_dev[64] = KILN_IQ5NL_VALUES;
 #endif
 
-KILN_HD int iq4nl_value(int q) {
 #if defined(__CUDA_ARCH__)
-    return kiln_iq4nl_dev[q];
+#define KILN_VALUE(host, dev, q) dev[q]
 #else
-    return kvalues_iq4nl[q];
+#define KILN_VALUE(host, dev, q) host[q]
 #endif
-}
-
-KILN_HD int mxfp4_value(int q) {
-#if defined(__CUDA_ARCH__)
-    return kiln_mxfp4_dev[q];
-#else
-    return kvalues_mxfp4[q];
-#endif
-}
+KILN_HD int iq4nl_value(int q) { return KILN_VALUE(kvalues_iq4nl, kiln_iq4nl_dev, q); }
+KILN_HD int mxfp4_value(int q) { return KILN_VALUE(kvalues_mxfp4, kiln_mxfp4_dev, q); }
+KILN_HD int iq2nl_value(int q) { return KILN_VALUE(ik_iq2nl_values, kiln_iq2nl_dev, q); }
+KILN_HD int iq3nl_value(int q) { return KILN_VALUE(ik_iq3nl_values, kiln_iq3nl_dev, q); }
+KILN_HD int iq4k_value(int q) { return KILN_VALUE(ik_iq4k_values, kiln_iq4k_dev, q); }
+KILN_HD int iq5nl_value(int q) { return KILN_VALUE(ik_iq5nl_values, kiln_iq5nl_dev, q); }
 
 // ---------------------------------------------------------------------------------------------
 // 32-value formats
@@ -203,6 +220,54 @@ static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs block size");
 KILN_HD int iq4_xs_scale(const block_iq4_xs & b, int ib) {
     return (((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b.scales_h >> 2 * ib) & 3) << 4)) - 32;
 }
+
+// ik_llama.cpp's non-linear K types: value = (d * scale) * grid[level], the grid (or its shifted
+// half) chosen per 16 values by a bit of `extra`.
+struct block_iq2_k {
+    ggml_fp16_t d;
+    uint16_t    extra;        // bit per 16 values: use the shifted grid
+    uint8_t     scales[8];    // 4-bit scales (minus 8), two per 32 values
+    uint8_t     qs[64];
+};
+static_assert(sizeof(block_iq2_k) == 76, "iq2_k block size");
+
+struct block_iq3_k {
+    ggml_fp16_t d;
+    uint16_t    extra;
+    uint16_t    scales_h;     // sign bit per 16 values
+    uint8_t     scales_l[8];  // 4-bit magnitudes m: scale = 2m + 1
+    uint8_t     qs[64];
+    uint8_t     qh[32];
+};
+static_assert(sizeof(block_iq3_k) == 110, "iq3_k block size");
+
+struct block_iq4_k {
+    ggml_fp16_t d;
+    uint16_t    extra;
+    uint8_t     scales_h[4];
+    uint8_t     scales_l[8];
+    uint8_t     qs[128];
+};
+static_assert(sizeof(block_iq4_k) == 144, "iq4_k block size");
+
+struct block_iq5_k {
+    ggml_fp16_t d;
+    uint16_t    extra;
+    uint8_t     scales_h[4];
+    uint8_t     scales_l[8];
+    uint8_t     qs[128];
+    uint8_t     qh[32];
+};
+static_assert(sizeof(block_iq5_k) == 176, "iq5_k block size");
+
+struct block_iq6_k {
+    ggml_fp16_t d;
+    uint16_t    extra;
+    int8_t      scales[16];
+    uint8_t     qs[128];
+    uint8_t     qh[64];
+};
+static_assert(sizeof(block_iq6_k) == 212, "iq6_k block size");
 
 // q2_K: 16 sub-blocks of 16; each scales[] byte holds a 4-bit scale (low) and a 4-bit min (high).
 // value = d * scale * q - dmin * min, q in 0..3.
@@ -436,6 +501,87 @@ KILN_HD void decode32_q6_K(const block_q6_K & b, int c, float * y) {
     }
 }
 
+// The ik types: chunk c is sub-blocks 2c and 2c + 1 (16 values each), value = (d * sc) * level.
+
+KILN_HD void decode32_iq2_k(const block_iq2_k & b, int c, float * y) {
+    const float d = kiln_fp16_to_f32(b.d);
+    const uint8_t * qs = b.qs + 32 * (c / 4);
+    const int shift = 2 * (c % 4);
+    for (int part = 0; part < 2; ++part) {
+        const int g = 2 * c + part;
+        const float dl = d * (float) (((b.scales[c] >> (4 * part)) & 0xF) - 8);
+        const int shifted = ((b.extra >> g) & 1) * 4;
+        for (int j = 0; j < 16; ++j) y[16 * part + j] = dl * (float) iq2nl_value(shifted + ((qs[16 * part + j] >> shift) & 3));
+    }
+}
+
+KILN_HD void decode32_iq3_k(const block_iq3_k & b, int c, float * y) {
+    const float d = kiln_fp16_to_f32(b.d);
+    const uint8_t * qs = b.qs + 32 * (c / 4);
+    const int shift = 2 * (c % 4);
+    for (int part = 0; part < 2; ++part) {
+        const int g = 2 * c + part;
+        const int m = 2 * ((b.scales_l[c] >> (4 * part)) & 0xF) + 1;
+        const float dl = d * (float) ((b.scales_h >> g) & 1 ? -m : m);
+        const int shifted = ((b.extra >> g) & 1) * 8;
+        for (int j = 16 * part; j < 16 * part + 16; ++j) {
+            y[j] = dl * (float) iq3nl_value(shifted + (((qs[j] >> shift) & 3) | (((b.qh[j] >> c) & 1) << 2)));
+        }
+    }
+}
+
+KILN_HD void decode32_iq4_k(const block_iq4_k & b, int c, float * y) {
+    const float d = kiln_fp16_to_f32(b.d);
+    const int sh = b.scales_h[c / 2] >> 4 * (c % 2);
+    const float dl0 = d * (float) (((b.scales_l[c] & 0xF) | ((sh << 4) & 0x30)) - 32);
+    const float dl1 = d * (float) (((b.scales_l[c] >> 4) | ((sh << 2) & 0x30)) - 32);
+    const int s0 = ((b.extra >> (2 * c)) & 1) * 16, s1 = ((b.extra >> (2 * c + 1)) & 1) * 16;
+    const uint8_t * qs = b.qs + 16 * c;
+    for (int j = 0; j < 16; ++j) {
+        y[j]      = dl0 * (float) iq4k_value(s0 + (qs[j] & 0xF));
+        y[j + 16] = dl1 * (float) iq4k_value(s1 + (qs[j] >> 4));
+    }
+}
+
+// iq5_k: 64-value halves h = c / 2 share 32 bytes of qs; chunk parity picks the nibble and the bit
+// of qh (2h, or 2h + 1 for high nibbles).
+KILN_HD void decode32_iq5_k(const block_iq5_k & b, int c, float * y) {
+    const float d = kiln_fp16_to_f32(b.d);
+    const int h = c / 2, hi = c % 2;
+    const int sl = b.scales_l[2 * h + hi], sh = b.scales_h[h] >> (4 * hi);
+    const float dl0 = d * (float) (((sl & 0xF) | ((sh << 4) & 0x30)) - 32);
+    const float dl1 = d * (float) (((sl >> 4) | ((sh << 2) & 0x30)) - 32);
+    const int s0 = ((b.extra >> (2 * c)) & 1) * 32, s1 = ((b.extra >> (2 * c + 1)) & 1) * 32;
+    const uint8_t * qs = b.qs + 32 * h;
+    const int shift = 2 * h + hi;
+    for (int j = 0; j < 16; ++j) {
+        const int l0 = ((qs[j] >> (4 * hi)) & 0xF) | (((b.qh[j] >> shift) & 1) << 4);
+        const int l1 = ((qs[j + 16] >> (4 * hi)) & 0xF) | (((b.qh[j + 16] >> shift) & 1) << 4);
+        y[j]      = dl0 * (float) iq5nl_value(s0 + l0);
+        y[j + 16] = dl1 * (float) iq5nl_value(s1 + l1);
+    }
+}
+
+// iq6_k: the reference evaluates a cubic in the 6-bit level (its int8 table is only a rounded
+// form for dot products), with fused multiply-adds: fmaf keeps it bit-exact on both sides.
+KILN_HD void decode32_iq6_k(const block_iq6_k & b, int c, float * y) {
+    const float d = kiln_fp16_to_f32(b.d);
+    const int h = c / 2, hi = c % 2;
+    const uint8_t * qs = b.qs + 32 * h;
+    const uint8_t * qh = b.qh + 32 * (h / 2);
+    const int shift = 4 * (h % 2) + 2 * hi;
+    const float A = -127.f, B = 6.2568f, C = 0.11218f, D = 0.0011972f;
+    for (int part = 0; part < 2; ++part) {
+        const int g = 2 * c + part;
+        const float dl = d * b.scales[g];
+        const float m = (b.extra >> g) & 1 ? 1.f : 0.f;
+        for (int j = 16 * part; j < 16 * part + 16; ++j) {
+            const float q = (float) (((qs[j] >> (4 * hi)) & 0xF) | (((qh[j] >> shift) & 3) << 4));
+            y[j] = dl * (fmaf(q, fmaf(q, fmaf(q, D, -C), B), A) + m);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Encoding q8_0 (the KV-cache type the GPU writes): d = max|x| / 127, q = round(x / d) with ties
 // away from zero, as quantize_row_q8_0_ref does.
@@ -467,7 +613,12 @@ KILN_HD void encode32_q8_0(const float * x, block_q8_0 & b) {
     X(GGML_TYPE_Q3_K,   block_q3_K,   QK_K,   decode32_q3_K)   \
     X(GGML_TYPE_Q4_K,   block_q4_K,   QK_K,   decode32_q4_K)   \
     X(GGML_TYPE_Q5_K,   block_q5_K,   QK_K,   decode32_q5_K)   \
-    X(GGML_TYPE_Q6_K,   block_q6_K,   QK_K,   decode32_q6_K)
+    X(GGML_TYPE_Q6_K,   block_q6_K,   QK_K,   decode32_q6_K)   \
+    X(GGML_TYPE_IQ2_K,  block_iq2_k,  QK_K,   decode32_iq2_k)  \
+    X(GGML_TYPE_IQ3_K,  block_iq3_k,  QK_K,   decode32_iq3_k)  \
+    X(GGML_TYPE_IQ4_K,  block_iq4_k,  QK_K,   decode32_iq4_k)  \
+    X(GGML_TYPE_IQ5_K,  block_iq5_k,  QK_K,   decode32_iq5_k)  \
+    X(GGML_TYPE_IQ6_K,  block_iq6_k,  QK_K,   decode32_iq6_k)
 
 template <ggml_type T> struct kiln_block_traits;
 #define KILN_BLOCK_TRAITS(type, block, qk, fn)                                              \

@@ -27,51 +27,8 @@ extern const uint16_t ik_iq2kl_values[32];  // pairs of iq3nl levels (low byte f
 // ---------------------------------------------------------------------------------------------
 // Blocks (per 256 values). Types marked "row:" carry a per-row scale before their blocks.
 
-struct block_iq2_k {
-    ggml_fp16_t d;
-    uint16_t    extra;        // bit per 16 values: use the shifted grid
-    uint8_t     scales[8];    // 4-bit scales (minus 8), two per 32 values
-    uint8_t     qs[64];
-};
-static_assert(sizeof(block_iq2_k) == 76, "iq2_k block size");
-
-struct block_iq3_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    uint16_t    scales_h;     // sign bit per 16 values
-    uint8_t     scales_l[8];  // 4-bit magnitudes m: scale = 2m + 1
-    uint8_t     qs[64];
-    uint8_t     qh[32];
-};
-static_assert(sizeof(block_iq3_k) == 110, "iq3_k block size");
-
-struct block_iq4_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    uint8_t     scales_h[4];
-    uint8_t     scales_l[8];
-    uint8_t     qs[128];
-};
-static_assert(sizeof(block_iq4_k) == 144, "iq4_k block size");
-
-struct block_iq5_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    uint8_t     scales_h[4];
-    uint8_t     scales_l[8];
-    uint8_t     qs[128];
-    uint8_t     qh[32];
-};
-static_assert(sizeof(block_iq5_k) == 176, "iq5_k block size");
-
-struct block_iq6_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    int8_t      scales[16];
-    uint8_t     qs[128];
-    uint8_t     qh[64];
-};
-static_assert(sizeof(block_iq6_k) == 212, "iq6_k block size");
+// block_iq2_k .. block_iq6_k are declared in quants-blocks.h (included through quants-common.h),
+// whose decoders the CUDA kernels share.
 
 // row: f32 d
 struct block_iq4_ks {
