@@ -3,15 +3,19 @@
 //     and that the CPU is used, no backend or buffer type, device names refused;
 //   - with a GPU: names, descriptions and memory of every device, and an allocation larger than
 //     the device refused with a message naming the device, the size asked and the memory free
-//     (not a CUDA abort).
+//     (not a CUDA abort);
+//   - asynchronous copies and events: refused for other backends everywhere; on a GPU, a copy
+//     chain across two streams ordered by events arrives intact.
 // Each TEST runs in its own process under CTest, so the one-time enumeration logs in each.
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "ggml-cuda.h"
 #include "ggml.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -81,8 +85,12 @@ TEST(CudaDevices, DeviceNames) {
 }
 
 // the GPU-only checks: not run (and listed so by CTest) without a device
-#define REQUIRE_GPU(n) \
-    if ((n) == 0) GTEST_SKIP() << "no CUDA device on this machine"
+#define REQUIRE_GPU(n)                                             \
+    do {                                                           \
+        if ((n) == 0) {                                            \
+            GTEST_SKIP() << "no CUDA device on this machine";      \
+        }                                                          \
+    } while (0)
 
 TEST(CudaDevices, EveryDeviceDescribesItself) {
     const int n = ggml_backend_cuda_get_device_count();
@@ -142,6 +150,71 @@ TEST(CudaDevices, PinnedHostBuffersAreHostMemory) {
     ggml_backend_buffer_clear(buf, 0x5a);
     EXPECT_EQ(((unsigned char *) ggml_backend_buffer_get_base(buf))[4095], 0x5a);
     ggml_backend_buffer_free(buf);
+}
+
+} // namespace
+
+namespace {
+
+TEST(CudaAsync, OtherBackendsAreRefused) {
+    ggml_backend_t cpu = ggml_backend_cpu_init();
+    ggml_context * ctx = ggml_init({ 1 << 16, nullptr, false });
+    ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16);
+    std::vector<float> host(16, 1.0f);
+    log_capture cap;
+    EXPECT_FALSE(ggml_backend_cuda_tensor_set_async(cpu, t, host.data(), 0, 64));
+    EXPECT_FALSE(ggml_backend_cuda_tensor_get_async(cpu, t, host.data(), 0, 64));
+    EXPECT_FALSE(ggml_backend_cuda_tensor_copy_async(cpu, cpu, t, t));
+    EXPECT_EQ(ggml_backend_cuda_event_new(cpu), nullptr);
+    if (ggml_cuda_compiled()) {
+        EXPECT_NE(g_log.find("not a CUDA backend"), std::string::npos) << g_log;
+    }
+    ggml_backend_cuda_event_free(nullptr);   // harmless
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+}
+
+TEST(CudaAsync, CopiesAndEventsOrderTwoStreams) {
+    REQUIRE_GPU(ggml_backend_cuda_get_device_count());
+    ggml_backend_t be0 = ggml_backend_cuda_init(0), be1 = ggml_backend_cuda_init(0);
+    ASSERT_TRUE(be0 && be1);
+    const int64_t n = 1 << 20;
+    ggml_context * ctx = ggml_init({ 4 * ggml_tensor_overhead(), nullptr, true });
+    ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_backend_buffer_t dev = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cuda_buffer_type(0));
+    ASSERT_NE(dev, nullptr);
+    ggml_backend_buffer_t pinned = ggml_backend_buft_alloc_buffer(ggml_backend_cuda_host_buffer_type(), 2 * n * sizeof(float));
+    ASSERT_NE(pinned, nullptr);
+    float * src = (float *) ggml_backend_buffer_get_base(pinned);
+    float * dst = src + n;
+    for (int64_t i = 0; i < n; ++i) {
+        src[i] = (float) i * 0.5f;
+        dst[i] = -1.0f;
+    }
+    // host -> a on stream 0, a -> b ordered after it, b -> host on stream 1
+    ASSERT_TRUE(ggml_backend_cuda_tensor_set_async(be0, a, src, 0, n * sizeof(float)));
+    ASSERT_TRUE(ggml_backend_cuda_tensor_copy_async(be0, be1, a, b));
+    ASSERT_TRUE(ggml_backend_cuda_tensor_get_async(be1, b, dst, 0, n * sizeof(float)));
+    ggml_cuda_event_t ev = ggml_backend_cuda_event_new(be1);
+    ASSERT_NE(ev, nullptr);
+    ggml_backend_cuda_event_record(ev, be1);
+    ggml_backend_cuda_event_synchronize(ev);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += dst[i] != src[i];
+    EXPECT_EQ(wrong, 0);
+    // out of range, and a tensor of another buffer, are refused
+    {
+        log_capture cap;
+        EXPECT_FALSE(ggml_backend_cuda_tensor_set_async(be0, a, src, 8, n * sizeof(float)));
+        EXPECT_NE(g_log.find("outside"), std::string::npos) << g_log;
+    }
+    ggml_backend_cuda_event_free(ev);
+    ggml_backend_buffer_free(pinned);
+    ggml_backend_buffer_free(dev);
+    ggml_free(ctx);
+    ggml_backend_free(be1);
+    ggml_backend_free(be0);
 }
 
 } // namespace

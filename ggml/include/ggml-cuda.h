@@ -37,6 +37,25 @@ ggml_backend_buffer_type_t ggml_backend_cuda_buffer_type(int device);
 // (weights kept in RAM for the CPU, staging of inputs). NULL without a device.
 ggml_backend_buffer_type_t ggml_backend_cuda_host_buffer_type(void);
 
+// ---- asynchronous work on a backend's stream (what a scheduler needs to overlap copies with
+// compute; ggml_backend_synchronize waits for all of it). Host memory should be page-locked
+// (ggml_backend_cuda_host_buffer_type) for a copy to run in the background; t must live in this
+// backend's device buffer. Return false (logged) when the copy cannot be queued.
+bool ggml_backend_cuda_tensor_set_async(ggml_backend_t backend, struct ggml_tensor * t, const void * data, size_t offset, size_t size);
+bool ggml_backend_cuda_tensor_get_async(ggml_backend_t backend, const struct ggml_tensor * t, void * data, size_t offset, size_t size);
+// src in backend_src's device buffer, dst in backend_dst's (the same or another device): queued on
+// backend_src's stream; backend_dst's stream waits for it before its next work.
+bool ggml_backend_cuda_tensor_copy_async(ggml_backend_t backend_src, ggml_backend_t backend_dst, const struct ggml_tensor * src,
+                                         struct ggml_tensor * dst);
+
+// Events: a point in a backend's stream that another stream, or the host, can wait for.
+typedef struct ggml_cuda_event * ggml_cuda_event_t;
+ggml_cuda_event_t ggml_backend_cuda_event_new(ggml_backend_t backend);   // NULL (logged) on failure
+void ggml_backend_cuda_event_free(ggml_cuda_event_t event);
+void ggml_backend_cuda_event_record(ggml_cuda_event_t event, ggml_backend_t backend);
+void ggml_backend_cuda_event_wait(ggml_backend_t backend, ggml_cuda_event_t event);   // the stream waits, not the host
+void ggml_backend_cuda_event_synchronize(ggml_cuda_event_t event);                   // the host waits
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,4 +22,13 @@ bool ggml_backend_is_cuda(ggml_backend_t) { return false; }
 ggml_backend_buffer_type_t ggml_backend_cuda_buffer_type(int) { return nullptr; }
 ggml_backend_buffer_type_t ggml_backend_cuda_host_buffer_type(void) { return nullptr; }
 
+bool ggml_backend_cuda_tensor_set_async(ggml_backend_t, ggml_tensor *, const void *, size_t, size_t) { return false; }
+bool ggml_backend_cuda_tensor_get_async(ggml_backend_t, const ggml_tensor *, void *, size_t, size_t) { return false; }
+bool ggml_backend_cuda_tensor_copy_async(ggml_backend_t, ggml_backend_t, const ggml_tensor *, ggml_tensor *) { return false; }
+ggml_cuda_event_t ggml_backend_cuda_event_new(ggml_backend_t) { return nullptr; }
+void ggml_backend_cuda_event_free(ggml_cuda_event_t) {}
+void ggml_backend_cuda_event_record(ggml_cuda_event_t, ggml_backend_t) {}
+void ggml_backend_cuda_event_wait(ggml_backend_t, ggml_cuda_event_t) {}
+void ggml_backend_cuda_event_synchronize(ggml_cuda_event_t) {}
+
 } // extern "C"
