@@ -373,7 +373,8 @@ TEST_F(CudaOps, GetRowsDecodesEveryWeightType) {
     const ggml_type types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                 GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
                                 GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ2_K, GGML_TYPE_IQ3_K,
-                                GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q6_0 };
+                                GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q6_0,
+                                GGML_TYPE_IQ4_KS, GGML_TYPE_IQ5_KS, GGML_TYPE_IQ2_KS, GGML_TYPE_IQ3_KS };
     for (ggml_type t : types) {
         check({ std::string("get_rows ") + ggml_type_name(t), [t](ggml_context * ctx) {
                    ggml_tensor * a = ggml_new_tensor_3d(ctx, t, 512, 19, 2);
@@ -423,7 +424,8 @@ TEST_F(CudaOps, SortAndTopK) {
 const ggml_type k_weight_types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,
                                      GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS, GGML_TYPE_IQ4_NL,
                                      GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_0, GGML_TYPE_Q4_1, GGML_TYPE_IQ2_K,
-                                     GGML_TYPE_IQ3_K, GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K };
+                                     GGML_TYPE_IQ3_K, GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K, GGML_TYPE_IQ4_KS,
+                                     GGML_TYPE_IQ5_KS, GGML_TYPE_IQ2_KS, GGML_TYPE_IQ3_KS };
 
 // The CPU quantizes activations for its integer kernels; the GPU keeps them f32 (one column at a
 // time) or f16 (cuBLAS): both stay within this of each other.
@@ -467,7 +469,8 @@ fill_ints_fn expert_ids(int64_t n_expert) {
 }
 
 TEST_F(CudaOps, MulMatIdAndFusedExperts) {
-    for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS }) {
+    for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS,
+                         GGML_TYPE_IQ4_KS }) {
         for (int64_t n_b : { 1, 2 }) {
             check({ std::string("mul_mat_id ") + ggml_type_name(t) + " n_b=" + std::to_string(n_b), [t, n_b](ggml_context * ctx) {
                        ggml_tensor * as = ggml_new_tensor_3d(ctx, t, 512, 37, 6);

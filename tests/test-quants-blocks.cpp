@@ -1,8 +1,8 @@
 // The block arithmetic shared with the CUDA kernels (ggml/src/quants/quants-blocks.h), checked on
 // the host against the CPU's reference decoders and encoders, bit for bit:
 //   - every type of KILN_BLOCK_TYPES decodes chunk by chunk to exactly what the type's to_float
-//     gives, for blocks made by the quantizer and for random bytes (every bit pattern of the
-//     scales and quants, not only those a quantizer writes);
+//     gives, for rows made by the quantizer and for random bytes (every bit pattern of the row
+//     scale, block scales and quants, not only those a quantizer writes);
 //   - encode32_q8_0 writes the blocks quantize_row_q8_0_ref writes;
 //   - the fp16 / bf16 conversions match the library's on special and random values.
 // This runs without a GPU: it is what keeps the device decoders honest in CI.
@@ -22,15 +22,15 @@
 
 namespace {
 
-using decode_rows_fn = void (*)(const void * blocks, int64_t n, float * y);
+using decode_rows_fn = void (*)(const void * data, int64_t n_per_row, int64_t nrows, float * y);
 
-// Decodes n values (whole blocks) through the shared chunk decoder of type T.
-template <ggml_type T> void decode_with_traits(const void * blocks, int64_t n, float * y) {
+// Decodes nrows rows (per-row scale, then blocks) through the shared chunk decoder of type T.
+template <ggml_type T> void decode_with_traits(const void * data, int64_t n_per_row, int64_t nrows, float * y) {
     using tr = kiln_block_traits<T>;
-    const auto * b = (const typename tr::block_t *) blocks;
-    const int64_t per_block = 32 * tr::chunks;
-    for (int64_t ib = 0; ib < n / per_block; ++ib) {
-        for (int c = 0; c < tr::chunks; ++c) tr::decode(b[ib], c, y + ib * per_block + 32 * c);
+    const size_t row_bytes = tr::row_meta + n_per_row / (32 * tr::chunks) * sizeof(typename tr::block_t);
+    for (int64_t r = 0; r < nrows; ++r) {
+        const char * row = (const char *) data + r * row_bytes;
+        for (int64_t ch = 0; ch < n_per_row / 32; ++ch) tr::decode_row(row, ch, y + r * n_per_row + 32 * ch);
     }
 }
 
@@ -38,12 +38,13 @@ struct block_type_case {
     ggml_type type;
     size_t block_bytes;
     int qk;
+    int row_meta;
     decode_rows_fn decode;
 };
 
 std::vector<block_type_case> all_cases() {
     std::vector<block_type_case> v;
-#define KILN_CASE(type, block, qk, fn) v.push_back({ type, sizeof(block), qk, decode_with_traits<type> });
+#define KILN_CASE(type, block, qk, meta, fn) v.push_back({ type, sizeof(block), qk, meta, decode_with_traits<type> });
     KILN_BLOCK_TYPES(KILN_CASE)
 #undef KILN_CASE
     return v;
@@ -71,29 +72,30 @@ TEST_P(QuantsBlocks, DecodesQuantizedRowsLikeTheCpu) {
     ASSERT_TRUE(tt && tt->to_float) << ggml_type_name(c.type);
     ASSERT_EQ(tt->type_size, c.block_bytes) << "block size of " << ggml_type_name(c.type);
     ASSERT_EQ(tt->blck_size, c.qk) << "values per block of " << ggml_type_name(c.type);
-    ASSERT_EQ(tt->row_meta_size, 0u);
+    ASSERT_EQ(tt->row_meta_size, (size_t) c.row_meta) << "row scale of " << ggml_type_name(c.type);
     // 3 rows of 7 super-blocks: an odd count, with scales ranging over several magnitudes
     const int64_t n = 7 * QK_K, rows = 3;
     std::vector<float> src = kiln_test::random_floats(n * rows, 1234 + c.type, -2.0f, 2.0f);
     for (int64_t i = 0; i < n * rows; ++i) src[i] *= 1.0f + (float) (i % 97) / 10.0f;
-    std::vector<uint8_t> q(ggml_row_size(c.type, n) * rows);
+    const size_t row_bytes = ggml_row_size(c.type, n);
+    std::vector<uint8_t> q(row_bytes * rows);
     ASSERT_GT(ggml_quantize_chunk(c.type, src.data(), q.data(), 0, rows, n, nullptr), 0u);
     std::vector<float> want(n * rows), got(n * rows);
-    tt->to_float(q.data(), want.data(), n * rows);
-    c.decode(q.data(), n * rows, got.data());
+    for (int64_t r = 0; r < rows; ++r) tt->to_float(q.data() + r * row_bytes, want.data() + r * n, n);   // one row at a time
+    c.decode(q.data(), n, rows, got.data());
     expect_same_values(want, got, std::string(ggml_type_name(c.type)) + " quantized");
 }
 
 TEST_P(QuantsBlocks, DecodesRandomBytesLikeTheCpu) {
     const block_type_case & c = GetParam();
     const ggml_type_traits * tt = ggml_get_type_traits(c.type);
-    const int64_t n_blocks = 64;
+    const int64_t n_blocks = 64;   // one row
     std::mt19937 rng(99 + c.type);
-    std::vector<uint8_t> bytes(n_blocks * c.block_bytes);
+    std::vector<uint8_t> bytes(c.row_meta + n_blocks * c.block_bytes);
     for (auto & b : bytes) b = (uint8_t) rng();
     std::vector<float> want(n_blocks * c.qk), got(n_blocks * c.qk);
     tt->to_float(bytes.data(), want.data(), (int64_t) want.size());
-    c.decode(bytes.data(), (int64_t) got.size(), got.data());
+    c.decode(bytes.data(), (int64_t) got.size(), 1, got.data());
     expect_same_values(want, got, std::string(ggml_type_name(c.type)) + " random bytes");
 }
 

@@ -105,25 +105,17 @@ static __device__ __forceinline__ float block_max(float x, float * shared) {
     return warp_max(x);
 }
 
-// Chunk c (32 values) of one block of a type of KILN_BLOCK_TYPES (quants-blocks.h), decoded by the
-// same functions the host tests compare with the CPU decoders.
-static __device__ __forceinline__ void decode_chunk(int type, const char * block, int c, float * y) {
+// Chunk ch (values 32 ch .. 32 ch + 31) of a row of a type of KILN_BLOCK_TYPES (quants-blocks.h):
+// the row's scale if the type has one, then its blocks, decoded by the functions the host tests
+// compare with the CPU decoders.
+static __device__ __forceinline__ void decode_row_chunk(int type, const char * row, int64_t ch, float * y) {
     switch (type) {
-#define KILN_DECODE_CASE(T, B, QK, FN) \
-    case T: FN(*(const B *) block, c, y); break;
+#define KILN_DECODE_CASE(T, B, QK, META, FN) \
+    case T: kiln_block_traits<T>::decode_row(row, ch, y); break;
         KILN_BLOCK_TYPES(KILN_DECODE_CASE)
 #undef KILN_DECODE_CASE
         default: break;
     }
-}
-
-// Values per block and bytes per block of a decodable type (host side).
-struct cuda_block_shape {
-    int64_t qk;
-    int64_t bytes;
-};
-static inline cuda_block_shape cuda_block_shape_of(ggml_type type) {
-    return { ggml_blck_size(type), (int64_t) ggml_type_size(type) };
 }
 
 // The ALiBi slope of head h (1 without max_bias), as ggml_cpu_alibi_slope computes it.

@@ -21,7 +21,7 @@ __global__ void convert_kernel(cuda_view src, cuda_view dst, int64_t n) {
 
 // Rows of equal length: dst row r takes src row r. One thread per 32-value chunk.
 // decode: src quantized (dense rows), dst float; encode: src float, dst q8_0 (dense rows).
-__global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int64_t qk, int64_t block_bytes, int64_t n) {
+__global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int64_t n) {
     const int64_t chunks_per_row = src.ne[0] / 32;
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t ch = t % chunks_per_row;
@@ -30,8 +30,7 @@ __global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int
         const coord4 cd = row_coord(r, dst.ne);
         float v[32];
         if (decode) {
-            const char * block = row_at(src, cs.i1, cs.i2, cs.i3) + (ch * 32 / qk) * block_bytes;
-            decode_chunk(src.type, block, (int) (ch % (qk / 32)), v);
+            decode_row_chunk(src.type, row_at(src, cs.i1, cs.i2, cs.i3), ch, v);
             char * y = row_at(dst, cd.i1, cd.i2, cd.i3) + ch * 32 * dst.nb[0];
             for (int j = 0; j < 32; ++j) store_float(y + j * dst.nb[0], dst.type, v[j]);
         } else {
@@ -50,8 +49,7 @@ __device__ int64_t read_index(const cuda_view & ids, int64_t i0, int64_t i1, int
 }
 
 // unit = 32 values (quantized a) or 1 value (float a) of one output row
-__global__ void get_rows_kernel(cuda_view a, cuda_view ids, cuda_view dst, bool quant, int64_t qk, int64_t block_bytes,
-                                int64_t units_per_row, int64_t n) {
+__global__ void get_rows_kernel(cuda_view a, cuda_view ids, cuda_view dst, bool quant, int64_t units_per_row, int64_t n) {
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t u = t % units_per_row;
         const coord4 cd = row_coord(t / units_per_row, dst.ne);
@@ -65,7 +63,7 @@ __global__ void get_rows_kernel(cuda_view a, cuda_view ids, cuda_view dst, bool 
         }
         float v[32];
         if (valid) {
-            decode_chunk(a.type, x + (u * 32 / qk) * block_bytes, (int) (u % (qk / 32)), v);
+            decode_row_chunk(a.type, x, u, v);
         } else {
             for (int j = 0; j < 32; ++j) v[j] = 0.0f;
         }
@@ -133,9 +131,8 @@ bool launch_copy(cuda_context & ctx, const ggml_tensor * src, ggml_tensor * dst)
         return CUDA_OK(cudaMemcpyAsync(dst->data, src->data, ggml_nbytes(dst), cudaMemcpyDeviceToDevice, ctx.stream));
     }
     const bool decode = !cuda_is_float_type(src->type);
-    const cuda_block_shape bs = cuda_block_shape_of(decode ? src->type : GGML_TYPE_Q8_0);
     const int64_t n = ggml_nrows(src) * (src->ne[0] / 32);
-    quant_rows_kernel<<<cuda_blocks_for(n), k_block_threads, 0, ctx.stream>>>(s, d, decode, bs.qk, bs.bytes, n);
+    quant_rows_kernel<<<cuda_blocks_for(n), k_block_threads, 0, ctx.stream>>>(s, d, decode, n);
     return CUDA_LAUNCHED();
 }
 
@@ -143,7 +140,7 @@ bool launch_copy(cuda_context & ctx, const ggml_tensor * src, ggml_tensor * dst)
 
 bool cuda_type_is_decodable(ggml_type type) {
     switch (type) {
-#define KILN_DECODABLE(T, B, QK, FN) case T:
+#define KILN_DECODABLE(T, B, QK, META, FN) case T:
         KILN_BLOCK_TYPES(KILN_DECODABLE)
 #undef KILN_DECODABLE
         return true;
@@ -186,11 +183,10 @@ bool cuda_op_copy(cuda_context & ctx, ggml_tensor * dst) {
     switch (dst->op) {
         case GGML_OP_GET_ROWS: {
             const bool quant = !cuda_is_float_type(a->type);
-            const cuda_block_shape bs = quant ? cuda_block_shape_of(a->type) : cuda_block_shape{ 1, 1 };
             const int64_t units = quant ? a->ne[0] / 32 : a->ne[0];
             const int64_t n = units * ggml_nrows(dst);
             get_rows_kernel<<<cuda_blocks_for(n), k_block_threads, 0, ctx.stream>>>(
-                cuda_view_of(a), cuda_view_of(dst->src[1]), cuda_view_of(dst), quant, bs.qk, bs.bytes, units, n);
+                cuda_view_of(a), cuda_view_of(dst->src[1]), cuda_view_of(dst), quant, units, n);
             return CUDA_LAUNCHED();
         }
         case GGML_OP_SET_ROWS: {

@@ -30,7 +30,6 @@ struct mmv_args {
     int64_t K, M;
     int64_t r2, r3;        // mul_mat: b's dims 2, 3 per weight matrix (broadcast)
     int64_t n_b;           // expert ops: b's columns per token (1 or n_used)
-    int64_t qk, block_bytes;
     bool quant;
     int glu;               // moe_up_gate: ggml_glu_op
 };
@@ -42,10 +41,9 @@ __device__ float warp_row_dot(const mmv_args & p, const char * w, const float * 
     float acc = 0.0f;
     if (p.quant) {
         const int64_t chunks = p.K / 32;
-        const int per_block = (int) (p.qk / 32);
         for (int64_t ch = lane; ch < chunks; ch += k_warp) {
             float v[32];
-            decode_chunk(p.a.type, w + (ch / per_block) * p.block_bytes, (int) (ch % per_block), v);
+            decode_row_chunk(p.a.type, w, ch, v);
             const float * xx = x + ch * 32;
 #pragma unroll
             for (int j = 0; j < 32; ++j) acc += v[j] * xx[j];
@@ -88,14 +86,12 @@ __global__ void mmv_kernel(mmv_args p) {
 // ---- the cuBLAS path
 
 // Weight slice (M rows of K) decoded to f16, dense.
-__global__ void dequantize_f16_kernel(const char * a, int64_t a_nb1, int type, int64_t qk, int64_t block_bytes, int64_t K,
-                                      int64_t n_chunks, __half * out) {
+__global__ void dequantize_f16_kernel(const char * a, int64_t a_nb1, int type, int64_t K, int64_t n_chunks, __half * out) {
     const int64_t chunks_per_row = K / 32;
-    const int per_block = (int) (qk / 32);
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n_chunks; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t row = t / chunks_per_row, ch = t % chunks_per_row;
         float v[32];
-        decode_chunk(type, a + row * a_nb1 + (ch / per_block) * block_bytes, (int) (ch % per_block), v);
+        decode_row_chunk(type, a + row * a_nb1, ch, v);
         __half * y = out + row * K + ch * 32;
         for (int j = 0; j < 32; ++j) y[j] = __float2half_rn(v[j]);
     }
@@ -130,10 +126,9 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
             cuda_scratch decoded(*ctx.pool, quant ? (size_t) (M * K * sizeof(__half)) : 0);   // 0: none
             if (quant) {
                 if (!decoded) return false;
-                const cuda_block_shape bs = cuda_block_shape_of(a->type);
                 const int64_t n_chunks = M * (K / 32);
                 dequantize_f16_kernel<<<cuda_blocks_for(n_chunks), k_block_threads, 0, ctx.stream>>>(
-                    a_slice, (int64_t) a->nb[1], a->type, bs.qk, bs.bytes, K, n_chunks, decoded.as<__half>());
+                    a_slice, (int64_t) a->nb[1], a->type, K, n_chunks, decoded.as<__half>());
                 if (!CUDA_LAUNCHED()) return false;
                 A = decoded.as<void>();
             }
@@ -187,9 +182,6 @@ void fill_common(mmv_args & p, const ggml_tensor * a) {
     p.K = a->ne[0];
     p.M = a->ne[1];
     p.quant = !cuda_is_float_type(a->type);
-    const cuda_block_shape bs = p.quant ? cuda_block_shape_of(a->type) : cuda_block_shape{ 1, 1 };
-    p.qk = bs.qk;
-    p.block_bytes = bs.bytes;
     p.r2 = p.r3 = 1;
     p.n_b = 1;
     p.glu = 0;

@@ -21,8 +21,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #define KILN_HD static __host__ __device__ inline
+#define KILN_HD_MEMBER __host__ __device__ inline
 #else
 #define KILN_HD static inline
+#define KILN_HD_MEMBER inline
 #endif
 
 #define QK4_0  32
@@ -269,6 +271,39 @@ struct block_iq6_k {
 };
 static_assert(sizeof(block_iq6_k) == 212, "iq6_k block size");
 
+// The row-scaled ik types: a row starts with its scale (type's comment), then these blocks.
+// row: f32 d
+struct block_iq4_ks {
+    uint8_t scales[8];   // bit 0: shifted grid; bits 1..7: scale + 127 (even)
+    uint8_t qs[128];
+};
+static_assert(sizeof(block_iq4_ks) == 136, "iq4_ks block size");
+
+// row: f32 d
+struct block_iq5_ks {
+    uint8_t scales[8];
+    uint8_t qs[128];
+    uint8_t qh[32];
+};
+static_assert(sizeof(block_iq5_ks) == 168, "iq5_ks block size");
+
+// row: f16 d
+struct block_iq2_ks {
+    uint16_t extra;      // bits 0..7 shifted grid per 32; bits 8..15 fifth scale bit
+    uint8_t  scales[4];
+    uint8_t  qs[64];
+};
+static_assert(sizeof(block_iq2_ks) == 70, "iq2_ks block size");
+
+// row: f16 d
+struct block_iq3_ks {
+    uint16_t extra;      // bits 0..7 fifth scale bit; bits 8..15 shifted grid per 32
+    uint8_t  scales[4];
+    uint8_t  qs[64];
+    uint8_t  qh[32];
+};
+static_assert(sizeof(block_iq3_ks) == 102, "iq3_ks block size");
+
 // q2_K: 16 sub-blocks of 16; each scales[] byte holds a 4-bit scale (low) and a 4-bit min (high).
 // value = d * scale * q - dmin * min, q in 0..3.
 struct block_q2_K {
@@ -345,12 +380,12 @@ KILN_HD int q3_K_scale(const uint8_t * packed, int j) {
 // expressions keep the reference decoders' order of operations, so the host results are
 // bit-exact (a device may contract a multiply-add into an FMA: last-bit differences there).
 
-KILN_HD void decode32_q8_0(const block_q8_0 & b, int, float * y) {
+KILN_HD void decode32_q8_0(const block_q8_0 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     for (int j = 0; j < 32; ++j) y[j] = b.qs[j] * d;
 }
 
-KILN_HD void decode32_q4_0(const block_q4_0 & b, int, float * y) {
+KILN_HD void decode32_q4_0(const block_q4_0 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     for (int j = 0; j < 16; ++j) {
         y[j]      = ((b.qs[j] & 0xF) - 8) * d;
@@ -358,7 +393,7 @@ KILN_HD void decode32_q4_0(const block_q4_0 & b, int, float * y) {
     }
 }
 
-KILN_HD void decode32_q4_1(const block_q4_1 & b, int, float * y) {
+KILN_HD void decode32_q4_1(const block_q4_1 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const float m = kiln_fp16_to_f32(b.m);
     for (int j = 0; j < 16; ++j) {
@@ -373,7 +408,7 @@ KILN_HD uint32_t kiln_load_u32(const uint8_t * p) {
     return v;
 }
 
-KILN_HD void decode32_q5_0(const block_q5_0 & b, int, float * y) {
+KILN_HD void decode32_q5_0(const block_q5_0 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const uint32_t qh = kiln_load_u32(b.qh);
     for (int j = 0; j < 16; ++j) {
@@ -384,7 +419,7 @@ KILN_HD void decode32_q5_0(const block_q5_0 & b, int, float * y) {
     }
 }
 
-KILN_HD void decode32_q5_1(const block_q5_1 & b, int, float * y) {
+KILN_HD void decode32_q5_1(const block_q5_1 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const float m = kiln_fp16_to_f32(b.m);
     const uint32_t qh = kiln_load_u32(b.qh);
@@ -396,7 +431,7 @@ KILN_HD void decode32_q5_1(const block_q5_1 & b, int, float * y) {
     }
 }
 
-KILN_HD void decode32_q6_0(const block_q6_0 & b, int, float * y) {
+KILN_HD void decode32_q6_0(const block_q6_0 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     for (int j = 0; j < 16; ++j) {
         const int h = b.qh[j % 8] >> (4 * (j / 8));
@@ -407,7 +442,7 @@ KILN_HD void decode32_q6_0(const block_q6_0 & b, int, float * y) {
     }
 }
 
-KILN_HD void decode32_iq4_nl(const block_iq4_nl & b, int, float * y) {
+KILN_HD void decode32_iq4_nl(const block_iq4_nl & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     for (int j = 0; j < 16; ++j) {
         y[j]      = d * iq4nl_value(b.qs[j] & 0xF);
@@ -415,7 +450,7 @@ KILN_HD void decode32_iq4_nl(const block_iq4_nl & b, int, float * y) {
     }
 }
 
-KILN_HD void decode32_mxfp4(const block_mxfp4 & b, int, float * y) {
+KILN_HD void decode32_mxfp4(const block_mxfp4 & b, int, float, float * y) {
     const float d = e8m0_to_fp32_half(b.e);
     for (int j = 0; j < 16; ++j) {
         y[j]      = mxfp4_value(b.qs[j] & 0xF) * d;
@@ -423,7 +458,7 @@ KILN_HD void decode32_mxfp4(const block_mxfp4 & b, int, float * y) {
     }
 }
 
-KILN_HD void decode32_iq4_xs(const block_iq4_xs & b, int c, float * y) {
+KILN_HD void decode32_iq4_xs(const block_iq4_xs & b, int c, float, float * y) {
     const float dl = kiln_fp16_to_f32(b.d) * iq4_xs_scale(b, c);
     const uint8_t * qs = b.qs + 16 * c;
     for (int j = 0; j < 16; ++j) {
@@ -434,7 +469,7 @@ KILN_HD void decode32_iq4_xs(const block_iq4_xs & b, int c, float * y) {
 
 // q2_K: chunk c is the 2-bit field `shift` = 2 * (c % 4) of the 32 bytes of half c / 4; its two
 // 16-value groups have scale bytes 2c and 2c + 1.
-KILN_HD void decode32_q2_K(const block_q2_K & b, int c, float * y) {
+KILN_HD void decode32_q2_K(const block_q2_K & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const float dmin = kiln_fp16_to_f32(b.dmin);
     const uint8_t * q = b.qs + 32 * (c / 4);
@@ -448,7 +483,7 @@ KILN_HD void decode32_q2_K(const block_q2_K & b, int c, float * y) {
 }
 
 // q3_K: as q2_K for the low bits; the high bit of chunk c is bit c of hmask.
-KILN_HD void decode32_q3_K(const block_q3_K & b, int c, float * y) {
+KILN_HD void decode32_q3_K(const block_q3_K & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const uint8_t * q = b.qs + 32 * (c / 4);
     const int shift = 2 * (c % 4);
@@ -463,7 +498,7 @@ KILN_HD void decode32_q3_K(const block_q3_K & b, int c, float * y) {
 }
 
 // q4_K: chunk c is the low (c even) or high nibbles of bytes 32 * (c / 2) ..; sub-block c.
-KILN_HD void decode32_q4_K(const block_q4_K & b, int c, float * y) {
+KILN_HD void decode32_q4_K(const block_q4_K & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const float dmin = kiln_fp16_to_f32(b.dmin);
     uint8_t sc, m;
@@ -475,7 +510,7 @@ KILN_HD void decode32_q4_K(const block_q4_K & b, int c, float * y) {
 }
 
 // q5_K: q4_K's nibbles plus bit c of qh[l].
-KILN_HD void decode32_q5_K(const block_q5_K & b, int c, float * y) {
+KILN_HD void decode32_q5_K(const block_q5_K & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const float dmin = kiln_fp16_to_f32(b.dmin);
     uint8_t sc, m;
@@ -489,7 +524,7 @@ KILN_HD void decode32_q5_K(const block_q5_K & b, int c, float * y) {
 // q6_K: each 128-value half h = c / 4 holds four 32-value chunks k = c % 4: low nibbles of
 // ql[64h + 32(k % 2) ..] (k < 2) or high nibbles (k >= 2), top bits 2k of qh[32h + l];
 // 16-value groups use scales[8h + 2k + l / 16].
-KILN_HD void decode32_q6_K(const block_q6_K & b, int c, float * y) {
+KILN_HD void decode32_q6_K(const block_q6_K & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const int h = c / 4, k = c % 4;
     const uint8_t * ql = b.ql + 64 * h + 32 * (k % 2);
@@ -503,7 +538,7 @@ KILN_HD void decode32_q6_K(const block_q6_K & b, int c, float * y) {
 
 // The ik types: chunk c is sub-blocks 2c and 2c + 1 (16 values each), value = (d * sc) * level.
 
-KILN_HD void decode32_iq2_k(const block_iq2_k & b, int c, float * y) {
+KILN_HD void decode32_iq2_k(const block_iq2_k & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const uint8_t * qs = b.qs + 32 * (c / 4);
     const int shift = 2 * (c % 4);
@@ -515,7 +550,7 @@ KILN_HD void decode32_iq2_k(const block_iq2_k & b, int c, float * y) {
     }
 }
 
-KILN_HD void decode32_iq3_k(const block_iq3_k & b, int c, float * y) {
+KILN_HD void decode32_iq3_k(const block_iq3_k & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const uint8_t * qs = b.qs + 32 * (c / 4);
     const int shift = 2 * (c % 4);
@@ -530,7 +565,7 @@ KILN_HD void decode32_iq3_k(const block_iq3_k & b, int c, float * y) {
     }
 }
 
-KILN_HD void decode32_iq4_k(const block_iq4_k & b, int c, float * y) {
+KILN_HD void decode32_iq4_k(const block_iq4_k & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const int sh = b.scales_h[c / 2] >> 4 * (c % 2);
     const float dl0 = d * (float) (((b.scales_l[c] & 0xF) | ((sh << 4) & 0x30)) - 32);
@@ -545,7 +580,7 @@ KILN_HD void decode32_iq4_k(const block_iq4_k & b, int c, float * y) {
 
 // iq5_k: 64-value halves h = c / 2 share 32 bytes of qs; chunk parity picks the nibble and the bit
 // of qh (2h, or 2h + 1 for high nibbles).
-KILN_HD void decode32_iq5_k(const block_iq5_k & b, int c, float * y) {
+KILN_HD void decode32_iq5_k(const block_iq5_k & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const int h = c / 2, hi = c % 2;
     const int sl = b.scales_l[2 * h + hi], sh = b.scales_h[h] >> (4 * hi);
@@ -564,7 +599,7 @@ KILN_HD void decode32_iq5_k(const block_iq5_k & b, int c, float * y) {
 
 // iq6_k: the reference evaluates a cubic in the 6-bit level (its int8 table is only a rounded
 // form for dot products), with fused multiply-adds: fmaf keeps it bit-exact on both sides.
-KILN_HD void decode32_iq6_k(const block_iq6_k & b, int c, float * y) {
+KILN_HD void decode32_iq6_k(const block_iq6_k & b, int c, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const int h = c / 2, hi = c % 2;
     const uint8_t * qs = b.qs + 32 * h;
@@ -580,6 +615,69 @@ KILN_HD void decode32_iq6_k(const block_iq6_k & b, int c, float * y) {
             y[j] = dl * (fmaf(q, fmaf(q, fmaf(q, D, -C), B), A) + m);
         }
     }
+}
+
+// The row-scaled ik types: each row starts with its scale row_d (f32 for iq4_ks / iq5_ks, f16
+// for iq2_ks / iq3_ks), then its blocks; value = (row_d * sc) * level, one scale per 32 values.
+
+// iq4_ks: scale byte c: bit 0 picks the shifted grid, the rest is the scale + 127.
+KILN_HD void decode32_iq4_ks(const block_iq4_ks & b, int c, float row_d, float * y) {
+    const float dl = row_d * (float) ((b.scales[c] & 254) - 127);
+    const int shifted = (b.scales[c] & 1) * 16;
+    const uint8_t * qs = b.qs + 16 * c;
+    for (int j = 0; j < 16; ++j) {
+        y[j]      = dl * (float) iq4k_value(shifted + (qs[j] & 0xF));
+        y[j + 16] = dl * (float) iq4k_value(shifted + (qs[j] >> 4));
+    }
+}
+
+// iq5_ks: as iq4_ks for the scale; nibbles of qs[32 (c / 2) ..] (low for even c) and bit c of qh.
+KILN_HD void decode32_iq5_ks(const block_iq5_ks & b, int c, float row_d, float * y) {
+    const float dl = row_d * (float) ((b.scales[c] & 254) - 127);
+    const int shifted = (b.scales[c] & 1) * 32;
+    const uint8_t * qs = b.qs + 32 * (c / 2);
+    for (int j = 0; j < 32; ++j) {
+        y[j] = dl * (float) iq5nl_value(shifted + (((qs[j] >> (4 * (c % 2))) & 0xF) | (((b.qh[j] >> c) & 1) << 4)));
+    }
+}
+
+// iq2_ks: 4-bit scale nibble (c % 2) of scales[c / 2] with fifth bit 8 + c of extra, minus 16;
+// bit c of extra picks the shifted grid; 2-bit fields at 2 * (c % 4) of qs[32 (c / 4) ..].
+KILN_HD void decode32_iq2_ks(const block_iq2_ks & b, int c, float row_d, float * y) {
+    const int ls = (((b.scales[c / 2] >> (4 * (c % 2))) & 0xF) | (((b.extra >> (8 + c)) & 1) << 4)) - 16;
+    const float dl = row_d * (float) ls;
+    const int shifted = ((b.extra >> c) & 1) * 4;
+    const uint8_t * qs = b.qs + 32 * (c / 4);
+    const int shift = 2 * (c % 4);
+    for (int j = 0; j < 32; ++j) y[j] = dl * (float) iq2nl_value(shifted + ((qs[j] >> shift) & 3));
+}
+
+// iq3_ks: nibble c / 4 of scales[c % 4] with fifth bit c of extra, minus 16; bit 8 + c of extra
+// picks the shifted grid; 2-bit fields at 2 * (c % 4) of qs[32 (c / 4) ..] and bit c of qh.
+KILN_HD void decode32_iq3_ks(const block_iq3_ks & b, int c, float row_d, float * y) {
+    const int ls = (((b.scales[c % 4] >> (4 * (c / 4))) & 0xF) | (((b.extra >> c) & 1) << 4)) - 16;
+    const float dl = row_d * (float) ls;
+    const int shifted = ((b.extra >> (8 + c)) & 1) * 8;
+    const uint8_t * qs = b.qs + 32 * (c / 4);
+    const int shift = 2 * (c % 4);
+    for (int j = 0; j < 32; ++j) {
+        y[j] = dl * (float) iq3nl_value(shifted + (((qs[j] >> shift) & 3) | (((b.qh[j] >> c) & 1) << 2)));
+    }
+}
+
+// The scale a row of row_meta bytes (0, 2: f16, 4: f32) begins with.
+KILN_HD float kiln_row_scale(const char * row, int row_meta) {
+    if (row_meta == 4) {
+        float d;
+        memcpy(&d, row, 4);
+        return d;
+    }
+    if (row_meta == 2) {
+        ggml_fp16_t h;
+        memcpy(&h, row, 2);
+        return kiln_fp16_to_f32(h);
+    }
+    return 0.0f;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -600,32 +698,41 @@ KILN_HD void encode32_q8_0(const float * x, block_q8_0 & b) {
 // block into 32 floats. Kernels and tests are written once over this list.
 
 #define KILN_BLOCK_TYPES(X)                           \
-    X(GGML_TYPE_Q4_0,   block_q4_0,   QK4_0,  decode32_q4_0)   \
-    X(GGML_TYPE_Q4_1,   block_q4_1,   QK4_1,  decode32_q4_1)   \
-    X(GGML_TYPE_Q5_0,   block_q5_0,   QK5_0,  decode32_q5_0)   \
-    X(GGML_TYPE_Q5_1,   block_q5_1,   QK5_1,  decode32_q5_1)   \
-    X(GGML_TYPE_Q6_0,   block_q6_0,   QK6_0,  decode32_q6_0)   \
-    X(GGML_TYPE_Q8_0,   block_q8_0,   QK8_0,  decode32_q8_0)   \
-    X(GGML_TYPE_IQ4_NL, block_iq4_nl, QK4_NL, decode32_iq4_nl) \
-    X(GGML_TYPE_MXFP4,  block_mxfp4,  QK_MXFP4, decode32_mxfp4) \
-    X(GGML_TYPE_IQ4_XS, block_iq4_xs, QK_K,   decode32_iq4_xs) \
-    X(GGML_TYPE_Q2_K,   block_q2_K,   QK_K,   decode32_q2_K)   \
-    X(GGML_TYPE_Q3_K,   block_q3_K,   QK_K,   decode32_q3_K)   \
-    X(GGML_TYPE_Q4_K,   block_q4_K,   QK_K,   decode32_q4_K)   \
-    X(GGML_TYPE_Q5_K,   block_q5_K,   QK_K,   decode32_q5_K)   \
-    X(GGML_TYPE_Q6_K,   block_q6_K,   QK_K,   decode32_q6_K)   \
-    X(GGML_TYPE_IQ2_K,  block_iq2_k,  QK_K,   decode32_iq2_k)  \
-    X(GGML_TYPE_IQ3_K,  block_iq3_k,  QK_K,   decode32_iq3_k)  \
-    X(GGML_TYPE_IQ4_K,  block_iq4_k,  QK_K,   decode32_iq4_k)  \
-    X(GGML_TYPE_IQ5_K,  block_iq5_k,  QK_K,   decode32_iq5_k)  \
-    X(GGML_TYPE_IQ6_K,  block_iq6_k,  QK_K,   decode32_iq6_k)
+    X(GGML_TYPE_Q4_0, block_q4_0, QK4_0, 0, decode32_q4_0)   \
+    X(GGML_TYPE_Q4_1, block_q4_1, QK4_1, 0, decode32_q4_1)   \
+    X(GGML_TYPE_Q5_0, block_q5_0, QK5_0, 0, decode32_q5_0)   \
+    X(GGML_TYPE_Q5_1, block_q5_1, QK5_1, 0, decode32_q5_1)   \
+    X(GGML_TYPE_Q6_0, block_q6_0, QK6_0, 0, decode32_q6_0)   \
+    X(GGML_TYPE_Q8_0, block_q8_0, QK8_0, 0, decode32_q8_0)   \
+    X(GGML_TYPE_IQ4_NL, block_iq4_nl, QK4_NL, 0, decode32_iq4_nl) \
+    X(GGML_TYPE_MXFP4, block_mxfp4, QK_MXFP4, 0, decode32_mxfp4) \
+    X(GGML_TYPE_IQ4_XS, block_iq4_xs, QK_K, 0, decode32_iq4_xs) \
+    X(GGML_TYPE_Q2_K, block_q2_K, QK_K, 0, decode32_q2_K)   \
+    X(GGML_TYPE_Q3_K, block_q3_K, QK_K, 0, decode32_q3_K)   \
+    X(GGML_TYPE_Q4_K, block_q4_K, QK_K, 0, decode32_q4_K)   \
+    X(GGML_TYPE_Q5_K, block_q5_K, QK_K, 0, decode32_q5_K)   \
+    X(GGML_TYPE_Q6_K, block_q6_K, QK_K, 0, decode32_q6_K)   \
+    X(GGML_TYPE_IQ2_K, block_iq2_k, QK_K, 0, decode32_iq2_k)  \
+    X(GGML_TYPE_IQ3_K, block_iq3_k, QK_K, 0, decode32_iq3_k)  \
+    X(GGML_TYPE_IQ4_K, block_iq4_k, QK_K, 0, decode32_iq4_k)  \
+    X(GGML_TYPE_IQ5_K, block_iq5_k, QK_K, 0, decode32_iq5_k)  \
+    X(GGML_TYPE_IQ6_K, block_iq6_k, QK_K, 0, decode32_iq6_k) \
+    X(GGML_TYPE_IQ4_KS, block_iq4_ks, QK_K, 4, decode32_iq4_ks) \
+    X(GGML_TYPE_IQ5_KS, block_iq5_ks, QK_K, 4, decode32_iq5_ks) \
+    X(GGML_TYPE_IQ2_KS, block_iq2_ks, QK_K, 2, decode32_iq2_ks) \
+    X(GGML_TYPE_IQ3_KS, block_iq3_ks, QK_K, 2, decode32_iq3_ks)
 
 template <ggml_type T> struct kiln_block_traits;
-#define KILN_BLOCK_TRAITS(type, block, qk, fn)                                              \
-    template <> struct kiln_block_traits<type> {                                            \
-        using block_t = block;                                                              \
-        static constexpr int chunks = (qk) / 32;                                            \
-        KILN_HD void decode(const block_t & b, int c, float * y) { fn(b, c, y); }    \
+#define KILN_BLOCK_TRAITS(type, block, qk, meta, fn)                                                     \
+    template <> struct kiln_block_traits<type> {                                                         \
+        using block_t = block;                                                                           \
+        static constexpr int chunks = (qk) / 32;                                                         \
+        static constexpr int row_meta = (meta);                                                          \
+        /* chunk ch (32 values) of a row: the row's scale (if any), then its blocks */                   \
+        static KILN_HD_MEMBER void decode_row(const char * row, int64_t ch, float * y) {                 \
+            const block_t & b = *(const block_t *) (row + row_meta + (ch / chunks) * sizeof(block_t));   \
+            fn(b, (int) (ch % chunks), kiln_row_scale(row, row_meta), y);                                \
+        }                                                                                                \
     };
 KILN_BLOCK_TYPES(KILN_BLOCK_TRAITS)
 #undef KILN_BLOCK_TRAITS
