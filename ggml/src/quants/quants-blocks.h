@@ -722,6 +722,9 @@ KILN_HD void encode32_q8_0(const float * x, block_q8_0 & b) {
     X(GGML_TYPE_IQ2_KS, block_iq2_ks, QK_K, 2, decode32_iq2_ks) \
     X(GGML_TYPE_IQ3_KS, block_iq3_ks, QK_K, 2, decode32_iq3_ks)
 
+// In an unnamed namespace: the members must not get external linkage where per-ISA code includes
+// this header (the isa-symbols test rejects weak symbols there).
+namespace {
 template <ggml_type T> struct kiln_block_traits;
 #define KILN_BLOCK_TRAITS(type, block, qk, meta, fn)                                                     \
     template <> struct kiln_block_traits<type> {                                                         \
@@ -736,3 +739,4 @@ template <ggml_type T> struct kiln_block_traits;
     };
 KILN_BLOCK_TYPES(KILN_BLOCK_TRAITS)
 #undef KILN_BLOCK_TRAITS
+} // namespace
