@@ -8,8 +8,17 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 build="${KILN_BUILD_DIR:-$root/build}"
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+# The CUDA backend is built whenever the toolkit is there (a -DKILN_CUDA=... argument decides
+# otherwise): for this machine's GPUs when it has one, else for one architecture (sm_90), which
+# keeps CI's build short. The binaries run CPU-only where there is no GPU or driver.
+cuda=()
+if [[ " $* " != *" -DKILN_CUDA="* ]] && { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then
+    archs=90
+    nvidia-smi -L >/dev/null 2>&1 && archs=native
+    cuda=(-DKILN_CUDA=ON -DKILN_CUDA_ARCHS="$archs")
+fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
+    cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" "$@"
 elif [ $# -gt 0 ]; then
     cmake -S "$root" -B "$build" "$@"
 fi

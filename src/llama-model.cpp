@@ -3,6 +3,7 @@
 #include "llama-model.h"
 
 #include "ggml-cpu.h"
+#include "ggml-cuda.h"
 #include "llama-model-checks.h"
 #include "llama-model-loader.h"
 #include "llama-model-placement.h"
@@ -399,7 +400,9 @@ extern "C" {
 
 const char * llama_last_error(void) { return g_last_error.c_str(); }
 
-void llama_backend_init(void) {}
+// Enumerating CUDA devices here puts the one line that says whether a GPU was found (or why
+// none is usable: no driver, no device, no kernels for its architecture) at the top of the log.
+void llama_backend_init(void) { ggml_backend_cuda_get_device_count(); }
 void llama_backend_free(void) {}
 void llama_log_set(ggml_log_callback cb, void * user_data) { ggml_log_set(cb, user_data); }
 

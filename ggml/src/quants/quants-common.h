@@ -3,28 +3,9 @@
 #pragma once
 
 #include "ggml-impl.h"
+#include "quants-blocks.h"   // the layouts the CUDA kernels share (q8_0, q8_1, ...)
 
 #include <cstdint>
-
-#define QK4_0 32
-#define QK8_0 32
-#define QK8_1 32
-#define QK_K  256
-
-// q8_0: 32 int8 values with an fp16 scale.
-struct block_q8_0 {
-    ggml_fp16_t d;
-    int8_t      qs[QK8_0];
-};
-static_assert(sizeof(block_q8_0) == 34, "q8_0 block size");
-
-// q8_1: 32 int8 values, fp16 scale d and fp16 s = d * sum(qs) (lets offset formats add their min).
-struct block_q8_1 {
-    ggml_fp16_t d;
-    ggml_fp16_t s;
-    int8_t      qs[QK8_1];
-};
-static_assert(sizeof(block_q8_1) == 36, "q8_1 block size");
 
 // q8_K: 256 int8 values with an f32 scale and the sums of each group of 16 (for k-quant minimums).
 // Internal to the CPU kernels (never stored in files).

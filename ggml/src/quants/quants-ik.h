@@ -27,58 +27,9 @@ extern const uint16_t ik_iq2kl_values[32];  // pairs of iq3nl levels (low byte f
 // ---------------------------------------------------------------------------------------------
 // Blocks (per 256 values). Types marked "row:" carry a per-row scale before their blocks.
 
-struct block_iq2_k {
-    ggml_fp16_t d;
-    uint16_t    extra;        // bit per 16 values: use the shifted grid
-    uint8_t     scales[8];    // 4-bit scales (minus 8), two per 32 values
-    uint8_t     qs[64];
-};
-static_assert(sizeof(block_iq2_k) == 76, "iq2_k block size");
-
-struct block_iq3_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    uint16_t    scales_h;     // sign bit per 16 values
-    uint8_t     scales_l[8];  // 4-bit magnitudes m: scale = 2m + 1
-    uint8_t     qs[64];
-    uint8_t     qh[32];
-};
-static_assert(sizeof(block_iq3_k) == 110, "iq3_k block size");
-
-struct block_iq4_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    uint8_t     scales_h[4];
-    uint8_t     scales_l[8];
-    uint8_t     qs[128];
-};
-static_assert(sizeof(block_iq4_k) == 144, "iq4_k block size");
-
-struct block_iq5_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    uint8_t     scales_h[4];
-    uint8_t     scales_l[8];
-    uint8_t     qs[128];
-    uint8_t     qh[32];
-};
-static_assert(sizeof(block_iq5_k) == 176, "iq5_k block size");
-
-struct block_iq6_k {
-    ggml_fp16_t d;
-    uint16_t    extra;
-    int8_t      scales[16];
-    uint8_t     qs[128];
-    uint8_t     qh[64];
-};
-static_assert(sizeof(block_iq6_k) == 212, "iq6_k block size");
-
-// row: f32 d
-struct block_iq4_ks {
-    uint8_t scales[8];   // bit 0: shifted grid; bits 1..7: scale + 127 (even)
-    uint8_t qs[128];
-};
-static_assert(sizeof(block_iq4_ks) == 136, "iq4_ks block size");
+// block_iq2_k .. block_iq6_k and the row-scaled block_iq4_ks, block_iq5_ks, block_iq2_ks and
+// block_iq3_ks are declared in quants-blocks.h (included through quants-common.h), whose
+// decoders the CUDA kernels share.
 
 // row: f32 d. 32 16-bit words; each word's low bit is one bit of the 32-block's scale byte and
 // its other 15 bits, "x ^ (x >> 1)" decoded, give 4 nibbles.
@@ -86,31 +37,6 @@ struct block_iq4_kss {
     uint32_t qs[32];
 };
 static_assert(sizeof(block_iq4_kss) == 128, "iq4_kss block size");
-
-// row: f32 d
-struct block_iq5_ks {
-    uint8_t scales[8];
-    uint8_t qs[128];
-    uint8_t qh[32];
-};
-static_assert(sizeof(block_iq5_ks) == 168, "iq5_ks block size");
-
-// row: f16 d
-struct block_iq2_ks {
-    uint16_t extra;      // bits 0..7 shifted grid per 32; bits 8..15 fifth scale bit
-    uint8_t  scales[4];
-    uint8_t  qs[64];
-};
-static_assert(sizeof(block_iq2_ks) == 70, "iq2_ks block size");
-
-// row: f16 d
-struct block_iq3_ks {
-    uint16_t extra;      // bits 0..7 fifth scale bit; bits 8..15 shifted grid per 32
-    uint8_t  scales[4];
-    uint8_t  qs[64];
-    uint8_t  qh[32];
-};
-static_assert(sizeof(block_iq3_ks) == 102, "iq3_ks block size");
 
 // row: f16 d
 struct block_iq2_kl {

@@ -8,15 +8,11 @@
 #include <cmath>
 #include <cstring>
 
-const int8_t ik_iq2nl_values[8] = { -31, -13, 1, 17, -26, -8, 6, 22 };
-const int8_t ik_iq3nl_values[16] = { -63, -40, -23, -10, 1, 13, 28, 47, -59, -36, -19, -6, 5, 17, 32, 51 };
-const int8_t ik_iq4k_values[32] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-                                    -123, -100, -79, -61, -45, -31, -18, -6, 5, 17, 29, 42, 57, 73, 93, 117 };
-const int8_t ik_iq5nl_values[64] = {
-    -126, -114, -103, -92, -83, -74, -65, -57, -50, -43, -36, -30, -24, -18, -12, -6,
-    -1, 5, 11, 17, 23, 29, 36, 43, 51, 59, 68, 77, 87, 97, 109, 121,
-    -124, -112, -101, -90, -81, -72, -63, -55, -48, -41, -34, -28, -22, -16, -10, -4,
-    1, 7, 13, 19, 25, 31, 38, 45, 53, 61, 70, 79, 89, 99, 111, 123 };
+// the grids are listed once, in quants-blocks.h, for the CPU and the GPU
+const int8_t ik_iq2nl_values[8] = KILN_IQ2NL_VALUES;
+const int8_t ik_iq3nl_values[16] = KILN_IQ3NL_VALUES;
+const int8_t ik_iq4k_values[32] = KILN_IQ4K_VALUES;
+const int8_t ik_iq5nl_values[64] = KILN_IQ5NL_VALUES;
 const int8_t ik_iq6nl_values[128] = {
     -127, -121, -115, -109, -104, -98, -93, -88, -84, -79, -74, -70, -66, -62, -58, -54,
     -51, -47, -44, -40, -37, -34, -31, -28, -25, -22, -19, -16, -13, -11, -8, -5,

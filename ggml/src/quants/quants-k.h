@@ -8,68 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
-// q2_K: 16 sub-blocks of 16; each scales[] byte holds a 4-bit scale (low) and a 4-bit min (high).
-// value = d * scale * q - dmin * min, q in 0..3.
-struct block_q2_K {
-    uint8_t     scales[QK_K / 16];
-    uint8_t     qs[QK_K / 4];
-    ggml_fp16_t d;
-    ggml_fp16_t dmin;
-};
-static_assert(sizeof(block_q2_K) == 84, "q2_K block size");
-
-// q3_K: 16 sub-blocks of 16 with 6-bit signed scales (stored +32, packed in 12 bytes);
-// value = d * (scale - 32) * (q - 4), q = 2 low bits from qs | high bit from hmask << 2.
-struct block_q3_K {
-    uint8_t     hmask[QK_K / 8];
-    uint8_t     qs[QK_K / 4];
-    uint8_t     scales[12];
-    ggml_fp16_t d;
-};
-static_assert(sizeof(block_q3_K) == 110, "q3_K block size");
-
-// q4_K: 8 sub-blocks of 32 with 6-bit scales and mins packed in 12 bytes;
-// value = d * scale * q - dmin * min, q in 0..15.
-struct block_q4_K {
-    ggml_fp16_t d;
-    ggml_fp16_t dmin;
-    uint8_t     scales[12];
-    uint8_t     qs[QK_K / 2];
-};
-static_assert(sizeof(block_q4_K) == 144, "q4_K block size");
-
-// q5_K: as q4_K plus a fifth bit per value in qh; q in 0..31.
-struct block_q5_K {
-    ggml_fp16_t d;
-    ggml_fp16_t dmin;
-    uint8_t     scales[12];
-    uint8_t     qh[QK_K / 8];
-    uint8_t     qs[QK_K / 2];
-};
-static_assert(sizeof(block_q5_K) == 176, "q5_K block size");
-
-// q6_K: 16 sub-blocks of 16 with int8 scales; value = d * scale * (q - 32), q in 0..63
-// (4 low bits in ql, 2 high bits in qh).
-struct block_q6_K {
-    uint8_t     ql[QK_K / 2];
-    uint8_t     qh[QK_K / 4];
-    int8_t      scales[QK_K / 16];
-    ggml_fp16_t d;
-};
-static_assert(sizeof(block_q6_K) == 210, "q6_K block size");
-
-// The 6-bit scale (sc) and min (m) of sub-block j of a q4_K / q5_K block: the first four are
-// the low 6 bits of bytes 0..3 / 4..7, the last four combine a nibble of bytes 8..11 with the
-// top two bits of bytes 0..3 / 4..7.
-static inline void k4_scale_min(int j, const uint8_t * q, uint8_t & sc, uint8_t & m) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        m  = q[j + 4] & 63;
-    } else {
-        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m  = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
+// The blocks (block_q2_K .. block_q6_K) and k4_scale_min are declared in quants-blocks.h
+// (included through quants-common.h), which the CUDA kernels share.
 
 // All eight at once, 32 bits at a time (what the SIMD kernels use): sc[j], mn[j] for j < 8.
 static inline void k4_scales_mins(const uint8_t * packed, uint8_t * sc, uint8_t * mn) {
@@ -88,11 +28,7 @@ static inline void k4_scales_mins(const uint8_t * packed, uint8_t * sc, uint8_t 
 
 // The 16 signed 6-bit scales of a q3_K block (already minus 32).
 static inline void q3_K_scales(const uint8_t * packed, int8_t * out) {
-    for (int j = 0; j < 16; ++j) {
-        const int low  = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
-        const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
-        out[j] = (int8_t) ((low | (high << 4)) - 32);
-    }
+    for (int j = 0; j < 16; ++j) out[j] = (int8_t) q3_K_scale(packed, j);
 }
 
 // One block reduced to the form every kernel uses: value = d * s[g] * u - dm * mi[g] for the

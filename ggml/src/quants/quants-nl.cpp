@@ -12,8 +12,8 @@
 #include <cstring>
 
 // Grid levels as llama.cpp defines them (facts of the formats).
-const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
-const int8_t kvalues_mxfp4[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+const int8_t kvalues_iq4nl[16] = KILN_IQ4NL_VALUES;   // quants-blocks.h: one list for the CPU and the GPU
+const int8_t kvalues_mxfp4[16] = KILN_MXFP4_VALUES;
 
 namespace {
 

@@ -1,0 +1,140 @@
+// The CUDA backend: one per device, each with its own stream, cuBLAS handle and scratch pool.
+// graph_compute queues every node's kernels on the stream and waits for it at the end.
+//
+// What the scheduler needs from here (ggml-backend.cpp; the multi-device scheduler is another
+// engineer's work): the backend, in priority order before the CPU; ggml_backend_cuda_buffer_type
+// for the weights and KV cache it places on the device (WEIGHTS usage, so ops follow them);
+// supports_op, which already refuses every node the kernels would not take; and for copies
+// between devices, ggml_backend_tensor_get/set (synchronous today). Weights that stay in RAM
+// for the CPU should live in ggml_backend_cuda_host_buffer_type so that copies of them to the
+// GPU (experts for prompt batches) run at full bus speed.
+#include "cuda-common.h"
+
+#include <cstdio>
+
+namespace {
+
+const char * cuda_backend_name(ggml_backend_t b) { return ((cuda_context *) b->context)->name; }
+
+void cuda_backend_free(ggml_backend_t b) {
+    auto * ctx = (cuda_context *) b->context;
+    cudaSetDevice(ctx->ordinal);
+    if (ctx->stream) cudaStreamSynchronize(ctx->stream);
+    delete ctx->pool;
+    if (ctx->cublas) cublas_get()->destroy(ctx->cublas);
+    if (ctx->stream) cudaStreamDestroy(ctx->stream);
+    delete ctx;
+    delete b;
+}
+
+ggml_backend_buffer_type_t cuda_backend_buft(ggml_backend_t b) {
+    return ggml_backend_cuda_buffer_type(((cuda_context *) b->context)->device);
+}
+
+// The launcher family of an op (nullptr: not run on the GPU).
+using launcher_fn = bool (*)(cuda_context &, ggml_tensor *);
+struct op_family {
+    bool (*supports)(const ggml_tensor *);
+    launcher_fn launch;
+};
+
+const op_family k_families[] = {
+    { cuda_supports_elementwise, cuda_op_elementwise },
+    { cuda_supports_norm, cuda_op_norm },
+    { cuda_supports_rope, cuda_op_rope },
+    { cuda_supports_copy, cuda_op_copy },
+    { cuda_supports_sort, cuda_op_sort },
+    { cuda_supports_matmul, cuda_op_matmul },
+    { cuda_supports_attention, cuda_op_attention },
+};
+
+const op_family * family_of(const ggml_tensor * op) {
+    for (const op_family & f : k_families) {
+        if (f.supports(op)) return &f;
+    }
+    return nullptr;
+}
+
+ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
+    auto * ctx = (cuda_context *) b->context;
+    if (!CUDA_OK(cudaSetDevice(ctx->ordinal))) return GGML_STATUS_FAILED;
+    const int n = ggml_graph_n_nodes(graph);
+    for (int i = 0; i < n; ++i) {
+        ggml_tensor * node = ggml_graph_node(graph, i);
+        if (ggml_is_view_op(node->op) || node->op == GGML_OP_NONE || ggml_nelements(node) == 0) continue;
+        const op_family * f = family_of(node);
+        if (!f) {
+            ggml_log(GGML_LOG_LEVEL_ERROR, "%s: unsupported op %s on %s (%s)\n", ctx->name, ggml_op_desc(node), node->name,
+                     ggml_type_name(node->src[0] ? node->src[0]->type : node->type));
+            return GGML_STATUS_FAILED;
+        }
+        if (!f->launch(*ctx, node) || !CUDA_OK(cudaGetLastError())) {
+            ggml_log(GGML_LOG_LEVEL_ERROR, "%s: %s (%s) failed\n", ctx->name, node->name, ggml_op_desc(node));
+            cudaStreamSynchronize(ctx->stream);
+            return GGML_STATUS_FAILED;
+        }
+    }
+    if (!CUDA_OK(cudaStreamSynchronize(ctx->stream))) return GGML_STATUS_FAILED;
+    return GGML_STATUS_SUCCESS;
+}
+
+bool cuda_backend_supports_op(ggml_backend_t, const ggml_tensor * op) {
+    if (ggml_is_view_op(op->op) || op->op == GGML_OP_NONE) return true;
+    return family_of(op) != nullptr;
+}
+
+bool cuda_backend_supports_buft(ggml_backend_t b, ggml_backend_buffer_type_t buft) {
+    return buft == cuda_backend_buft(b);
+}
+
+void cuda_backend_synchronize(ggml_backend_t b) {
+    auto * ctx = (cuda_context *) b->context;
+    cudaSetDevice(ctx->ordinal);
+    CUDA_OK(cudaStreamSynchronize(ctx->stream));
+}
+
+} // namespace
+
+cuda_view cuda_view_of(const ggml_tensor * t) {
+    cuda_view v;
+    v.data = (char *) t->data;
+    v.type = (int) t->type;
+    for (int i = 0; i < 4; ++i) {
+        v.ne[i] = t->ne[i];
+        v.nb[i] = (int64_t) t->nb[i];
+    }
+    return v;
+}
+
+extern "C" {
+
+ggml_backend_t ggml_backend_cuda_init(int device) {
+    if (device < 0 || device >= ggml_backend_cuda_get_device_count()) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "CUDA%d: no such device (%d usable)\n", device, ggml_backend_cuda_get_device_count());
+        return nullptr;
+    }
+    auto * ctx = new cuda_context;
+    ctx->device = device;
+    ctx->ordinal = cuda_device_ordinal(device);
+    std::snprintf(ctx->name, sizeof(ctx->name), "CUDA%d", device);
+    const cublas_api * blas = cublas_get();
+    bool ok = CUDA_OK(cudaSetDevice(ctx->ordinal)) && CUDA_OK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    if (ok && blas) ok = CUBLAS_OK(blas->create(&ctx->cublas)) && CUBLAS_OK(blas->set_stream(ctx->cublas, ctx->stream));
+    if (!ok) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "%s: cannot start the backend\n", ctx->name);
+        if (ctx->cublas) blas->destroy(ctx->cublas);
+        if (ctx->stream) cudaStreamDestroy(ctx->stream);
+        delete ctx;
+        return nullptr;
+    }
+    ctx->pool = new cuda_pool(ctx->name, ctx->ordinal);
+    return new ggml_backend{
+        { cuda_backend_name, cuda_backend_free, cuda_backend_buft, cuda_graph_compute, cuda_backend_supports_op,
+          cuda_backend_supports_buft, cuda_backend_synchronize },
+        ctx,
+    };
+}
+
+bool ggml_backend_is_cuda(ggml_backend_t backend) { return backend && backend->iface.get_name == cuda_backend_name; }
+
+} // extern "C"
