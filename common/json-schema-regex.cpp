@@ -111,6 +111,17 @@ private:
                 if (!(b >= '0' && b <= '9') && b != ',') fail("bad repetition '{" + body + "}'");
             }
             if (body.empty() || body[0] == ',') fail("bad repetition '{" + body + "}'");
+            // {m,n} with m > n (or a second comma) is not a regular expression, and would become a
+            // GBNF repetition the grammar parser refuses: the schema's author hears it here
+            const size_t comma = body.find(',');
+            if (comma != std::string::npos) {
+                if (body.find(',', comma + 1) != std::string::npos) fail("bad repetition '{" + body + "}'");
+                const std::string lo = body.substr(0, comma), hi = body.substr(comma + 1);
+                if (lo.size() > 9 || hi.size() > 9) fail("repetition '{" + body + "}' is too large");
+                if (!hi.empty() && std::stoul(lo) > std::stoul(hi)) fail("repetition '{" + body + "}' needs min <= max");
+            } else if (body.size() > 9) {
+                fail("repetition '{" + body + "}' is too large");
+            }
             q = "{" + body + "}";
             pos_ = close + 1;
         } else {

@@ -121,6 +121,9 @@ TEST(JsonSchema, Patterns) {
     EXPECT_NE(error_of({ { "type", "string" }, { "pattern", "^(a)\\1$" } }).find("back-references"), std::string::npos);
     EXPECT_NE(error_of({ { "type", "string" }, { "pattern", "^(?=a)$" } }).find("lookarounds"), std::string::npos);
     EXPECT_NE(error_of({ { "type", "string" }, { "pattern", "^(ab$" } }).find("unclosed '('"), std::string::npos);
+    // found by fuzz-json-schema: {6,4} became a GBNF repetition the grammar parser refuses
+    EXPECT_NE(error_of({ { "type", "string" }, { "pattern", "^[a-f]{6,4}$" } }).find("needs min <= max"), std::string::npos);
+    EXPECT_NE(error_of({ { "type", "string" }, { "pattern", "^a{1,2,3}$" } }).find("bad repetition"), std::string::npos);
 }
 
 TEST(JsonSchema, IntegerRanges) {
