@@ -442,6 +442,7 @@ private:
         if (hi >= 0 && hi < lo) fail(path, "'maxItems' is below 'minItems'");
         if (s.contains("prefixItems") || (s.contains("items") && s["items"].is_array())) {
             const json & tuple = s.contains("prefixItems") ? s["prefixItems"] : s["items"];
+            if (!tuple.is_array()) fail(path, "'prefixItems' must be an array of schemas");
             std::string body = "\"[\" space ";
             for (size_t i = 0; i < tuple.size(); ++i) {
                 body += (i ? "\",\" space " : "") + visit(tuple[i], hint + "-" + std::to_string(i), path + "/prefixItems/" + std::to_string(i)) + " ";
@@ -543,6 +544,12 @@ std::string json_schema_grammar_builder::text() const { return impl_->c.text(); 
 
 std::string json_schema_to_grammar(const json & schema) {
     json_schema_grammar_builder b;
-    b.set_root(b.add(schema, "root"));
+    try {
+        b.set_root(b.add(schema, "root"));
+    } catch (const nlohmann::json::exception & e) {
+        // a keyword holding a value of the wrong JSON type (a string where an array belongs, ...):
+        // the schema is malformed, which callers report as such (HTTP 400), never as a crash
+        throw std::invalid_argument(std::string("schema: a keyword has a value of the wrong type (") + e.what() + ")");
+    }
     return b.text();
 }

@@ -124,6 +124,8 @@ TEST(JsonSchema, Patterns) {
     // found by fuzz-json-schema: {6,4} became a GBNF repetition the grammar parser refuses
     EXPECT_NE(error_of({ { "type", "string" }, { "pattern", "^[a-f]{6,4}$" } }).find("needs min <= max"), std::string::npos);
     EXPECT_NE(error_of({ { "type", "string" }, { "pattern", "^a{1,2,3}$" } }).find("bad repetition"), std::string::npos);
+    // found by fuzz-json-schema: prefixItems holding a string was indexed as an array
+    EXPECT_NE(error_of({ { "type", "array" }, { "prefixItems", "object" } }).find("must be an array"), std::string::npos);
 }
 
 TEST(JsonSchema, IntegerRanges) {
