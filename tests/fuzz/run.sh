@@ -22,20 +22,25 @@ extra_seeds() {   # read-only seed folders from ../shared per target
 
 run_one() {
     local t="$1" corpus="$work/corpus/$1" log="$work/$1.log"
+    # Reproducible in CI: every run starts from the committed corpus with a fixed seed and a fixed
+    # number of executions (KILN_FUZZ_RUNS), so a machine replays exactly the inputs another one
+    # tried; the time limit is only a backstop. Longer exploration: KILN_FUZZ_RUNS=-1 (time only),
+    # KILN_FUZZ_SEED=0 (random seed).
+    rm -rf "$corpus"
     mkdir -p "$corpus"
     cp -n "$here/corpus/$t/"* "$corpus/" 2>/dev/null
     local dict=()
     [ -f "$here/dict/$t.dict" ] && dict=(-dict="$here/dict/$t.dict")
     # shellcheck disable=SC2046
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$build/bin/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+    "$build/bin/$t" -seed="${KILN_FUZZ_SEED:-1}" -runs="${KILN_FUZZ_RUNS:-30000}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
         -print_final_stats=1 -artifact_prefix="$work/findings/$t-" "${dict[@]}" \
         "$corpus" $(extra_seeds "$t") >"$log" 2>&1
     local rc=$?
     local execs
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     if [ $rc -eq 0 ]; then
-        echo "fuzz $t: ${execs:-?} executions in ${seconds} s, corpus $(ls "$corpus" | wc -l) inputs, no findings"
+        echo "fuzz $t: ${execs:-?} executions (seed ${KILN_FUZZ_SEED:-1}, at most ${seconds} s), corpus $(ls "$corpus" | wc -l) inputs, no findings"
     else
         echo "fuzz $t: FAILED after ${execs:-?} executions (exit $rc); the input is in $work/findings/"
         grep -m1 -E "FUZZ FINDING|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error" "$log"
