@@ -141,10 +141,12 @@ void read_exact(const std::string & path, size_t offs, void * dst, size_t size) 
     close(fd);
 }
 
-// The interleaved twin a weight is repacked into by -rtr, or its own type: quantized 2-d+ weights
-// whose rows group evenly (per expert too: R divides ne[1]), as the reference does; the token
-// embedding stays plain (it is read by row lookups, not products).
-ggml_type repack_target(const ggml_tensor * t) {
+// The interleaved twin a weight can be repacked into by -rtr, or its own type: quantized 2-d+
+// weights whose rows group evenly (per expert too: R divides ne[1]), as the reference does; the
+// token embedding stays plain (it is read by row lookups, not products). -rtr then takes it only
+// where the twin's kernels are at least as fast as the plain ones on this CPU
+// (ggml_cpu_repack_pays), so that -rtr never slows a model down.
+ggml_type repack_candidate(const ggml_tensor * t) {
     if (!ggml_is_quantized(t->type) || std::strcmp(t->name, "token_embd.weight") == 0) return t->type;
     const ggml_type twin = ggml_interleaved_twin(t->type);
     if (twin == t->type) return t->type;
@@ -219,10 +221,17 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     std::map<const ggml_tensor *, ggml_type> repacked_from;
     if (params.repack_tensors) {
         size_t bytes = 0;
+        std::map<std::pair<ggml_type, ggml_type>, int> moves;   // (from, to) -> tensors
+        std::map<ggml_type, int> kept;                           // types with a twin left plain
         for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
-            const ggml_type twin = repack_target(t);
+            const ggml_type twin = repack_candidate(t);
             if (twin == t->type) continue;
+            if (!ggml_cpu_repack_pays(twin)) {
+                kept[t->type]++;
+                continue;
+            }
             repacked_from[t] = t->type;
+            moves[{ t->type, twin }]++;
             t->type = twin;
             t->nb[0] = ggml_type_size(twin);
             t->nb[1] = ggml_row_size(twin, t->ne[0]);
@@ -231,11 +240,14 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         }
         LLAMA_LOG_INFO("llama_model_load: -rtr: %zu tensors (%.2f MiB) repacked into interleaved layouts at load, "
                        "read instead of mapped\n", repacked_from.size(), bytes / 1048576.0);
-        if (!repacked_from.empty()) {
-            // said plainly because users pass -rtr for speed: the products of interleaved groups
-            // still unweave them into the plain type's kernel (same numbers, more work per token)
-            LLAMA_LOG_WARN("llama_model_load: -rtr: the interleaved layouts have no kernels of their own yet; "
-                           "results are identical but token generation is slower than without -rtr\n");
+        for (const auto & [m, n] : moves) {
+            LLAMA_LOG_INFO("llama_model_load: -rtr: %d %s tensors -> %s\n", n, ggml_type_name(m.first), ggml_type_name(m.second));
+        }
+        for (const auto & [type, n] : kept) {
+            // said plainly because users pass -rtr for speed
+            LLAMA_LOG_INFO("llama_model_load: -rtr: %d %s tensors kept plain: %s is not faster on this CPU (%s kernels)\n", n,
+                           ggml_type_name(type), ggml_type_name(ggml_interleaved_twin(type)),
+                           ggml_cpu_isa_name(ggml_cpu_get_isa()));
         }
     }
     std::vector<ggml_tensor *> mapped;

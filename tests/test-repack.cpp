@@ -2,6 +2,8 @@
 // llama-quantize --repack / --repack-pattern on files. Both must change every weight that has an
 // interleaved twin (and only those), say so, and give the logits of the original model
 // (mean KL-divergence <= 1e-4 over a decoded sequence).
+#include "cpu-traits.h"
+#include "ggml-cpu.h"
 #include "gguf.h"
 #include "llama-quantize.h"
 #include "llama.h"
@@ -10,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -86,11 +89,19 @@ std::map<std::string, ggml_type> tensor_types(const std::string & path) {
 std::string g_log;
 void capture_log(ggml_log_level, const char * text, void *) { g_log += text; }
 
-class RunTimeRepack : public ::testing::TestWithParam<const char *> {};
+struct rtr_case {
+    const char * model;
+    ggml_type    main_type;   // the type of most of its weights
+};
 
-// Dense (q4_K, q6_K), MoE experts (3-d iq4_xs) and MLA (iq3_k with derived attention weights).
+class RunTimeRepack : public ::testing::TestWithParam<rtr_case> {};
+
+// Dense (q4_K, q6_K; q8_0), MoE experts (3-d iq4_xs) and MLA (iq3_k with derived attention
+// weights). -rtr repacks only the weights whose interleaved kernels pay on this CPU
+// (ggml_cpu_repack_pays), says how many and which, and names the types it kept plain.
 TEST_P(RunTimeRepack, GivesTheOriginalLogitsAndSaysSo) {
-    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    const rtr_case c = GetParam();
+    const std::string path = kiln_test::shared_path(std::string("models/") + c.model);
     int nv0 = 0, nv1 = 0;
     const std::vector<float> plain = run_logits(path, false, nv0);
     g_log.clear();
@@ -100,15 +111,46 @@ TEST_P(RunTimeRepack, GivesTheOriginalLogitsAndSaysSo) {
     ASSERT_FALSE(plain.empty());
     ASSERT_EQ(plain.size(), repacked.size());
     const double kld = mean_kld(plain, repacked, nv0);
-    EXPECT_LE(kld, 1e-4) << GetParam();
+    EXPECT_LE(kld, 1e-4) << c.model;
     const size_t at = g_log.find("-rtr: ");
     ASSERT_NE(at, std::string::npos) << "no -rtr line in the load log";
-    EXPECT_NE(g_log.compare(at, 8, "-rtr: 0 "), 0) << g_log.substr(at, 80);
-    std::printf("%s: -rtr mean KLD %.3g (%s)\n", GetParam(), kld, g_log.substr(at, g_log.find('\n', at) - at).c_str());
+    const ggml_type twin = ggml_interleaved_twin(c.main_type);
+    const std::string to = std::string(" ") + ggml_type_name(c.main_type) + " tensors -> " + ggml_type_name(twin);
+    const std::string kept = std::string(" ") + ggml_type_name(c.main_type) + " tensors kept plain: " + ggml_type_name(twin);
+    if (ggml_cpu_repack_pays(twin)) {
+        EXPECT_NE(g_log.compare(at, 8, "-rtr: 0 "), 0) << g_log.substr(at, 80);
+        EXPECT_NE(g_log.find(to), std::string::npos) << g_log;
+        EXPECT_EQ(g_log.find(kept), std::string::npos) << g_log;
+    } else {
+        EXPECT_EQ(g_log.find(to), std::string::npos) << g_log;
+        EXPECT_NE(g_log.find(kept), std::string::npos) << g_log;
+    }
+    std::printf("%s at %s: -rtr mean KLD %.3g (%s)\n", c.model, ggml_cpu_isa_name(ggml_cpu_get_isa()), kld,
+                g_log.substr(at, g_log.find('\n', at) - at).c_str());
+}
+
+// The policy itself: only layouts with kernels of their own at this level can pay.
+TEST(RunTimeRepackPolicy, OnlyLayoutsWithKernelsOfTheirOwn) {
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        if (!ggml_type_is_valid(t) || ggml_get_type_traits((ggml_type) t)->nrows_interleaved <= 1) continue;
+        if (!ggml_cpu_repack_pays((ggml_type) t)) continue;
+        EXPECT_NE(ggml_cpu_get_isa(), GGML_CPU_ISA_SCALAR) << ggml_type_name((ggml_type) t) << ": scalar kernels never pay";
+        EXPECT_NE(ggml_cpu_gemm_at((ggml_type) t, ggml_cpu_get_isa()), nullptr)
+            << ggml_type_name((ggml_type) t) << " pays at " << ggml_cpu_isa_name(ggml_cpu_get_isa()) << " without a kernel there";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, RunTimeRepack,
-                         ::testing::Values("synth-qwen3-Q4_K_M.gguf", "synth-qwen3moe-IQ4_XS.gguf", "synth-deepseek2-IQ3_K.gguf"));
+                         ::testing::Values(rtr_case{ "synth-qwen3-Q4_K_M.gguf", GGML_TYPE_Q4_K },
+                                           rtr_case{ "synth-qwen3-Q8_0.gguf", GGML_TYPE_Q8_0 },
+                                           rtr_case{ "synth-qwen3moe-IQ4_XS.gguf", GGML_TYPE_IQ4_XS },
+                                           rtr_case{ "synth-deepseek2-IQ3_K.gguf", GGML_TYPE_IQ3_K }),
+                         [](const ::testing::TestParamInfo<rtr_case> & info) {
+                             std::string n = info.param.model;
+                             n = n.substr(0, n.find('.'));
+                             for (char & ch : n) if (!std::isalnum((unsigned char) ch)) ch = '_';
+                             return n;
+                         });
 
 TEST(QuantizeRepack, RepacksEveryWeightWithATwinAndKeepsTheLogits) {
     const std::string in = kiln_test::shared_path("models/synth-qwen3moe-Q4_K_M.gguf");

@@ -45,6 +45,12 @@ enum ggml_cpu_isa ggml_cpu_get_isa(void);
 const char * ggml_cpu_isa_name(enum ggml_cpu_isa isa);
 const char * ggml_cpu_features(void);   // "AVX2 = 1 | AVX512 = 1 | ..." for logs
 
+// Whether repacking weights into the row-interleaved layout `interleaved` (-rtr) pays at the
+// current ISA cap: its kernels were measured at least as fast as its plain twin's, at batch 1
+// (token generation) and in batches (kiln-bench-matmul). False for layouts whose products still
+// go through unweaving or decoded floats.
+bool ggml_cpu_repack_pays(enum ggml_type interleaved);
+
 ggml_backend_t ggml_backend_cpu_init(void);
 bool ggml_backend_is_cpu(ggml_backend_t backend);
 void ggml_backend_cpu_set_n_threads(ggml_backend_t backend, int n_threads);

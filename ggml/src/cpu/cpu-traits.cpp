@@ -91,3 +91,19 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
     }
     return b.p;
 }
+
+// The -rtr policy, in one place: per ISA level, the interleaved layouts whose kernels at that
+// level are at least as fast as the plain twin's at batch 1 and 512 (kiln-bench-matmul -t 1,
+// CPU time, K = M = 4096 at batch 1, 1024 at 512; Zen 4). Not listed: slower at batch 1 so far
+// (q8_0_r8 on AVX2 and iq4_xs_r8 on AVX512 decode more per byte than the plain streaming
+// kernels), or not measured / no kernel of their own (the rest: unwoven or decoded floats).
+bool ggml_cpu_repack_pays(ggml_type interleaved) {
+    switch (ggml_cpu_get_isa()) {
+        case GGML_CPU_ISA_AVX512:
+            return interleaved == GGML_TYPE_Q4_0_R8 || interleaved == GGML_TYPE_Q8_0_R8;
+        case GGML_CPU_ISA_AVX2:
+            return interleaved == GGML_TYPE_Q4_0_R8 || interleaved == GGML_TYPE_IQ4_XS_R8;
+        default:
+            return false;
+    }
+}

@@ -37,6 +37,8 @@ constexpr int kMinCols = 6;
 // which stays in L1 (about 8 KB) while every row group reads it.
 constexpr bool kSpread = true;
 constexpr int64_t kKBlock = 256;
+// Levels may stay signed (kMaxLevel == 0: the sign trick of sub_dots).
+constexpr bool kSignedLevels = true;
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 32;
 

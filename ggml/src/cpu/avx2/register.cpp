@@ -11,4 +11,5 @@ void ggml_cpu_register_avx2() {
     ggml_cpu_register_legacy_avx2();
     ggml_cpu_register_q8_avx2();
     ggml_cpu_register_kt_search_avx2();
+    ggml_cpu_register_interleaved_avx2();
 }

@@ -43,6 +43,8 @@ constexpr int kMinCols = 6;
 // Activations packed as plain bytes (broadcast by the product), all of K in one pass.
 constexpr bool kSpread = false;
 constexpr int64_t kKBlock = 0;
+// vpdpbusd multiplies unsigned weight bytes: signed levels are offset by 128 into the bias.
+constexpr bool kSignedLevels = false;
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 64;
 

@@ -11,4 +11,5 @@ void ggml_cpu_register_avx512() {
     ggml_cpu_register_legacy_avx512();
     ggml_cpu_register_q8_avx512();
     ggml_cpu_register_kt_search_avx512();
+    ggml_cpu_register_interleaved_avx512();
 }

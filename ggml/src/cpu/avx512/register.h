@@ -20,3 +20,4 @@ void ggml_cpu_register_k_avx512();
 void ggml_cpu_register_legacy_avx512();
 void ggml_cpu_register_q8_avx512();
 void ggml_cpu_register_kt_search_avx512();
+void ggml_cpu_register_interleaved_avx512();
