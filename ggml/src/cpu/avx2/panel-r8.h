@@ -1,15 +1,16 @@
-// Products of the 8-row interleaved layouts (q4_0_r8, q8_0_r8, iq4_xs_r8) on the panel gemms,
-// read from their woven blocks directly: no unweaving back to the plain rows.
+// Products of the row-interleaved layouts q4_0_r8, q8_0_r8, iq4_xs_r8 and q4_k_r4 on the panel
+// gemms, read from their woven blocks directly: no unweaving back to the plain rows.
 //
-// Why it is cheap: these layouts already hold, per 32-byte run, 4 consecutive values of each of
-// the 8 rows of a group, which is exactly one panel vector [row 0..7][4 levels]. Decoding a
-// group is therefore a handful of loads (q8_0_r8), nibble splits (q4_0_r8) or one table lookup
-// (iq4_xs_r8) per vector, with no transpose; an AVX512 panel (16 lanes) puts two groups side by
-// side. The fp16 row scales of a block arrive as one 8-wide conversion.
+// Why it is cheap: these layouts already hold, per run of 32 (r8) or 16 (r4) bytes, 4
+// consecutive values of each row of a group, which is one panel vector [row 0..7][4 levels]
+// (two r4 runs side by side). Decoding is therefore a handful of loads (q8_0_r8), nibble splits
+// (q4_0_r8, q4_k_r4) or one table lookup (iq4_xs_r8) per vector, with no transpose; an AVX512
+// panel (16 lanes) takes two such 8-lane decodes. The fp16 row scales of an r8 block arrive as
+// one 8-wide conversion.
 //
 // Batches pack all their row groups once per call (like the plain types) and run the shared
-// column tiles. Few columns (token generation) decode one row group at a time into an L1-sized
-// buffer and multiply it with every column right away, so the weights are read from memory once.
+// column tiles. Few columns (token generation) decode 256-value slices of one row group into L1
+// and multiply them with every column right away, so the weights are read from memory once.
 //
 // Included by each ISA folder after its panel.h (it uses that panel's kRows, kCols, records and
 // micro kernel); the code here is AVX2 + F16C, valid in both folders.
@@ -24,10 +25,12 @@ namespace {
 namespace kiln_panel {
 
 // Group decoder concept G (on top of the panel decoder's kSub / kMaxLevel / kBias):
-//   Block, kBlockValues  the woven block of one group and how many values of each row it holds;
-//   kSubs                sub-blocks (kSub values each) per block;
-//   decode(block, j, out, vs, scale, bias): sub-block j of the 8 rows -> kSub / 4 vectors of
-//   32 bytes ([row 0..7][4 levels], natural value order) at out + k * vs, 8 scales and 8 biases.
+//   Block, kR, kBlockValues  the woven block of one group of kR (4 or 8) rows and how many
+//                            values of each row it holds;
+//   kSubs                    sub-blocks (kSub values each) per block;
+//   decode(blocks, j, out, vs, scale, bias): sub-block j of 8 rows (blocks[0 .. 8 / kR - 1], one
+//   per group; nullptr: rows past the end, decoded as zeros) -> kSub / 4 vectors of 32 bytes
+//   ([row 0..7][4 levels], natural value order) at out + k * vs, 8 scales and 8 biases.
 
 inline __m256 fp16x8(const ggml_fp16_t * h) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) h)); }
 
@@ -35,11 +38,11 @@ inline __m256 fp16x8(const ggml_fp16_t * h) { return _mm256_cvtph_ps(_mm_loadu_s
 template <bool kSigned>
 struct grp_q8_0_r8 {
     using Block = q8_0_r8_block;
-    static constexpr int kSub = 32, kSubs = 1, kBlockValues = 32;
+    static constexpr int kR = 8, kSub = 32, kSubs = 1, kBlockValues = 32;
     static constexpr int kMaxLevel = kSigned ? 0 : 255;
     static constexpr bool kBias = !kSigned;
-    static void decode(const uint8_t * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
-        const auto * b = (const Block *) blk;
+    static void decode(const Block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
+        const Block * b = blk[0];
         const __m256 d = fp16x8(b->d);
         _mm256_storeu_ps(scale, d);
         _mm256_storeu_ps(bias, kSigned ? _mm256_setzero_ps() : _mm256_mul_ps(d, _mm256_set1_ps(-128.0f)));
@@ -55,11 +58,11 @@ struct grp_q8_0_r8 {
 // 16+4l.. in its high nibbles; a value is d * (level - 8).
 struct grp_q4_0_r8 {
     using Block = q4_0_r8_block;
-    static constexpr int kSub = 32, kSubs = 1, kBlockValues = 32;
+    static constexpr int kR = 8, kSub = 32, kSubs = 1, kBlockValues = 32;
     static constexpr int kMaxLevel = 15;
     static constexpr bool kBias = true;
-    static void decode(const uint8_t * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
-        const auto * b = (const Block *) blk;
+    static void decode(const Block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
+        const Block * b = blk[0];
         const __m256 d = fp16x8(b->d);
         _mm256_storeu_ps(scale, d);
         _mm256_storeu_ps(bias, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f)));
@@ -78,11 +81,11 @@ struct grp_q4_0_r8 {
 template <bool kSigned>
 struct grp_iq4_xs_r8 {
     using Block = iq4_xs_r8_block;
-    static constexpr int kSub = 32, kSubs = 8, kBlockValues = QK_K;
+    static constexpr int kR = 8, kSub = 32, kSubs = 8, kBlockValues = QK_K;
     static constexpr int kMaxLevel = kSigned ? 0 : 255;
     static constexpr bool kBias = !kSigned;
-    static void decode(const uint8_t * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
-        const auto * b = (const Block *) blk;
+    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+        const Block * b = blk[0];
         // split_scale6 slots 8j .. 8j+7 at once: low nibbles from scales_l, top 2 bits from scales_h
         __m128i lo, hi;
         std::memcpy(&lo, b->scales_l + (8 * j) % 32, 8);   // only the low 8 bytes are used
@@ -108,15 +111,59 @@ struct grp_iq4_xs_r8 {
     }
 };
 
-// The panel records of blocks b0 .. b1 - 1 of kRows rows (kRows / 8 groups) starting at w:
-// groups past `rows` are zero. A group whose rows are not contiguous (w_stride != the row size)
-// is gathered first.
+// q4_k_r4: two 4-row groups per 8 lanes. Per 32-value sub-block ib, the 64 bytes of a group
+// hold 16-byte runs (4 values x 4 rows) of the eight quarters (values 4Q..4Q+3): bytes 0..15
+// quarters 0 (low nibbles) and 2 (high), 16..31 quarters 4 and 6, 32..47 quarters 1 and 3, 48..63
+// quarters 5 and 7. Row k's 6-bit scale and min of sub-block ib: slot 4 ib + k, low 4 bits in
+// scales_l (scale: low nibble, min: high), top 2 in scales_h; a value is d sc u - dmin mn.
+struct grp_q4_k_r4 {
+    using Block = q4_k_r4_block;
+    static constexpr int kR = 4, kSub = 32, kSubs = 8, kBlockValues = QK_K;
+    static constexpr int kMaxLevel = 15;
+    static constexpr bool kBias = true;
+    static __m128i run(const Block * b, int j, int off) {
+        return b ? _mm_loadu_si128((const __m128i *) (b->qs + 64 * j + off)) : _mm_setzero_si128();
+    }
+    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+        for (int q = 0; q < 2; ++q) {
+            const Block * b = blk[q];
+            if (!b) {
+                _mm_storeu_ps(scale + 4 * q, _mm_setzero_ps());
+                _mm_storeu_ps(bias + 4 * q, _mm_setzero_ps());
+                continue;
+            }
+            // slots 4j .. 4j+3 (rows 0..3): 4 low bytes, 4 high bytes shifted by 4 (j / 4)
+            int32_t lo4, hi4;
+            std::memcpy(&lo4, b->scales_l + 4 * j, 4);
+            std::memcpy(&hi4, b->scales_h + (4 * j) % 16, 4);
+            const __m128i lo = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(lo4));
+            const __m128i hi = _mm_srl_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(hi4)), _mm_cvtsi32_si128(4 * (j / 4)));
+            const __m128i sc = _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi32(0xF)), _mm_slli_epi32(_mm_and_si128(hi, _mm_set1_epi32(3)), 4));
+            const __m128i mn = _mm_or_si128(_mm_srli_epi32(lo, 4), _mm_slli_epi32(_mm_and_si128(hi, _mm_set1_epi32(0xC)), 2));
+            const __m256 dm = fp16x8(b->d);   // d of rows 0..3, then their dmin
+            _mm_storeu_ps(scale + 4 * q, _mm_mul_ps(_mm256_castps256_ps128(dm), _mm_cvtepi32_ps(sc)));
+            _mm_storeu_ps(bias + 4 * q, _mm_sub_ps(_mm_setzero_ps(), _mm_mul_ps(_mm256_extractf128_ps(dm, 1), _mm_cvtepi32_ps(mn))));
+        }
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        // byte offset of the run pair and the quarters of its low and high nibbles
+        static constexpr int kOff[4] = { 0, 16, 32, 48 }, kLo[4] = { 0, 4, 1, 5 }, kHi[4] = { 2, 6, 3, 7 };
+        for (int c = 0; c < 4; ++c) {
+            const __m256i v = _mm256_set_m128i(run(blk[1], j, kOff[c]), run(blk[0], j, kOff[c]));
+            _mm256_store_si256((__m256i *) (out + kLo[c] * vs), _mm256_and_si256(v, m4));
+            _mm256_store_si256((__m256i *) (out + kHi[c] * vs), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+    }
+};
+
+// The panel records of blocks b0 .. b1 - 1 of kRows rows starting at w, 8 lanes (one decode:
+// 8 / G::kR woven groups) at a time: lanes past `rows` are zero. A woven group whose rows are
+// not contiguous (w_stride != the row size) is gathered first.
 template <typename G>
 void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_t b0, int64_t b1, uint8_t * out) {
-    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4;
+    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, NG = 8 / R;
     constexpr size_t rec = w_record<S>;
     const int64_t nblocks = b1 - b0;
-    const size_t row_size = (size_t) (n / G::kBlockValues) * sizeof(typename G::Block) / 8;
+    const size_t row_size = (size_t) (n / G::kBlockValues) * sizeof(typename G::Block) / R;
     for (int h = 0; h < kRows / 8; ++h) {
         if (8 * h >= rows) {
             for (int64_t sb = 0; sb < nblocks * G::kSubs; ++sb) {
@@ -128,17 +175,25 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
             }
             continue;
         }
-        const uint8_t * grp = w + 8 * h * w_stride;
-        if (w_stride != row_size) {
-            auto * g = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 8 * row_size);
-            for (int k = 0; k < 8; ++k) std::memcpy(g + k * row_size, grp + k * w_stride, row_size);
-            grp = g;
+        // the woven groups of these 8 lanes (nullptr: past `rows`, decoded as zeros)
+        const typename G::Block * grp[NG];
+        for (int q = 0; q < NG; ++q) {
+            const int r0 = 8 * h + R * q;
+            const uint8_t * g = r0 < rows ? w + r0 * w_stride : nullptr;
+            if (g && w_stride != row_size) {
+                auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 8 * row_size) + q * R * row_size;
+                for (int k = 0; k < R; ++k) std::memcpy(buf + k * row_size, g + k * w_stride, row_size);
+                g = buf;
+            }
+            grp[q] = g ? (const typename G::Block *) g + b0 : nullptr;
         }
         for (int64_t b = 0; b < nblocks; ++b) {
             for (int j = 0; j < G::kSubs; ++j) {
                 uint8_t * o = out + (b * G::kSubs + j) * rec;
                 float * f = (float *) (o + KV * VB);
-                G::decode(grp + (b0 + b) * sizeof(typename G::Block), j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
+                const typename G::Block * blk[NG];
+                for (int q = 0; q < NG; ++q) blk[q] = grp[q] ? grp[q] + b : nullptr;
+                G::decode(blk, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
             }
         }
     }
@@ -153,7 +208,7 @@ inline void with_cols(int c, F && f) {
     }
 }
 
-// nr a multiple of 8 (whole groups), n a multiple of G::kBlockValues.
+// nr a multiple of G::kR (whole groups), n a multiple of G::kBlockValues.
 template <typename G, typename A>
 void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
              int nr, int nc) {
@@ -208,6 +263,7 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
     ggml_cpu_register_gemm(GGML_TYPE_Q4_0_R8, isa, GGML_TYPE_Q8_0, gemm_r8<grp_q4_0_r8, act_q8_32<false>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_0_R8, isa, GGML_TYPE_Q8_0, gemm_r8<grp_q8_0_r8<kSignedLevels>, act_q8_32<false>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS_R8, isa, GGML_TYPE_Q8_K, gemm_r8<grp_iq4_xs_r8<kSignedLevels>, act_q8_K<32>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_r8<grp_q4_k_r4, act_q8_K<32>>);
 }
 
 } // namespace kiln_panel
