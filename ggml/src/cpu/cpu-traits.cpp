@@ -96,7 +96,7 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 // level are at least as fast as the plain twin's at batch 1 and 512 (kiln-bench-matmul -t 1,
 // CPU time; batch 1 at K = M = 4096 and at K = 1024, M = 3072; batch 512 at K = M = 1024; Zen 4).
 // Not listed: slower at batch 1 so far (q8_0_r8 on AVX2 at 4096 rows, iq4_xs_r8 on AVX512 and
-// q4_k_r4 everywhere decode more per weight byte than the plain streaming kernels; their batch
+// q4_k_r4 / q6_k_r4 everywhere decode more per weight byte than the plain streaming kernels; their batch
 // products are as fast as the plain ones), or without kernels of their own (the rest: unwoven
 // back to the twin, or decoded floats).
 bool ggml_cpu_repack_pays(ggml_type interleaved) {

@@ -1,4 +1,4 @@
-// Products of the row-interleaved layouts q4_0_r8, q8_0_r8, iq4_xs_r8 and q4_k_r4 on the panel
+// Products of the row-interleaved layouts q4_0_r8, q8_0_r8, iq4_xs_r8, q4_k_r4 and q6_k_r4 on the panel
 // gemms, read from their woven blocks directly: no unweaving back to the plain rows.
 //
 // Why it is cheap: these layouts already hold, per run of 32 (r8) or 16 (r4) bytes, 4
@@ -155,6 +155,50 @@ struct grp_q4_k_r4 {
     }
 };
 
+// q6_k_r4: two 4-row groups per 8 lanes, 16-value sub-blocks j = 2 ib + half. Low 4 bits as
+// q4_k_r4's nibble runs (half 0: quarters 0..3 from the runs at 0 and 32, half 1: quarters 4..7
+// from 16 and 48), the top 2 bits of quarter Q in the 16-byte run at qh + 32 ib + 16 half, at
+// bit 0, 4, 2, 6 for its four quarters; row k's int8 scale at scales[8 ib + k + 4 half].
+// A value is d sc (u - 32).
+struct grp_q6_k_r4 {
+    using Block = q6_k_r4_block;
+    static constexpr int kR = 4, kSub = 16, kSubs = 16, kBlockValues = QK_K;
+    static constexpr int kMaxLevel = 63;
+    static constexpr bool kBias = true;
+    static __m256i runs(const Block * const * blk, const uint8_t * (*at)(const Block *, int), int arg) {
+        auto one = [&](const Block * b) { return b ? _mm_loadu_si128((const __m128i *) at(b, arg)) : _mm_setzero_si128(); };
+        return _mm256_set_m128i(one(blk[1]), one(blk[0]));
+    }
+    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+        const int ib = j / 2, half = j % 2;
+        for (int q = 0; q < 2; ++q) {
+            const Block * b = blk[q];
+            __m128 sc = _mm_setzero_ps();
+            if (b) {
+                int32_t s4;
+                std::memcpy(&s4, b->scales + 8 * ib + 4 * half, 4);
+                const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b->d));
+                sc = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(s4))));
+            }
+            _mm_storeu_ps(scale + 4 * q, sc);
+            _mm_storeu_ps(bias + 4 * q, _mm_mul_ps(sc, _mm_set1_ps(-32.0f)));
+        }
+        auto ql = [](const Block * b, int off) { return (const uint8_t *) b->ql + off; };
+        auto qh = [](const Block * b, int off) { return (const uint8_t *) b->qh + off; };
+        const __m256i a = runs(blk, ql, 64 * ib + 16 * half), c = runs(blk, ql, 64 * ib + 32 + 16 * half);
+        const __m256i h = runs(blk, qh, 32 * ib + 16 * half);
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x30);
+        auto top = [&](int shift) {   // bits shift, shift+1 of h moved to bits 4, 5
+            return _mm256_and_si256(shift >= 4 ? _mm256_srli_epi16(h, shift - 4) : _mm256_slli_epi16(h, 4 - shift), m3);
+        };
+        const __m256i v[4] = { _mm256_or_si256(_mm256_and_si256(a, m4), top(0)),
+                               _mm256_or_si256(_mm256_and_si256(c, m4), top(4)),
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), top(2)),
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), top(6)) };
+        for (int k = 0; k < 4; ++k) _mm256_store_si256((__m256i *) (out + k * vs), v[k]);
+    }
+};
+
 // The panel records of blocks b0 .. b1 - 1 of kRows rows starting at w, 8 lanes (one decode:
 // 8 / G::kR woven groups) at a time: lanes past `rows` are zero. A woven group whose rows are
 // not contiguous (w_stride != the row size) is gathered first.
@@ -264,6 +308,7 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
     ggml_cpu_register_gemm(GGML_TYPE_Q8_0_R8, isa, GGML_TYPE_Q8_0, gemm_r8<grp_q8_0_r8<kSignedLevels>, act_q8_32<false>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS_R8, isa, GGML_TYPE_Q8_K, gemm_r8<grp_iq4_xs_r8<kSignedLevels>, act_q8_K<32>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_r8<grp_q4_k_r4, act_q8_K<32>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_r8<grp_q6_k_r4, act_q8_K<16>>);
 }
 
 } // namespace kiln_panel
