@@ -257,6 +257,7 @@ template <typename G, typename A>
 void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
              int nr, int nc) {
     constexpr int S = G::kSub;
+    GGML_ASSERT(nr % G::kR == 0 && n % G::kBlockValues == 0 && "interleaved gemm: whole row groups and blocks");
     const int ngroups = (nr + kRows - 1) / kRows;
     const size_t group_bytes = n / S * w_record<S>;
     const auto * wb = (const uint8_t *) w;
