@@ -91,7 +91,8 @@ int main(int argc, char ** argv) {
     const int32_t n_batch = (int32_t) llama_n_batch(ctx);
     const int32_t n_ubatch = (int32_t) llama_n_ubatch(ctx);
     const int32_t pp = n_ubatch;
-    const int32_t tg = params.n_predict > 0 ? params.n_predict : n_ubatch / 4;
+    // -n N generates N tokens per row (-n 0: prompt processing only); left out, a quarter of a batch
+    const int32_t tg = params.n_predict >= 0 ? params.n_predict : n_ubatch / 4;
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     const int flash_attn = params.flash_attn_type == LLAMA_FLASH_ATTN_TYPE_DISABLED ? 0 : 1;

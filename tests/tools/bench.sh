@@ -45,6 +45,10 @@ assert [list(r) for r in rows] == [keys] * 3, rows
 assert [r["n_kv"] for r in rows] == [0, 64, 128], rows
 assert all(r["pp"] == 64 and r["tg"] == 8 and r["n_kv_max"] == 192 and r["speed_pp"] > 0 and r["speed_tg"] > 0 for r in rows), rows
 EOF
+if "$SWEEP" -m "$MODEL" -c 128 -ub 64 -n 0 -t 2 --output-format jsonl >"$TMP/sweep0.jsonl" 2>"$TMP/e"; then
+    python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]; assert len(r)==2 and all(x["tg"]==0 and x["speed_pp"]>0 for x in r), r' \
+        "$TMP/sweep0.jsonl" && pass || fail "sweep-bench -n 0: rows still generate tokens: $(cat "$TMP/sweep0.jsonl")"
+else fail "sweep-bench -n 0: $(tail -c 300 "$TMP/e")"; fi
 if "$SWEEP" -m "$MODEL" --output-format xml >/dev/null 2>"$TMP/e"; then fail "sweep-bench accepted --output-format xml"; else
     grep -q -- "--output-format" "$TMP/e" && pass || fail "sweep-bench: bad format message: $(cat "$TMP/e")"; fi
 if "$SWEEP" -m "$MODEL" -c 32 -ub 64 >/dev/null 2>"$TMP/e"; then fail "sweep-bench accepted -c smaller than -ub"; else pass; fi
