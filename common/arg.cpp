@@ -282,7 +282,7 @@ std::vector<common_arg> build_table() {
     t.push_back(val({ "-ot", "--override-tensor" }, "PATTERN=TYPE,...", ALL,
                     "place tensors whose name matches the regex in that buffer type (repeatable)",
                     [](common_params & p, const std::string & v) { add_tensor_overrides(p, v); }));
-    t.push_back(sw({ "-rtr", "--run-time-repack" }, ALL, "repack weights into interleaved layouts at load",
+    t.push_back(sw({ "-rtr", "--run-time-repack" }, ALL, "repack weights at load into the interleaved layouts that are faster on this CPU (the log names them)",
                    [](common_params & p) { p.repack_tensors = true; }));
 
     // ---- MoE / MLA
