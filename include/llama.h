@@ -310,7 +310,8 @@ struct llama_sampler * llama_sampler_init_grammar_lazy_after_reasoning(
 // temperature: their logits as the chain left them), in the sampler's own buffer, valid until the
 // next call; the sampled token is among them. Empty (size 0) before the first sample.
 llama_token_data_array llama_sampler_last_candidates(const struct llama_sampler * smpl);
-// Whether the grammar parses; if not, the message (naming line and column) is copied to err.
+// Whether the grammar parses and its start is not already too ambiguous to follow; if not, the
+// message (naming line and column for a syntax error) is copied to err.
 bool llama_grammar_validate(const char * grammar_str, const char * grammar_root, char * err, size_t err_size);
 
 const char * llama_sampler_name(const struct llama_sampler * smpl);
@@ -318,6 +319,10 @@ void llama_sampler_accept(struct llama_sampler * smpl, llama_token token);
 void llama_sampler_apply(struct llama_sampler * smpl, llama_token_data_array * cur_p);
 void llama_sampler_reset(struct llama_sampler * smpl);
 void llama_sampler_free(struct llama_sampler * smpl);
+// Why the sampler (or a sampler of the chain) can no longer sample, or NULL: a grammar too
+// ambiguous to follow within the matcher's limits. llama_sampler_sample then returns
+// LLAMA_TOKEN_NULL; a caller reports this message and ends that generation.
+const char * llama_sampler_error(const struct llama_sampler * smpl);
 // Sample from the logits of output idx of the last batch, and accept the token.
 llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_context * ctx, int32_t idx);
 

@@ -1,10 +1,15 @@
 // The grammar matcher: the set of live parse stacks, advanced one code point at a time. A stack
 // holds positions in the rules; its top is always a character class (or the stack is empty,
 // meaning the root rule is complete). Rule references on top are expanded eagerly into one
-// stack per alternative, so testing a code point is a scan of the tops.
+// stack per alternative, so testing a code point is a scan of the tops. Sets of stacks are
+// deduplicated through a hash table, and every call is bounded (matcher_limits) so that an
+// ambiguous grammar fails with a message rather than growing without end.
 #include "llama-grammar.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
 
 namespace llama_gbnf {
 
@@ -48,40 +53,151 @@ bool class_intersects(const elem * pos, uint32_t lo, uint32_t hi) {
     return negated;
 }
 
+uint64_t hash_stack(const elem * const * begin, const elem * const * end) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t) (end - begin);
+    for (const elem * const * it = begin; it != end; ++it) {
+        const elem * p = *it;
+        h = (h ^ (uint64_t) (uintptr_t) p) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
 } // namespace
 
-matcher::matcher(const grammar & g) : g_(g) { reset(); }
+void matcher::stack_set::unindex() {
+    // free only the slots in use: the table stays as large as the largest set seen
+    for (uint32_t slot : slot_of) table[slot] = 0;
+    hashes.clear();
+    slot_of.clear();
+    indexed = false;
+}
+
+void matcher::stack_set::insert_slot(size_t s) {
+    const size_t mask = table.size() - 1;
+    size_t i = hashes[s] & mask;
+    while (table[i] != 0) i = (i + 1) & mask;
+    table[i] = (uint32_t) s + 1;
+    slot_of[s] = (uint32_t) i;
+}
+
+void matcher::stack_set::build_index() {
+    // at most half full; every stack (re)placed in a table large enough for twice as many
+    const size_t want = std::max<size_t>(64, 4 * (size() + 1));
+    if (table.size() < want) {
+        size_t cap = table.empty() ? 64 : table.size();
+        while (cap < want) cap *= 2;
+        table.assign(cap, 0);
+    } else {
+        for (size_t s = 0; s < slot_of.size(); ++s) table[slot_of[s]] = 0;
+    }
+    hashes.resize(size());
+    slot_of.resize(size());
+    for (size_t s = 0; s < size(); ++s) {
+        if (!indexed) hashes[s] = hash_stack(items.data() + offsets[s], items.data() + offsets[s + 1]);
+        insert_slot(s);
+    }
+    indexed = true;
+}
+
+void matcher::stack_set::add(const std::vector<const elem *> & stack) {
+    const size_t n = stack.size();
+    if (!indexed && size() < k_linear) {
+        // a few stacks, the usual case: comparing lengths first rules out most of them
+        for (size_t s = 0; s < size(); ++s) {
+            const uint32_t b = offsets[s], e = offsets[s + 1];
+            if (e - b == n && std::equal(stack.begin(), stack.end(), items.begin() + b)) return;
+        }
+    } else {
+        if (!indexed || 2 * (size() + 1) > table.size()) build_index();
+        const uint64_t h = hash_stack(stack.data(), stack.data() + n);
+        const size_t mask = table.size() - 1;
+        for (size_t i = h & mask; table[i] != 0; i = (i + 1) & mask) {
+            const uint32_t s = table[i] - 1;
+            const uint32_t b = offsets[s], e = offsets[s + 1];
+            if (hashes[s] == h && e - b == n && std::equal(stack.begin(), stack.end(), items.begin() + b)) return;
+        }
+        hashes.push_back(h);
+        slot_of.push_back(0);
+        insert_slot(size());
+    }
+    items.insert(items.end(), stack.begin(), stack.end());
+    offsets.push_back((uint32_t) items.size());
+}
+
+matcher::matcher(const grammar & g, const matcher_limits & limits) : g_(g), limits_(limits), nesting_limit_(limits.max_nesting) {
+    // where each alternative of each rule starts, so expanding a rule visits only those
+    alt_first_.reserve(g.rules.size() + 1);
+    for (const std::vector<elem> & rule : g.rules) {
+        alt_first_.push_back((uint32_t) alt_starts_.size());
+        for (size_t i = 0; i < rule.size(); ++i) {
+            if (i == 0 || rule[i - 1].type == elem_type::alt) alt_starts_.push_back(&rule[i]);
+            if (rule[i].type == elem_type::end) break;
+        }
+    }
+    alt_first_.push_back((uint32_t) alt_starts_.size());
+    reset();
+}
+
+void matcher::fail(const std::string & why) {
+    if (error_.empty()) error_ = "the grammar is too ambiguous to follow: " + why;
+    // what is under way winds down at once: no stack can be added, no rule entered
+    work_left_ = 0;
+    nesting_limit_ = 0;
+}
 
 void matcher::reset() {
     cur_.clear();
     utf8_ = utf8_state{};
-    const std::vector<elem> & root = g_.rules[g_.root];
-    for (size_t i = 0; i < root.size(); ++i) {
-        // the start of each alternative of the root
-        if (i == 0 || root[i - 1].type == elem_type::alt) {
-            work_.clear();
-            if (!ends_sequence(&root[i])) work_.push_back(&root[i]);
-            expand(cur_);
-        }
-        if (root[i].type == elem_type::end) break;
+    if (failed()) return;
+    refill();
+    for (uint32_t a = alt_first_[g_.root]; a < alt_first_[g_.root + 1]; ++a) {
+        work_.clear();
+        if (!ends_sequence(alt_starts_[a])) work_.push_back(alt_starts_[a]);
+        expand(cur_, 0);
     }
+    if (failed()) cur_.clear();
+    refill();
 }
 
-void matcher::add_unique(stack_set & out) {
-    const size_t n = work_.size();
-    for (size_t s = 0; s < out.size(); ++s) {
-        const uint32_t b = out.offsets[s], e = out.offsets[s + 1];
-        if (e - b == n && std::equal(work_.begin(), work_.end(), out.items.begin() + b)) return;
+// The limits' messages, out of line: the checks stay cheap on the usual path.
+[[gnu::cold, gnu::noinline]] void matcher::fail_work() {
+    fail("following it costs more than " + std::to_string(limits_.max_work) +
+         " steps of work for one token (alternatives or nested repetitions that match the same text?)");
+}
+
+[[gnu::cold, gnu::noinline]] void matcher::fail_stacks() {
+    fail("more than " + std::to_string(limits_.max_stacks) +
+         " parses are possible at once (alternatives or nested repetitions that match the same text?)");
+}
+
+[[gnu::cold, gnu::noinline]] void matcher::fail_nesting() {
+    fail("more than " + std::to_string(limits_.max_nesting) +
+         " rules are entered before the next character (a long run of optional items?)");
+}
+
+inline void matcher::add(stack_set & out) {
+    // the cost of a stack is its length: hashing, comparing and copying it
+    const size_t cost = work_.size() + 1;
+    if (cost > work_left_) {
+        if (!failed()) fail_work();
+        return;
     }
-    out.items.insert(out.items.end(), work_.begin(), work_.end());
-    out.offsets.push_back((uint32_t) out.items.size());
+    work_left_ -= cost;
+    out.add(work_);
+    if (out.size() > limits_.max_stacks) fail_stacks();
 }
 
 // Depth-first over the alternatives of rule references on top of work_; work_ is restored
-// before returning. Parse-time checks rule out left recursion, so this terminates.
-void matcher::expand(stack_set & out) {
+// before returning. Parse-time checks rule out left recursion, so this terminates; nesting
+// counts the rules entered on the way, which a long run of optional items makes deep.
+void matcher::expand(stack_set & out, uint32_t nesting) {
     if (work_.empty() || work_.back()->type != elem_type::rule_ref) {
-        add_unique(out);
+        add(out);
+        return;
+    }
+    if (nesting >= nesting_limit_) {
+        if (!failed()) fail_nesting();
         return;
     }
     const elem * ref = work_.back();
@@ -89,14 +205,11 @@ void matcher::expand(stack_set & out) {
     const elem * next = ref + 1;
     if (!ends_sequence(next)) work_.push_back(next);
     const size_t base = work_.size();
-    const std::vector<elem> & rule = g_.rules[ref->value];
-    for (size_t i = 0; i < rule.size(); ++i) {
-        if (i == 0 || rule[i - 1].type == elem_type::alt) {
-            if (!ends_sequence(&rule[i])) work_.push_back(&rule[i]);
-            expand(out);
-            work_.resize(base);
-        }
-        if (rule[i].type == elem_type::end) break;
+    for (uint32_t a = alt_first_[ref->value]; a < alt_first_[ref->value + 1]; ++a) {
+        const elem * start = alt_starts_[a];
+        if (!ends_sequence(start)) work_.push_back(start);
+        expand(out, nesting + 1);
+        work_.resize(base);
     }
     if (!ends_sequence(next)) work_.pop_back();
     work_.push_back(ref);
@@ -104,15 +217,16 @@ void matcher::expand(stack_set & out) {
 
 void matcher::step(const stack_set & in, uint32_t cp, stack_set & out) {
     out.clear();
-    for (size_t s = 0; s < in.size(); ++s) {
+    for (size_t s = 0; s < in.size() && !failed(); ++s) {
         const uint32_t b = in.offsets[s], e = in.offsets[s + 1];
         if (b == e) continue;   // complete: nothing more can be matched on this one
         const elem * after = nullptr;
         if (!class_matches(in.items[e - 1], cp, &after)) continue;
         work_.assign(in.items.begin() + b, in.items.begin() + e - 1);
         if (!ends_sequence(after)) work_.push_back(after);
-        expand(out);
+        expand(out, 0);
     }
+    if (failed()) out.clear();
 }
 
 // A decoded multi-byte sequence is a code point UTF-8 may carry: not overlong, not a surrogate
@@ -139,8 +253,9 @@ bool matcher::partial_possible(const stack_set & in, const utf8_state & st) cons
     return false;
 }
 
-bool matcher::run(const std::string & text, utf8_state & st, const stack_set *& result) {
-    const stack_set * in = &cur_;
+bool matcher::run(const std::string & text, utf8_state & st, stack_set *& result) {
+    if (failed()) return false;
+    stack_set * in = &cur_;
     int which = 0;
     for (const char ch : text) {
         const uint8_t c = (uint8_t) ch;
@@ -172,24 +287,23 @@ bool matcher::run(const std::string & text, utf8_state & st, const stack_set *& 
 
 bool matcher::allows(const std::string & text) {
     utf8_state st = utf8_;
-    const stack_set * result = nullptr;
+    stack_set * result = nullptr;
     return run(text, st, result);
 }
 
 bool matcher::accept(const std::string & text) {
     utf8_state st = utf8_;
-    const stack_set * result = nullptr;
+    stack_set * result = nullptr;
     if (!run(text, st, result)) return false;
-    if (result != &cur_) {
-        cur_.items.assign(result->items.begin(), result->items.end());
-        cur_.offsets.assign(result->offsets.begin(), result->offsets.end());
-    }
+    // the scratch set becomes the current one; its old buffers are scratch from now on
+    if (result != &cur_) std::swap(cur_, *result);
     utf8_ = st;
+    refill();
     return true;
 }
 
 bool matcher::complete() const {
-    if (utf8_.remaining > 0) return false;
+    if (utf8_.remaining > 0 || failed()) return false;
     for (size_t s = 0; s < cur_.size(); ++s) {
         if (cur_.offsets[s] == cur_.offsets[s + 1]) return true;
     }
@@ -275,7 +389,7 @@ void token_trie::build(const std::vector<std::string> & pieces, const std::vecto
 void matcher::walk(const token_trie & trie, uint32_t n, uint32_t depth, std::vector<uint8_t> & allowed) {
     const token_trie::node & nd = trie.nodes[n];
     const stack_set & in = depth == 0 ? cur_ : levels_[depth];
-    for (uint32_t c = 0; c < nd.n_children; ++c) {
+    for (uint32_t c = 0; c < nd.n_children && !failed(); ++c) {
         const uint32_t child = nd.first_child + c;
         step(in, trie.nodes[child].cp, levels_[depth + 1]);
         if (levels_[depth + 1].size() == 0) continue;
@@ -287,6 +401,7 @@ void matcher::walk(const token_trie & trie, uint32_t n, uint32_t depth, std::vec
 
 void matcher::allowed_trie_tokens(const token_trie & trie, std::vector<uint8_t> & allowed) {
     if (levels_.size() < trie.max_depth + 1) levels_.resize(trie.max_depth + 1);
+    if (failed()) return;
     walk(trie, 0, 0, allowed);
 }
 

@@ -41,6 +41,7 @@ private:
     std::vector<std::string> names_;
     std::vector<size_t> first_use_;   // where each rule was first referenced (for "undefined")
     std::vector<bool> defined_;
+    size_t repeated_ = 0;   // elements added by expanding repetitions
 
     [[noreturn]] void fail(size_t pos, const std::string & msg) const { throw parse_failure{ pos, msg }; }
 
@@ -170,8 +171,16 @@ private:
     }
 
     // Replace out[start..] (one item) by its repetition between lo and hi (hi < 0: unbounded).
-    void repeat(std::vector<elem> & out, size_t start, int lo, int hi, const std::string & rule_name) {
+    void repeat(std::vector<elem> & out, size_t start, int lo, int hi, const std::string & rule_name, size_t pos) {
         const std::vector<elem> item(out.begin() + (long) start, out.end());
+        // copies of the item (and a rule of three more elements per optional one): the only place
+        // where the rules can grow faster than the text, so the size is bounded here
+        const size_t copies = (size_t) lo + (hi < 0 ? 1 : (size_t) (hi - lo));
+        repeated_ += copies * (item.size() + 3);
+        if (repeated_ > k_max_grammar_elements) {
+            fail(pos, "repetitions make the grammar too large (more than " + std::to_string(k_max_grammar_elements) +
+                          " elements once expanded)");
+        }
         out.resize(start);
         for (int i = 0; i < lo; ++i) out.insert(out.end(), item.begin(), item.end());
         if (hi == lo) return;
@@ -281,7 +290,7 @@ private:
                 have_item = true;
             } else if (c == '*' || c == '+' || c == '?') {
                 if (!have_item) fail(pos, std::string("'") + c + "' needs an item before it");
-                repeat(out, last_start, c == '+' ? 1 : 0, c == '?' ? 1 : -1, rule_name);
+                repeat(out, last_start, c == '+' ? 1 : 0, c == '?' ? 1 : -1, rule_name, pos);
                 pos = skip_space(pos + 1, nested);
                 have_item = false;
             } else if (c == '{') {
@@ -303,7 +312,7 @@ private:
                     hi = lo;
                 }
                 if (at(pos) != '}') fail(open, "expecting '}' to close the repetition");
-                repeat(out, last_start, lo, hi, rule_name);
+                repeat(out, last_start, lo, hi, rule_name, open);
                 pos = skip_space(pos + 1, nested);
                 have_item = false;
             } else if (c == '<') {

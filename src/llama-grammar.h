@@ -34,7 +34,9 @@ struct grammar {
 };
 
 // Parse GBNF text. Returns false and a message naming line and column (1-based) on an error:
-// syntax, an undefined rule, a missing root, or left recursion (which the matcher cannot run).
+// syntax, an undefined rule, a missing root, left recursion (which the matcher cannot run), or
+// repetitions that would expand the rules past k_max_grammar_elements.
+constexpr size_t k_max_grammar_elements = size_t(1) << 22;
 bool parse(const std::string & text, const std::string & root, grammar & out, std::string & err);
 
 // UTF-8 decoding that carries an incomplete sequence across token boundaries.
@@ -63,9 +65,23 @@ struct token_trie {
     void build(const std::vector<std::string> & pieces, const std::vector<uint8_t> & skip);
 };
 
+// An ambiguous grammar (alternatives or nested repetitions that can match the same text, long
+// runs of optional items) can keep a number of parses alive that grows exponentially with the
+// text. The matcher bounds what one token may cost; past a bound it stops, reports the grammar as
+// too ambiguous (error()) and allows nothing more, so a request fails with a message instead of
+// taking seconds per token. The defaults are far above what JSON schemas and tool-call grammars
+// need (tens of stacks, some thousand steps of work per character).
+struct matcher_limits {
+    size_t max_stacks = 4096;          // parses alive at once
+    // stack elements written between two accepted tokens (trie walk, checks, the accept): with
+    // ~10 ns each, a few tenths of a second at most; a JSON string over a 100k vocabulary: ~4M
+    size_t max_work = 32u << 20;
+    uint32_t max_nesting = 4096;       // rules entered without consuming a character
+};
+
 class matcher {
 public:
-    explicit matcher(const grammar & g);
+    explicit matcher(const grammar & g, const matcher_limits & limits = {});
 
     void reset();
     // Whether the text (the bytes of a token) can come next; does not change the state.
@@ -78,32 +94,62 @@ public:
     bool inside_character() const { return utf8_.remaining > 0; }
     // The root rule has been matched completely (an end of generation is allowed).
     bool complete() const;
-    size_t n_stacks() const { return cur_.offsets.size() - 1; }
+    size_t n_stacks() const { return cur_.size(); }
+    // A limit was passed: the grammar is too ambiguous to follow. Nothing is allowed from then
+    // on (reset() does not clear it); error() says which limit.
+    bool failed() const { return !error_.empty(); }
+    const std::string & error() const { return error_; }
 
 private:
+    // Stacks back to back. Past a few stacks a hash table indexes them, so adding a stack that
+    // is already there costs one hash and one comparison instead of a scan of the set.
     struct stack_set {
+        static constexpr size_t k_linear = 16;   // up to this many: a plain scan (the usual case)
         std::vector<const elem *> items;   // the stacks back to back, bottom first
         std::vector<uint32_t> offsets{ 0 };   // stack i is items[offsets[i], offsets[i+1])
+        bool indexed = false;              // hashes, slot_of and table describe the stacks
+        std::vector<uint64_t> hashes;      // per stack
+        std::vector<uint32_t> slot_of;     // per stack: its slot in table
+        std::vector<uint32_t> table;       // open addressing: stack index + 1, 0 = free; size 2^k
         void clear() {
+            if (indexed) unindex();
             items.clear();
             offsets.resize(1);
         }
         size_t size() const { return offsets.size() - 1; }
+        // Appends the stack unless the set has it already.
+        void add(const std::vector<const elem *> & stack);
+    private:
+        void build_index();
+        void unindex();
+        void insert_slot(size_t s);
     };
 
-    void expand(stack_set & out);   // expands work_ until every top is a character class
-    void add_unique(stack_set & out);
+    void expand(stack_set & out, uint32_t nesting);   // expands work_ until every top is a character class
+    void add(stack_set & out);
     void step(const stack_set & in, uint32_t cp, stack_set & out);
     bool partial_possible(const stack_set & in, const utf8_state & st) const;
-    // Runs the text from cur_; the result lands in *result (one of the scratch sets).
-    bool run(const std::string & text, utf8_state & st, const stack_set *& result);
+    // Runs the text from cur_; the result lands in *result (one of the scratch sets or cur_).
+    bool run(const std::string & text, utf8_state & st, stack_set *& result);
+    // the work budget is per token: refilled by reset() and by every accepted token
+    void refill() { work_left_ = limits_.max_work; }
+    void fail(const std::string & why);
+    void fail_work();
+    void fail_stacks();
+    void fail_nesting();
 
     const grammar & g_;
+    std::vector<const elem *> alt_starts_;   // the first element of every alternative, rule by rule
+    std::vector<uint32_t> alt_first_;        // rule r's alternatives: alt_starts_[alt_first_[r], alt_first_[r+1])
+    matcher_limits limits_;
     stack_set cur_;
     utf8_state utf8_;
     stack_set scratch_[2];
     std::vector<const elem *> work_;
     std::vector<stack_set> levels_;   // trie walk: the stacks after each depth
+    size_t work_left_ = 0;
+    uint32_t nesting_limit_ = 0;   // limits_.max_nesting, 0 once failed
+    std::string error_;
     void walk(const token_trie & trie, uint32_t node, uint32_t depth, std::vector<uint8_t> & allowed);
 };
 

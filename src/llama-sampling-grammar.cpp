@@ -52,6 +52,7 @@ struct sampler_grammar final : llama_sampler {
 
     const char * name() const override { return "grammar"; }
     bool is_constraint() const override { return true; }
+    const char * error() const override { return m.failed() ? m.error().c_str() : nullptr; }
 
     void set_triggers(std::vector<std::string> words) {
         triggers = std::move(words);
@@ -114,7 +115,7 @@ struct sampler_grammar final : llama_sampler {
         }
         active = true;
         m.reset();
-        if (!m.accept(tail.substr(hit))) {
+        if (!m.accept(tail.substr(hit)) && !m.failed()) {
             ggml_log(GGML_LOG_LEVEL_WARN, "grammar sampler: the text after the trigger does not fit the grammar\n");
         }
         tail.clear();
@@ -134,7 +135,7 @@ struct sampler_grammar final : llama_sampler {
             watch(t);
             return;
         }
-        if (!m.accept(pieces[(size_t) t])) {
+        if (!m.accept(pieces[(size_t) t]) && !m.failed()) {
             ggml_log(GGML_LOG_LEVEL_WARN, "grammar sampler: token %d ('%s') does not fit the grammar; ignored\n", t,
                      pieces[(size_t) t].c_str());
         }
@@ -142,6 +143,14 @@ struct sampler_grammar final : llama_sampler {
 
     void apply(llama_token_data_array * cur_p) override {
         if (!active) return;
+        if (!m.failed()) apply_grammar(cur_p);
+        if (m.failed()) {   // too ambiguous to follow: nothing is allowed, error() says why
+            cur_p->size = 0;
+            cur_p->selected = -1;
+        }
+    }
+
+    void apply_grammar(llama_token_data_array * cur_p) {
         // a few candidates: check each; many: one walk of the vocabulary trie answers them all
         const bool walk = cur_p->size > 64 && !m.inside_character();
         if (walk) {
@@ -182,6 +191,16 @@ std::unique_ptr<llama_gbnf::grammar> parse_or_log(const char * grammar_str, cons
     return g;
 }
 
+// Parses, then expands the start: a grammar whose first character already has too many parses
+// is refused here, when a request is read, rather than at its first token.
+bool grammar_usable(const char * grammar_str, const char * grammar_root, std::string & err) {
+    auto g = parse_or_log(grammar_str, grammar_root, err);
+    if (!g) return false;
+    const llama_gbnf::matcher m(*g);
+    if (m.failed()) err = m.error();
+    return !m.failed();
+}
+
 } // namespace
 
 struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * vocab, const char * grammar_str,
@@ -193,7 +212,13 @@ struct llama_sampler * llama_sampler_init_grammar(const struct llama_vocab * voc
         ggml_log(GGML_LOG_LEVEL_ERROR, "llama_sampler_init_grammar: %s\n", err.c_str());
         return nullptr;
     }
-    return new sampler_grammar(std::move(g), vocab);
+    auto * s = new sampler_grammar(std::move(g), vocab);
+    if (s->m.failed()) {   // ambiguous from the first character on
+        ggml_log(GGML_LOG_LEVEL_ERROR, "llama_sampler_init_grammar: %s\n", s->m.error().c_str());
+        delete s;
+        return nullptr;
+    }
+    return s;
 }
 
 struct llama_sampler * llama_sampler_init_grammar_lazy(const struct llama_vocab * vocab, const char * grammar_str,
@@ -221,7 +246,7 @@ struct llama_sampler * llama_sampler_init_grammar_lazy_after_reasoning(
 
 bool llama_grammar_validate(const char * grammar_str, const char * grammar_root, char * err, size_t err_size) {
     std::string msg;
-    if (parse_or_log(grammar_str, grammar_root, msg)) return true;
+    if (grammar_usable(grammar_str, grammar_root, msg)) return true;
     if (err && err_size > 0) {
         const size_t n = std::min(msg.size(), err_size - 1);
         std::memcpy(err, msg.data(), n);

@@ -97,6 +97,14 @@ struct sampler_chain final : llama_sampler {
         }
         return true;
     }
+    const char * error() const override {
+        for (const auto * list : { &constraints, &samplers }) {
+            for (const llama_sampler * s : *list) {
+                if (const char * e = s->error()) return e;
+            }
+        }
+        return nullptr;
+    }
 };
 
 struct sampler_greedy final : llama_sampler {
@@ -402,6 +410,8 @@ void llama_sampler_reset(struct llama_sampler * smpl) {
 
 void llama_sampler_free(struct llama_sampler * smpl) { delete smpl; }
 
+const char * llama_sampler_error(const struct llama_sampler * smpl) { return smpl ? smpl->error() : nullptr; }
+
 namespace {
 
 void fill_candidates(std::vector<llama_token_data> & cand, const float * logits, int32_t n_vocab) {
@@ -456,7 +466,8 @@ llama_token llama_sampler_sample(struct llama_sampler * smpl, struct llama_conte
         smpl->n_kept = cur.size;
     }
     if (token == LLAMA_TOKEN_NULL) {
-        ggml_log(GGML_LOG_LEVEL_ERROR, "llama_sampler_sample: the samplers removed every candidate\n");
+        const char * why = smpl->error();
+        ggml_log(GGML_LOG_LEVEL_ERROR, "llama_sampler_sample: %s\n", why ? why : "the samplers removed every candidate");
         return LLAMA_TOKEN_NULL;
     }
     smpl->accept(token);

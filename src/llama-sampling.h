@@ -21,6 +21,9 @@ struct llama_sampler {
     // it with allows(), which is far cheaper than filtering the whole vocabulary.
     virtual bool is_constraint() const { return false; }
     virtual bool allows(llama_token) { return true; }
+    // Why this sampler can no longer work (a grammar too ambiguous to follow), or nullptr.
+    // Once set, its apply() removes every candidate, so sampling fails with this message.
+    virtual const char * error() const { return nullptr; }
 
     // Candidates for llama_sampler_sample, kept between calls so sampling a token does not
     // allocate once the buffer has grown to n_vocab.

@@ -253,6 +253,120 @@ TEST(GrammarMatch, ExactRepetitionCounts) {
     EXPECT_FALSE(matches(g, "ababdd"));
 }
 
+// ---- ambiguous grammars (issue 12: a fuzz-grammar input kept the matcher busy for > 10 s) -------
+
+// ("a"?){40} "b": after k a's the parse can be at any copy from k on, 41 - k distinct stacks, and
+// every step reaches most of them many times over; past 16 stacks the set is hash-indexed.
+TEST(GrammarMatch, DuplicateParsesAreMergedInLargeSets) {
+    const auto g = parse_ok("root ::= (\"a\"?){40} \"b\"\n");
+    llama_gbnf::matcher m(g);
+    EXPECT_EQ(m.n_stacks(), 41u);
+    for (size_t k = 1; k <= 40; ++k) {
+        ASSERT_TRUE(m.accept("a")) << k;
+        EXPECT_EQ(m.n_stacks(), 41u - k) << "after " << k << " a's";
+    }
+    EXPECT_FALSE(m.allows("a"));
+    EXPECT_TRUE(m.accept("b"));
+    EXPECT_TRUE(m.complete());
+    EXPECT_FALSE(m.failed());
+
+    // three alternatives matching the same character, repeated: 3^n paths, always 4 parses
+    const auto same = parse_ok("root ::= (\"a\" | \"a\" | [a])* \"b\"\n");
+    llama_gbnf::matcher ms(same);
+    for (int k = 0; k < 60; ++k) ASSERT_TRUE(ms.accept("a"));
+    EXPECT_EQ(ms.n_stacks(), 4u);
+    EXPECT_TRUE(ms.accept("b"));
+    EXPECT_TRUE(ms.complete());
+}
+
+// Many live parses (the hash-indexed set) decide exactly what a regular expression does.
+TEST(GrammarMatch, LargeStackSetsAgreeWithARegex) {
+    const auto g = parse_ok("root ::= [ab]{0,12} \"a\"{0,12} [ab]{0,12} \"!\"\n");
+    const std::regex re("[ab]{0,12}a{0,12}[ab]{0,12}!");
+    uint32_t state = 12345;
+    auto next = [&]() { return state = state * 1103515245u + 12345u; };
+    size_t n_true = 0, max_stacks = 0;
+    for (int i = 0; i < 400; ++i) {
+        std::string s;
+        const size_t len = next() % 40;
+        for (size_t k = 0; k < len; ++k) s += (next() >> 8) % 5 == 0 ? 'b' : 'a';
+        if ((next() >> 8) % 4 != 0) s += '!';
+        llama_gbnf::matcher m(g);
+        bool ok = true;
+        for (char c : s) {
+            ok = ok && m.accept(std::string(1, c));
+            max_stacks = std::max(max_stacks, m.n_stacks());
+        }
+        ok = ok && m.complete();
+        EXPECT_EQ(ok, std::regex_match(s, re)) << s;
+        n_true += ok;
+    }
+    EXPECT_GT(n_true, 50u);
+    EXPECT_GT(max_stacks, 16u);   // the indexed path was taken
+}
+
+// What a grammar too ambiguous to follow looks like once the matcher gives up: a message, and
+// nothing allowed any more (reset() does not bring it back).
+void expect_gave_up(llama_gbnf::matcher & m, const char * limit) {
+    ASSERT_TRUE(m.failed());
+    EXPECT_NE(m.error().find("the grammar is too ambiguous to follow"), std::string::npos) << m.error();
+    EXPECT_NE(m.error().find(limit), std::string::npos) << m.error();
+    EXPECT_FALSE(m.allows("a"));
+    EXPECT_FALSE(m.accept("a"));
+    EXPECT_FALSE(m.complete());
+    m.reset();
+    EXPECT_TRUE(m.failed());
+    EXPECT_FALSE(m.allows("a"));
+}
+
+TEST(GrammarMatch, AmbiguousGrammarsFailWithAMessage) {
+    // the stack cap, reached within a few characters: every one doubles the distinct parses
+    const auto doubles = [](const char * text, const char * c) {
+        const auto g = parse_ok(text);
+        llama_gbnf::matcher m(g);
+        size_t n = 0;
+        while (n < 40 && m.accept(c)) ++n;
+        EXPECT_LT(n, 14u) << text;
+        expect_gave_up(m, "more than 4096 parses are possible at once");
+    };
+    // the closing letters of every 'a' are still open
+    doubles("root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"\n", "a");
+    // the shape of the fuzz finding (line{3,4} of an ambiguous rule): every '(' may open either
+    // alternative, and what must follow differs
+    doubles("# cment\nroot ::= line{3,4} \nline ::= \"(\" line \")\" \"x\"? | \"(\" line \")\" \"y\"? | [a-z]*\n", "(");
+    // a long run of optional items: every 'a' may end any of them (quadratic work per step)
+    {
+        const auto g = parse_ok("root ::= (\"a\"?){150}\n");
+        llama_gbnf::matcher_limits small;
+        small.max_work = 5000;
+        llama_gbnf::matcher m(g, small);
+        EXPECT_FALSE(m.failed());   // the start alone fits
+        EXPECT_FALSE(m.accept("a"));
+        expect_gave_up(m, "steps of work for one token");
+        // with the default limits it runs, and each accepted token refills the budget
+        llama_gbnf::matcher ok(g);
+        for (int k = 0; k < 150; ++k) ASSERT_TRUE(ok.accept("a")) << k << ": " << ok.error();
+        EXPECT_TRUE(ok.complete());
+    }
+    // rules entered one inside the other before any character: the nesting cap, at the start
+    {
+        const auto g = parse_ok("root ::= (\"a\"?){5000}\n");
+        llama_gbnf::matcher_limits deep;
+        deep.max_stacks = 100000;
+        llama_gbnf::matcher m(g, deep);
+        expect_gave_up(m, "more than 4096 rules are entered before the next character");
+    }
+}
+
+TEST(GrammarParse, RepetitionsThatExpandTooFarAreRefused) {
+    std::string text = "root ::=";
+    for (int i = 0; i < 60; ++i) text += " \"abcdefghij\"{100000}";
+    const std::string err = parse_error(text + "\n");
+    EXPECT_NE(err.find("repetitions make the grammar too large"), std::string::npos) << err;
+    EXPECT_NE(err.find("line 1, column "), std::string::npos) << err;
+    parse_ok("root ::= \"abcdefghij\"{30000} [a-z]{0,30000}\n");   // large but within the bound
+}
+
 // ---- sampling -----------------------------------------------------------------------------------
 
 namespace {
@@ -479,5 +593,44 @@ TEST(GrammarSampling, LazyGrammarIgnoresTriggersWhileReasoning) {
         llama_sampler_reset(s);
         EXPECT_EQ(n_allowed(s), (size_t) n_vocab) << "after reset: " << c.text;
         llama_sampler_free(s);
+    }
+}
+
+// A grammar too ambiguous to follow ends the generation with a message, whether the sampler meets
+// it at once (refused when created or validated), after some tokens, or after a lazy trigger.
+TEST(GrammarSampling, TooAmbiguousGrammarFailsTheGeneration) {
+    model_fixture f;
+    ASSERT_TRUE(f.load()) << "synth-qwen3-Q8_0.gguf does not load: " << llama_last_error();
+    const char * at_start = "root ::= (\"a\"?){20000}\n";
+    char err[512];
+    EXPECT_FALSE(llama_grammar_validate(at_start, "root", err, sizeof err));
+    EXPECT_NE(std::string(err).find("too ambiguous"), std::string::npos) << err;
+    EXPECT_EQ(llama_sampler_init_grammar(f.vocab, at_start, "root"), nullptr);
+
+    const std::vector<llama_token> a = common_tokenize(f.vocab, "a", false, false);
+    ASSERT_EQ(a.size(), 1u);
+    std::vector<llama_token> toks = common_tokenize(f.vocab, "hello", false, true);
+    ASSERT_EQ(llama_decode(f.ctx, llama_batch_get_one(toks.data(), (int32_t) toks.size())), 0);
+    const char * doubling = "root ::= \"<tool_call>\" s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"\n";
+    for (bool lazy : { false, true }) {
+        llama_sampler * chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+        llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+        const char * triggers[] = { "<tool_call>" };
+        llama_sampler * g = lazy ? llama_sampler_init_grammar_lazy(f.vocab, doubling, "root", triggers, 1)
+                                 : llama_sampler_init_grammar(f.vocab, doubling, "root");
+        ASSERT_NE(g, nullptr);
+        llama_sampler_chain_add(chain, g);
+        if (lazy) {
+            llama_sampler_accept(chain, a[0]);   // free text before the trigger
+            EXPECT_NE(llama_sampler_sample(chain, f.ctx, -1), LLAMA_TOKEN_NULL);
+        }
+        for (llama_token t : common_tokenize(f.vocab, "<tool_call>", false, true)) llama_sampler_accept(chain, t);
+        EXPECT_EQ(llama_sampler_error(chain), nullptr);
+        for (int i = 0; i < 30; ++i) llama_sampler_accept(chain, a[0]);
+        EXPECT_EQ(llama_sampler_sample(chain, f.ctx, -1), LLAMA_TOKEN_NULL) << (lazy ? "lazy" : "plain");
+        const char * why = llama_sampler_error(chain);
+        ASSERT_NE(why, nullptr);
+        EXPECT_NE(std::string(why).find("the grammar is too ambiguous to follow"), std::string::npos) << why;
+        llama_sampler_free(chain);
     }
 }

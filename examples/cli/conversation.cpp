@@ -45,7 +45,12 @@ std::string generate_reply(llama_context * ctx, llama_sampler * smpl, const comm
             break;
         }
         llama_token tok = llama_sampler_sample(smpl, ctx, -1);
-        if (tok == LLAMA_TOKEN_NULL || llama_vocab_is_eog(vocab, tok)) break;
+        if (tok == LLAMA_TOKEN_NULL) {
+            const char * why = llama_sampler_error(smpl);
+            LOG_ERR("\nerror: sampling failed%s%s\n", why ? ": " : "", why ? why : "");
+            break;
+        }
+        if (llama_vocab_is_eog(vocab, tok)) break;
         const std::string piece = common_token_to_piece(vocab, tok, params.special);
         std::fputs(piece.c_str(), stdout);
         std::fflush(stdout);

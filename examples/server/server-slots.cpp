@@ -503,6 +503,12 @@ llama_token slot_engine::emit_token(slot & s, int32_t batch_index) {
     }
 
     const llama_token tok = llama_sampler_sample(s.smpl, ctx_, batch_index);
+    if (const char * why = tok == LLAMA_TOKEN_NULL ? llama_sampler_error(s.smpl) : nullptr) {
+        // the request's grammar is too ambiguous to follow: this request fails, the others go on
+        LOG_WRN("slot %d: %s\n", s.id, why);
+        fail(s, 400, std::string("the request's grammar (from 'grammar', 'json_schema', 'response_format' or 'tools'): ") + why);
+        return LLAMA_TOKEN_NULL;
+    }
     if (tok == LLAMA_TOKEN_NULL && !gp.sampling.grammar.empty()) {
         // the grammar allows no token of this vocabulary here: the reply ends with what it has
         // (a half-written tool call comes back as text), not with an error

@@ -65,6 +65,35 @@ describe('grammar', () => {
     assertError(await postJson(url, { messages, grammar: 42 }), 400, /'grammar' must be a string/);
     assertError(await postJson(`${srv.url}/completion`, { prompt: 'x', grammar: 'root ::= root "a"' }), 400, /left recursion/);
   });
+
+  test('a grammar too ambiguous to follow fails that request with a 400; the others go on', async () => {
+    const url = `${srv.url}/v1/chat/completions`;
+    const messages = [{ role: 'user', content: 'hi' }];
+    // too many parses before the first character: refused when the request is read
+    assertError(await postJson(url, { messages, grammar: 'root ::= ("a"?){20000}' }), 400, /'grammar'.*too ambiguous/);
+    // the first 20 characters must be 'a', and each one doubles the parses (b or c to close):
+    // the matcher gives up mid-generation, while a request beside it completes
+    const doubling = 'root ::= p\np ::= "a" p "b" | "a" p "c" | "a"{20}\n';
+    const t0 = Date.now();
+    const [bad, good] = await Promise.all([
+      postJson(url, { messages, grammar: doubling, max_tokens: 60, seed: 1 }),
+      postJson(url, { messages: [{ role: 'user', content: 'a date?' }], grammar: DATE, max_tokens: 40, seed: 2 }),
+    ]);
+    assertError(bad, 400, /grammar.*too ambiguous to follow/);
+    assert.equal(good.status, 200, good.text);
+    assert.match(good.json.choices[0].message.content, /^[12][0-9]{3}-(0[1-9]|1[0-2])-([0-2][0-9]|3[01])$/);
+    assert.ok(Date.now() - t0 < 20000, `took ${Date.now() - t0} ms`);
+    // streamed: the error arrives as the stream's error event
+    const res = await fetch(url, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ messages, grammar: doubling, max_tokens: 60, seed: 3, stream: true }),
+    });
+    const text = await res.text();
+    assert.match(text, /too ambiguous to follow/, text);
+    // the slot is free again for the next request
+    const after = await postJson(url, { messages: [{ role: 'user', content: 'a date?' }], grammar: DATE, max_tokens: 40, seed: 4 });
+    assert.equal(after.status, 200, after.text);
+  });
 });
 
 describe('--grammar as the server default', () => {
