@@ -118,6 +118,18 @@ bool load_drafter(resources & res, common_params & params, std::string & err) {
     return true;
 }
 
+// -cnv runs its own loop (conversation.cpp), which implements none of these: refused by name
+// rather than ignored. Empty when the command line asks for none of them.
+std::string flags_conversation_lacks(const common_params & params) {
+    std::string out;
+    auto add = [&](const char * flags) { out += out.empty() ? flags : std::string(", ") + flags; };
+    if (!params.sampling.grammar.empty()) add("--grammar / --grammar-file / --json-schema");
+    if (!params.speculative.model.empty() || params.speculative.ngram) add("-md / --spec-type");
+    if (!params.antiprompt.empty()) add("-r");
+    if (params.n_keep != 0) add("--keep");
+    return out;
+}
+
 // -cnv's template: --chat-template / --chat-template-file, else the model's; null with err set.
 std::unique_ptr<kiln::chat_template> load_chat_template(const llama_model * model, const common_params & params, std::string & err) {
     std::string source = params.chat_template;
@@ -160,6 +172,10 @@ int main(int argc, char ** argv) {
     }
     // -cnv: an interactive chat (conversation.cpp); the default (auto) runs the raw prompt once
     const bool chat = params.conversation_mode == COMMON_CONVERSATION_MODE_ENABLED;
+    if (chat && !flags_conversation_lacks(params).empty()) {
+        LOG_ERR("error: %s not supported with -cnv (conversation mode)\n", flags_conversation_lacks(params).c_str());
+        return 1;
+    }
 
     llama_backend_init();
     resources res;
@@ -308,7 +324,8 @@ int main(int argc, char ** argv) {
         tm.t_sample += now_ms() - t0;
         tm.n_sample++;
         if (tok == LLAMA_TOKEN_NULL) {
-            LOG_ERR("\nerror: sampling failed\n");
+            const char * why = llama_sampler_error(res.smpl);
+            LOG_ERR("\nerror: sampling failed%s%s\n", why ? ": " : "", why ? why : "");
             return 1;
         }
         if (llama_vocab_is_eog(vocab, tok)) {

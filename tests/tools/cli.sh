@@ -158,6 +158,10 @@ if [ -f "$MODEL" ]; then
     awk '/^new prompt text/{n++} n==2' "$TMP/chat.err" | grep -qF -- "$reply1" && pass || fail "-cnv: the second turn does not carry the first reply"
     awk '/^new prompt text/{n++} n==2' "$TMP/chat.err" | grep -q "^\[user\] How are you" && pass || fail "-cnv: the second user turn is missing"
     if grep -q "Never read" "$TMP/chat.err"; then fail "-cnv read past /exit"; else pass; fi
+    # what the chat loop does not implement is refused, not ignored
+    expect_err "--grammar / --grammar-file / --json-schema not supported with -cnv" "$TOOL" -m "$MODEL" -cnv --grammar 'root ::= "a"' -n 4 $T
+    expect_err "-r not supported with -cnv" "$TOOL" -m "$MODEL" -cnv -r "User:" -n 4 $T
+    expect_err "-md / --spec-type not supported with -cnv" "$TOOL" -m "$MODEL" -cnv --spec-type ngram-simple -n 4 $T
     # end of input ends the chat too
     if "$TOOL" -m "$MODEL" -cnv --chat-template-file "$tmpl" -n 4 $T </dev/null >/dev/null 2>&1; then pass; else fail "-cnv at end of input exited non-zero"; fi
     expect_err "prompt is too long" "$TOOL" -m "$MODEL" -p "$P $P $P $P" -c 8 -n 1 $T
