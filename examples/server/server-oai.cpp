@@ -61,8 +61,25 @@ struct unimplemented_field {
     const char * what;
 };
 
-// empty for now: every request field Kiln knows is implemented
-const std::vector<unimplemented_field> k_unimplemented_fields = {};
+bool is_positive_number(const json & v) { return v.is_number() && v.get<double>() > 0.0; }
+bool is_true(const json & v) { return v.is_boolean() && v.get<bool>(); }
+bool is_non_empty(const json & v) { return !v.is_null() && !(v.is_array() && v.empty()) && !(v.is_object() && v.empty()) && !(v.is_string() && v.get<std::string>().empty()); }
+bool is_anything(const json &) { return true; }
+
+// llama.cpp's /completion (and chat) fields with no implementation here
+const std::vector<unimplemented_field> k_unimplemented_fields = {
+    { "dynatemp_range", is_positive_number, "dynamic temperature" },
+    { "t_max_predict_ms", is_positive_number, "a time limit on generation" },
+    { "n_indent", is_positive_number, "indentation-based stopping" },
+    { "lora", is_non_empty, "per-request LoRA adapters" },
+    { "image_data", is_non_empty, "image input" },
+    { "multimodal_data", is_non_empty, "multimodal input" },
+    { "response_fields", is_non_empty, "selecting the reply's fields" },
+    { "return_tokens", is_true, "returning the generated token ids" },
+    { "speculative.n_max", is_anything, "per-request draft settings (use --draft-max)" },
+    { "speculative.n_min", is_anything, "per-request draft settings (use --draft-min)" },
+    { "speculative.p_min", is_anything, "per-request draft settings (use --draft-p-min)" },
+};
 
 void refuse_unimplemented_fields(const json & body) {
     for (const unimplemented_field & f : k_unimplemented_fields) {

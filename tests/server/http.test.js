@@ -89,12 +89,28 @@ describe('stories260K, 2 slots of 512 tokens, --metrics', () => {
     const off = {
       grammar: '', logit_bias: {}, mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, dry_multiplier: 0, dry_base: 1.75,
       xtc_probability: 0, xtc_threshold: 0.1, id_slot: -1, cache_prompt: true, n_keep: 0, response_format: { type: 'text' },
-      post_sampling_probs: false,
+      post_sampling_probs: false, dynatemp_range: 0, t_max_predict_ms: 0, n_indent: 0, lora: [], image_data: [],
+      return_tokens: false, response_fields: [],
     };
     const ok = await postJson(chat, { messages: user, max_tokens: 1, ...off });
     assert.equal(ok.status, 200, ok.text);
     const native = await postJson(`${srv.url}/completion`, { prompt: 'x', n_predict: 1, ...off });
     assert.equal(native.status, 200, native.text);
+  });
+
+  test("llama.cpp's fields Kiln does not implement: 400 naming the field when a request asks for them", async () => {
+    const asks = {
+      dynatemp_range: 0.5, t_max_predict_ms: 1000, n_indent: 4, lora: [{ id: 0, scale: 1 }], image_data: [{ data: 'x', id: 1 }],
+      multimodal_data: ['x'], response_fields: ['content'], return_tokens: true, 'speculative.n_max': 8,
+    };
+    for (const [field, value] of Object.entries(asks)) {
+      for (const [url, body] of [[`${srv.url}/completion`, { prompt: 'x', n_predict: 1 }],
+        [`${srv.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }]]) {
+        const r = await postJson(url, { ...body, [field]: value });
+        assert.equal(r.status, 400, `${field} at ${url}: ${r.text}`);
+        assert.match(r.json.error.message, new RegExp(`^'${field.replace('.', '\\.')}' is not supported yet`), r.text);
+      }
+    }
   });
 
   test('a prompt longer than the slot context: 400 that says so', async () => {
