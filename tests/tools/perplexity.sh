@@ -36,12 +36,12 @@ mean_kld() { sed -n 's/^Mean    KLD: *\([-0-9.]*\) .*/\1/p' "$1" | tail -1; }
 same_top() { sed -n 's/^Same top p: *\([0-9.]*\) .*/\1/p' "$1" | tail -1; }
 
 # ---- perplexity against the golden final estimates
-check_ppl() {   # model ctx chunks required(1/0)
-    local m="$1" c="$2" n="$3" required="$4"
+check_ppl() {   # model ctx chunks (every model must run: a failure is a failure, never a skip)
+    local m="$1" c="$2" n="$3"
     local model="$MODELS/$m.gguf" gold="$GOLD/$m.txt"
     [ -f "$model" ] && [ -f "$gold" ] || { fail "missing $model or $gold"; return; }
     if ! "$PPL" -m "$model" -f "$TEXT" -c "$c" -b "$c" --chunks "$n" -t 2 >"$TMP/$m.out" 2>"$TMP/$m.err"; then
-        if [ "$required" = 1 ]; then fail "$m: llama-perplexity failed: $(tail -c 300 "$TMP/$m.err")"; else echo "SKIP: $m does not run here yet: $(grep -m1 -i error "$TMP/$m.err")"; fi
+        fail "$m: llama-perplexity failed: $(tail -c 300 "$TMP/$m.err")"
         return 1
     fi
     local ours ref
@@ -58,11 +58,10 @@ check_ppl() {   # model ctx chunks required(1/0)
     return 0
 }
 
-check_ppl stories260K 128 8 1
-check_ppl synth-qwen3-f16 256 4 1
-moe_ok=0; ds_ok=0
-check_ppl synth-qwen3moe-f16 256 4 0 && moe_ok=1
-check_ppl synth-deepseek2-f16 256 4 0 && ds_ok=1
+check_ppl stories260K 128 8
+check_ppl synth-qwen3-f16 256 4
+check_ppl synth-qwen3moe-f16 256 4
+check_ppl synth-deepseek2-f16 256 4
 
 # the same chunks with several chunks per batch and with split batches
 "$PPL" -m "$MODELS/stories260K.gguf" -f "$TEXT" -c 128 -b 512 --chunks 8 -t 2 >"$TMP/multi.out" 2>/dev/null
@@ -93,15 +92,15 @@ check_kld_base() {   # model base
 }
 check_kld_base stories260K stories260K
 check_kld_base synth-qwen3-f16 synth-qwen3-f16
-[ "$moe_ok" = 1 ] && check_kld_base synth-qwen3moe-f16 synth-qwen3moe-f16
-[ "$ds_ok" = 1 ] && check_kld_base synth-deepseek2-f16 synth-deepseek2-f16
+check_kld_base synth-qwen3moe-f16 synth-qwen3moe-f16
+check_kld_base synth-deepseek2-f16 synth-deepseek2-f16
 
 # ---- the reference's quantized models reproduce its KLD / same-top numbers
-check_quant() {   # quant-model base required
-    local m="$1" base="$GOLD/$2.kld" required="$3"
+check_quant() {   # quant-model base
+    local m="$1" base="$GOLD/$2.kld"
     [ -f "$MODELS/$m.gguf" ] && [ -f "$GOLD/$m.txt" ] || return
     if ! "$PPL" -m "$MODELS/$m.gguf" --kl-divergence-base "$base" --kl-divergence -t 2 >"$TMP/q-$m.out" 2>"$TMP/q-$m.err"; then
-        if [ "$required" = 1 ]; then fail "$m: $(tail -c 300 "$TMP/q-$m.err")"; else echo "SKIP: $m does not run here yet: $(grep -m1 -i error "$TMP/q-$m.err")"; fi
+        fail "$m: $(tail -c 300 "$TMP/q-$m.err")"
         return
     fi
     local k t rk rt
@@ -110,15 +109,15 @@ check_quant() {   # quant-model base required
     within "$k" "$rk" 0.05 && pass || fail "$m: mean KLD $k, reference $rk (more than 5% apart)"
     within "$t" "$rt" 0.05 && pass || fail "$m: same top $t%, reference $rt% (more than 5% apart)"
 }
-check_quant synth-qwen3-Q8_0 synth-qwen3-f16 1
-check_quant synth-qwen3-Q4_K_M synth-qwen3-f16 1
+check_quant synth-qwen3-Q8_0 synth-qwen3-f16
+check_quant synth-qwen3-Q4_K_M synth-qwen3-f16
 for f in "$MODELS"/synth-qwen3moe-*.gguf; do
     m=$(basename "$f" .gguf); [ "$m" = synth-qwen3moe-f16 ] && continue
-    [ "$moe_ok" = 1 ] && check_quant "$m" synth-qwen3moe-f16 0
+    check_quant "$m" synth-qwen3moe-f16
 done
 for f in "$MODELS"/synth-deepseek2-*.gguf; do
     m=$(basename "$f" .gguf); [ "$m" = synth-deepseek2-f16 ] && continue
-    [ "$ds_ok" = 1 ] && check_quant "$m" synth-deepseek2-f16 0
+    check_quant "$m" synth-deepseek2-f16
 done
 
 # ---- a base file written here: the reference's layout, and KLD ~ 0 against itself
