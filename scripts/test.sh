@@ -28,14 +28,14 @@ stage "ctest (Release)"
 
 # Sanitizer pass: every suite that parses input (GGUF, vocabularies and tokenizers, command lines
 # and LLAMA_ARG_* variables, Jinja and chat templates, tool calls, GBNF and JSON schemas, the
-# server's text handling, crafted model files) or exercises indexing (kernels, KV cache
-# bookkeeping, batch validation, recurrent state), and the ISA symbol check on the sanitizer's
-# objects (its instrumentation adds start-up code to them). The build is clang's with libFuzzer's
+# server's text handling, crafted model files, sequence state files, imatrix files) or exercises
+# indexing (kernels, KV cache bookkeeping, batch validation, recurrent state), and the ISA symbol
+# check on the sanitizer's objects (its instrumentation adds start-up code to them). The build is clang's with libFuzzer's
 # coverage hooks as well (KILN_FUZZ), so the same objects serve the fuzz targets below.
 asan="$root/build-asan"
 sanitized=(test-gguf test-ops test-matmul test-args test-args-env test-arg-promises test-jinja test-chat-templates
            test-chat-tools test-tokenizer test-grammar test-json-schema test-server-stream test-model-load
-           test-kv-cache test-decode test-recurrent-state)
+           test-kv-cache test-decode test-recurrent-state test-state-file test-imatrix)
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 # a sanitizer build configured before it became clang's (or without the fuzzers) starts over
