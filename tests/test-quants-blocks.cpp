@@ -3,7 +3,8 @@
 //   - every type of KILN_BLOCK_TYPES decodes chunk by chunk to exactly what the type's to_float
 //     gives, for rows made by the quantizer and for random bytes (every bit pattern of the row
 //     scale, block scales and quants, not only those a quantizer writes);
-//   - encode32_q8_0 writes the blocks quantize_row_q8_0_ref writes;
+//   - encode32_q8_0 writes the blocks quantize_row_q8_0_ref writes, with quants made with the
+//     stored scale;
 //   - the fp16 / bf16 conversions match the library's on special and random values.
 // This runs without a GPU: it is what keeps the device decoders honest in CI.
 #include "testing.h"
@@ -128,6 +129,27 @@ TEST(QuantsBlocksQ8, EncodesLikeTheReference) {
     for (int64_t ib = 0; ib < n / 32; ++ib) {
         EXPECT_EQ(want[ib].d, got[ib].d) << "block " << ib;
         EXPECT_EQ(0, std::memcmp(want[ib].qs, got[ib].qs, 32)) << "block " << ib;
+    }
+}
+
+// The quants are made with the scale as stored: every value decodes to within half a stored
+// step, also where fp16 has few bits left for the scale (blocks of max |x| down to 1e-6), and the
+// largest value never leaves [-127, 127].
+TEST(QuantsBlocksQ8, QuantsUseTheStoredScale) {
+    for (float amax : { 1e-6f, 3e-5f, 1e-4f, 7e-4f, 0.01f, 1.0f, 300.0f }) {
+        std::vector<float> x = kiln_test::random_floats(32 * 64, 11, -amax, amax);
+        for (int64_t ib = 0; ib < 64; ++ib) x[32 * ib + ib % 32] = ib % 2 ? amax : -amax;   // the block's max
+        std::vector<block_q8_0> q(64);
+        quantize_row_q8_0_ref(x.data(), q.data(), (int64_t) x.size());
+        for (int64_t ib = 0; ib < 64; ++ib) {
+            const float d = kiln_fp16_to_f32(q[ib].d);
+            ASSERT_GE(d * 127.0f, amax) << "block " << ib << " scale " << d << " cannot reach " << amax;
+            for (int j = 0; j < 32; ++j) {
+                const float y = q[ib].qs[j] * d;
+                ASSERT_LE(std::fabs(y - x[32 * ib + j]), 0.5f * d * (1 + 1e-5f)) << "amax " << amax << " block " << ib << " elem " << j;
+                ASSERT_GE(q[ib].qs[j], -127);
+            }
+        }
     }
 }
 

@@ -681,16 +681,43 @@ KILN_HD float kiln_row_scale(const char * row, int row_meta) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Encoding q8_0 (the KV-cache type the GPU writes): d = max|x| / 127, q = round(x / d) with ties
-// away from zero, as quantize_row_q8_0_ref does.
+// Encoding q8_0 / q8_1 blocks (activations on every backend, the KV-cache type the GPU writes,
+// Q8_0 weights): one fp16 scale d per 32 values, q = round(x / d) with ties away from zero.
+//
+// The quants are computed with the scale as stored, not with amax / 127. fp16 keeps 11
+// significant bits only down to 6.1e-5 (amax about 7.8e-3); below that d is a multiple of
+// 2^-24, and quants made with the unrounded d would all be off by the stored scale's rounding
+// error, the same factor for the whole block (several percent for blocks of small activations,
+// common in real models). A common factor adds up along a dot product where independent
+// rounding errors average out. The stored scale is rounded up so that the largest value still
+// maps into [-127, 127]; a block too small for any normal fp16 gets the smallest subnormal
+// instead of zero.
+
+struct kiln_q8_scale {
+    ggml_fp16_t d;    // as stored
+    float       df;   // its value
+    float       id;   // 1 / df (0 for an all-zero block)
+};
+
+KILN_HD kiln_q8_scale kiln_q8_block_scale(float amax) {
+    const float want = amax / 127.0f;
+    kiln_q8_scale s;
+    s.d = kiln_f32_to_fp16(want);
+    s.df = kiln_fp16_to_f32(s.d);
+    if (s.df < want && s.d < 0x7c00) {   // the next fp16 up (positive: the next bit pattern)
+        s.d = (ggml_fp16_t) (s.d + 1);
+        s.df = kiln_fp16_to_f32(s.d);
+    }
+    s.id = s.d != 0 && s.d < 0x7c00 ? 1.0f / s.df : 0.0f;
+    return s;
+}
 
 KILN_HD void encode32_q8_0(const float * x, block_q8_0 & b) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d >= 1.17549435e-38f ? 1.0f / d : 0.0f;   // FLT_MIN: a subnormal d has no inverse
-    b.d = kiln_f32_to_fp16(d);
-    for (int j = 0; j < 32; ++j) b.qs[j] = (int8_t) roundf(x[j] * id);
+    const kiln_q8_scale s = kiln_q8_block_scale(amax);
+    b.d = s.d;
+    for (int j = 0; j < 32; ++j) b.qs[j] = (int8_t) roundf(x[j] * s.id);
 }
 
 // ---------------------------------------------------------------------------------------------

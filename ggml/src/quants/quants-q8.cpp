@@ -66,18 +66,11 @@ GGML_REGISTER(register_q8_types);
 
 } // namespace
 
-// d = max|x| / 127, q = round(x / d) with ties away from zero (roundf), as ggml's reference does.
+// The scale d = max|x| / 127 as stored (fp16, rounded up: kiln_q8_block_scale in quants-blocks.h
+// says why), q = round(x / d) with ties away from zero (roundf).
 void quantize_row_q8_0_ref(const float * x, void * vy, int64_t n) {
     auto * y = (block_q8_0 *) vy;
-    for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
-        const float * xb = x + ib * QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(xb[j]));
-        const float d  = amax / 127.0f;
-        const float id = d >= FLT_MIN ? 1.0f / d : 0.0f;   // subnormal d: 1/d overflows; fp16(d) is 0 anyway
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        for (int j = 0; j < QK8_0; ++j) y[ib].qs[j] = (int8_t) std::roundf(xb[j] * id);
-    }
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) encode32_q8_0(x + ib * QK8_0, y[ib]);
 }
 
 // As q8_0, plus s = d * sum(q) in fp16 so that offset formats (q4_1, q5_1) can add min * sum(x).
@@ -87,16 +80,15 @@ void quantize_row_q8_1_ref(const float * x, void * vy, int64_t n) {
         const float * xb = x + ib * QK8_1;
         float amax = 0.0f;
         for (int j = 0; j < QK8_1; ++j) amax = std::max(amax, std::fabs(xb[j]));
-        const float d  = amax / 127.0f;
-        const float id = d >= FLT_MIN ? 1.0f / d : 0.0f;   // subnormal d: 1/d overflows; fp16(d) is 0 anyway
+        const kiln_q8_scale sc = kiln_q8_block_scale(amax);
         int sum = 0;
         for (int j = 0; j < QK8_1; ++j) {
-            const int8_t q = (int8_t) std::roundf(xb[j] * id);
+            const int8_t q = (int8_t) std::roundf(xb[j] * sc.id);
             y[ib].qs[j] = q;
             sum += q;
         }
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        y[ib].s = GGML_FP32_TO_FP16((float) sum * d);
+        y[ib].d = sc.d;
+        y[ib].s = GGML_FP32_TO_FP16((float) sum * sc.df);
     }
 }
 

@@ -37,8 +37,8 @@ inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Shared by q8_0 and q8_1: returns d and writes the 32 quants.
-inline float encode32(const float * x, int8_t * qs, __m256i * sum_out) {
+// Shared by q8_0 and q8_1: returns the block scale and writes the 32 quants.
+inline kiln_q8_scale encode32(const float * x, int8_t * qs, __m256i * sum_out) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 v[4];
     __m256 amax = _mm256_setzero_ps();
@@ -46,8 +46,8 @@ inline float encode32(const float * x, int8_t * qs, __m256i * sum_out) {
         v[k] = _mm256_loadu_ps(x + 8 * k);
         amax = _mm256_max_ps(amax, _mm256_and_ps(v[k], abs_mask));
     }
-    const float d  = hmax8(amax) / 127.0f;
-    const float id = d >= FLT_MIN ? 1.0f / d : 0.0f;
+    const kiln_q8_scale sc = kiln_q8_block_scale(hmax8(amax));
+    const float id = sc.id;
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
     for (int k = 0; k < 4; ++k) q[k] = round_away(_mm256_mul_ps(v[k], vid));
@@ -55,7 +55,7 @@ inline float encode32(const float * x, int8_t * qs, __m256i * sum_out) {
         *sum_out = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     }
     _mm256_storeu_si256((__m256i *) qs, pack_i32_to_i8(q[0], q[1], q[2], q[3]));
-    return d;
+    return sc;
 }
 
 inline int hsum_i32(__m256i v) {
@@ -68,7 +68,7 @@ inline int hsum_i32(__m256i v) {
 void q8_0_from_float_avx2(const float * x, void * vy, int64_t n) {
     auto * y = (block_q8_0 *) vy;
     for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
-        y[ib].d = GGML_FP32_TO_FP16(encode32(x + ib * QK8_0, y[ib].qs, nullptr));
+        y[ib].d = encode32(x + ib * QK8_0, y[ib].qs, nullptr).d;
     }
 }
 
@@ -76,9 +76,9 @@ void q8_1_from_float_avx2(const float * x, void * vy, int64_t n) {
     auto * y = (block_q8_1 *) vy;
     for (int64_t ib = 0; ib < n / QK8_1; ++ib) {
         __m256i sum;
-        const float d = encode32(x + ib * QK8_1, y[ib].qs, &sum);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        y[ib].s = GGML_FP32_TO_FP16((float) hsum_i32(sum) * d);
+        const kiln_q8_scale sc = encode32(x + ib * QK8_1, y[ib].qs, &sum);
+        y[ib].d = sc.d;
+        y[ib].s = GGML_FP32_TO_FP16((float) hsum_i32(sum) * sc.df);
     }
 }
 

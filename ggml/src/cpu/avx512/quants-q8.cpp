@@ -22,25 +22,24 @@ inline __m512i round_away(__m512 v) {
     return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, step));
 }
 
-inline float encode32(const float * x, int8_t * qs, int * sum_out) {
+inline kiln_q8_scale encode32(const float * x, int8_t * qs, int * sum_out) {
     const __m512 v0 = _mm512_loadu_ps(x);
     const __m512 v1 = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float d  = amax / 127.0f;
-    const float id = d >= FLT_MIN ? 1.0f / d : 0.0f;
-    const __m512 vid = _mm512_set1_ps(id);
+    const kiln_q8_scale sc = kiln_q8_block_scale(amax);
+    const __m512 vid = _mm512_set1_ps(sc.id);
     const __m512i q0 = round_away(_mm512_mul_ps(v0, vid));
     const __m512i q1 = round_away(_mm512_mul_ps(v1, vid));
     if (sum_out) *sum_out = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     _mm512_mask_cvtepi32_storeu_epi8(qs, 0xffff, q0);
     _mm512_mask_cvtepi32_storeu_epi8(qs + 16, 0xffff, q1);
-    return d;
+    return sc;
 }
 
 void q8_0_from_float_avx512(const float * x, void * vy, int64_t n) {
     auto * y = (block_q8_0 *) vy;
     for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
-        y[ib].d = GGML_FP32_TO_FP16(encode32(x + ib * QK8_0, y[ib].qs, nullptr));
+        y[ib].d = encode32(x + ib * QK8_0, y[ib].qs, nullptr).d;
     }
 }
 
@@ -48,9 +47,9 @@ void q8_1_from_float_avx512(const float * x, void * vy, int64_t n) {
     auto * y = (block_q8_1 *) vy;
     for (int64_t ib = 0; ib < n / QK8_1; ++ib) {
         int sum = 0;
-        const float d = encode32(x + ib * QK8_1, y[ib].qs, &sum);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        y[ib].s = GGML_FP32_TO_FP16((float) sum * d);
+        const kiln_q8_scale sc = encode32(x + ib * QK8_1, y[ib].qs, &sum);
+        y[ib].d = sc.d;
+        y[ib].s = GGML_FP32_TO_FP16((float) sum * sc.df);
     }
 }
 

@@ -19,16 +19,16 @@ inline int8x16_t narrow16(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
     return vcombine_s8(vmovn_s16(ab), vmovn_s16(cd));
 }
 
-// Shared by q8_0 and q8_1: returns d, writes the 32 quants and (when sum is given) their sum.
-inline float encode32(const float * x, int8_t * qs, int * sum) {
+// Shared by q8_0 and q8_1: returns the block scale, writes the 32 quants and (when sum is given) their sum.
+inline kiln_q8_scale encode32(const float * x, int8_t * qs, int * sum) {
     float32x4_t v[8];
     float32x4_t amax = vdupq_n_f32(0.0f);
     for (int k = 0; k < 8; ++k) {
         v[k] = vld1q_f32(x + 4 * k);
         amax = vmaxq_f32(amax, vabsq_f32(v[k]));
     }
-    const float d  = vmaxvq_f32(amax) / 127.0f;
-    const float id = d >= FLT_MIN ? 1.0f / d : 0.0f;
+    const kiln_q8_scale sc = kiln_q8_block_scale(vmaxvq_f32(amax));
+    const float id = sc.id;
     int32x4_t q[8];
     for (int k = 0; k < 8; ++k) q[k] = vcvtaq_s32_f32(vmulq_n_f32(v[k], id));
     if (sum) {
@@ -38,21 +38,21 @@ inline float encode32(const float * x, int8_t * qs, int * sum) {
     }
     vst1q_s8(qs, narrow16(q[0], q[1], q[2], q[3]));
     vst1q_s8(qs + 16, narrow16(q[4], q[5], q[6], q[7]));
-    return d;
+    return sc;
 }
 
 void q8_0_from_float_neon(const float * x, void * vy, int64_t n) {
     auto * y = (block_q8_0 *) vy;
-    for (int64_t ib = 0; ib < n / QK8_0; ++ib) y[ib].d = GGML_FP32_TO_FP16(encode32(x + ib * QK8_0, y[ib].qs, nullptr));
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) y[ib].d = encode32(x + ib * QK8_0, y[ib].qs, nullptr).d;
 }
 
 void q8_1_from_float_neon(const float * x, void * vy, int64_t n) {
     auto * y = (block_q8_1 *) vy;
     for (int64_t ib = 0; ib < n / QK8_1; ++ib) {
         int sum = 0;
-        const float d = encode32(x + ib * QK8_1, y[ib].qs, &sum);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        y[ib].s = GGML_FP32_TO_FP16((float) sum * d);
+        const kiln_q8_scale sc = encode32(x + ib * QK8_1, y[ib].qs, &sum);
+        y[ib].d = sc.d;
+        y[ib].s = GGML_FP32_TO_FP16((float) sum * sc.df);
     }
 }
 
