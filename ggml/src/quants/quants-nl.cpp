@@ -19,6 +19,7 @@ namespace {
 
 using legacy_search::best_index_int8;
 using legacy_search::nearest_int;
+using legacy_search::refine_sub_scale;
 
 // ---------------------------------------------------------------------------------------------
 // decoders
@@ -63,7 +64,8 @@ void mxfp4_to_float(const void * vx, float * y, int64_t n) {
 // ---------------------------------------------------------------------------------------------
 // iq4_nl / iq4_xs quantization: per 32-value block, find the scale whose grid rounding maximizes
 // the weighted (sum w q x)^2 / (sum w q^2) over 2*ntry+1 trial inverse scales (llama.cpp's search);
-// iq4_xs then quantizes the block scales to 6 bits and re-rounds the values.
+// iq4_xs then quantizes the block scales to 6 bits (each the best of the nearest few on the
+// super-block grid: refine_sub_scale) and re-rounds the values.
 
 struct nl_super_block {
     ggml_fp16_t * d;
@@ -144,7 +146,11 @@ void quantize_nl_super_block(int super, const float * x, const nl_super_block & 
         *out.d = GGML_FP32_TO_FP16(d);
         const float id = d != 0.0f ? 1 / d : 0.f;
         for (int ib = 0; ib < nblocks; ++ib) {
-            int l = std::clamp(nearest_int(id * scales[ib]), -32, 31);
+            const float * xb = x + ib * bs;
+            int l = refine_sub_scale(std::clamp(nearest_int(id * scales[ib]), -32, 31), -32, 31, 3, d, xb,
+                                     imatrix ? imatrix + ib * bs : nullptr, bs, [](float step, float v) {
+                                         return step != 0.0f ? step * kvalues_iq4nl[best_index_int8(16, kvalues_iq4nl, (1 / step) * v)] : 0.0f;
+                                     });
             const float dl = d * l;
             const float idl = dl != 0.0f ? 1 / dl : 0.f;
             for (int j = 0; j < bs; ++j) L[ib * bs + j] = (uint8_t) best_index_int8(16, kvalues_iq4nl, idl * x[ib * bs + j]);

@@ -122,6 +122,32 @@ inline float make_qkx3_quants(int n, int nmax, const float * x, const float * w,
     return scale;
 }
 
+// Second pass over the integer sub-block scales of a super-block, once the super-block scale d
+// is fixed: the rounding of a sub-block's fitted scale onto d's grid (s) need not be the integer
+// with the least error once the values are rounded again with it, and the first fit weighted
+// its values by x^2, not by the error measure. Tries s - radius .. s + radius (within
+// [smin, smax]) and returns the one whose re-rounded values have the least squared error,
+// weighted by the importance w (nullptr: the plain error). value(step, x) is the value x
+// becomes with sub-block step d * s (0 for a zero step).
+template <typename Value>
+int refine_sub_scale(int s, int smin, int smax, int radius, float d, const float * x, const float * w, int n, Value value) {
+    int best_s = s;
+    float best_err = INFINITY;
+    for (int c = s - radius > smin ? s - radius : smin; c <= (s + radius < smax ? s + radius : smax); ++c) {
+        const float step = d * c;
+        float err = 0;
+        for (int i = 0; i < n; ++i) {
+            const float diff = x[i] - value(step, x[i]);
+            err += (w ? w[i] : 1.0f) * diff * diff;
+        }
+        if (err < best_err) {
+            best_err = err;
+            best_s = c;
+        }
+    }
+    return best_s;
+}
+
 // Index of the table value nearest to x (table sorted ascending; ties go up).
 inline int best_index_int8(int n, const int8_t * val, float x) {
     if (x <= val[0]) return 0;
