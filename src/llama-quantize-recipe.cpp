@@ -44,6 +44,8 @@ const std::vector<llama_ftype_info> k_ftypes = {
     { "IQ3_M",      LLAMA_FT_IQ3_M,      GGML_TYPE_IQ3_S,    " 3.66 bpw i-quant mix" },
     { "IQ4_NL",     LLAMA_FT_IQ4_NL,     GGML_TYPE_IQ4_NL,   " 4.50 bpw non-linear, blocks of 32" },
     { "IQ4_XS",     LLAMA_FT_IQ4_XS,     GGML_TYPE_IQ4_XS,   " 4.25 bpw non-linear" },
+    { "TQ1_0",      LLAMA_FT_TQ1_0,      GGML_TYPE_TQ1_0,    " 1.69 bpw ternary (BitNet b1.58 / TriLM models)" },
+    { "TQ2_0",      LLAMA_FT_TQ2_0,      GGML_TYPE_TQ2_0,    " 2.06 bpw ternary (BitNet b1.58 / TriLM models)" },
     { "MXFP4",      LLAMA_FT_MXFP4,      GGML_TYPE_MXFP4,    " 4.25 bpw microscaling FP4" },
     { "IQ2_K",      LLAMA_FT_IQ2_K,      GGML_TYPE_IQ2_K,    " 2.38 bpw non-linear (ik)" },
     { "IQ2_KS",     LLAMA_FT_IQ2_KS,     GGML_TYPE_IQ2_KS,   " 2.19 bpw non-linear (ik)" },
@@ -202,6 +204,8 @@ ggml_type llama_quant_fallback_type(ggml_type type, int64_t ne0) {
         t = GGML_TYPE_Q6_0;
     } else if (in<T>(type, { GGML_TYPE_Q6_K, GGML_TYPE_IQ6_K, GGML_TYPE_Q6_K_R4, GGML_TYPE_Q8_K_R8 })) {
         t = GGML_TYPE_Q8_0;
+    } else if (in<T>(type, { GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0 })) {
+        t = GGML_TYPE_Q4_0;   // as llama.cpp does: ternary weights have no use for IQ4_NL's non-linear grid
     } else if (blck == 256) {
         t = GGML_TYPE_IQ4_NL;
     } else {
@@ -262,6 +266,8 @@ ggml_type llama_quant_recipe_type(const llama_quant_model_info & info, llama_qua
             new_type = GGML_TYPE_IQ3_S;
         } else if (ft == LLAMA_FT_IQ3_XXS_R4) {
             new_type = GGML_TYPE_IQ3_K;
+        } else if (in<F>(ft, { LLAMA_FT_TQ1_0, LLAMA_FT_TQ2_0 })) {
+            new_type = GGML_TYPE_Q4_K;   // llama.cpp's choice: the embeddings are not ternary
         }
     } else if (in<F>(ft, { LLAMA_FT_IQ1_S_R4, LLAMA_FT_IQ1_M_R4, LLAMA_FT_IQ2_KT })) {
         // The lowest-bit mixes: the same shape of recipe, in row-interleaved types for the _R4 ones.

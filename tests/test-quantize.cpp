@@ -373,6 +373,48 @@ INSTANTIATE_TEST_SUITE_P(Synth, QuantizeRun,
                              return s;
                          });
 
+// llama.cpp's ternary file types: the layers' weights in TQ1_0 / TQ2_0, the embeddings in Q4_K and
+// the output in Q6_K (as llama.cpp chooses), and the written model runs.
+TEST(Quantize, TernaryFileTypes) {
+    for (const char * ftname : { "TQ1_0", "TQ2_0" }) {
+        const llama_ftype_info * ft = llama_quant_ftype_find(ftname);
+        ASSERT_NE(ft, nullptr) << ftname;
+        const ggml_type tq = ft->default_type;
+        const std::string in = model_path("synth-qwen3moe-f16.gguf");
+        const std::string out = tmp_path(std::string("qwen3moe-") + ftname + ".gguf");
+        llama_quant_params p;
+        p.ftype = ft->id;
+        p.nthread = 2;
+        llama_quant_plan_result plan;
+        try {
+            llama_quant_model(in, out, p, &plan);
+        } catch (const std::exception & e) {
+            FAIL() << ftname << ": " << e.what();
+        }
+        int n_tq = 0;
+        for (const auto & t : plan.tensors) {
+            if (!t.quantize) continue;
+            if (t.name == "output.weight") EXPECT_EQ(t.new_type, GGML_TYPE_Q6_K) << ftname;
+            else if (t.name == "token_embd.weight") EXPECT_EQ(t.new_type, GGML_TYPE_Q4_K) << ftname;
+            else if (t.name.find("attn_") != std::string::npos || t.name.find("ffn_") != std::string::npos) {
+                EXPECT_TRUE(t.new_type == tq || t.new_type == GGML_TYPE_Q8_0) << ftname << " " << t.name << ": " << ggml_type_name(t.new_type);
+                n_tq += t.new_type == tq;
+            }
+        }
+        EXPECT_GE(n_tq, 8) << ftname;
+        kiln_test::kld_base base;
+        std::string err;
+        ASSERT_TRUE(base.load(kiln_test::shared_path("golden/ppl/synth-qwen3moe-f16.kld"), err)) << err;
+        const double kld = run_kld(out, base, nullptr);
+        std::remove(out.c_str());
+        std::printf("synth-qwen3moe %s: KLD %.4f\n", ftname, kld);
+        EXPECT_TRUE(std::isfinite(kld) && kld > 0) << ftname << ": " << llama_last_error();
+    }
+    // rows the ternary blocks (256) cannot hold fall back to Q4_0, as in llama.cpp
+    EXPECT_EQ(llama_quant_fallback_type(GGML_TYPE_TQ1_0, 288), GGML_TYPE_Q4_0);
+    EXPECT_EQ(llama_quant_fallback_type(GGML_TYPE_TQ2_0, 288), GGML_TYPE_Q4_0);
+}
+
 TEST(Quantize, InputAndOutputTheSameFileIsRefused) {
     const std::string in = model_path("synth-qwen3-f16.gguf");
     llama_quant_params p;
