@@ -3,7 +3,8 @@
 // arithmetic and dequantize_row_*_r4 float expressions (layouts in quants-interleaved.h). Within a
 // 32-value sub-block the grid indices of each row follow each other; iq2_xxs_r4 / iq2_xs_r4 /
 // iq3_xxs_r4 store the 7 sign bits of a group "scrambled" (scrambled_sign) so that one shift and
-// xor restores all eight.
+// xor restores all eight. The decoders share one loop (decode_r4), the weavers another
+// (weave_blocks); each type supplies only its per-sub-block arithmetic.
 #include "quants-interleaved.h"
 #include "quants-iq.h"
 
@@ -39,111 +40,80 @@ inline uint32_t make_sas(uint32_t plain) {
     return out;
 }
 
-void iq2_xxs_r4_to_float(const void * vx, float * y, int64_t n) {
+// The decoders' shared loop: for every 256-value block of the group, row k (0..3) and 32-value
+// sub-block ib, decode(b, k, ib, d, out) writes row k's 32 values of sub-block ib, with d the
+// row's fp16 scale times the type's constant factor.
+template <typename RBlock, typename Decode>
+void decode_r4(const void * vx, float * y, int64_t n, float d_factor, Decode decode) {
     const int64_t npr = n / 4;
-    const auto * x = (const iq2_xxs_r4_block *) vx;
+    const auto * x = (const RBlock *) vx;
     for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
         for (int k = 0; k < 4; ++k) {
-            const float d = 0.125f * GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const uint32_t sas = load_u32(b.sas + 4 * (4 * ib + k));
-                const float dl = d * (2 * sas_scale(sas) + 1);
-                for (int i = 0; i < 4; ++i) {
-                    const uint8_t signs = unscramble_signs((uint8_t) ((sas >> (8 * i + 1)) & 127));
-                    put_group8(y + k * npr + ibl * QK_K + 32 * ib + 8 * i, dl, grid_bytes(iq2xxs_grid, b.qs[16 * ib + 4 * k + i]), signs);
-                }
-            }
+            const float d = d_factor * GGML_FP16_TO_FP32(x[ibl].d[k]);
+            for (int ib = 0; ib < 8; ++ib) decode(x[ibl], k, ib, d, y + k * npr + ibl * QK_K + 32 * ib);
         }
     }
+}
+
+void iq2_xxs_r4_to_float(const void * vx, float * y, int64_t n) {
+    decode_r4<iq2_xxs_r4_block>(vx, y, n, 0.125f, [](const iq2_xxs_r4_block & b, int k, int ib, float d, float * out) {
+        const uint32_t sas = load_u32(b.sas + 4 * (4 * ib + k));
+        const float dl = d * (2 * sas_scale(sas) + 1);
+        for (int i = 0; i < 4; ++i) {
+            const uint8_t signs = unscramble_signs((uint8_t) ((sas >> (8 * i + 1)) & 127));
+            put_group8(out + 8 * i, dl, grid_bytes(iq2xxs_grid, b.qs[16 * ib + 4 * k + i]), signs);
+        }
+    });
 }
 
 void iq2_xs_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const iq2_xs_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = 0.125f * GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const uint8_t sc = b.scales[4 * ib + k];
-                const float dl1 = d * (2 * (sc & 0xF) + 1), dl2 = d * (2 * (sc >> 4) + 1);
-                for (int i = 0; i < 4; ++i) {
-                    const uint16_t q = b.qs[16 * ib + 4 * k + i];
-                    put_group8(y + k * npr + ibl * QK_K + 32 * ib + 8 * i, i < 2 ? dl1 : dl2, grid_bytes(iq2xs_grid, q & 511),
-                               unscramble_signs((uint8_t) (q >> 9)));
-                }
-            }
+    decode_r4<iq2_xs_r4_block>(vx, y, n, 0.125f, [](const iq2_xs_r4_block & b, int k, int ib, float d, float * out) {
+        const uint8_t sc = b.scales[4 * ib + k];
+        const float dl1 = d * (2 * (sc & 0xF) + 1), dl2 = d * (2 * (sc >> 4) + 1);
+        for (int i = 0; i < 4; ++i) {
+            const uint16_t q = b.qs[16 * ib + 4 * k + i];
+            put_group8(out + 8 * i, i < 2 ? dl1 : dl2, grid_bytes(iq2xs_grid, q & 511), unscramble_signs((uint8_t) (q >> 9)));
         }
-    }
+    });
 }
 
 void iq2_s_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const iq2_s_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = 0.125f * GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const uint8_t sc = b.scales[4 * ib + k];
-                const float dl1 = d * (2 * (sc & 0xF) + 1), dl2 = d * (2 * (sc >> 4) + 1);
-                for (int i = 0; i < 4; ++i) {
-                    const int idx = b.qs[16 * ib + 4 * k + i] | ((b.qh[4 * ib + k] << (8 - 2 * i)) & 0x300);
-                    put_group8(y + k * npr + ibl * QK_K + 32 * ib + 8 * i, i < 2 ? dl1 : dl2, grid_bytes(iq2s_grid, idx),
-                               b.signs[16 * ib + 4 * k + i]);
-                }
-            }
+    decode_r4<iq2_s_r4_block>(vx, y, n, 0.125f, [](const iq2_s_r4_block & b, int k, int ib, float d, float * out) {
+        const uint8_t sc = b.scales[4 * ib + k];
+        const float dl1 = d * (2 * (sc & 0xF) + 1), dl2 = d * (2 * (sc >> 4) + 1);
+        for (int i = 0; i < 4; ++i) {
+            const int idx = b.qs[16 * ib + 4 * k + i] | ((b.qh[4 * ib + k] << (8 - 2 * i)) & 0x300);
+            put_group8(out + 8 * i, i < 2 ? dl1 : dl2, grid_bytes(iq2s_grid, idx), b.signs[16 * ib + 4 * k + i]);
         }
-    }
+    });
 }
 
 void iq3_xxs_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const iq3_xxs_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = 0.25f * GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const uint32_t sas = load_u32(b.sas + 4 * (4 * ib + k));
-                const float dl = d * (2 * sas_scale(sas) + 1);
-                for (int i = 0; i < 8; ++i) {
-                    // 4-value groups: two per sign byte
-                    const uint8_t signs = unscramble_signs((uint8_t) ((sas >> (8 * (i / 2) + 1)) & 127)) >> 4 * (i % 2);
-                    const uint8_t * g = grid_bytes(iq3xxs_grid, b.qs[32 * ib + 8 * k + i]);
-                    float * yg = y + k * npr + ibl * QK_K + 32 * ib + 4 * i;
-                    for (int j = 0; j < 4; ++j) yg[j] = dl * (int8_t) g[j] * (signs & (1 << j) ? -1 : 1);
-                }
-            }
+    decode_r4<iq3_xxs_r4_block>(vx, y, n, 0.25f, [](const iq3_xxs_r4_block & b, int k, int ib, float d, float * out) {
+        const uint32_t sas = load_u32(b.sas + 4 * (4 * ib + k));
+        const float dl = d * (2 * sas_scale(sas) + 1);
+        for (int i = 0; i < 8; ++i) {
+            // 4-value groups: two per sign byte
+            const uint8_t signs = unscramble_signs((uint8_t) ((sas >> (8 * (i / 2) + 1)) & 127)) >> 4 * (i % 2);
+            const uint8_t * g = grid_bytes(iq3xxs_grid, b.qs[32 * ib + 8 * k + i]);
+            for (int j = 0; j < 4; ++j) out[4 * i + j] = dl * (int8_t) g[j] * (signs & (1 << j) ? -1 : 1);
         }
-    }
+    });
 }
 
 void iq3_s_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const iq3_s_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const int l = 4 * ib + k;
-                const float dl = d * (1 + 2 * ((b.scales[l % 16] >> 4 * (l / 16)) & 0xF));
-                const uint8_t qh = b.qh[4 * ib + k];
-                float * yb = y + k * npr + ibl * QK_K + 32 * ib;
-                // group g (4 values at 4 g): index byte at k + 8 (g % 4) + 4 (g / 4), high bit g of qh,
-                // sign of value j in bit g of signs[16 ib + 4 k + j]
-                for (int g = 0; g < 8; ++g) {
-                    const int idx = b.qs[32 * ib + k + 8 * (g % 4) + 4 * (g / 4)] | (((qh >> g) & 1) << 8);
-                    const uint8_t * grid = grid_bytes(iq3s_grid, idx);
-                    for (int j = 0; j < 4; ++j) {
-                        yb[4 * g + j] = dl * grid[j] * (b.signs[16 * ib + 4 * k + j] & (1 << g) ? -1 : 1);
-                    }
-                }
-            }
+    decode_r4<iq3_s_r4_block>(vx, y, n, 1.0f, [](const iq3_s_r4_block & b, int k, int ib, float d, float * out) {
+        const int l = 4 * ib + k;
+        const float dl = d * (1 + 2 * ((b.scales[l % 16] >> 4 * (l / 16)) & 0xF));
+        const uint8_t qh = b.qh[4 * ib + k];
+        // group g (4 values at 4 g): index byte at k + 8 (g % 4) + 4 (g / 4), high bit g of qh,
+        // sign of value j in bit g of signs[16 ib + 4 k + j]
+        for (int g = 0; g < 8; ++g) {
+            const int idx = b.qs[32 * ib + k + 8 * (g % 4) + 4 * (g / 4)] | (((qh >> g) & 1) << 8);
+            const uint8_t * grid = grid_bytes(iq3s_grid, idx);
+            for (int j = 0; j < 4; ++j) out[4 * g + j] = dl * grid[j] * (b.signs[16 * ib + 4 * k + j] & (1 << g) ? -1 : 1);
         }
-    }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
