@@ -385,21 +385,25 @@ KILN_HD void decode32_q8_0(const block_q8_0 & b, int, float, float * y) {
     for (int j = 0; j < 32; ++j) y[j] = b.qs[j] * d;
 }
 
+// The 4-bit layouts: byte j holds value j in its low nibble and value j + 16 in its high one;
+// value(q) maps a nibble to the float. (Written once for q4_0, q4_1, iq4_nl, mxfp4, iq4_xs.)
+template <typename Value>
+KILN_HD void kiln_decode_nibbles32(const uint8_t * qs, float * y, Value value) {
+    for (int j = 0; j < 16; ++j) {
+        y[j]      = value(qs[j] & 0xF);
+        y[j + 16] = value(qs[j] >> 4);
+    }
+}
+
 KILN_HD void decode32_q4_0(const block_q4_0 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
-    for (int j = 0; j < 16; ++j) {
-        y[j]      = ((b.qs[j] & 0xF) - 8) * d;
-        y[j + 16] = ((b.qs[j] >> 4) - 8) * d;
-    }
+    kiln_decode_nibbles32(b.qs, y, [d](int q) { return (q - 8) * d; });
 }
 
 KILN_HD void decode32_q4_1(const block_q4_1 & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
     const float m = kiln_fp16_to_f32(b.m);
-    for (int j = 0; j < 16; ++j) {
-        y[j]      = (b.qs[j] & 0xF) * d + m;
-        y[j + 16] = (b.qs[j] >> 4) * d + m;
-    }
+    kiln_decode_nibbles32(b.qs, y, [d, m](int q) { return q * d + m; });
 }
 
 KILN_HD uint32_t kiln_load_u32(const uint8_t * p) {
@@ -444,27 +448,17 @@ KILN_HD void decode32_q6_0(const block_q6_0 & b, int, float, float * y) {
 
 KILN_HD void decode32_iq4_nl(const block_iq4_nl & b, int, float, float * y) {
     const float d = kiln_fp16_to_f32(b.d);
-    for (int j = 0; j < 16; ++j) {
-        y[j]      = d * iq4nl_value(b.qs[j] & 0xF);
-        y[j + 16] = d * iq4nl_value(b.qs[j] >> 4);
-    }
+    kiln_decode_nibbles32(b.qs, y, [d](int q) { return d * iq4nl_value(q); });
 }
 
 KILN_HD void decode32_mxfp4(const block_mxfp4 & b, int, float, float * y) {
     const float d = e8m0_to_fp32_half(b.e);
-    for (int j = 0; j < 16; ++j) {
-        y[j]      = mxfp4_value(b.qs[j] & 0xF) * d;
-        y[j + 16] = mxfp4_value(b.qs[j] >> 4) * d;
-    }
+    kiln_decode_nibbles32(b.qs, y, [d](int q) { return mxfp4_value(q) * d; });
 }
 
 KILN_HD void decode32_iq4_xs(const block_iq4_xs & b, int c, float, float * y) {
     const float dl = kiln_fp16_to_f32(b.d) * iq4_xs_scale(b, c);
-    const uint8_t * qs = b.qs + 16 * c;
-    for (int j = 0; j < 16; ++j) {
-        y[j]      = dl * iq4nl_value(qs[j] & 0xF);
-        y[j + 16] = dl * iq4nl_value(qs[j] >> 4);
-    }
+    kiln_decode_nibbles32(b.qs + 16 * c, y, [dl](int q) { return dl * iq4nl_value(q); });
 }
 
 // q2_K: chunk c is the 2-bit field `shift` = 2 * (c % 4) of the 32 bytes of half c / 4; its two
