@@ -970,6 +970,23 @@ TEST_F(Ops, FlashAttention) {
         { 64, 64, 1, 131, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 1, 1, true },
         { 64, 64, 19, 40, 8, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, true, 1, 1, true },
         { 32, 48, 6, 9, 3, 1, 2, GGML_TYPE_F32, none, 0.3f, 0.0f, 0.0f, false, false, 1, 1, true },
+        // cache rows read in place (few rows per tile): GQA 1/4/8, every cache type, n_kv not a
+        // multiple of the tile, head sizes that are odd multiples of 16 (no 32- or 64-value chunks)
+        { 128, 128, 1, 333, 16, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.088f, 0.0f, 0.0f, true, false },
+        { 128, 128, 1, 95, 8, 2, 1, GGML_TYPE_Q8_0, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, false },
+        { 64, 64, 1, 70, 3, 3, 1, GGML_TYPE_Q4_0, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, false, false },
+        { 128, 128, 1, 41, 8, 2, 2, GGML_TYPE_Q4_0, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, false, 1, 2 },
+        { 80, 80, 1, 57, 4, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F16, 0.11f, 0.0f, 20.0f, true, false },
+        { 48, 48, 1, 33, 2, 1, 1, GGML_TYPE_F16, none, 0.14f, 0.0f, 0.0f, false, false, 1, 1, true },
+        { 64, 64, 3, 29, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true },
+        { 128, 128, 4, 65, 4, 2, 1, GGML_TYPE_Q8_0, GGML_TYPE_F32, 0.088f, 4.0f, 0.0f, true, false },
+        // MLA shapes (DeepSeek2: 576-value keys, 512-value values, one KV head): in place with few
+        // heads, decoded tiles with many
+        { 576, 512, 1, 45, 4, 1, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.07f, 0.0f, 0.0f, true, false },
+        { 576, 512, 1, 38, 16, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F32, 0.07f, 0.0f, 0.0f, true, false },
+        { 576, 512, 5, 37, 4, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.07f, 0.0f, 0.0f, true, false },
+        // q4_0 through the decoded tiles (prefill)
+        { 64, 64, 21, 50, 8, 2, 1, GGML_TYPE_Q4_0, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {

@@ -1,10 +1,15 @@
 // Flash attention: softmax(q·kᵀ * scale [softcapped] + slope*mask) · v without materialising
 // the score matrix.
 //
-// Work is organised around KV tiles: a tile of T key/value rows is decoded to f32 once and used
-// by every query row that shares its KV head (all heads of the group and a block of queries),
-// so f16/bf16/q8_0 caches are converted once per tile instead of once per head. Each query row
-// keeps an online-softmax state (running max M, running sum S, unnormalised output acc).
+// Work is organised around KV tiles of T key/value rows, used by every query row that shares
+// their KV head (all heads of the group and a block of queries), so each cache row is read once
+// per unit. How a tile is read depends on how many rows share it:
+//  - few (token generation: the G heads of one query): f16/bf16/q8_0/q4_0 rows are read in place
+//    by the qk_cache / pv_cache kernels, which widen them in registers; nothing is written;
+//  - many (prompt processing): the tile is decoded to f32 once and the f32 kernels run on it,
+//    the conversion amortised over dozens of rows.
+// Each query row keeps an online-softmax state (running max M, running sum S, unnormalised
+// output acc).
 //
 // Threads: with many queries the (sequence, kv head, query block) units are dealt out to the
 // threads; for decode (one query) the KV length is split instead, every thread producing
@@ -22,6 +27,7 @@ namespace {
 constexpr int64_t k_tile = 32;          // KV rows per tile
 constexpr int64_t k_rows_target = 64;   // query rows (heads x queries) sharing a tile
 constexpr int64_t k_group = 4;          // query rows computed together (register tile)
+constexpr int64_t k_direct_rows = 8;    // read the cache in place when at most this many rows share a tile
 
 struct fa_plan {
     int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, n_seq;
@@ -30,6 +36,7 @@ struct fa_plan {
     int64_t R;        // query rows per unit (G * QB)
     int64_t n_qb, n_units;
     bool    split_kv;
+    bool    direct_k, direct_v;   // K / V rows read in place (qk_cache / pv_cache)
     size_t  per_thread;   // bytes of each thread's private scratch
     size_t  partial;      // bytes of the shared partial states (split_kv)
 };
@@ -54,6 +61,13 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.n_qb = (p.n_q + p.QB - 1) / p.QB;
     p.n_units = p.n_seq * p.n_head_kv * p.n_qb;
     p.split_kv = nth > 1 && (p.n_q == 1 || p.n_units < nth);
+    const auto & vec = ggml_cpu_vec();
+    auto in_place = [&](const ggml_tensor * t, int64_t n) {
+        return vec.qk_cache && p.R <= k_direct_rows && ggml_cpu_attn_cache_type(t->type, n) &&
+               t->nb[0] == ggml_type_size(t->type);
+    };
+    p.direct_k = in_place(k, p.D);
+    p.direct_v = in_place(v, p.Dv);
     p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + 2 * floats(k_group * k_tile) +
                    floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
                    ggml_pad(p.R * 2 * sizeof(void *), 64) + floats(p.R);
@@ -69,8 +83,8 @@ struct fa_scratch {
     float * scores;         // k_group rows of T
     float * mvals;          // k_group rows of T (mask values)
     float * state;          // R rows of (acc[Dv], M, S)
-    const float ** krow;    // T
-    const float ** vrow;    // T
+    const void ** krow;     // T (f32 rows, or cache rows when read in place)
+    const void ** vrow;     // T
     const float ** qrow;    // R
     const char ** mrow;     // R (mask rows, NULL without mask)
     float * slope;          // R
@@ -85,7 +99,7 @@ fa_scratch carve(const fa_plan & p, char * base) {
     s.scores = (float *) take(floats(k_group * k_tile));
     s.mvals = (float *) take(floats(k_group * k_tile));
     s.state = (float *) take(floats(p.R * (p.Dv + 2)));
-    s.krow = (const float **) take(ggml_pad(2 * k_tile * sizeof(void *), 64));
+    s.krow = (const void **) take(ggml_pad(2 * k_tile * sizeof(void *), 64));
     s.vrow = s.krow + k_tile;
     s.qrow = (const float **) take(ggml_pad(p.R * 2 * sizeof(void *), 64));
     s.mrow = (const char **) (s.qrow + p.R);
@@ -158,8 +172,10 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
             if (ng == 0) break;
             if (!decoded) {
                 for (int64_t t = 0; t < nt; ++t) {
-                    sc.krow[t] = ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
-                    sc.vrow[t] = ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
+                    sc.krow[t] = p.direct_k ? (const void *) ggml_cpu_row_ptr(a.k, j0 + t, hk, sq)
+                                            : ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
+                    sc.vrow[t] = p.direct_v ? (const void *) ggml_cpu_row_ptr(a.v, j0 + t, hk, sq)
+                                            : ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
                 }
                 decoded = true;
             }
@@ -169,10 +185,13 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
                 qs[g] = sc.qrow[grp[g]];
                 acc[g] = sc.state + grp[g] * stride;
             }
-            if (vec.qk_block) {
-                vec.qk_block(p.D, qs, ng, sc.krow, nt, sc.scores, k_tile);
+            const float * const * kf = (const float * const *) sc.krow;
+            if (p.direct_k) {
+                vec.qk_cache(a.k->type, p.D, qs, ng, sc.krow, nt, sc.scores, k_tile);
+            } else if (vec.qk_block) {
+                vec.qk_block(p.D, qs, ng, kf, nt, sc.scores, k_tile);
             } else {
-                for (int64_t g = 0; g < ng; ++g) vec.dot_rows(p.D, qs[g], sc.krow, nt, sc.scores + g * k_tile);
+                for (int64_t g = 0; g < ng; ++g) vec.dot_rows(p.D, qs[g], kf, nt, sc.scores + g * k_tile);
             }
             // online softmax update per row; rows with nothing visible get zero weights
             for (int64_t g = 0; g < ng; ++g) {
@@ -202,10 +221,13 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
                 }
                 S += vec.exp_sum(nt, sg, sg, M);
             }
-            if (vec.pv_block) {
-                vec.pv_block(p.Dv, acc, sc.scores, k_tile, ng, sc.vrow, nt);
+            const float * const * vf = (const float * const *) sc.vrow;
+            if (p.direct_v) {
+                vec.pv_cache(a.v->type, p.Dv, acc, sc.scores, k_tile, ng, sc.vrow, nt);
+            } else if (vec.pv_block) {
+                vec.pv_block(p.Dv, acc, sc.scores, k_tile, ng, vf, nt);
             } else {
-                for (int64_t g = 0; g < ng; ++g) vec.axpy_rows(p.Dv, acc[g], sc.scores + g * k_tile, sc.vrow, nt);
+                for (int64_t g = 0; g < ng; ++g) vec.axpy_rows(p.Dv, acc[g], sc.scores + g * k_tile, vf, nt);
             }
         }
     }

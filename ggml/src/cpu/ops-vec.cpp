@@ -137,7 +137,12 @@ const resolved_tables & resolved() {
 
 void ggml_cpu_register_vec(ggml_cpu_isa isa, const ggml_cpu_vec_fns & fns) {
     GGML_ASSERT(isa >= 0 && isa < GGML_CPU_ISA_COUNT);
-    registered()[isa] = fns;
+    using fn_t = void (*)();
+    const fn_t * src = reinterpret_cast<const fn_t *>(&fns);
+    fn_t * dst = reinterpret_cast<fn_t *>(&registered()[isa]);
+    for (int k = 0; k < k_n_fns; ++k) {
+        if (src[k]) dst[k] = src[k];
+    }
 }
 
 const ggml_cpu_vec_fns & ggml_cpu_vec() { return resolved().at[ggml_cpu_get_isa()]; }

@@ -1,0 +1,156 @@
+// Attention kernels that read the KV cache in its own type (f16, bf16, q8_0, q4_0): the rows are
+// widened to f32 in registers as they are used, so a decode step streams the cache once and
+// writes nothing back (no f32 copy of a tile). Used by ops-attention.cpp when few query rows
+// share a tile (token generation): with many rows a tile decoded once to f32 is cheaper.
+//
+// Written once over an ISA description; included only by avx2/attn-cache.cpp and
+// avx512/attn-cache.cpp, each of which compiles its own copy (internal linkage) with its flags.
+// An ISA struct I provides:
+//   vf, W (lanes), KR (key rows, always 4) and QR (query rows, <= 4) per score pass, CV (vectors
+//   per value chunk);
+//   zero, set1, load (f32), load_f16, load_bf16, load_i8 (W int8), load_nib (W bytes, nibble
+//   0 or 1), fma, mul, store, and reduce(acc[KR], out[KR]) (horizontal sums).
+// Row lengths are multiples of 16 (checked by the caller), so no tails: every lane is a value.
+#pragma once
+
+#include "ops-common.h"
+#include "quants/quants-blocks.h"
+
+#include <immintrin.h>
+
+namespace {
+
+// One W-lane chunk of a cache row, starting at value i (a multiple of W), as f32.
+template <typename I> struct cache_f16 {
+    static typename I::vf load(const void * row, int64_t i) { return I::load_f16((const uint16_t *) row + i); }
+};
+template <typename I> struct cache_bf16 {
+    static typename I::vf load(const void * row, int64_t i) { return I::load_bf16((const uint16_t *) row + i); }
+};
+template <typename I> struct cache_q8_0 {   // value = d * q
+    static typename I::vf load(const void * row, int64_t i) {
+        const block_q8_0 * b = (const block_q8_0 *) row + i / QK8_0;
+        return I::mul(I::set1(_cvtsh_ss(b->d)), I::load_i8(b->qs + i % QK8_0));
+    }
+};
+template <typename I> struct cache_q4_0 {   // value = d * (q - 8); values 0..15 low nibbles, 16..31 high
+    static typename I::vf load(const void * row, int64_t i) {
+        const block_q4_0 * b = (const block_q4_0 *) row + i / QK4_0;
+        const int j = (int) (i % QK4_0);
+        const float d = _cvtsh_ss(b->d);
+        return I::fma(I::set1(d), I::load_nib(b->qs + j % 16, j / 16), I::set1(-8.0f * d));
+    }
+};
+
+// out[r*os + t] = dot(q[r], k[t]) for r < NQ, t < nk: each chunk of KR key rows is widened once
+// and multiplied by all NQ query rows.
+template <typename I, typename L, int NQ>
+void qk_cache_t(int64_t n, const float * const * q, const void * const * k, int64_t nk, float * out, int64_t os) {
+    using vf = typename I::vf;
+    for (int64_t t = 0; t < nk; t += I::KR) {
+        const int64_t kk = nk - t < I::KR ? nk - t : I::KR;
+        const void * kr[I::KR];
+        for (int j = 0; j < I::KR; ++j) kr[j] = k[t + (j < kk ? j : 0)];
+        vf acc[NQ][I::KR];
+        for (int r = 0; r < NQ; ++r)
+            for (int j = 0; j < I::KR; ++j) acc[r][j] = I::zero();
+        for (int64_t i = 0; i < n; i += I::W) {
+            vf kv[I::KR];
+            for (int j = 0; j < I::KR; ++j) kv[j] = L::load(kr[j], i);
+            for (int r = 0; r < NQ; ++r) {
+                const vf qv = I::load(q[r] + i);
+                for (int j = 0; j < I::KR; ++j) acc[r][j] = I::fma(qv, kv[j], acc[r][j]);
+            }
+        }
+        for (int r = 0; r < NQ; ++r) {
+            float s[I::KR];
+            I::reduce(acc[r], s);
+            for (int64_t j = 0; j < kk; ++j) out[r * os + t + j] = s[j];
+        }
+    }
+}
+
+// y[r] += sum over t < nt of p[r*ps + t] * v[t] for r < NY: CV vectors of every output row stay
+// in registers while the value rows stream past.
+template <typename I, typename L, int NY, int CV>
+void pv_cache_t(int64_t n, float * const * y, const float * p, int64_t ps, const void * const * v, int64_t nt) {
+    using vf = typename I::vf;
+    for (int64_t i = 0; i < n; i += CV * I::W) {
+        vf acc[NY][CV];
+        for (int r = 0; r < NY; ++r)
+            for (int c = 0; c < CV; ++c) acc[r][c] = I::load(y[r] + i + c * I::W);
+        for (int64_t t = 0; t < nt; ++t) {
+            vf vv[CV];
+            for (int c = 0; c < CV; ++c) vv[c] = L::load(v[t], i + c * I::W);
+            for (int r = 0; r < NY; ++r) {
+                const vf pr = I::set1(p[r * ps + t]);
+                for (int c = 0; c < CV; ++c) acc[r][c] = I::fma(pr, vv[c], acc[r][c]);
+            }
+        }
+        for (int r = 0; r < NY; ++r)
+            for (int c = 0; c < CV; ++c) I::store(y[r] + i + c * I::W, acc[r][c]);
+    }
+}
+
+template <typename I, typename L>
+void qk_cache_rows(int64_t n, const float * const * q, int64_t nq, const void * const * k, int64_t nk, float * out,
+                   int64_t os) {
+    for (int64_t r = 0; r < nq; r += I::QR, q += I::QR, out += I::QR * os) {
+        switch (nq - r < I::QR ? nq - r : I::QR) {
+            case 1: qk_cache_t<I, L, 1>(n, q, k, nk, out, os); break;
+            case 2: qk_cache_t<I, L, 2>(n, q, k, nk, out, os); break;
+            case 3: qk_cache_t<I, L, 3>(n, q, k, nk, out, os); break;
+            default: qk_cache_t<I, L, 4>(n, q, k, nk, out, os); break;
+        }
+    }
+}
+
+template <typename I, typename L, int CV>
+void pv_cache_cv(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const void * const * v,
+                 int64_t nt) {
+    for (int64_t r = 0; r < ny; r += 4, y += 4, p += 4 * ps) {
+        switch (ny - r) {
+            case 1: pv_cache_t<I, L, 1, CV>(n, y, p, ps, v, nt); break;
+            case 2: pv_cache_t<I, L, 2, CV>(n, y, p, ps, v, nt); break;
+            case 3: pv_cache_t<I, L, 3, CV>(n, y, p, ps, v, nt); break;
+            default: pv_cache_t<I, L, 4, CV>(n, y, p, ps, v, nt); break;
+        }
+    }
+}
+
+template <typename I, typename L>
+void pv_cache_rows(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const void * const * v,
+                   int64_t nt) {
+    if (n % (I::CV * I::W) == 0) {
+        pv_cache_cv<I, L, I::CV>(n, y, p, ps, ny, v, nt);
+    } else {
+        pv_cache_cv<I, L, 1>(n, y, p, ps, ny, v, nt);
+    }
+}
+
+// Calls f with the row reader of the cache type. Types other than these four never reach here
+// (ggml_cpu_attn_cache_type decides in ops-attention.cpp).
+template <typename I, typename F>
+void with_cache_reader(ggml_type type, F f) {
+    switch (type) {
+        case GGML_TYPE_F16: f(cache_f16<I>()); break;
+        case GGML_TYPE_BF16: f(cache_bf16<I>()); break;
+        case GGML_TYPE_Q8_0: f(cache_q8_0<I>()); break;
+        case GGML_TYPE_Q4_0: f(cache_q4_0<I>()); break;
+        default: break;
+    }
+}
+
+template <typename I>
+void qk_cache(ggml_type type, int64_t n, const float * const * q, int64_t nq, const void * const * k, int64_t nk,
+              float * out, int64_t os) {
+    with_cache_reader<I>(type, [&](auto reader) { qk_cache_rows<I, decltype(reader)>(n, q, nq, k, nk, out, os); });
+}
+
+template <typename I>
+void pv_cache(ggml_type type, int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny,
+              const void * const * v, int64_t nt) {
+    with_cache_reader<I>(type, [&](auto reader) { pv_cache_rows<I, decltype(reader)>(n, y, p, ps, ny, v, nt); });
+}
+
+} // namespace

@@ -1,0 +1,45 @@
+// AVX2 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 cache rows
+// directly (attn-cache-kernels.h): 8 lanes, 4 key rows x 2 query rows per score pass and 2
+// vectors x 4 output rows per value pass, so accumulators and operands fit in 16 ymm registers.
+#include "attn-cache-kernels.h"
+#include "avx2/register.h"
+
+namespace {
+
+struct isa_avx2 {
+    using vf = __m256;
+    static constexpr int W = 8, KR = 4, QR = 2, CV = 2;
+    static vf zero() { return _mm256_setzero_ps(); }
+    static vf set1(float x) { return _mm256_set1_ps(x); }
+    static vf load(const float * p) { return _mm256_loadu_ps(p); }
+    static void store(float * p, vf x) { _mm256_storeu_ps(p, x); }
+    static vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+    static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+    static vf load_f16(const uint16_t * p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) p)); }
+    static vf load_bf16(const uint16_t * p) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    static vf load_i8(const int8_t * p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *) p)));
+    }
+    static vf load_nib(const uint8_t * p, int hi) {
+        __m128i b = _mm_srl_epi16(_mm_loadl_epi64((const __m128i *) p), _mm_cvtsi32_si128(4 * hi));
+        b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+    }
+    // four horizontal sums at once through a tree of pairwise adds
+    static void reduce(const vf (&a)[KR], float * out) {
+        const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+        _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+    }
+};
+
+} // namespace
+
+void ggml_cpu_register_attn_cache_avx2() {
+    ggml_cpu_vec_fns f = {};
+    f.qk_cache = qk_cache<isa_avx2>;
+    f.pv_cache = pv_cache<isa_avx2>;
+    ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
+}

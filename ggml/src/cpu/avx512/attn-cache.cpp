@@ -1,0 +1,50 @@
+// AVX512 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 cache rows
+// directly (attn-cache-kernels.h): 16 lanes, 4 key rows x 4 query rows per score pass (16
+// accumulators), 4 vectors x 4 output rows per value pass.
+#include "attn-cache-kernels.h"
+#include "avx512/register.h"
+
+namespace {
+
+struct isa_avx512 {
+    using vf = __m512;
+    static constexpr int W = 16, KR = 4, QR = 4, CV = 4;
+    static vf zero() { return _mm512_setzero_ps(); }
+    static vf set1(float x) { return _mm512_set1_ps(x); }
+    static vf load(const float * p) { return _mm512_loadu_ps(p); }
+    static void store(float * p, vf x) { _mm512_storeu_ps(p, x); }
+    static vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+    static vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+    static vf load_f16(const uint16_t * p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p)); }
+    static vf load_bf16(const uint16_t * p) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+    static vf load_i8(const int8_t * p) {
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) p)));
+    }
+    static vf load_nib(const uint8_t * p, int hi) {
+        __m128i b = _mm_srl_epi16(_mm_loadu_si128((const __m128i *) p), _mm_cvtsi32_si128(4 * hi));
+        b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
+        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
+    }
+    // four horizontal sums at once: halves added, then a tree of pairwise adds
+    static void reduce(const vf (&a)[KR], float * out) {
+        __m256 s[KR];
+        for (int j = 0; j < KR; ++j) {
+            s[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
+        }
+        const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
+        _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+    }
+};
+
+} // namespace
+
+void ggml_cpu_register_attn_cache_avx512() {
+    ggml_cpu_vec_fns f = {};
+    f.qk_cache = qk_cache<isa_avx512>;
+    f.pv_cache = pv_cache<isa_avx512>;
+    ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
+}
