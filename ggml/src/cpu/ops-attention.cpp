@@ -20,12 +20,13 @@
 #include "ops-common.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 namespace {
 
 constexpr int64_t k_tile = 32;          // KV rows per tile
-constexpr int64_t k_rows_target = 64;   // query rows (heads x queries) sharing a tile
+constexpr int64_t k_rows_target = 128;  // query rows (heads x queries) sharing a tile (one tile conversion each)
 constexpr int64_t k_group = 4;          // query rows computed together (register tile)
 constexpr int64_t k_direct_rows = 8;    // read the cache in place when at most this many rows share a tile
 
@@ -126,7 +127,8 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
         const int64_t h = hk * p.G + ri % p.G;
         sc.qrow[ri] = ggml_cpu_load_row(a.q, iq, h, sq, sc.q + ri * p.D);
         sc.mrow[ri] = a.mask ? ggml_cpu_row_ptr(a.mask, iq, h % a.mask->ne[2], sq % a.mask->ne[3]) : nullptr;
-        sc.slope[ri] = a.mask ? ggml_cpu_alibi_slope(a.max_bias, p.n_head, h) : 1.0f;
+        // kept above zero so that slope * -inf stays -inf (a masked key) in the vector update
+        sc.slope[ri] = a.mask ? std::max(ggml_cpu_alibi_slope(a.max_bias, p.n_head, h), FLT_MIN) : 1.0f;
         float * st = sc.state + ri * stride;
         std::memset(st, 0, p.Dv * sizeof(float));
         st[p.Dv] = -INFINITY;
@@ -196,14 +198,14 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
             // online softmax update per row; rows with nothing visible get zero weights
             for (int64_t g = 0; g < ng; ++g) {
                 float * sg = sc.scores + g * k_tile;
-                float tile_max = -INFINITY;
-                for (int64_t t = 0; t < nt; ++t) {
-                    float x = sg[t] * a.scale;
-                    if (a.softcap > 0.0f) x = a.softcap * std::tanh(x / a.softcap);
-                    if (mv[g]) x = mv[g][t] == -INFINITY ? -INFINITY : x + sc.slope[grp[g]] * mv[g][t];
-                    sg[t] = x;
-                    tile_max = std::max(tile_max, x);
+                if (a.softcap > 0.0f) {
+                    for (int64_t t = 0; t < nt; ++t) sg[t] = a.softcap * std::tanh(sg[t] * a.scale / a.softcap);
+                } else {
+                    vec.scale_bias(nt, sg, sg, a.scale, 0.0f);
                 }
+                // slopes are positive, so a -inf mask value keeps its key at -inf
+                if (mv[g]) vec.axpy(nt, sg, sc.slope[grp[g]], mv[g]);
+                const float tile_max = vec.max(nt, sg);
                 float * st = acc[g];
                 float & M = st[p.Dv];
                 float & S = st[p.Dv + 1];

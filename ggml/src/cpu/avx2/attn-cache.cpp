@@ -3,6 +3,7 @@
 // vectors x 4 output rows per value pass, so accumulators and operands fit in 16 ymm registers.
 #include "attn-cache-kernels.h"
 #include "avx2/register.h"
+#include "avx2/simd.h"
 
 namespace {
 
@@ -28,11 +29,7 @@ struct isa_avx2 {
         b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
         return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
     }
-    // four horizontal sums at once through a tree of pairwise adds
-    static void reduce(const vf (&a)[KR], float * out) {
-        const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-        _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
-    }
+    static void reduce(const vf (&a)[KR], float * out) { reduce4_ps(a, out); }
 };
 
 } // namespace

@@ -2,6 +2,7 @@
 // masked loads and stores, so every element goes through the same arithmetic as the body.
 #include "avx2/register.h"
 #include "ops-common.h"
+#include "avx2/simd.h"
 
 #include <algorithm>
 #include <immintrin.h>
@@ -255,8 +256,7 @@ void qk_block_v(int64_t n, const float * const * q, int64_t nq, const float * co
                 qk_pass<1>(n, q + r0, kr, acc);
             }
             float red[2][4];
-            for (int r = 0; r < 2; ++r)
-                for (int j = 0; j < 4; ++j) red[r][j] = r < nr ? hsum(acc[r][j]) : 0.0f;
+            for (int r = 0; r < nr; ++r) reduce4_ps(acc[r], red[r]);
             for (int r = 0; r < nr; ++r)
                 for (int64_t j = 0; j < kk; ++j) out[(r0 + r) * os + t + j] = red[r][j];
         }

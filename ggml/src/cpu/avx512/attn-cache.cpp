@@ -3,6 +3,7 @@
 // accumulators), 4 vectors x 4 output rows per value pass.
 #include "attn-cache-kernels.h"
 #include "avx512/register.h"
+#include "avx512/simd.h"
 
 namespace {
 
@@ -28,16 +29,7 @@ struct isa_avx512 {
         b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
         return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
     }
-    // four horizontal sums at once: halves added, then a tree of pairwise adds
-    static void reduce(const vf (&a)[KR], float * out) {
-        __m256 s[KR];
-        for (int j = 0; j < KR; ++j) {
-            s[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]),
-                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
-        }
-        const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
-        _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
-    }
+    static void reduce(const vf (&a)[KR], float * out) { reduce4_ps(a, out); }
 };
 
 } // namespace

@@ -2,6 +2,7 @@
 // mask registers. Entries not set here fall back to the AVX2 ones.
 #include "avx512/register.h"
 #include "ops-common.h"
+#include "avx512/simd.h"
 
 #include <algorithm>
 #include <immintrin.h>
@@ -214,8 +215,7 @@ void qk_block_t(int64_t n, const float * const * q, const float * const * k, int
         }
         // reduce with compile-time indices only, so acc stays in registers during the loop
         float red[NQ][4];
-        for (int r = 0; r < NQ; ++r)
-            for (int j = 0; j < 4; ++j) red[r][j] = _mm512_reduce_add_ps(acc[r][j]);
+        for (int r = 0; r < NQ; ++r) reduce4_ps(acc[r], red[r]);
         for (int r = 0; r < NQ; ++r)
             for (int64_t j = 0; j < kk; ++j) out[r * os + t + j] = red[r][j];
     }
