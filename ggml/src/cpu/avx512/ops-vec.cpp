@@ -230,30 +230,26 @@ void qk_block_v(int64_t n, const float * const * q, int64_t nq, const float * co
     }
 }
 
-// NY output rows x 32 values in registers; each value row is loaded once per chunk for all of them
+// NY output rows x 64 values in registers (16 accumulators); each value row is loaded once per
+// chunk for all of them, so a load feeds NY FMAs
 template <int NY>
 void pv_block_t(int64_t n, float * const * y, const float * p, int64_t ps, const float * const * v, int64_t nt) {
-    for (int64_t i = 0; i < n; i += 32) {
-        const __mmask16 m0 = n - i >= 16 ? (__mmask16) 0xffff : tail(n - i);
-        const __mmask16 m1 = n - i >= 32 ? (__mmask16) 0xffff : n - i <= 16 ? (__mmask16) 0 : tail(n - i - 16);
-        __m512 acc[NY][2];
-        for (int r = 0; r < NY; ++r) {
-            acc[r][0] = _mm512_maskz_loadu_ps(m0, y[r] + i);
-            acc[r][1] = _mm512_maskz_loadu_ps(m1, y[r] + i + 16);
-        }
+    for (int64_t i = 0; i < n; i += 64) {
+        __mmask16 m[4];
+        chunk_masks(n, i, m);
+        __m512 acc[NY][4];
+        for (int r = 0; r < NY; ++r)
+            for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_maskz_loadu_ps(m[c], y[r] + i + 16 * c);
         for (int64_t t = 0; t < nt; ++t) {
-            const __m512 v0 = _mm512_maskz_loadu_ps(m0, v[t] + i);
-            const __m512 v1 = _mm512_maskz_loadu_ps(m1, v[t] + i + 16);
+            __m512 vv[4];
+            for (int c = 0; c < 4; ++c) vv[c] = _mm512_maskz_loadu_ps(m[c], v[t] + i + 16 * c);
             for (int r = 0; r < NY; ++r) {
                 const __m512 pr = _mm512_set1_ps(p[r * ps + t]);
-                acc[r][0] = _mm512_fmadd_ps(pr, v0, acc[r][0]);
-                acc[r][1] = _mm512_fmadd_ps(pr, v1, acc[r][1]);
+                for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
             }
         }
-        for (int r = 0; r < NY; ++r) {
-            _mm512_mask_storeu_ps(y[r] + i, m0, acc[r][0]);
-            _mm512_mask_storeu_ps(y[r] + i + 16, m1, acc[r][1]);
-        }
+        for (int r = 0; r < NY; ++r)
+            for (int c = 0; c < 4; ++c) _mm512_mask_storeu_ps(y[r] + i + 16 * c, m[c], acc[r][c]);
     }
 }
 
