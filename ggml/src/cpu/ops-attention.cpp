@@ -11,8 +11,9 @@
 // Each query row keeps an online-softmax state (running max M, running sum S, unnormalised
 // output acc).
 //
-// Threads: with many queries the (sequence, kv head, query block) units are dealt out to the
-// threads; for decode (one query) the KV length is split instead, every thread producing
+// Threads: the (sequence, kv head, query block) units are dealt out to the threads when they
+// share out evenly; otherwise (fewer units than threads, e.g. MLA's single KV head, or a decode
+// step whose units do not divide evenly) the KV length is split instead, every thread producing
 // partial states that are merged after a barrier (max-rescaled sums, as in split-K softmax).
 //
 // Attention sinks (src[4], one logit per head) join the softmax denominator only: they are
@@ -61,7 +62,11 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.R = p.G * p.QB;
     p.n_qb = (p.n_q + p.QB - 1) / p.QB;
     p.n_units = p.n_seq * p.n_head_kv * p.n_qb;
-    p.split_kv = nth > 1 && (p.n_q == 1 || p.n_units < nth);
+    // One query: every unit costs the same, so whole units dealt out evenly need no merge and no
+    // second barrier (each barrier can cost a time slice on a busy machine); the KV length is
+    // split only when the units cannot be shared out evenly.
+    const bool uneven = p.n_q == 1 && p.n_units % nth != 0 && p.n_units < 8 * nth;
+    p.split_kv = nth > 1 && (p.n_units < nth || uneven);
     const auto & vec = ggml_cpu_vec();
     auto in_place = [&](const ggml_tensor * t, int64_t n) {
         return vec.qk_cache && p.R <= k_direct_rows && ggml_cpu_attn_cache_type(t->type, n) &&
