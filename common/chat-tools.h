@@ -50,6 +50,15 @@ struct parsed_reply {
 // or names an unknown function, leaves the whole reply as content.
 parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, const nlohmann::ordered_json & tools);
 
+// A reply being streamed, parsed as far as it goes: the calls written in full and, last, the call
+// the text ends inside of once its name is complete, with the part of its arguments' JSON text
+// that no later text can change (the finished call's arguments start with it).
+struct partial_reply {
+    std::vector<parsed_tool_call> calls;
+    bool last_open = false;   // the last call is still being written
+};
+partial_reply parse_tool_calls_partial(tool_syntax syntax, const std::string & text, const nlohmann::ordered_json & tools);
+
 // The marker texts of the syntax ("<tool_call>", "[TOOL_CALLS]" ...): where a vocabulary has them
 // as special tokens, their text must be kept in the output for the parser to see.
 std::vector<std::string> tool_syntax_markers(tool_syntax syntax);

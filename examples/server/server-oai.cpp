@@ -442,11 +442,14 @@ reasoning_splitter::delta response_builder::absorb(size_t choice, const task_eve
         c.summary = ev.summary;
         c.done = true;
     }
-    // text that may be the start of a tool call is held back until the calls can be parsed
-    d.content = c.tools.feed(d.content);
+    // text that may be the start of a tool call is held back; the calls stream as they are written
+    tool_stream::delta td = c.tools.feed(d.content);
+    d.content = std::move(td.content);
+    c.call_deltas = std::move(td.calls);
     if (ev.is_final) {
         tool_stream::result calls = c.tools.finish();
         d.content += calls.content;
+        for (auto & cd : calls.call_deltas) c.call_deltas.push_back(std::move(cd));
         c.tool_calls = std::move(calls.calls);
         if (!c.tool_calls.empty() && c.summary.finish_reason == "stop") c.summary.finish_reason = "tool_calls";
     }
@@ -600,21 +603,15 @@ std::vector<json> response_builder::stream_event(size_t choice, const task_event
                 if (req_.include_usage) ch["usage"] = nullptr;
                 out.push_back(std::move(ch));
             }
-            // each call as OpenAI streams it: id and name first, then the arguments
-            for (size_t i = 0; ev.is_final && i < c.tool_calls.size(); ++i) {
-                const json & call = c.tool_calls[i];
-                const json first = { { "index", i }, { "id", call["id"] }, { "type", "function" },
-                                     { "function", { { "name", call["function"]["name"] }, { "arguments", "" } } } };
-                const json args = { { "index", i }, { "function", { { "arguments", call["function"]["arguments"] } } } };
-                for (const json & part : { first, args }) {
-                    json ch = chunk_base("chat.completion.chunk");
-                    ch["choices"] = json::array({ { { "index", choice },
-                                                    { "delta", { { "tool_calls", json::array({ part }) } } },
-                                                    { "logprobs", nullptr },
-                                                    { "finish_reason", nullptr } } });
-                    if (req_.include_usage) ch["usage"] = nullptr;
-                    out.push_back(std::move(ch));
-                }
+            // each call as OpenAI streams it: id and name first, then the arguments in pieces
+            for (const json & part : c.call_deltas) {
+                json ch = chunk_base("chat.completion.chunk");
+                ch["choices"] = json::array({ { { "index", choice },
+                                                { "delta", { { "tool_calls", json::array({ part }) } } },
+                                                { "logprobs", nullptr },
+                                                { "finish_reason", nullptr } } });
+                if (req_.include_usage) ch["usage"] = nullptr;
+                out.push_back(std::move(ch));
             }
             if (ev.is_final) {
                 json ch = chunk_base("chat.completion.chunk");

@@ -83,6 +83,7 @@ private:
         size_t text_offset = 0;   // completions logprobs: where the next token starts
         tool_stream tools;
         json tool_calls = json::array();
+        json call_deltas = json::array();   // delta.tool_calls entries of the event absorb() took last
         bool legacy_opened = false, legacy_closed = false;   // deepseek-legacy: tags shown in the content
     };
     reasoning_splitter::delta absorb(size_t choice, const task_event & ev);

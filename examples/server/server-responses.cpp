@@ -138,8 +138,9 @@ public:
                 out += event("response.output_item.added",
                              { { "output_index", calls_.back().output_index }, { "item", call_item(calls_.back(), "in_progress") } });
             }
-            if (!tc.arguments.empty() && !calls_.empty()) {
-                call & c = calls_.back();
+            // the calls open in index order, so a piece's index is its place in calls_
+            if (!tc.arguments.empty() && tc.index >= 0 && (size_t) tc.index < calls_.size()) {
+                call & c = calls_[(size_t) tc.index];
                 c.arguments += tc.arguments;
                 out += event("response.function_call_arguments.delta",
                              { { "item_id", c.item_id }, { "output_index", c.output_index }, { "delta", tc.arguments } });
