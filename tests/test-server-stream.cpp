@@ -153,3 +153,70 @@ TEST(ReasoningSplitter, MarkupFromTemplate) {
         EXPECT_EQ((int) reasoning_markup_from_template(src), (int) c.want) << c.file;
     }
 }
+
+// --reasoning-budget N: the budget counts the tokens written inside the leading block (from the
+// first token when the prompt opened it, after the opening tag otherwise) and is spent at N.
+TEST(ReasoningBudget, CountsTokensInsideTheLeadingBlock) {
+    reasoning_budget b(3, "<think>", "</think>", true);
+    EXPECT_FALSE(b.exhausted());
+    for (const char * t : { "a", " b" }) b.feed(t);
+    EXPECT_FALSE(b.exhausted());
+    b.feed(" c");
+    EXPECT_TRUE(b.exhausted());
+    b.closed();
+    EXPECT_FALSE(b.exhausted());
+
+    // the model opens the block itself (after whitespace); the tag's own tokens do not count
+    reasoning_budget m(2, "<think>", "</think>", false);
+    for (const char * t : { "\n", "<th", "ink>" }) m.feed(t);
+    EXPECT_FALSE(m.exhausted());
+    m.feed("x");
+    EXPECT_FALSE(m.exhausted());
+    m.feed("y");
+    EXPECT_TRUE(m.exhausted());
+    EXPECT_EQ(m.n_inside(), 2);
+
+    // a block the model closes within the budget, even with the tag split over tokens, is over
+    reasoning_budget c(4, "<think>", "</think>", true);
+    for (const char * t : { "ok", "</th", "ink>", "answer", "more", "text" }) c.feed(t);
+    EXPECT_FALSE(c.exhausted());
+
+    // budget 0: spent as soon as the block is open
+    EXPECT_TRUE(reasoning_budget(0, "<think>", "</think>", true).exhausted());
+    reasoning_budget z(0, "<think>", "</think>", false);
+    EXPECT_FALSE(z.exhausted());
+    z.feed("<think>");
+    EXPECT_TRUE(z.exhausted());
+
+    // a reply that does not start with the block is never cut; no budget is never spent
+    reasoning_budget t(1, "<think>", "</think>", false);
+    for (const char * p : { "Hello", " <think>", "x", "y" }) t.feed(p);
+    EXPECT_FALSE(t.exhausted());
+    reasoning_budget none;
+    none.feed("<think>");
+    EXPECT_FALSE(none.exhausted());
+    reasoning_budget unlimited(-1, "<think>", "</think>", true);
+    for (int i = 0; i < 100; ++i) unlimited.feed("w");
+    EXPECT_FALSE(unlimited.exhausted());
+}
+
+// What a spent budget writes: the close tag and what the template puts before the answer.
+TEST(ReasoningBudget, ForcedCloseFollowsTheTemplate) {
+    auto tmpl = [](const char * file) {
+        std::ifstream f(kiln_test::shared_path(std::string("templates/") + file));
+        std::stringstream ss;
+        ss << f.rdbuf();
+        EXPECT_FALSE(ss.str().empty()) << file;
+        return kiln::chat_template(ss.str(), "", "");
+    };
+    const kiln::chat_template qwen3 = tmpl("Qwen-Qwen3-0.6B.jinja");
+    EXPECT_EQ(reasoning_forced_close(&qwen3, reasoning_markup::think), "</think>\n\n");
+    const kiln::chat_template seed = tmpl("ByteDance-Seed-OSS.jinja");
+    const std::string s = reasoning_forced_close(&seed, reasoning_markup::seed);
+    EXPECT_EQ(s.rfind("</seed:think>", 0), 0u) << s;
+    // no template, or one that shows no reasoning: the markup's close tag and a blank line
+    EXPECT_EQ(reasoning_forced_close(nullptr, reasoning_markup::mistral), "[/THINK]\n\n");
+    const kiln::chat_template plain("{% for m in messages %}{{ m.content }}{% endfor %}", "", "");
+    EXPECT_EQ(reasoning_forced_close(&plain, reasoning_markup::think), "</think>\n\n");
+    EXPECT_EQ(reasoning_forced_close(nullptr, reasoning_markup::harmony), "<|end|><|start|>assistant<|channel|>final<|message|>");
+}

@@ -234,6 +234,15 @@ json template_kwargs(const json & body, const server_info & info) {
     return extra.empty() ? json(nullptr) : extra;
 }
 
+// "thinking_budget_tokens" of a request (llama.cpp's name), else --reasoning-budget: -1
+// unlimited, N >= 0 tokens of thinking before the server closes the block.
+int32_t request_reasoning_budget(const json & body, const server_info & info) {
+    const int32_t dflt = info.defaults->reasoning_budget;
+    if (!has(body, "thinking_budget_tokens")) return dflt;
+    const int32_t n = (int32_t) get_int(body, "thinking_budget_tokens", -1, -1, INT32_MAX);
+    return n < 0 ? dflt : n;
+}
+
 bool ends_inside_reasoning(const std::string & prompt, reasoning_markup markup) {
     size_t end = prompt.size();
     while (end > 0 && (prompt[end - 1] == ' ' || prompt[end - 1] == '\n' || prompt[end - 1] == '\r' || prompt[end - 1] == '\t')) --end;
@@ -336,6 +345,15 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     req.markup = info.markup;
     const bool opened = ends_inside_reasoning(req.prompt_text, info.markup);
     req.reasoning_starts_inside = req.reasoning_split && opened;
+    req.gen.reasoning_budget = request_reasoning_budget(body, info);
+    if (req.gen.reasoning_budget > 0 || (req.gen.reasoning_budget == 0 && has(body, "thinking_budget_tokens"))) {
+        req.gen.reasoning_open = reasoning_open_tag(info.markup);
+        req.gen.reasoning_close = reasoning_close_tag(info.markup);
+        req.gen.reasoning_forced = info.reasoning_forced;
+        req.gen.reasoning_starts_inside = opened;
+    } else {
+        req.gen.reasoning_budget = -1;   // 0 from --reasoning-budget: thinking is off through the template
+    }
     // harmony's channel markers are control tokens: the reply's text must show them to be split
     // (and a call's header to be parsed)
     req.gen.render_special = info.markup == reasoning_markup::harmony && (req.reasoning_split || req.tools.active);

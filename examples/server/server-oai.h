@@ -30,7 +30,9 @@ struct server_info {
     const kiln::chat_template * tmpl = nullptr;   // null: no chat template available
     reasoning_markup markup = reasoning_markup::think;   // how the model's replies mark reasoning
     tool_syntax tools_syntax = tool_syntax::generic;   // how the template's model writes tool calls
+    std::string reasoning_forced;                 // what a spent thinking budget writes (reasoning_forced_close)
 };
+
 
 struct completion_request {
     api_kind kind = api_kind::chat;
