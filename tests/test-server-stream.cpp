@@ -1,7 +1,9 @@
-// The server's reasoning splitter (examples/server/server-stream.cpp) on every markup: <think>
-// blocks (and Seed-OSS's, Command R7B's and Magistral's tags) and gpt-oss's harmony channels, whole and fed in every split (a streamed reply must
-// concatenate to exactly the non-streamed one).
+// The server's text handling without HTTP. The reasoning splitter (examples/server/server-stream.cpp)
+// on every markup: <think> blocks (and Seed-OSS's, Command R7B's and Magistral's tags) and gpt-oss's
+// harmony channels, whole and fed in every split (a streamed reply must concatenate to exactly the
+// non-streamed one); the thinking budget; tool calls streamed in pieces (server-tools.cpp).
 #include "server-stream.h"
+#include "server-tools.h"
 #include "testing.h"
 
 #include <gtest/gtest.h>
@@ -219,4 +221,101 @@ TEST(ReasoningBudget, ForcedCloseFollowsTheTemplate) {
     const kiln::chat_template plain("{% for m in messages %}{{ m.content }}{% endfor %}", "", "");
     EXPECT_EQ(reasoning_forced_close(&plain, reasoning_markup::think), "</think>\n\n");
     EXPECT_EQ(reasoning_forced_close(nullptr, reasoning_markup::harmony), "<|end|><|start|>assistant<|channel|>final<|message|>");
+}
+
+// Tool calls streamed as OpenAI does (tool_stream): a reply fed one byte at a time gives the
+// text around the calls and, per call, a header (index, id, type, name, arguments "") and then
+// argument pieces that add up to the call of the whole reply.
+namespace {
+
+struct reassembled {
+    std::string content;
+    json calls = json::array();
+    std::vector<int> pieces;
+};
+
+reassembled stream_tools(const tool_request & req, const std::string & reply, size_t step) {
+    tool_stream ts(&req);
+    reassembled out;
+    auto take = [&](const json & deltas) {
+        for (const json & d : deltas) {
+            const size_t i = d.at("index").get<size_t>();
+            if (d.contains("id")) {
+                EXPECT_EQ(i, out.calls.size()) << "calls open in order";
+                EXPECT_EQ(d.at("type"), "function");
+                EXPECT_EQ(d.at("function").at("arguments"), "") << "a call opens with empty arguments";
+                out.calls.push_back({ { "id", d["id"] }, { "name", d["function"]["name"] }, { "arguments", "" } });
+                out.pieces.push_back(0);
+                continue;
+            }
+            EXPECT_FALSE(d.at("function").contains("name")) << "later deltas carry only arguments";
+            EXPECT_LT(i, out.calls.size());
+            if (i >= out.calls.size()) continue;
+            out.calls[i]["arguments"] = out.calls[i]["arguments"].get<std::string>() + d["function"]["arguments"].get<std::string>();
+            out.pieces[i]++;
+        }
+    };
+    for (size_t at = 0; at < reply.size(); at += step) {
+        tool_stream::delta d = ts.feed(reply.substr(at, step));
+        out.content += d.content;
+        take(d.calls);
+    }
+    tool_stream::result r = ts.finish();
+    out.content += r.content;
+    take(r.call_deltas);
+    EXPECT_EQ(r.calls.size(), out.calls.size());
+    for (size_t i = 0; i < std::min(r.calls.size(), out.calls.size()); ++i) {
+        EXPECT_EQ(r.calls[i]["id"], out.calls[i]["id"]);
+        EXPECT_EQ(r.calls[i]["function"]["name"], out.calls[i]["name"]);
+        EXPECT_EQ(r.calls[i]["function"]["arguments"], out.calls[i]["arguments"]);
+    }
+    return out;
+}
+
+const json k_weather_tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+  "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}])");
+
+} // namespace
+
+TEST(ToolStream, CallsStreamInPiecesAndTextAroundThem) {
+    tool_request req;
+    req.active = true;
+    req.syntax = tool_syntax::hermes;
+    req.tools = k_weather_tools;
+    const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Santiago de Compostela\", \"days\": 3}}\n</tool_call>";
+    const std::string reply = "Let me look that up.\n" + call + "\n" + call + "\nOne moment.";
+    const parsed_reply whole = parse_tool_calls(req.syntax, reply, req.tools);
+    ASSERT_EQ(whole.calls.size(), 2u);
+    for (size_t step : { 1, 2, 7, 1000 }) {
+        SCOPED_TRACE(step);
+        const reassembled r = stream_tools(req, reply, step);
+        EXPECT_EQ(r.content, whole.content);
+        ASSERT_EQ(r.calls.size(), 2u);
+        for (size_t i = 0; i < 2; ++i) {
+            EXPECT_EQ(r.calls[i]["name"], "get_weather");
+            EXPECT_EQ(r.calls[i]["arguments"], whole.calls[i].arguments);
+        }
+        if (step < 8) {
+            EXPECT_GT(r.pieces[0], 3) << "the arguments come as they are written";
+        }
+    }
+    // parallel_tool_calls false: one call
+    req.parallel = false;
+    EXPECT_EQ(stream_tools(req, reply, 1).calls.size(), 1u);
+}
+
+TEST(ToolStream, CallsInsideTheReasoningAreText) {
+    // reasoning_format none: the reply keeps its reasoning, and a call written inside it is not one
+    tool_request req;
+    req.active = true;
+    req.syntax = tool_syntax::hermes;
+    req.tools = k_weather_tools;
+    req.reasoning_open = "<think>";
+    req.reasoning_close = "</think>";
+    const std::string inner = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    const std::string reply = "<think>maybe " + inner + "</think>\n\n" + inner;
+    const reassembled r = stream_tools(req, reply, 1);
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0]["arguments"], "{\"city\":\"Oslo\"}");
+    EXPECT_EQ(r.content, "<think>maybe " + inner + "</think>\n\n");
 }
