@@ -1,6 +1,6 @@
 // The tool-call families whose arguments are one JSON object: Hermes / Qwen, Mistral, Llama 3,
-// the generic form, DeepSeek V3 / R1 / V3.1, Kimi-K2, Functionary v3.1 / v3.2, Command R / R7B
-// and Granite. Each parser follows its template's own rendering of an assistant's tool_calls.
+// the generic form, DeepSeek V3 / R1 / V3.1, Kimi-K2, Functionary v3.1 / v3.2, Command R / R7B,
+// Granite and FireFunction v2. Each parser follows its template's own rendering of an assistant's tool_calls.
 #include "chat-tools-family.h"
 
 namespace chat_tools_detail {
@@ -350,6 +350,15 @@ bool parse_granite(const std::string & s, size_t pos, const json & tools, std::v
     return parse_call_array(s, skip_space(s, pos + open.size()), tools, calls, end, "name", "", oc);
 }
 
+// ---- FireFunction v2: functools[{"name": ..., "arguments": {...}}, ...] (no closing marker) ----
+
+bool parse_firefunction(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end,
+                        open_call * oc) {
+    static const std::string open = "functools";
+    if (!starts_with_at(s, pos, open)) return false;
+    return parse_call_array(s, pos + open.size(), tools, calls, end, "name", "", oc);
+}
+
 } // namespace
 
 const std::vector<tool_family> & json_tool_families() {
@@ -401,6 +410,8 @@ const std::vector<tool_family> & json_tool_families() {
             parse_command_r7b, command_r7b_call, "<|START_ACTION|>[", ", ", "]<|END_ACTION|>");
         row(tool_syntax::granite, "granite", { "<|tool_call|>" }, { "<|tool_call|>" }, nullptr, parse_granite, name_arguments,
             "<|tool_call|>[", ", ", "]");
+        row(tool_syntax::firefunction_v2, "firefunction-v2", {}, { "functools[" }, nullptr, parse_firefunction, name_arguments,
+            "functools[", ", ", "]");
         return r;
     }();
     return rows;

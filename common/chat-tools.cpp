@@ -149,6 +149,7 @@ tool_syntax tool_syntax_from_template(const std::string & src) {
     if (has("<|tool_call|>")) return tool_syntax::granite;
     if (has(">>>all")) return tool_syntax::functionary_v32;
     if (has("<function=")) return tool_syntax::functionary_v31;
+    if (has("functools[")) return tool_syntax::firefunction_v2;   // a Llama 3 template: before llama3
     if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("\"parameters\""))) return tool_syntax::llama3;
     return tool_syntax::generic;
 }

@@ -29,6 +29,7 @@ enum class tool_syntax {
     granite,          // Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}]
     deepseek_v32,     // DeepSeek V3.2 (DSML): <｜DSML｜function_calls><｜DSML｜invoke name="NAME"><｜DSML｜parameter name="P" string="true">V</｜DSML｜parameter>...
     deepseek_v4,      // DeepSeek V4: the same inside <｜DSML｜tool_calls>
+    firefunction_v2,  // FireFunction v2: functools[{"name": ..., "arguments": {...}}, ...]
 };
 
 // The syntax the template's source text uses to show tool calls.

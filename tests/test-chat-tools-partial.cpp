@@ -113,6 +113,10 @@ TEST(ChatToolsPartial, JsonArgumentFamilies) {
                               "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": " + obj +
                                   "}, {\"tool_call_id\": \"1\", \"tool_name\": \"add\", \"parameters\": " + add + "}]<|END_ACTION|>",
                               2);
+    expect_streams_like_whole(tool_syntax::firefunction_v2,
+                              "Let me check. functools[{\"name\": \"get_weather\", \"arguments\": " + obj + "}, {\"name\": \"add\", \"arguments\": " +
+                                  add + "}]",
+                              2);
     expect_streams_like_whole(tool_syntax::granite,
                               "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": " + obj + "}, {\"name\": \"add\", \"arguments\": " +
                                   add + "}]",

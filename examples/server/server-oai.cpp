@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 // ---- request fields ------------------------------------------------------------------------------
 
@@ -243,6 +244,25 @@ int32_t request_reasoning_budget(const json & body, const server_info & info) {
     return n < 0 ? dflt : n;
 }
 
+// FireFunction v2's template prints two variables of its own: the tools' function specs as JSON
+// text ("functions") and the current time ("datetime"); a request's chat_template_kwargs win.
+void add_firefunction_variables(json & extra, const json & tools) {
+    if (extra.is_null()) extra = json::object();
+    if (!extra.contains("functions")) {
+        json specs = json::array();
+        for (const auto & t : tools.is_array() ? tools : json::array()) specs.push_back(t.contains("function") ? t["function"] : t);
+        extra["functions"] = specs.empty() ? "" : specs.dump(2);
+    }
+    if (!extra.contains("datetime")) {
+        const std::time_t now = std::time(nullptr);
+        std::tm tm{};
+        gmtime_r(&now, &tm);
+        char buf[64];
+        std::strftime(buf, sizeof buf, "%b %d %Y %H:%M:%S GMT", &tm);
+        extra["datetime"] = buf;
+    }
+}
+
 bool ends_inside_reasoning(const std::string & prompt, reasoning_markup markup) {
     size_t end = prompt.size();
     while (end > 0 && (prompt[end - 1] == ' ' || prompt[end - 1] == '\n' || prompt[end - 1] == '\r' || prompt[end - 1] == '\t')) --end;
@@ -286,7 +306,8 @@ std::string render_chat_prompt(const json & body, const server_info & info) {
     }
     if (has(body, "tools") && !body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
     const json tools = tools_for_template(body);
-    const json extra = template_kwargs(body, info);
+    json extra = template_kwargs(body, info);
+    if (info.tools_syntax == tool_syntax::firefunction_v2) add_firefunction_variables(extra, tools);
     const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
     if (!info.tmpl) throw http_error(500, "no chat template is loaded");
     try {
