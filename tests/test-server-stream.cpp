@@ -234,7 +234,8 @@ struct reassembled {
     std::vector<int> pieces;
 };
 
-reassembled stream_tools(const tool_request & req, const std::string & reply, size_t step) {
+// complete: the reply ends as calls (finish() lists them); otherwise it lists none
+reassembled stream_tools(const tool_request & req, const std::string & reply, size_t step, bool complete = true) {
     tool_stream ts(&req);
     reassembled out;
     auto take = [&](const json & deltas) {
@@ -263,7 +264,7 @@ reassembled stream_tools(const tool_request & req, const std::string & reply, si
     tool_stream::result r = ts.finish();
     out.content += r.content;
     take(r.call_deltas);
-    EXPECT_EQ(r.calls.size(), out.calls.size());
+    EXPECT_EQ(r.calls.size(), complete ? out.calls.size() : 0u);
     for (size_t i = 0; i < std::min(r.calls.size(), out.calls.size()); ++i) {
         EXPECT_EQ(r.calls[i]["id"], out.calls[i]["id"]);
         EXPECT_EQ(r.calls[i]["function"]["name"], out.calls[i]["name"]);
@@ -318,4 +319,17 @@ TEST(ToolStream, CallsInsideTheReasoningAreText) {
     ASSERT_EQ(r.calls.size(), 1u);
     EXPECT_EQ(r.calls[0]["arguments"], "{\"city\":\"Oslo\"}");
     EXPECT_EQ(r.content, "<think>maybe " + inner + "</think>\n\n");
+}
+
+TEST(ToolStream, ACallCutOffStaysPartial) {
+    // the token limit stops the reply inside a call: the stream has opened it and sent part of
+    // its arguments, the text before it, and nothing of the call's text as content
+    tool_request req;
+    req.active = true;
+    req.syntax = tool_syntax::hermes;
+    req.tools = k_weather_tools;
+    const reassembled r = stream_tools(req, "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Ber", 1, false);
+    EXPECT_EQ(r.content, "Sure.\n");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0]["arguments"], "{\"city\":\"Ber");
 }

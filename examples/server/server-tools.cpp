@@ -188,6 +188,12 @@ tool_stream::result tool_stream::finish() {
     parsed_reply p = parse_tool_calls(req_->syntax, all_.substr(from), req_->tools);
     p.content = all_.substr(0, from) + p.content;
     if (!req_->parallel && p.calls.size() > 1) p.calls.resize(1);
+    if (p.calls.empty() && !calls_.empty()) {
+        // calls were streamed, but the reply did not end as calls (cut off by the token limit):
+        // the client keeps the partial calls, as OpenAI's stream does, and their text is not
+        // sent again as content
+        return r;
+    }
     send_calls(p.calls, r.call_deltas);
     for (size_t i = 0; i < p.calls.size(); ++i) {
         const parsed_tool_call & c = p.calls[i];
