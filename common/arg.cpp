@@ -447,13 +447,9 @@ std::vector<common_arg> build_table() {
                                                              : COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
                     }));
     t.push_back(val({ "--reasoning-budget" }, "N", GEN,
-                    "thinking budget: -1 unrestricted, 0 thinking off (the template's enable_thinking=false) (default: -1)",
-                    [](common_params & p, const std::string & v) {
-                        const int n = parse_int(v, -1, INT32_MAX);
-                        // a positive budget would need the reply cut mid-thought; only the two ends exist
-                        if (n > 0) throw common_arg_error("only -1 (unrestricted) and 0 (thinking off) are supported, got " + v);
-                        p.reasoning_budget = n;
-                    }));
+                    "thinking budget: -1 unrestricted, 0 thinking off (the template's enable_thinking=false), N: after N "
+                    "tokens of thinking the server closes the block and the answer follows (default: -1)",
+                    [](common_params & p, const std::string & v) { p.reasoning_budget = parse_int(v, -1, INT32_MAX); }));
     t.push_back(val({ "--chat-template-kwargs" }, "JSON", GEN,
                     "extra variables for the chat template, a JSON object, e.g. '{\"enable_thinking\": false}'",
                     [](common_params & p, const std::string & v) {

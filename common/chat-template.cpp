@@ -19,7 +19,9 @@ jinja::Value json_to_value(const nlohmann::ordered_json & j) {
             for (const auto & e : j) {
                 items.push_back(json_to_value(e));
             }
-            return Value::array(std::move(items));
+            Value arr = Value::array(std::move(items));
+            arr.freeze();   // the caller's messages and tools: templates may read, not change them
+            return arr;
         }
         case nlohmann::ordered_json::value_t::object: {
             Value obj = Value::object();
@@ -28,6 +30,7 @@ jinja::Value json_to_value(const nlohmann::ordered_json & j) {
             for (auto it = j.begin(); it != j.end(); ++it) {
                 entries.emplace_back(it.key(), json_to_value(it.value()));
             }
+            obj.freeze();
             return obj;
         }
         default: return Value(nullptr);   // binary / discarded: not produced by JSON text

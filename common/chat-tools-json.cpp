@@ -1,6 +1,6 @@
 // The tool-call families whose arguments are one JSON object: Hermes / Qwen, Mistral, Llama 3,
-// the generic form, DeepSeek V3 / R1 / V3.1, Kimi-K2, Functionary v3.1 / v3.2, Command R / R7B
-// and Granite. Each parser follows its template's own rendering of an assistant's tool_calls.
+// the generic form, DeepSeek V3 / R1 / V3.1, Kimi-K2, Functionary v3.1 / v3.2, Command R / R7B,
+// Granite and FireFunction v2. Each parser follows its template's own rendering of an assistant's tool_calls.
 #include "chat-tools-family.h"
 
 namespace chat_tools_detail {
@@ -35,15 +35,19 @@ std::string args(json_schema_grammar_builder & b, const std::string & name, cons
 
 // ---- Hermes / Qwen: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, repeated --------
 
-bool parse_hermes(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_hermes(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     static const std::string open = "<tool_call>", close = "</tool_call>";
     while (starts_with_at(s, pos, open)) {
         size_t e = 0;
-        const json obj = json_at(s, skip_space(s, pos + open.size()), &e);
+        const json obj = read_json(s, skip_space(s, pos + open.size()), &e, oc);
+        if (oc && oc->healed) {
+            open_object_call(obj, tools, *oc);
+            return false;
+        }
         parsed_tool_call call;
         if (obj.is_discarded() || !object_to_call(obj, tools, call)) return false;
         const size_t p = skip_space(s, e);
-        if (!starts_with_at(s, p, close)) return false;
+        if (!starts_with_at(s, p, close)) return call_awaits(oc, call, s, p, close);
         calls.push_back(std::move(call));
         *end = p + close.size();
         pos = skip_space(s, *end);
@@ -59,34 +63,30 @@ std::string hermes_call(json_schema_grammar_builder & b, const std::string & nam
 
 // The calls of a JSON array at pos, each {name_key, args_key}; *end past the array.
 bool parse_call_array(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end,
-                      const char * name_key, const char * args_key) {
+                      const char * name_key, const char * args_key, open_call * oc) {
     size_t e = 0;
-    const json arr = json_at(s, pos, &e);
-    if (arr.is_discarded() || !arr.is_array() || arr.empty()) return false;
-    for (const auto & obj : arr) {
-        parsed_tool_call call;
-        if (!object_to_call(obj, tools, call, name_key, args_key)) return false;
-        calls.push_back(std::move(call));
-    }
+    const json arr = read_json(s, pos, &e, oc);
+    if (!array_calls(arr, tools, calls, oc, name_key, args_key)) return false;
     *end = e;
     return true;
 }
 
 // ---- Mistral: [TOOL_CALLS][{...}, ...]  or  [TOOL_CALLS]NAME[ARGS]{...} (repeated) --------------
 
-bool parse_mistral(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_mistral(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     static const std::string open = "[TOOL_CALLS]", args_tag = "[ARGS]";
     while (starts_with_at(s, pos, open)) {
         size_t p = skip_space(s, pos + open.size());
         if (p < s.size() && s[p] == '[') {
-            if (!parse_call_array(s, p, tools, calls, &p, "name", "")) return false;
+            if (!parse_call_array(s, p, tools, calls, &p, "name", "", oc)) return false;
         } else {
             const size_t at = s.find(args_tag, p);
             if (at == std::string::npos) return false;
             parsed_tool_call call;
             call.name = trim(s.substr(p, at - p));
             if (!find_tool(tools, call.name)) return false;
-            const json obj = json_at(s, skip_space(s, at + args_tag.size()), &p);
+            const json obj = read_json(s, skip_space(s, at + args_tag.size()), &p, oc);
+            if (oc && oc->at_end) return open_arguments(oc, call.name, obj);
             if (obj.is_discarded() || !arguments_text(obj, call.arguments)) return false;
             calls.push_back(std::move(call));
         }
@@ -98,12 +98,16 @@ bool parse_mistral(const std::string & s, size_t pos, const json & tools, std::v
 
 // ---- Llama 3.x: {"name": ..., "parameters": {...}} (after <|python_tag|> or as the reply) -------
 
-bool parse_json_objects(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_json_objects(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     static const std::string python_tag = "<|python_tag|>";
     if (starts_with_at(s, pos, python_tag)) pos = skip_space(s, pos + python_tag.size());
     while (pos < s.size() && s[pos] == '{') {
         size_t e = 0;
-        const json obj = json_at(s, pos, &e);
+        const json obj = read_json(s, pos, &e, oc);
+        if (oc && oc->healed) {
+            open_object_call(obj, tools, *oc);
+            return false;
+        }
         parsed_tool_call call;
         if (obj.is_discarded() || !object_to_call(obj, tools, call)) return false;
         calls.push_back(std::move(call));
@@ -124,19 +128,18 @@ size_t find_llama3(const std::string & s) {
 
 // ---- generic: {"tool_calls": [{...}, ...]} or {"tool_call": {...}} as the whole reply ----------
 
-bool parse_generic(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_generic(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     size_t e = 0;
-    const json obj = json_at(s, pos, &e);
+    const json obj = read_json(s, pos, &e, oc);
     if (obj.is_discarded() || !obj.is_object()) return false;
     json list = json::array();
     if (obj.contains("tool_calls") && obj["tool_calls"].is_array()) list = obj["tool_calls"];
     else if (obj.contains("tool_call")) list.push_back(obj["tool_call"]);
-    else return parse_json_objects(s, pos, tools, calls, end);
-    for (const auto & c : list) {
-        parsed_tool_call call;
-        if (!object_to_call(c, tools, call)) return false;
-        calls.push_back(std::move(call));
-    }
+    else if (oc && oc->healed) {
+        open_object_call(obj, tools, *oc);
+        return false;
+    } else return parse_json_objects(s, pos, tools, calls, end, oc);
+    if (!array_calls(list, tools, calls, oc, "name", "")) return false;
     *end = e;
     return true;
 }
@@ -152,7 +155,7 @@ size_t find_json_reply(const std::string & s) {
 const std::string k_ds_calls_begin = "<｜tool▁calls▁begin｜>", k_ds_calls_end = "<｜tool▁calls▁end｜>";
 const std::string k_ds_call_begin = "<｜tool▁call▁begin｜>", k_ds_call_end = "<｜tool▁call▁end｜>", k_ds_sep = "<｜tool▁sep｜>";
 
-bool parse_deepseek(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_deepseek(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     if (!starts_with_at(s, pos, k_ds_calls_begin)) return false;
     size_t p = skip_space(s, pos + k_ds_calls_begin.size());
     while (starts_with_at(s, p, k_ds_call_begin)) {
@@ -176,14 +179,15 @@ bool parse_deepseek(const std::string & s, size_t pos, const json & tools, std::
         }
         if (!find_tool(tools, call.name)) return false;
         size_t e = 0;
-        const json obj = json_at(s, skip_space(s, p), &e);
+        const json obj = read_json(s, skip_space(s, p), &e, oc);
+        if (oc && oc->at_end) return open_arguments(oc, call.name, obj);
         if (obj.is_discarded() || !arguments_text(obj, call.arguments)) return false;
         p = skip_space(s, e);
         if (fenced) {
-            if (!starts_with_at(s, p, "```")) return false;
+            if (!starts_with_at(s, p, "```")) return call_awaits(oc, call, s, p, "```");
             p = skip_space(s, p + 3);
         }
-        if (!starts_with_at(s, p, k_ds_call_end)) return false;
+        if (!starts_with_at(s, p, k_ds_call_end)) return call_awaits(oc, call, s, p, k_ds_call_end);
         calls.push_back(std::move(call));
         p = skip_space(s, p + k_ds_call_end.size());
     }
@@ -207,7 +211,7 @@ std::string deepseek_v31_call(json_schema_grammar_builder & b, const std::string
 const std::string k_kimi_begin = "<|tool_calls_section_begin|>", k_kimi_end = "<|tool_calls_section_end|>";
 const std::string k_kimi_call = "<|tool_call_begin|>", k_kimi_args = "<|tool_call_argument_begin|>", k_kimi_call_end = "<|tool_call_end|>";
 
-bool parse_kimi(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_kimi(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     if (!starts_with_at(s, pos, k_kimi_begin)) return false;
     size_t p = skip_space(s, pos + k_kimi_begin.size());
     while (starts_with_at(s, p, k_kimi_call)) {
@@ -222,10 +226,11 @@ bool parse_kimi(const std::string & s, size_t pos, const json & tools, std::vect
         call.name = colon == std::string::npos ? id : id.substr(0, colon);
         if (!find_tool(tools, call.name)) return false;
         size_t e = 0;
-        const json obj = json_at(s, skip_space(s, at + k_kimi_args.size()), &e);
+        const json obj = read_json(s, skip_space(s, at + k_kimi_args.size()), &e, oc);
+        if (oc && oc->at_end) return open_arguments(oc, call.name, obj);
         if (obj.is_discarded() || !arguments_text(obj, call.arguments)) return false;
         p = skip_space(s, e);
-        if (!starts_with_at(s, p, k_kimi_call_end)) return false;
+        if (!starts_with_at(s, p, k_kimi_call_end)) return call_awaits(oc, call, s, p, k_kimi_call_end);
         calls.push_back(std::move(call));
         p = skip_space(s, p + k_kimi_call_end.size());
     }
@@ -242,7 +247,7 @@ std::string kimi_call(json_schema_grammar_builder & b, const std::string & name,
 // ---- Functionary v3.1: <function=NAME>{...}</function>, repeated -------------------------------
 
 bool parse_functionary_v31(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls,
-                           size_t * end) {
+                           size_t * end, open_call * oc) {
     static const std::string open = "<function=", close = "</function>";
     while (starts_with_at(s, pos, open)) {
         const size_t gt = s.find('>', pos + open.size());
@@ -251,10 +256,11 @@ bool parse_functionary_v31(const std::string & s, size_t pos, const json & tools
         call.name = s.substr(pos + open.size(), gt - pos - open.size());
         if (!find_tool(tools, call.name)) return false;
         size_t e = 0;
-        const json obj = json_at(s, skip_space(s, gt + 1), &e);
+        const json obj = read_json(s, skip_space(s, gt + 1), &e, oc);
+        if (oc && oc->at_end) return open_arguments(oc, call.name, obj);
         if (obj.is_discarded() || !arguments_text(obj, call.arguments)) return false;
         const size_t p = skip_space(s, e);
-        if (!starts_with_at(s, p, close)) return false;
+        if (!starts_with_at(s, p, close)) return call_awaits(oc, call, s, p, close);
         calls.push_back(std::move(call));
         *end = p + close.size();
         pos = skip_space(s, *end);
@@ -275,7 +281,7 @@ size_t find_functionary_v32(const std::string & s) {
 }
 
 bool parse_functionary_v32(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls,
-                           size_t * end) {
+                           size_t * end, open_call * oc) {
     for (;;) {
         if (starts_with_at(s, pos, ">>>")) pos += 3;
         const size_t nl = s.find('\n', pos);
@@ -284,7 +290,8 @@ bool parse_functionary_v32(const std::string & s, size_t pos, const json & tools
         call.name = s.substr(pos, nl - pos);
         if (!find_tool(tools, call.name)) return false;
         size_t e = 0;
-        const json obj = json_at(s, skip_space(s, nl + 1), &e);
+        const json obj = read_json(s, skip_space(s, nl + 1), &e, oc);
+        if (oc && oc->at_end) return open_arguments(oc, call.name, obj);
         if (obj.is_discarded() || !arguments_text(obj, call.arguments)) return false;
         calls.push_back(std::move(call));
         *end = e;
@@ -299,12 +306,12 @@ std::string functionary_v32_call(json_schema_grammar_builder & b, const std::str
 
 // ---- Command R / R+: Action:\n```json\n[{"tool_name": ..., "parameters": {...}}]\n``` ----------
 
-bool parse_command_r(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_command_r(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     if (!starts_with_at(s, pos, "Action:")) return false;
     size_t p = skip_space(s, pos + 7);
     const bool fenced = starts_with_at(s, p, "```json");
     if (fenced) p = skip_space(s, p + 7);
-    if (!parse_call_array(s, p, tools, calls, &p, "tool_name", "parameters")) return false;
+    if (!parse_call_array(s, p, tools, calls, &p, "tool_name", "parameters", oc)) return false;
     if (fenced) {
         p = skip_space(s, p);
         if (!starts_with_at(s, p, "```")) return false;
@@ -320,11 +327,11 @@ std::string command_r_call(json_schema_grammar_builder & b, const std::string & 
 
 // ---- Command R7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": ..., "parameters": {...}}]<|END_ACTION|>
 
-bool parse_command_r7b(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_command_r7b(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     static const std::string open = "<|START_ACTION|>", close = "<|END_ACTION|>";
     if (!starts_with_at(s, pos, open)) return false;
     size_t p = 0;
-    if (!parse_call_array(s, skip_space(s, pos + open.size()), tools, calls, &p, "tool_name", "parameters")) return false;
+    if (!parse_call_array(s, skip_space(s, pos + open.size()), tools, calls, &p, "tool_name", "parameters", oc)) return false;
     p = skip_space(s, p);
     if (!starts_with_at(s, p, close)) return false;
     *end = p + close.size();
@@ -337,10 +344,19 @@ std::string command_r7b_call(json_schema_grammar_builder & b, const std::string 
 
 // ---- Granite: <|tool_call|>[{"name": ..., "arguments": {...}}] ---------------------------------
 
-bool parse_granite(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_granite(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     static const std::string open = "<|tool_call|>";
     if (!starts_with_at(s, pos, open)) return false;
-    return parse_call_array(s, skip_space(s, pos + open.size()), tools, calls, end, "name", "");
+    return parse_call_array(s, skip_space(s, pos + open.size()), tools, calls, end, "name", "", oc);
+}
+
+// ---- FireFunction v2: functools[{"name": ..., "arguments": {...}}, ...] (no closing marker) ----
+
+bool parse_firefunction(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end,
+                        open_call * oc) {
+    static const std::string open = "functools";
+    if (!starts_with_at(s, pos, open)) return false;
+    return parse_call_array(s, pos + open.size(), tools, calls, end, "name", "", oc);
 }
 
 } // namespace
@@ -394,6 +410,8 @@ const std::vector<tool_family> & json_tool_families() {
             parse_command_r7b, command_r7b_call, "<|START_ACTION|>[", ", ", "]<|END_ACTION|>");
         row(tool_syntax::granite, "granite", { "<|tool_call|>" }, { "<|tool_call|>" }, nullptr, parse_granite, name_arguments,
             "<|tool_call|>[", ", ", "]");
+        row(tool_syntax::firefunction_v2, "firefunction-v2", {}, { "functools[" }, nullptr, parse_firefunction, name_arguments,
+            "functools[", ", ", "]");
         return r;
     }();
     return rows;

@@ -31,6 +31,32 @@ std::string text_value_rule(json_schema_grammar_builder & b, const std::string &
     return b.add_rule("xml-text", "([^<] | \"<\" [^/])*");
 }
 
+// Streaming a call of tagged parameters: stop() records it in oc as far as it has been written
+// (the complete parameters in args, then the open one) and returns false for the parser to
+// return; without oc it only returns false.
+struct tagged_stream {
+    open_call * oc;
+    const std::string & name;
+    const json & args;
+    std::string close_tag;
+    bool strip_newlines;
+    bool stop(const std::string & pname = "", bool is_string = false, const std::string & value = "") const {
+        if (!oc) return false;
+        oc->at_end = true;
+        oc->name = name;
+        oc->arguments = tagged_arguments_prefix(args, pname, is_string, value, close_tag, strip_newlines);
+        return false;
+    }
+};
+
+// Whether the text ends at pos with the start of one of lits (so it may still become it).
+bool stops_at(const std::string & s, size_t pos, std::initializer_list<std::string> lits) {
+    for (const auto & l : lits) {
+        if (s.size() - pos < l.size() && l.compare(0, s.size() - pos, s, pos) == 0) return true;
+    }
+    return false;
+}
+
 // One block per property, required ones always and optional ones maybe, in the schema's order.
 std::string parameter_blocks(json_schema_grammar_builder & b, const std::string & name, const json & params,
                              std::string (*block)(const std::string & pname, const std::string & value)) {
@@ -48,7 +74,7 @@ std::string parameter_blocks(json_schema_grammar_builder & b, const std::string 
 // ---- Qwen3-Coder / Seed-OSS: OPEN <function=NAME> (<parameter=P> value </parameter>)* </function> CLOSE
 
 bool parse_xml_calls(const std::string & open, const std::string & close, const std::string & s, size_t pos, const json & tools,
-                     std::vector<parsed_tool_call> & calls, size_t * end) {
+                     std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     while (starts_with_at(s, pos, open)) {
         size_t p = skip_space(s, pos + open.size());
         if (!starts_with_at(s, p, "<function=")) return false;
@@ -60,14 +86,15 @@ bool parse_xml_calls(const std::string & open, const std::string & close, const 
         const json * fn = find_tool(tools, call.name);
         if (!fn) return false;
         json args = json::object();
+        const tagged_stream open_here{ oc, call.name, args, "</parameter>", true };
         p = skip_space(s, gt + 1);
         while (starts_with_at(s, p, "<parameter=")) {
             p += 11;
             const size_t pgt = s.find('>', p);
-            if (pgt == std::string::npos) return false;
+            if (pgt == std::string::npos) return open_here.stop();
             const std::string pname = s.substr(p, pgt - p);
             const size_t pclose = s.find("</parameter>", pgt + 1);
-            if (pclose == std::string::npos) return false;
+            if (pclose == std::string::npos) return open_here.stop(pname, parameter_type(fn, pname) == "string", s.substr(pgt + 1));
             std::string value = s.substr(pgt + 1, pclose - pgt - 1);
             // Qwen's template puts the value on its own line
             if (!value.empty() && value.front() == '\n') value.erase(0, 1);
@@ -75,10 +102,10 @@ bool parse_xml_calls(const std::string & open, const std::string & close, const 
             args[pname] = text_parameter(fn, pname, value);
             p = skip_space(s, pclose + 12);
         }
-        if (!starts_with_at(s, p, "</function>")) return false;
+        if (!starts_with_at(s, p, "</function>")) return stops_at(s, p, { "<parameter=", "</function>" }) && open_here.stop();
         p = skip_space(s, p + 11);
-        if (!starts_with_at(s, p, close)) return false;
         call.arguments = arguments_json(args);
+        if (!starts_with_at(s, p, close)) return call_awaits(oc, call, s, p, close);
         calls.push_back(std::move(call));
         *end = p + close.size();
         pos = skip_space(s, *end);
@@ -86,12 +113,12 @@ bool parse_xml_calls(const std::string & open, const std::string & close, const 
     return true;
 }
 
-bool parse_qwen_xml(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    return parse_xml_calls("<tool_call>", "</tool_call>", s, pos, tools, calls, end);
+bool parse_qwen_xml(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
+    return parse_xml_calls("<tool_call>", "</tool_call>", s, pos, tools, calls, end, oc);
 }
 
-bool parse_seed_xml(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    return parse_xml_calls("<seed:tool_call>", "</seed:tool_call>", s, pos, tools, calls, end);
+bool parse_seed_xml(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
+    return parse_xml_calls("<seed:tool_call>", "</seed:tool_call>", s, pos, tools, calls, end, oc);
 }
 
 std::string xml_parameter(const std::string & pname, const std::string & value) {
@@ -113,7 +140,7 @@ std::string seed_xml_call(json_schema_grammar_builder & b, const std::string & n
 // ---- GLM-4.5+: <tool_call>NAME (<arg_key>K</arg_key> <arg_value>V</arg_value>)* </tool_call> ----
 // (GLM-4.5/4.6 put newlines between the parts, GLM-4.7 writes them together: both parse)
 
-bool parse_glm(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_glm(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     static const std::string open = "<tool_call>", close = "</tool_call>";
     while (starts_with_at(s, pos, open)) {
         size_t p = pos + open.size();
@@ -124,19 +151,20 @@ bool parse_glm(const std::string & s, size_t pos, const json & tools, std::vecto
         const json * fn = find_tool(tools, call.name);
         if (!fn) return false;
         json args = json::object();
+        const tagged_stream open_here{ oc, call.name, args, "</arg_value>", false };
         p = name_end;
         while (starts_with_at(s, p, "<arg_key>")) {
             const size_t kend = s.find("</arg_key>", p);
-            if (kend == std::string::npos) return false;
+            if (kend == std::string::npos) return open_here.stop();
             const std::string key = trim(s.substr(p + 9, kend - p - 9));
             p = skip_space(s, kend + 10);
-            if (!starts_with_at(s, p, "<arg_value>")) return false;
+            if (!starts_with_at(s, p, "<arg_value>")) return stops_at(s, p, { "<arg_value>" }) && open_here.stop(key, false, "");
             const size_t vend = s.find("</arg_value>", p);
-            if (vend == std::string::npos) return false;
+            if (vend == std::string::npos) return open_here.stop(key, parameter_type(fn, key) == "string", s.substr(p + 11));
             args[key] = text_parameter(fn, key, s.substr(p + 11, vend - p - 11));
             p = skip_space(s, vend + 12);
         }
-        if (!starts_with_at(s, p, close)) return false;
+        if (!starts_with_at(s, p, close)) return stops_at(s, p, { "<arg_key>", close }) && open_here.stop();
         call.arguments = arguments_json(args);
         calls.push_back(std::move(call));
         *end = p + close.size();
@@ -160,7 +188,7 @@ std::string glm_call(json_schema_grammar_builder & b, const std::string & name, 
 const std::string k_dsml = "｜DSML｜";
 
 bool parse_dsml(const std::string & block, const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls,
-                size_t * end) {
+                size_t * end, open_call * oc) {
     const std::string open = "<" + k_dsml + block + ">", close = "</" + k_dsml + block + ">";
     const std::string invoke = "<" + k_dsml + "invoke name=\"", invoke_end = "</" + k_dsml + "invoke>";
     const std::string param = "<" + k_dsml + "parameter name=\"", param_end = "</" + k_dsml + "parameter>";
@@ -175,20 +203,24 @@ bool parse_dsml(const std::string & block, const std::string & s, size_t pos, co
         const json * fn = find_tool(tools, call.name);
         if (!fn) return false;
         json args = json::object();
+        const tagged_stream open_here{ oc, call.name, args, param_end, false };
         p = skip_space(s, q + 2);
         while (starts_with_at(s, p, param)) {
             p += param.size();
             const size_t nq = s.find('"', p), gt = s.find('>', p);
-            if (nq == std::string::npos || gt == std::string::npos || gt < nq) return false;
+            if (nq == std::string::npos || gt == std::string::npos) return open_here.stop();
+            if (gt < nq) return false;
             const std::string pname = s.substr(p, nq - p);
             const bool is_string = s.compare(nq, 16, "\" string=\"true\"") == 0;
             const size_t vend = s.find(param_end, gt + 1);
-            if (vend == std::string::npos) return false;
+            if (vend == std::string::npos) {
+                return open_here.stop(pname, is_string || parameter_type(fn, pname) == "string", s.substr(gt + 1));
+            }
             const std::string value = s.substr(gt + 1, vend - gt - 1);
             args[pname] = is_string ? json(value) : text_parameter(fn, pname, value);
             p = skip_space(s, vend + param_end.size());
         }
-        if (!starts_with_at(s, p, invoke_end)) return false;
+        if (!starts_with_at(s, p, invoke_end)) return stops_at(s, p, { param, invoke_end }) && open_here.stop();
         call.arguments = arguments_json(args);
         calls.push_back(std::move(call));
         p = skip_space(s, p + invoke_end.size());
@@ -198,12 +230,12 @@ bool parse_dsml(const std::string & block, const std::string & s, size_t pos, co
     return true;
 }
 
-bool parse_dsml_v32(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    return parse_dsml("function_calls", s, pos, tools, calls, end);
+bool parse_dsml_v32(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
+    return parse_dsml("function_calls", s, pos, tools, calls, end, oc);
 }
 
-bool parse_dsml_v4(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
-    return parse_dsml("tool_calls", s, pos, tools, calls, end);
+bool parse_dsml_v4(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
+    return parse_dsml("tool_calls", s, pos, tools, calls, end, oc);
 }
 
 std::string dsml_parameter(const std::string & pname, const std::string & value) {
@@ -232,7 +264,7 @@ size_t find_harmony(const std::string & s) {
     return to;
 }
 
-bool parse_harmony(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end) {
+bool parse_harmony(const std::string & s, size_t pos, const json & tools, std::vector<parsed_tool_call> & calls, size_t * end, open_call * oc) {
     for (;;) {
         const size_t msg = s.find("<|message|>", pos);
         const size_t to = s.find(k_recipient, pos);
@@ -243,7 +275,8 @@ bool parse_harmony(const std::string & s, size_t pos, const json & tools, std::v
         call.name = s.substr(n, e - n);
         if (!find_tool(tools, call.name)) return false;
         size_t after = 0;
-        const json obj = json_at(s, skip_space(s, msg + 11), &after);
+        const json obj = read_json(s, skip_space(s, msg + 11), &after, oc);
+        if (oc && oc->at_end) return open_arguments(oc, call.name, obj);
         if (obj.is_discarded() || !arguments_text(obj, call.arguments)) return false;
         calls.push_back(std::move(call));
         after = skip_space(s, after);

@@ -97,16 +97,7 @@ bool object_to_call(const json & obj, const json & tools, parsed_tool_call & out
 }
 
 json text_parameter(const json * fn, const std::string & param, const std::string & text) {
-    std::string type;
-    if (fn && fn->contains("parameters")) {
-        const json & params = (*fn)["parameters"];
-        if (params.is_object() && params.contains("properties") && params["properties"].is_object() &&
-            params["properties"].contains(param)) {
-            const json & p = params["properties"][param];
-            if (p.is_object() && p.contains("type") && p["type"].is_string()) type = p["type"].get<std::string>();
-        }
-    }
-    if (type == "string") return json(text);
+    if (parameter_type(fn, param) == "string") return json(text);
     json v = json::parse(text, nullptr, false);
     if (v.is_discarded()) v = text;   // untyped or not JSON: the text itself
     return v;
@@ -158,6 +149,7 @@ tool_syntax tool_syntax_from_template(const std::string & src) {
     if (has("<|tool_call|>")) return tool_syntax::granite;
     if (has(">>>all")) return tool_syntax::functionary_v32;
     if (has("<function=")) return tool_syntax::functionary_v31;
+    if (has("functools[")) return tool_syntax::firefunction_v2;   // a Llama 3 template: before llama3
     if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("\"parameters\""))) return tool_syntax::llama3;
     return tool_syntax::generic;
 }
@@ -175,13 +167,27 @@ parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, cons
     const size_t open = calls_start(f, text);
     std::vector<parsed_tool_call> calls;
     size_t end = open;
-    if (open != std::string::npos && f.parse(text, open, tools, calls, &end) && !calls.empty()) {
+    if (open != std::string::npos && f.parse(text, open, tools, calls, &end, nullptr) && !calls.empty()) {
         out.calls = std::move(calls);
         // the text before the first call, and anything after the last
         out.content = text.substr(0, open) + text.substr(skip_space(text, end));
         if (trim(out.content).empty()) out.content.clear();
     }
     if (!f.text_prefix.empty() && out.content.rfind(f.text_prefix, 0) == 0) out.content.erase(0, f.text_prefix.size());
+    return out;
+}
+
+partial_reply parse_tool_calls_partial(tool_syntax syntax, const std::string & text, const json & tools) {
+    const tool_family & f = family(syntax);
+    partial_reply out;
+    const size_t open = calls_start(f, text);
+    if (open == std::string::npos) return out;
+    size_t end = open;
+    open_call oc;
+    // the calls before a failure stay: a later failure makes the whole reply text only at the end
+    if (f.parse(text, open, tools, out.calls, &end, &oc) || !oc.at_end || oc.name.empty()) return out;
+    out.calls.push_back({ oc.name, oc.arguments });
+    out.last_open = true;
     return out;
 }
 

@@ -29,6 +29,7 @@ enum class tool_syntax {
     granite,          // Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}]
     deepseek_v32,     // DeepSeek V3.2 (DSML): <｜DSML｜function_calls><｜DSML｜invoke name="NAME"><｜DSML｜parameter name="P" string="true">V</｜DSML｜parameter>...
     deepseek_v4,      // DeepSeek V4: the same inside <｜DSML｜tool_calls>
+    firefunction_v2,  // FireFunction v2: functools[{"name": ..., "arguments": {...}}, ...]
 };
 
 // The syntax the template's source text uses to show tool calls.
@@ -49,6 +50,15 @@ struct parsed_reply {
 // syntax, and to keep only calls to declared functions). A call that is truncated or malformed,
 // or names an unknown function, leaves the whole reply as content.
 parsed_reply parse_tool_calls(tool_syntax syntax, const std::string & text, const nlohmann::ordered_json & tools);
+
+// A reply being streamed, parsed as far as it goes: the calls written in full and, last, the call
+// the text ends inside of once its name is complete, with the part of its arguments' JSON text
+// that no later text can change (the finished call's arguments start with it).
+struct partial_reply {
+    std::vector<parsed_tool_call> calls;
+    bool last_open = false;   // the last call is still being written
+};
+partial_reply parse_tool_calls_partial(tool_syntax syntax, const std::string & text, const nlohmann::ordered_json & tools);
 
 // The marker texts of the syntax ("<tool_call>", "[TOOL_CALLS]" ...): where a vocabulary has them
 // as special tokens, their text must be kept in the output for the parser to see.

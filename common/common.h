@@ -143,7 +143,7 @@ struct common_params {
     std::vector<std::string> api_keys;
     std::string chat_template;      // Jinja source (--chat-template NAME puts the built-in's source here)
     enum common_reasoning_format reasoning_format = COMMON_REASONING_FORMAT_AUTO;
-    int32_t reasoning_budget = -1;  // -1: unrestricted, 0: thinking off (through the template)
+    int32_t reasoning_budget = -1;  // -1: unrestricted, 0: thinking off (through the template), N: tokens of thinking
     std::string chat_template_kwargs;   // JSON object text: extra template variables ("" none)
     int32_t timeout_read  = 600;    // seconds
     int32_t timeout_write = 600;

@@ -34,7 +34,7 @@ stage "ctest (Release)"
 # coverage hooks as well (KILN_FUZZ), so the same objects serve the fuzz targets below.
 asan="$root/build-asan"
 sanitized=(test-gguf test-ops test-matmul test-args test-args-env test-arg-promises test-jinja test-chat-templates
-           test-chat-tools test-tokenizer test-grammar test-json-schema test-server-stream test-model-load
+           test-chat-tools test-chat-tools-partial test-tokenizer test-grammar test-json-schema test-server-stream test-model-load
            test-kv-cache test-decode test-recurrent-state test-state-file test-imatrix)
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)

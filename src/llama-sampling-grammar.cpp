@@ -17,6 +17,7 @@ struct sampler_grammar final : llama_sampler {
     llama_gbnf::matcher m;
     std::vector<std::string> pieces;       // token id -> text (special tokens as their text)
     std::vector<uint8_t> eog;
+    std::vector<llama_token> eog_ids;      // the few end-of-generation tokens, so apply() need not scan eog
     llama_gbnf::token_trie trie;
     std::vector<uint8_t> allowed;          // per token, for the current position
     // lazy grammars (tool calls under tool_choice auto) constrain nothing until the output
@@ -45,6 +46,7 @@ struct sampler_grammar final : llama_sampler {
             }
             if (len > 0) pieces[(size_t) t].assign(buf.data(), (size_t) len);
             eog[(size_t) t] = llama_vocab_is_eog(vocab, t) ? 1 : 0;
+            if (eog[(size_t) t]) eog_ids.push_back(t);
         }
         trie.build(pieces, eog);
         allowed.resize(pieces.size());
@@ -157,10 +159,8 @@ struct sampler_grammar final : llama_sampler {
             std::fill(allowed.begin(), allowed.end(), 0);
             m.allowed_trie_tokens(trie, allowed);
             for (int32_t t : trie.others) allowed[(size_t) t] = allows(t) ? 1 : 0;
-            const bool done = m.complete();
-            for (size_t t = 0; t < eog.size(); ++t) {
-                if (eog[t]) allowed[t] = done ? 1 : 0;
-            }
+            const uint8_t done = m.complete() ? 1 : 0;
+            for (llama_token t : eog_ids) allowed[(size_t) t] = done;
         }
         // stable in-place filter: keeps the caller's order (and "sorted")
         size_t w = 0;

@@ -78,6 +78,7 @@ TEST(ChatTools, SyntaxFromTheShippedTemplates) {
         { "CohereForAI-c4ai-command-r-plus-tool_use.jinja", tool_syntax::command_r },
         { "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", tool_syntax::command_r7b },
         { "ibm-granite-granite-3.3-2B-Instruct.jinja", tool_syntax::granite },
+        { "fireworks-ai-llama-3-firefunction-v2.jinja", tool_syntax::firefunction_v2 },
     };
     for (const auto & [file, syntax] : cases) {
         const std::string src = read_template(file);
@@ -199,8 +200,10 @@ std::string template_reply(const std::string & file, const json & tool_calls) {
     const kiln::chat_template t(read_template(file), "<s>", "</s>");
     const json user = { { "role", "user" }, { "content", "Weather in Oslo, and 1+2?" } };
     const json assistant = { { "role", "assistant" }, { "content", "" }, { "tool_calls", tool_calls } };
-    const std::string asked = t.apply(json::array({ user }), k_tools, true);
-    const std::string full = t.apply(json::array({ user, assistant }), k_tools, false);
+    // (FireFunction v2's template also prints these two, which the server fills in)
+    const json extra = { { "functions", k_tools.dump(2) }, { "datetime", "Jan 15 2026 09:30:00 GMT" } };
+    const std::string asked = t.apply(json::array({ user }), k_tools, true, extra);
+    const std::string full = t.apply(json::array({ user, assistant }), k_tools, false, extra);
     // templates differ in whether the generation prompt opens a thinking block: compare up to
     // where they agree
     size_t common = 0;
@@ -243,7 +246,8 @@ TEST(ChatTools, CallsWrittenByTheTemplatesParseBack) {
         { "deepseek-ai-DeepSeek-V3.2.jinja", tool_syntax::deepseek_v32, true },
         { "deepseek-ai-DeepSeek-V4.jinja", tool_syntax::deepseek_v4, true },
         { "moonshotai-Kimi-K2.jinja", tool_syntax::kimi_k2, true },
-        // (Kimi-K2-Thinking.jinja calls list.append, which the sandbox refuses as Hugging Face's does)
+        // (its tool-call id queue is a list the template appends to: its own, so allowed)
+        { "Kimi-K2-Thinking.jinja", tool_syntax::kimi_k2, true },
         { "GLM-4.6.jinja", tool_syntax::glm, true },
         { "GLM-4.7-Flash.jinja", tool_syntax::glm, true },
         { "ByteDance-Seed-OSS.jinja", tool_syntax::seed_xml, true },
@@ -253,6 +257,7 @@ TEST(ChatTools, CallsWrittenByTheTemplatesParseBack) {
         { "CohereForAI-c4ai-command-r-plus-tool_use.jinja", tool_syntax::command_r, true },
         { "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", tool_syntax::command_r7b, true },
         { "Qwen3-Coder.jinja", tool_syntax::qwen_xml, true },
+        { "fireworks-ai-llama-3-firefunction-v2.jinja", tool_syntax::firefunction_v2, true },
     };
     for (const auto & c : cases) {
         SCOPED_TRACE(c.file);
@@ -403,6 +408,18 @@ TEST(ChatTools, CommandRAndGranite) {
     expect_text(tool_syntax::granite, "<|tool_call|>[{\"name\": \"add\", \"arguments\": {\"a\": 7");
 }
 
+TEST(ChatTools, FireFunctionV2) {
+    const tool_syntax s = tool_syntax::firefunction_v2;
+    expect_calls(parse_tool_calls(s, "Checking. functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}}, "
+                                     "{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]",
+                                  k_tools),
+                 { { "get_weather", { { "city", "Lima" } } }, { "add", { { "a", 1 }, { "b", 2 } } } }, "Checking. ");
+    expect_text(s, "functools[{\"name\": \"add\", \"arguments\": {\"a\": 1");              // truncated
+    expect_text(s, "functools[{\"name\": \"rm\", \"arguments\": {}}]");                      // unknown function
+    expect_text(s, "no functools here");
+    EXPECT_EQ(tool_text_safe_prefix(s, "Sure functools"), 5u);   // may become the marker
+}
+
 // The new families' grammars: a call written in each syntax is accepted, and parses back.
 TEST(ChatTools, NewFamiliesGrammarsAcceptTheirCalls) {
     const std::pair<tool_syntax, std::string> cases[] = {
@@ -420,6 +437,7 @@ TEST(ChatTools, NewFamiliesGrammarsAcceptTheirCalls) {
         { tool_syntax::command_r, "Action:\n```json\n[{\"tool_name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}]\n```" },
         { tool_syntax::command_r7b, "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}]<|END_ACTION|>" },
         { tool_syntax::granite, "<|tool_call|>[{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]" },
+        { tool_syntax::firefunction_v2, "functools[{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]" },
         { tool_syntax::deepseek_v32, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"add\">\n<｜DSML｜parameter name=\"a\" string=\"false\">1"
                                      "</｜DSML｜parameter>\n<｜DSML｜parameter name=\"b\" string=\"false\">2</｜DSML｜parameter>\n"
                                      "</｜DSML｜invoke>\n</｜DSML｜function_calls>" },

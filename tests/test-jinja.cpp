@@ -234,10 +234,29 @@ TEST(Jinja, DictAndListMethods) {
     EXPECT_EQ(render("{{ d.keys()|list }}|{{ d.values()|list }}|{{ d.items()|list }}|{{ d.get('a') }}", vars),
               "['a', 'b']|[1, 2]|[('a', 1), ('b', 2)]|1");
     EXPECT_EQ(render("{{ l.index(2) }}|{{ l.count(2) }}", vars), "1|2");
-    // the immutable sandbox refuses methods that modify
+    // the caller's data is frozen: methods that modify it are refused, as the immutable sandbox does
     EXPECT_EQ(error_of("{% set x = l.append(3) %}", vars).message(), "access to attribute 'append' of 'list' object is unsafe.");
     EXPECT_EQ(error_of("{{ d.update({'c': 3}) }}", vars).message(), "access to attribute 'update' of 'dict' object is unsafe.");
     EXPECT_EQ(error_of("{{ l.pop() }}", vars).message(), "access to attribute 'pop' of 'list' object is unsafe.");
+    json nested = {{"m", {{{"role", "user"}}}}};
+    EXPECT_EQ(error_of("{% set x = m[0].update({'role': 'x'}) %}", nested).message(),
+              "access to attribute 'update' of 'dict' object is unsafe.");
+    // ... while the template's own lists and dicts change as Python's do (Kimi-K2's templates
+    // queue tool-call ids in namespace(ids=[]))
+    EXPECT_EQ(render("{% set q = namespace(ids=[]) %}{% set _ = q.ids.append('a') %}{% set _ = q.ids.append('b') %}"
+                     "{{ q.ids.pop(0) }}|{{ q.ids }}"),
+              "a|['b']");
+    EXPECT_EQ(render("{% set l = [3, 1] %}{% set _ = l.extend([4, 1]) %}{% set _ = l.insert(-1, 9) %}{% set _ = l.remove(1) %}"
+                     "{% set _ = l.reverse() %}{{ l }}|{{ l.pop() }}|{{ l.pop(-1) }}|{{ l }}"),
+              "[1, 9, 4, 3]|3|4|[1, 9]");
+    EXPECT_EQ(render("{% set d = {'a': 1} %}{% set _ = d.update({'b': 2}, c=3) %}{{ d.setdefault('a', 5) }}{{ d.setdefault('e', 6) }}"
+                     "|{{ d.pop('b') }}{{ d.pop('x', 0) }}|{{ d.popitem() }}|{{ d }}"),
+              "16|20|('e', 6)|{'a': 1, 'c': 3}");
+    // a copy of the caller's list is the template's own
+    EXPECT_EQ(render("{% set c = l.copy() %}{% set _ = c.append(7) %}{{ c }}|{{ l }}", vars), "[1, 2, 2, 7]|[1, 2, 2]");
+    EXPECT_EQ(error_of("{% set l = [] %}{{ l.pop() }}").message(), "pop from empty list");
+    EXPECT_EQ(error_of("{% set l = [1] %}{{ l.remove(2) }}").message(), "list.remove(x): x not in list");
+    EXPECT_EQ(error_of("{% set d = {} %}{{ d.pop('k') }}").message(), "KeyError: k");
 }
 
 TEST(Jinja, Tests) {
@@ -327,7 +346,9 @@ TEST(Jinja, ErrorMessagesNameTheLine) {
 TEST(Jinja, Jinja2Quirks) {
     EXPECT_EQ(render("{{ '  a  b  '.split(None, 1) }}|{{ '  a  b  '.rsplit(None, 1) }}|{{ 'a b '.split(None, 5) }}"),
               "['a', 'b  ']|['  a', 'b']|['a', 'b']");
-    EXPECT_EQ(render("{{ [1].append is defined }}|{{ [1].index is defined }}|{{ {}.update is defined }}"), "False|True|False");
+    // (the template's own containers have their modifying methods; the caller's do not)
+    EXPECT_EQ(render("{{ [1].append is defined }}|{{ [1].index is defined }}|{{ {}.update is defined }}"), "True|True|True");
+    EXPECT_EQ(render("{{ l.append is defined }}|{{ l.index is defined }}", {{"l", {1}}}), "False|True");
     EXPECT_EQ(render("{{ [3, 1, 2]|sort(attribute='x') }}|{{ ['a', 1]|unique|list }}"), "[3, 1, 2]|['a', 1]");
     EXPECT_EQ(error_of("{{ {'a': 1}|items|length }}").message(), "object of type 'generator' has no len()");
     EXPECT_EQ(error_of("{{ [3, 1]|max(attribute='x') }}").message(), "'int object' has no attribute 'x'");

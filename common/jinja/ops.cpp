@@ -363,8 +363,12 @@ static bool is_str_method(const std::string & n) {
     return false;
 }
 
-// Methods the immutable sandbox refuses: reading them yields an undefined that raises when used.
+// Methods the immutable sandbox refuses on the caller's (frozen) data: reading them yields an
+// undefined that raises when used. The template's own lists and dicts may be changed.
 static bool is_mutator(const Value & obj, const std::string & n) {
+    if (!obj.frozen()) {
+        return false;
+    }
     if (obj.is_array()) {
         return n == "append" || n == "clear" || n == "extend" || n == "insert" || n == "pop" || n == "remove" ||
                n == "reverse" || n == "sort";
@@ -932,6 +936,128 @@ static bool call_str_method(const std::string & s, const std::string & name, con
     return true;
 }
 
+// The modifying methods of a dict the template made itself (Python's semantics and messages).
+static void mutate_dict(const Value & obj, const std::string & name, const CallArgs & args, Value & result) {
+    Value self = obj;   // shares the dict
+    Object & o = self.fields();
+    result = Value(nullptr);
+    if (name == "update") {
+        if (const Value * other = args.get(0, "")) {
+            if (!other->is_mapping()) {
+                throw Error("dict.update() expects a dict, got '" + other->type_name() + "'");
+            }
+            for (const auto & kv : other->fields().entries) {
+                o.set(kv.first, kv.second);
+            }
+        }
+        for (const auto & kv : args.keyword) {
+            o.set(kv.first, kv.second);
+        }
+    } else if (name == "pop" || name == "setdefault") {
+        const Value * key = args.get(0, "key");
+        if (!key) {
+            throw Error(name + " expected at least 1 argument, got 0");
+        }
+        const std::string k = object_key(*key);
+        if (const Value * v = o.find(k)) {
+            result = *v;
+            if (name == "pop") {
+                o.erase(k);
+            }
+        } else if (name == "setdefault") {
+            result = arg_or(args, 1, "default", Value(nullptr));
+            o.set(k, result);
+        } else if (const Value * d = args.get(1, "default")) {
+            result = *d;
+        } else {
+            throw Error("KeyError: " + key->str());
+        }
+    } else if (name == "popitem") {
+        if (o.entries.empty()) {
+            throw Error("popitem(): dictionary is empty");
+        }
+        result = Value::tuple({key_to_value(o.entries.back().first), o.entries.back().second});
+        o.entries.pop_back();
+    } else if (name == "clear") {
+        o.entries.clear();
+    } else {
+        throw Error("dict." + name + " is not supported");
+    }
+}
+
+// The modifying methods of a list the template made itself.
+static void mutate_list(const Value & obj, const std::string & name, const CallArgs & args, Value & result) {
+    Value self = obj;   // shares the list
+    std::vector<Value> & items = self.items();
+    result = Value(nullptr);
+    const int64_t n = (int64_t) items.size();
+    // a Python index: negative from the end
+    auto index_arg = [&](const Value & v, int64_t def) {
+        if (v.is_none()) {
+            return def;
+        }
+        if (!v.is_int()) {
+            throw Error("list indices must be integers, not " + v.type_name());
+        }
+        const int64_t i = v.as_int();
+        return i < 0 ? i + n : i;
+    };
+    if (name == "append") {
+        const Value * x = args.get(0, "object");
+        if (!x) {
+            throw Error("list.append() takes exactly one argument (0 given)");
+        }
+        check_size(((double) items.size() + 1) * sizeof(Value));
+        items.push_back(*x);
+    } else if (name == "extend") {
+        const Value * x = args.get(0, "iterable");
+        if (!x || !x->is_array()) {
+            throw Error("list.extend() expects a list");
+        }
+        const std::vector<Value> add = x->items();   // a copy: l.extend(l) doubles l
+        check_size(((double) items.size() + (double) add.size()) * sizeof(Value));
+        items.insert(items.end(), add.begin(), add.end());
+    } else if (name == "insert") {
+        const Value * i = args.get(0, "index");
+        const Value * x = args.get(1, "object");
+        if (!i || !x) {
+            throw Error("insert expected 2 arguments");
+        }
+        const int64_t at = std::clamp<int64_t>(index_arg(*i, n), 0, n);
+        check_size(((double) items.size() + 1) * sizeof(Value));
+        items.insert(items.begin() + at, *x);
+    } else if (name == "pop") {
+        if (items.empty()) {
+            throw Error("pop from empty list");
+        }
+        const Value * i = args.get(0, "index");
+        const int64_t at = i ? index_arg(*i, n - 1) : n - 1;
+        if (at < 0 || at >= n) {
+            throw Error("pop index out of range");
+        }
+        result = items[(size_t) at];
+        items.erase(items.begin() + at);
+    } else if (name == "remove") {
+        const Value * x = args.get(0, "value");
+        if (!x) {
+            throw Error("list.remove() takes exactly one argument (0 given)");
+        }
+        for (size_t i = 0; i < items.size(); ++i) {
+            if (items[i].equals(*x)) {
+                items.erase(items.begin() + (long) i);
+                return;
+            }
+        }
+        throw Error("list.remove(x): x not in list");
+    } else if (name == "clear") {
+        items.clear();
+    } else if (name == "reverse") {
+        std::reverse(items.begin(), items.end());
+    } else {
+        throw Error("list." + name + "() is not supported (the sort filter is)");
+    }
+}
+
 bool call_method(const Value & obj, const std::string & name, const CallArgs & args, Value & result) {
     if (obj.is_string()) {
         if (!is_str_method(name)) {
@@ -975,9 +1101,11 @@ bool call_method(const Value & obj, const std::string & name, const CallArgs & a
             result = v ? *v : arg_or(args, 1, "default", Value(nullptr));
         } else if (name == "copy") {
             result = Value::object();
-            result.fields() = obj.fields();
-        } else {
+            result.fields().entries = obj.fields().entries;
+        } else if (obj.frozen()) {
             unsafe(obj, name);
+        } else {
+            mutate_dict(obj, name, args, result);
         }
         return true;
     }
@@ -1006,8 +1134,10 @@ bool call_method(const Value & obj, const std::string & name, const CallArgs & a
             result = Value(n);
         } else if (name == "copy") {
             result = Value::array(obj.items());
-        } else {
+        } else if (obj.frozen()) {
             unsafe(obj, name);
+        } else {
+            mutate_list(obj, name, args, result);
         }
         return true;
     }

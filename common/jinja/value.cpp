@@ -61,6 +61,13 @@ Value Value::object() {
     return v;
 }
 
+void Value::freeze() {
+    if (array_) array_->frozen = true;
+    if (object_) object_->frozen = true;
+}
+
+bool Value::frozen() const { return (array_ && array_->frozen) || (object_ && object_->frozen); }
+
 Value Value::name_space() {
     Value v = object();
     v.namespace_ = true;

@@ -122,6 +122,13 @@ public:
     // Length of strings (code points), arrays and objects; throws for others.
     size_t length() const;
 
+    // The caller's data (the render's inputs) is frozen: methods that modify (list.append,
+    // dict.update, ...) refuse it, as Hugging Face's immutable sandbox refuses every container.
+    // A list or dict the template made itself stays mutable (Kimi-K2-Thinking's template queues
+    // tool-call ids with namespace(ids=[]).ids.append(...)). freeze() marks this container only.
+    void freeze();
+    bool frozen() const;
+
 private:
     Type type_ = Type::Undefined;
     bool tuple_ = false;
@@ -141,11 +148,13 @@ private:
 
 struct Array {
     std::vector<Value> items;
+    bool frozen = false;   // the caller's data: not to be modified (Value::freeze)
 };
 
 // Insertion-ordered string-keyed map (Python dicts keep insertion order and templates print them).
 struct Object {
     std::vector<std::pair<std::string, Value>> entries;
+    bool frozen = false;   // the caller's data: not to be modified (Value::freeze)
 
     const Value * find(std::string_view key) const;
     Value * find(std::string_view key);

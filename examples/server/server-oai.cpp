@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 // ---- request fields ------------------------------------------------------------------------------
 
@@ -234,6 +235,34 @@ json template_kwargs(const json & body, const server_info & info) {
     return extra.empty() ? json(nullptr) : extra;
 }
 
+// "thinking_budget_tokens" of a request (llama.cpp's name), else --reasoning-budget: -1
+// unlimited, N >= 0 tokens of thinking before the server closes the block.
+int32_t request_reasoning_budget(const json & body, const server_info & info) {
+    const int32_t dflt = info.defaults->reasoning_budget;
+    if (!has(body, "thinking_budget_tokens")) return dflt;
+    const int32_t n = (int32_t) get_int(body, "thinking_budget_tokens", -1, -1, INT32_MAX);
+    return n < 0 ? dflt : n;
+}
+
+// FireFunction v2's template prints two variables of its own: the tools' function specs as JSON
+// text ("functions") and the current time ("datetime"); a request's chat_template_kwargs win.
+void add_firefunction_variables(json & extra, const json & tools) {
+    if (extra.is_null()) extra = json::object();
+    if (!extra.contains("functions")) {
+        json specs = json::array();
+        for (const auto & t : tools.is_array() ? tools : json::array()) specs.push_back(t.contains("function") ? t["function"] : t);
+        extra["functions"] = specs.empty() ? "" : specs.dump(2);
+    }
+    if (!extra.contains("datetime")) {
+        const std::time_t now = std::time(nullptr);
+        std::tm tm{};
+        gmtime_r(&now, &tm);
+        char buf[64];
+        std::strftime(buf, sizeof buf, "%b %d %Y %H:%M:%S GMT", &tm);
+        extra["datetime"] = buf;
+    }
+}
+
 bool ends_inside_reasoning(const std::string & prompt, reasoning_markup markup) {
     size_t end = prompt.size();
     while (end > 0 && (prompt[end - 1] == ' ' || prompt[end - 1] == '\n' || prompt[end - 1] == '\r' || prompt[end - 1] == '\t')) --end;
@@ -277,7 +306,8 @@ std::string render_chat_prompt(const json & body, const server_info & info) {
     }
     if (has(body, "tools") && !body["tools"].is_array()) throw http_error(400, "'tools' must be a list");
     const json tools = tools_for_template(body);
-    const json extra = template_kwargs(body, info);
+    json extra = template_kwargs(body, info);
+    if (info.tools_syntax == tool_syntax::firefunction_v2) add_firefunction_variables(extra, tools);
     const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
     if (!info.tmpl) throw http_error(500, "no chat template is loaded");
     try {
@@ -336,6 +366,15 @@ completion_request parse_chat_request(const json & body, const server_info & inf
     req.markup = info.markup;
     const bool opened = ends_inside_reasoning(req.prompt_text, info.markup);
     req.reasoning_starts_inside = req.reasoning_split && opened;
+    req.gen.reasoning_budget = request_reasoning_budget(body, info);
+    if (req.gen.reasoning_budget > 0 || (req.gen.reasoning_budget == 0 && has(body, "thinking_budget_tokens"))) {
+        req.gen.reasoning_open = reasoning_open_tag(info.markup);
+        req.gen.reasoning_close = reasoning_close_tag(info.markup);
+        req.gen.reasoning_forced = info.reasoning_forced;
+        req.gen.reasoning_starts_inside = opened;
+    } else {
+        req.gen.reasoning_budget = -1;   // 0 from --reasoning-budget: thinking is off through the template
+    }
     // harmony's channel markers are control tokens: the reply's text must show them to be split
     // (and a call's header to be parsed)
     req.gen.render_special = info.markup == reasoning_markup::harmony && (req.reasoning_split || req.tools.active);
@@ -442,11 +481,14 @@ reasoning_splitter::delta response_builder::absorb(size_t choice, const task_eve
         c.summary = ev.summary;
         c.done = true;
     }
-    // text that may be the start of a tool call is held back until the calls can be parsed
-    d.content = c.tools.feed(d.content);
+    // text that may be the start of a tool call is held back; the calls stream as they are written
+    tool_stream::delta td = c.tools.feed(d.content);
+    d.content = std::move(td.content);
+    c.call_deltas = std::move(td.calls);
     if (ev.is_final) {
         tool_stream::result calls = c.tools.finish();
         d.content += calls.content;
+        for (auto & cd : calls.call_deltas) c.call_deltas.push_back(std::move(cd));
         c.tool_calls = std::move(calls.calls);
         if (!c.tool_calls.empty() && c.summary.finish_reason == "stop") c.summary.finish_reason = "tool_calls";
     }
@@ -600,21 +642,15 @@ std::vector<json> response_builder::stream_event(size_t choice, const task_event
                 if (req_.include_usage) ch["usage"] = nullptr;
                 out.push_back(std::move(ch));
             }
-            // each call as OpenAI streams it: id and name first, then the arguments
-            for (size_t i = 0; ev.is_final && i < c.tool_calls.size(); ++i) {
-                const json & call = c.tool_calls[i];
-                const json first = { { "index", i }, { "id", call["id"] }, { "type", "function" },
-                                     { "function", { { "name", call["function"]["name"] }, { "arguments", "" } } } };
-                const json args = { { "index", i }, { "function", { { "arguments", call["function"]["arguments"] } } } };
-                for (const json & part : { first, args }) {
-                    json ch = chunk_base("chat.completion.chunk");
-                    ch["choices"] = json::array({ { { "index", choice },
-                                                    { "delta", { { "tool_calls", json::array({ part }) } } },
-                                                    { "logprobs", nullptr },
-                                                    { "finish_reason", nullptr } } });
-                    if (req_.include_usage) ch["usage"] = nullptr;
-                    out.push_back(std::move(ch));
-                }
+            // each call as OpenAI streams it: id and name first, then the arguments in pieces
+            for (const json & part : c.call_deltas) {
+                json ch = chunk_base("chat.completion.chunk");
+                ch["choices"] = json::array({ { { "index", choice },
+                                                { "delta", { { "tool_calls", json::array({ part }) } } },
+                                                { "logprobs", nullptr },
+                                                { "finish_reason", nullptr } } });
+                if (req_.include_usage) ch["usage"] = nullptr;
+                out.push_back(std::move(ch));
             }
             if (ev.is_final) {
                 json ch = chunk_base("chat.completion.chunk");

@@ -30,7 +30,9 @@ struct server_info {
     const kiln::chat_template * tmpl = nullptr;   // null: no chat template available
     reasoning_markup markup = reasoning_markup::think;   // how the model's replies mark reasoning
     tool_syntax tools_syntax = tool_syntax::generic;   // how the template's model writes tool calls
+    std::string reasoning_forced;                 // what a spent thinking budget writes (reasoning_forced_close)
 };
+
 
 struct completion_request {
     api_kind kind = api_kind::chat;
@@ -83,6 +85,7 @@ private:
         size_t text_offset = 0;   // completions logprobs: where the next token starts
         tool_stream tools;
         json tool_calls = json::array();
+        json call_deltas = json::array();   // delta.tool_calls entries of the event absorb() took last
         bool legacy_opened = false, legacy_closed = false;   // deepseek-legacy: tags shown in the content
     };
     reasoning_splitter::delta absorb(size_t choice, const task_event & ev);

@@ -138,8 +138,9 @@ public:
                 out += event("response.output_item.added",
                              { { "output_index", calls_.back().output_index }, { "item", call_item(calls_.back(), "in_progress") } });
             }
-            if (!tc.arguments.empty() && !calls_.empty()) {
-                call & c = calls_.back();
+            // the calls open in index order, so a piece's index is its place in calls_
+            if (!tc.arguments.empty() && tc.index >= 0 && (size_t) tc.index < calls_.size()) {
+                call & c = calls_[(size_t) tc.index];
                 c.arguments += tc.arguments;
                 out += event("response.function_call_arguments.delta",
                              { { "item_id", c.item_id }, { "output_index", c.output_index }, { "delta", tc.arguments } });
@@ -190,12 +191,17 @@ private:
     // Output items come in order: reasoning (when there is any), then the message.
     int index_of(const std::string & item_id) const {
         const bool has_reasoning = reasoning_open_ || reasoning_done_ || !reasoning_.empty();
+        if (item_id == msg_id_ && msg_index_ >= 0) return msg_index_;
         return item_id == rs_id_ ? 0 : (has_reasoning ? 1 : 0);
     }
+
+    // text after the calls (the calls stream as they are written): the message item follows them
+    bool message_after_calls() const { return msg_index_ >= 0 && !calls_.empty() && msg_index_ > calls_.front().output_index; }
 
     std::string open_message() {
         if (message_open_) return "";
         std::string out = close_reasoning();
+        msg_index_ = n_items_sent();
         message_open_ = true;
         out += event("response.output_item.added", { { "output_index", index_of(msg_id_) }, { "item", message_item("in_progress", false) } });
         out += event("response.content_part.added",
@@ -237,8 +243,10 @@ private:
         const bool done = status != "in_progress";
         if (done) {
             if (!reasoning_.empty()) output.push_back(reasoning_item("completed", reasoning_));
-            if (!text_.empty() || calls_.empty()) output.push_back(message_item("completed", true));
+            const bool message = !text_.empty() || calls_.empty();
+            if (message && !message_after_calls()) output.push_back(message_item("completed", true));
             for (const call & c : calls_) output.push_back(call_item(c, "completed"));
+            if (message && message_after_calls()) output.push_back(message_item("completed", true));
         }
         json r = { { "id", id_ },
                    { "object", "response" },
@@ -277,6 +285,7 @@ private:
     }
 
     std::vector<call> calls_;
+    int msg_index_ = -1;   // the message item's output_index once it is sent
     std::string id_, msg_id_, rs_id_, model_;
     int64_t created_;
     int64_t input_tokens_ = 0, output_tokens_ = 0;

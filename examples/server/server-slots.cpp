@@ -46,6 +46,8 @@ struct slot_engine::slot {
     double t_start_ms = 0, t_first_token_ms = 0;
     uint64_t last_used = 0;                         // step counter, for least-recently-used choice
     std::vector<token_report> reports;              // token reports not yet sent
+    reasoning_budget thinking;                      // the task's reasoning budget
+    std::vector<llama_token> forced;                // tokens the slot writes next instead of sampling
 
     ~slot() {
         if (smpl) llama_sampler_free(smpl);
@@ -355,6 +357,9 @@ void slot_engine::begin_task(slot & s, task_ptr task) {
     s.out_index = -1;
     s.reports.clear();
     s.stops = stop_matcher(task->params.stop);
+    s.thinking = reasoning_budget(task->params.reasoning_budget, task->params.reasoning_open, task->params.reasoning_close,
+                                  task->params.reasoning_starts_inside);
+    s.forced.clear();
     if (s.smpl) llama_sampler_free(s.smpl);
     s.smpl = common_sampler_chain_from_params(task->params.sampling, params_.n_ctx_slot, vocab_);
     // the prompt is history for the repetition penalties
@@ -502,7 +507,19 @@ llama_token slot_engine::emit_token(slot & s, int32_t batch_index) {
         log_norm = mx + (float) std::log(sum);
     }
 
-    const llama_token tok = llama_sampler_sample(s.smpl, ctx_, batch_index);
+    if (s.forced.empty() && s.thinking.exhausted()) {
+        // the thinking budget is spent: close the block; the answer follows
+        s.forced = common_tokenize(vocab_, gp.reasoning_forced, false, true);
+        s.thinking.closed();
+    }
+    llama_token tok;
+    if (!s.forced.empty()) {
+        tok = s.forced.front();
+        s.forced.erase(s.forced.begin());
+        llama_sampler_accept(s.smpl, tok);   // the samplers' history (penalties, grammar) sees it too
+    } else {
+        tok = llama_sampler_sample(s.smpl, ctx_, batch_index);
+    }
     if (const char * why = tok == LLAMA_TOKEN_NULL ? llama_sampler_error(s.smpl) : nullptr) {
         // the request's grammar is too ambiguous to follow: this request fails, the others go on
         LOG_WRN("slot %d: %s\n", s.id, why);
@@ -545,6 +562,7 @@ llama_token slot_engine::emit_token(slot & s, int32_t batch_index) {
         }
         s.reports.push_back(std::move(rep));
     }
+    s.thinking.feed(piece);
     const std::string text = s.stops.feed(piece);
     if (s.stops.stopped()) {
         if (!text.empty()) {

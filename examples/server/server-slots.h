@@ -34,6 +34,13 @@ struct generation_params {
     bool    post_sampling_probs = false;   // ... from the samplers' final distribution, not the model's
     bool    render_special = false;    // control tokens' text is part of the reply (harmony's channels)
     std::vector<llama_token> preserved;   // special tokens whose text is output (tool-call markers)
+    // --reasoning-budget N / "thinking_budget_tokens": once N tokens have been generated inside
+    // the reply's leading reasoning block (between these tags; from the start when the prompt
+    // opened it), the slot writes reasoning_forced itself: the close tag and what the chat
+    // template puts after it, and generation goes on with the answer. -1: no budget.
+    int32_t reasoning_budget = -1;
+    std::string reasoning_open, reasoning_close, reasoning_forced;
+    bool reasoning_starts_inside = false;
 };
 
 struct token_logprob {

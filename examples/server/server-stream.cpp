@@ -210,6 +210,68 @@ void reasoning_splitter::step(delta & out, bool final) {
     }
 }
 
+// ---- reasoning budget ------------------------------------------------------------------------------
+
+reasoning_budget::reasoning_budget(int32_t budget, std::string open, std::string close, bool starts_inside)
+    : budget_(budget), open_(std::move(open)), close_(std::move(close)) {
+    if (budget_ < 0 || close_.empty()) st_ = state::over;
+    else st_ = starts_inside ? state::inside : state::maybe_at_start;
+}
+
+void reasoning_budget::feed(const std::string & piece) {
+    if (st_ == state::over) return;
+    held_ += piece;
+    if (st_ == state::maybe_at_start) {
+        // only a block at the very start (after whitespace) is the reasoning
+        size_t i = 0;
+        while (i < held_.size() && is_ws(held_[i])) ++i;
+        const size_t rest = held_.size() - i;
+        if (rest >= open_.size() && held_.compare(i, open_.size(), open_) == 0) {
+            held_.erase(0, i + open_.size());
+            st_ = state::inside;   // the tokens after the opening tag count
+            n_inside_ = 0;
+            if (held_.empty()) return;
+        } else {
+            if (open_.compare(0, rest, held_, i, rest) != 0) {
+                st_ = state::over;
+                held_.clear();
+            }
+            return;
+        }
+    } else {
+        ++n_inside_;
+    }
+    const size_t at = held_.find(close_);
+    if (at != std::string::npos) {
+        st_ = state::over;
+        held_.clear();
+        return;
+    }
+    // keep only what may be the start of the close tag
+    const size_t keep = partial_tag_suffix(held_, close_);
+    held_.erase(0, held_.size() - keep);
+}
+
+std::string reasoning_forced_close(const kiln::chat_template * tmpl, reasoning_markup markup) {
+    const std::string & close = reasoning_close_tag(markup);
+    if (tmpl) {
+        // an assistant turn with reasoning, as the template writes it into a prompt
+        const json messages = json::array({ { { "role", "user" }, { "content", "Q" } },
+                                            { { "role", "assistant" }, { "reasoning_content", "kiln-reasoning" },
+                                              { "content", "kiln-answer" } } });
+        try {
+            const std::string text = tmpl->apply(messages, nullptr, false, json{ { "enable_thinking", true } });
+            const size_t r = text.find("kiln-reasoning"), c = r == std::string::npos ? r : text.find(close, r);
+            const size_t a = c == std::string::npos ? c : text.find("kiln-answer", c);
+            if (a != std::string::npos && a - c <= close.size() + 64) return text.substr(c, a - c);
+        } catch (const std::exception &) {
+            // a template that refuses such a turn: the markup's own separator below
+        }
+    }
+    if (markup == reasoning_markup::harmony) return close + "<|start|>assistant<|channel|>final<|message|>";
+    return close + "\n\n";
+}
+
 // ---- SSE -----------------------------------------------------------------------------------------
 
 std::string sse_event(const json & data) { return "data: " + dump_json(data) + "\n\n"; }

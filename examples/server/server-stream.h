@@ -7,6 +7,7 @@
 //  - SSE framing.
 #pragma once
 
+#include "chat-template.h"
 #include "server-utils.h"
 
 #include <string>
@@ -75,6 +76,35 @@ private:
     std::string held_;
     void step(delta & out, bool final);
 };
+
+// --reasoning-budget N (or a request's "thinking_budget_tokens"): counts the tokens generated
+// inside the reply's leading reasoning block (from the prompt's end when the prompt opened it),
+// so the slot can close the block itself once N have been written. Fed each token's text; the
+// block is left when its close tag appears (whatever the token boundaries).
+class reasoning_budget {
+public:
+    reasoning_budget() = default;   // no budget: never exhausted
+    reasoning_budget(int32_t budget, std::string open, std::string close, bool starts_inside);
+
+    void feed(const std::string & piece);
+    // Inside the block with the budget spent: the caller writes the close now (and calls closed()).
+    bool exhausted() const { return st_ == state::inside && n_inside_ >= budget_; }
+    void closed() { st_ = state::over; }
+    int32_t n_inside() const { return n_inside_; }
+
+private:
+    enum class state { maybe_at_start, inside, over };
+    state st_ = state::over;
+    int32_t budget_ = -1;
+    int32_t n_inside_ = 0;
+    std::string open_, close_;
+    std::string held_;   // text not yet known to be outside the tags
+};
+
+// What closing a reasoning block takes when the thinking budget is spent: the markup's close tag
+// and what the chat template writes between it and the answer (read from the template's own
+// rendering of an assistant turn with reasoning; the markup's usual separator when it shows none).
+std::string reasoning_forced_close(const kiln::chat_template * tmpl, reasoning_markup markup);
 
 // One server-sent event: "data: <json>\n\n".
 std::string sse_event(const json & data);

@@ -132,8 +132,34 @@ size_t tool_stream::calls_from(bool * undecided) const {
     return at == std::string::npos ? std::string::npos : at + close.size();
 }
 
-std::string tool_stream::feed(const std::string & content) {
-    if (!req_ || !req_->active) return content;
+void tool_stream::send_calls(const std::vector<parsed_tool_call> & calls, json & out) {
+    const size_t n = req_->parallel ? calls.size() : std::min<size_t>(calls.size(), 1);
+    for (size_t i = 0; i < n && i <= calls_.size(); ++i) {
+        const parsed_tool_call & c = calls[i];
+        if (i == calls_.size()) {
+            calls_.push_back({ random_id("call_"), c.name, "" });
+            out.push_back({ { "index", i },
+                            { "id", calls_[i].id },
+                            { "type", "function" },
+                            { "function", { { "name", c.name }, { "arguments", "" } } } });
+        }
+        sent_call & s = calls_[i];
+        // a call whose text turned out otherwise than it began (a model repeating a key) gets
+        // nothing more rather than something the client would have to take back
+        if (c.name != s.name || c.arguments.size() <= s.arguments.size() || c.arguments.compare(0, s.arguments.size(), s.arguments) != 0) {
+            continue;
+        }
+        out.push_back({ { "index", i }, { "function", { { "arguments", c.arguments.substr(s.arguments.size()) } } } });
+        s.arguments = c.arguments;
+    }
+}
+
+tool_stream::delta tool_stream::feed(const std::string & content) {
+    delta d;
+    if (!req_ || !req_->active) {
+        d.content = content;
+        return d;
+    }
     all_ += content;
     bool undecided = false;
     const size_t from = calls_from(&undecided);
@@ -142,10 +168,15 @@ std::string tool_stream::feed(const std::string & content) {
     else if (from == std::string::npos) safe = all_.size();   // inside the reasoning: it streams as it comes
     else if (from == 0) safe = tool_text_safe_prefix(req_->syntax, all_);
     else safe = from + tool_text_safe_prefix(req_->syntax, all_.substr(from));
-    if (safe <= sent_) return "";
-    std::string out = all_.substr(sent_, safe - sent_);
-    sent_ = safe;
-    return out;
+    if (safe > sent_) {
+        d.content = all_.substr(sent_, safe - sent_);
+        sent_ = safe;
+    }
+    // held text may be calls being written: send what is sure of them
+    if (!undecided && from != std::string::npos && safe < all_.size()) {
+        send_calls(parse_tool_calls_partial(req_->syntax, all_.substr(from), req_->tools).calls, d.calls);
+    }
+    return d;
 }
 
 tool_stream::result tool_stream::finish() {
@@ -157,10 +188,16 @@ tool_stream::result tool_stream::finish() {
     parsed_reply p = parse_tool_calls(req_->syntax, all_.substr(from), req_->tools);
     p.content = all_.substr(0, from) + p.content;
     if (!req_->parallel && p.calls.size() > 1) p.calls.resize(1);
-    for (const auto & c : p.calls) {
-        r.calls.push_back({ { "id", random_id("call_") },
-                            { "type", "function" },
-                            { "function", { { "name", c.name }, { "arguments", c.arguments } } } });
+    if (p.calls.empty() && !calls_.empty()) {
+        // calls were streamed, but the reply did not end as calls (cut off by the token limit):
+        // the client keeps the partial calls, as OpenAI's stream does, and their text is not
+        // sent again as content
+        return r;
+    }
+    send_calls(p.calls, r.call_deltas);
+    for (size_t i = 0; i < p.calls.size(); ++i) {
+        const parsed_tool_call & c = p.calls[i];
+        r.calls.push_back({ { "id", calls_[i].id }, { "type", "function" }, { "function", { { "name", c.name }, { "arguments", c.arguments } } } });
     }
     // what was sent is a prefix of the content (text before the first call never held back)
     if (p.content.size() >= sent_ && p.content.compare(0, sent_, all_, 0, sent_) == 0) r.content = p.content.substr(sent_);

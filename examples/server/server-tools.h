@@ -35,24 +35,39 @@ json tools_for_template(const json & body);
 json decoded_tool_calls(const json & tool_calls, const std::string & where);
 
 // Splits streamed content into text that can be sent now and text held back because a tool call
-// may be starting; finish() parses what was held and gives the remaining content and the calls.
+// may be starting, and streams the calls as OpenAI does: a call's first delta carries its index,
+// id, type and name (arguments ""), later ones pieces of its arguments' JSON text, only ever
+// the part no later text can change. finish() parses the whole reply (the non-streamed result)
+// and gives what is still to send.
 class tool_stream {
 public:
     tool_stream() = default;
     explicit tool_stream(const tool_request * req) : req_(req) {}
 
-    std::string feed(const std::string & content);   // the text safe to send
+    struct delta {
+        std::string content;            // text safe to send
+        json calls = json::array();     // delta.tool_calls entries, in order
+    };
+    delta feed(const std::string & content);
     struct result {
-        std::string content;    // text still to send
-        json calls = json::array();   // OpenAI tool_calls (id, type, function {name, arguments})
+        std::string content;            // text still to send
+        json call_deltas = json::array();   // the calls' last pieces (and calls not streamed yet)
+        json calls = json::array();     // OpenAI tool_calls (id, type, function {name, arguments})
     };
     result finish();
 
 private:
+    struct sent_call {
+        std::string id, name, arguments;   // what the client has been sent
+    };
     const tool_request * req_ = nullptr;
     std::string all_;
     size_t sent_ = 0;
+    std::vector<sent_call> calls_;
     // where calls may start: after a leading reasoning block (npos: still inside it); undecided:
     // the reply so far may still become the block's opening tag
     size_t calls_from(bool * undecided) const;
+    // the deltas that bring the client from calls_ to these calls (a new call's header, then
+    // the growth of its arguments when they extend what was sent)
+    void send_calls(const std::vector<parsed_tool_call> & calls, json & out);
 };

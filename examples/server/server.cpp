@@ -696,6 +696,7 @@ bool load_model(server_context & sc, std::string & err) {
     sc.info.tmpl = sc.tmpl.get();
     sc.info.markup = reasoning_markup_from_template(sc.tmpl_source);
     sc.info.tools_syntax = tool_syntax_from_template(sc.tmpl_source);
+    sc.info.reasoning_forced = reasoning_forced_close(sc.tmpl.get(), sc.info.markup);
 
     engine_params ep;
     ep.n_slots = n_slots;

@@ -170,7 +170,17 @@ describe('Anthropic Messages API tools', () => {
     assert.equal(calls.length, 1);
     checkCall(calls[0]);
 
-    const streamed = await client.messages.stream({ ...ask, tool_choice: { type: 'any', disable_parallel_tool_use: true } }).finalMessage();
+    const st = client.messages.stream({ ...ask, tool_choice: { type: 'any', disable_parallel_tool_use: true } });
+    let partial = '', pieces = 0;
+    st.on('streamEvent', (ev) => {
+      if (ev.type === 'content_block_delta' && ev.delta.type === 'input_json_delta') {
+        partial += ev.delta.partial_json;
+        pieces += 1;
+      }
+    });
+    const streamed = await st.finalMessage();
+    assert.ok(pieces > 1, `the input came in ${pieces} input_json_delta event(s)`);
+    assert.deepEqual(JSON.parse(partial), calls[0].input);
     assert.equal(streamed.stop_reason, 'tool_use');
     const sc = streamed.content.filter((b) => b.type === 'tool_use');
     assert.equal(sc.length, 1);

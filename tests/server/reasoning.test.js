@@ -1,7 +1,8 @@
 // Reasoning through llama-server: the per-request "reasoning_format" (none / deepseek /
 // deepseek-legacy / auto) over the server's --reasoning-format, the same split in a stream and
 // in a whole reply, and thinking turned off through the template: --reasoning-budget 0,
-// --chat-template-kwargs and the request's chat_template_kwargs (the request wins).
+// --chat-template-kwargs and the request's chat_template_kwargs (the request wins); a positive
+// budget that closes the block after N tokens of thinking.
 import { describe, before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -119,9 +120,60 @@ describe('thinking turned off through the template', () => {
   });
 });
 
+describe('a thinking budget (--reasoning-budget N, "thinking_budget_tokens")', () => {
+  // the generation prompt opens <think>: the random model would think to the token limit
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-reasoning-budget-'));
+  const tmplFile = path.join(dir, 'think.jinja');
+  fs.writeFileSync(tmplFile, "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: <think>\n{% endif %}");
+  const req = { messages: [{ role: 'user', content: 'Think, then answer.' }], max_tokens: 24, temperature: 0, logprobs: true };
+  let srv;
+  before(async () => {
+    srv = await startServer([...T1, '-m', SYNTH, '-c', '512', '--chat-template-file', tmplFile, '--reasoning-budget', '5']);
+  });
+  after(async () => {
+    await srv?.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('after N tokens of thinking the server closes the block and the answer follows', async () => {
+    const none = await postJson(`${srv.url}/v1/chat/completions`, { ...req, reasoning_format: 'none' });
+    assert.equal(none.status, 200, none.text);
+    const text = none.json.choices[0].message.content;
+    const at = text.indexOf('</think>\n\n');
+    assert.ok(at > 0, text);
+    assert.ok(text.length > at + '</think>\n\n'.length, `an answer follows: ${JSON.stringify(text)}`);
+    const r = await postJson(`${srv.url}/v1/chat/completions`, { ...req, reasoning_format: 'deepseek' });
+    const msg = r.json.choices[0].message;
+    assert.equal(msg.reasoning_content, text.slice(0, at).replace(/^\s+/, ''));
+    assert.equal(msg.content, text.slice(at + '</think>\n\n'.length).replace(/^\s+/, ''));
+    // the logprobs list the chosen tokens: five of thinking, then the close
+    const ids = r.json.choices[0].logprobs.content.map((t) => t.token);
+    assert.equal(ids[5], '</think>', JSON.stringify(ids));
+    // the same streamed
+    const s = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...req, reasoning_format: 'deepseek', stream: true }) });
+    const { events } = await readSse(s);
+    const join = (key) => events.map((e) => e.choices?.[0]?.delta?.[key] ?? '').join('');
+    assert.deepEqual({ reasoning: join('reasoning_content'), content: join('content') }, { reasoning: msg.reasoning_content, content: msg.content });
+  });
+
+  test('"thinking_budget_tokens" sets it per request; -1 keeps the server\'s; bad values are 400s', async () => {
+    for (const [n, want] of [[2, 2], [0, 0], [-1, 5]]) {
+      const r = await postJson(`${srv.url}/v1/chat/completions`, { ...req, reasoning_format: 'deepseek', thinking_budget_tokens: n });
+      assert.equal(r.status, 200, r.text);
+      const ids = r.json.choices[0].logprobs.content.map((t) => t.token);
+      assert.equal(ids.indexOf('</think>'), want, `${n}: ${JSON.stringify(ids)}`);
+    }
+    for (const bad of [-2, 'ten', 1.5]) {
+      const r = await postJson(`${srv.url}/v1/chat/completions`, { ...req, thinking_budget_tokens: bad });
+      assert.equal(r.status, 400, JSON.stringify(bad));
+      assert.match(r.json.error.message, /thinking_budget_tokens/);
+    }
+  });
+});
+
 describe('bad reasoning flags', () => {
-  test('a positive --reasoning-budget and a non-object --chat-template-kwargs are refused naming the flag', async () => {
-    for (const args of [['--reasoning-budget', '256'], ['--chat-template-kwargs', '[1,2]']]) {
+  test('a --reasoning-budget below -1 and a non-object --chat-template-kwargs are refused naming the flag', async () => {
+    for (const args of [['--reasoning-budget', '-5'], ['--chat-template-kwargs', '[1,2]']]) {
       await assert.rejects(startServer([...T1, '-m', STORIES, '-c', '256', ...args], { timeoutMs: 20000 }),
         (e) => e.message.includes(args[0]));
     }

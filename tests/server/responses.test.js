@@ -156,11 +156,14 @@ describe('Responses API function calls', () => {
     assert.equal(r.tool_choice, 'required');
 
     const stream = await client.responses.create({ ...ask, stream: true });
-    let done, args = '';
+    let done, args = '', pieces = 0;
     const types = [];
     for await (const ev of stream) {
       types.push(ev.type);
-      if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+      if (ev.type === 'response.function_call_arguments.delta') {
+        args += ev.delta;
+        pieces += 1;
+      }
       if (ev.type === 'response.completed') done = ev.response;
     }
     assert.ok(types.includes('response.output_item.added'));
@@ -170,6 +173,7 @@ describe('Responses API function calls', () => {
     checkCall(sc[0]);
     assert.equal(sc[0].arguments, args);
     assert.equal(sc[0].arguments, calls[0].arguments);
+    assert.ok(pieces > 1, `the arguments came in ${pieces} delta event(s)`);
 
     const next = await client.responses.create({
       ...ask,

@@ -27,6 +27,7 @@ const FAMILIES = [
   'CohereForAI-c4ai-command-r-plus-tool_use.jinja',
   'CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja',
   'ibm-granite-granite-3.3-2B-Instruct.jinja',
+  'fireworks-ai-llama-3-firefunction-v2.jinja',
 ];
 
 let assertValidCall;

@@ -60,6 +60,7 @@ describe('tool calls (hermes syntax, synth Qwen3)', () => {
     const whole = (await client.chat.completions.create(params)).choices[0];
     const stream = await client.chat.completions.create({ ...params, stream: true });
     const calls = [];
+    const pieces = [];   // argument fragments per call
     let content = '';
     let finish = null;
     for await (const chunk of stream) {
@@ -72,7 +73,13 @@ describe('tool calls (hermes syntax, synth Qwen3)', () => {
         if (d.id) t.id = d.id;
         if (d.type) t.type = d.type;
         if (d.function?.name) t.function.name += d.function.name;
-        if (d.function?.arguments) t.function.arguments += d.function.arguments;
+        if (d.function?.arguments) {
+          // OpenAI's shape: the first delta of a call names it, later ones carry only arguments
+          if (d.id) assert.equal(d.function.arguments, '', 'a call opens with empty arguments');
+          else assert.equal(d.function.name, undefined);
+          t.function.arguments += d.function.arguments;
+          pieces[d.index] = (pieces[d.index] ?? 0) + 1;
+        }
       }
       if (ch.finish_reason) finish = ch.finish_reason;
     }
@@ -81,6 +88,8 @@ describe('tool calls (hermes syntax, synth Qwen3)', () => {
     assert.deepEqual(calls.map((c) => [c.type, c.function.name, c.function.arguments]),
       whole.message.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments]));
     for (const c of calls) assertValidCall(c);
+    // the arguments arrive as they are written, not whole at the end
+    assert.ok(pieces[0] > 1, `the first call's arguments came in ${pieces[0]} piece(s)`);
   });
 
   test('the tool round trip renders and answers', async () => {
