@@ -140,31 +140,48 @@ void llama_kv_cache::release(const std::vector<uint32_t> & cells_to_free) {
 
 void llama_kv_cache::fill_mask(const llama_ubatch & ub, uint32_t n_kv, float * full, float * swa, llama_pos n_swa) const {
     // Token i sees cell j if j holds one of i's sequences at a position <= i's position. For a
-    // set of sequences, visible_pos_[j] is cell j's position if it holds one of them (an empty
-    // cell holds none) and "never" otherwise; consecutive tokens of the same sequences (the
-    // usual micro-batch) share it, and each row is then one comparison per cell.
+    // set of sequences, its visibility row holds at j cell j's position if j holds one of them
+    // (an empty cell holds none) and "never" otherwise; each mask row is then one comparison per
+    // cell. Building a visibility row reads every cell's bits, so the rows of the last few
+    // distinct sets are kept: a micro-batch that interleaves the tokens of several sequences
+    // (continuous batching) builds each row once, as a grouped one does.
     const uint32_t W = seq_words;
-    token_bits_.assign(W, 0);
-    std::vector<uint64_t> & prev = prev_bits_;
-    prev.clear();
-    visible_pos_.resize(n_kv);
+    token_bits_.resize(W);
+    vis_keys_.resize((size_t) k_vis_rows * W);
+    uint32_t n_rows = 0, next_victim = 0, cur = UINT32_MAX;
     for (uint32_t i = 0; i < ub.n_tokens; ++i) {
         std::fill(token_bits_.begin(), token_bits_.end(), 0);
         for (int32_t k = 0; k < ub.n_seq_id[i]; ++k) {
             const llama_seq_id s = ub.seq_id[i][k];
             if (valid_seq(s)) token_bits_[s / 64] |= uint64_t(1) << (s % 64);
         }
-        if (token_bits_ != prev) {
+        auto same_key = [&](uint32_t r) { return std::equal(token_bits_.begin(), token_bits_.end(), vis_keys_.begin() + (ptrdiff_t) r * W); };
+        if (cur == UINT32_MAX || !same_key(cur)) {
+            cur = UINT32_MAX;
+            for (uint32_t r = 0; r < n_rows && cur == UINT32_MAX; ++r) {
+                if (same_key(r)) cur = r;
+            }
+        }
+        if (cur == UINT32_MAX) {   // a set not seen yet in this micro-batch: build its row
+            if (n_rows < k_vis_rows) {
+                cur = n_rows++;
+            } else {
+                cur = next_victim;
+                next_victim = (next_victim + 1) % k_vis_rows;
+            }
+            std::copy(token_bits_.begin(), token_bits_.end(), vis_keys_.begin() + (ptrdiff_t) cur * W);
+            // grown as sets appear (one row for the usual single-sequence batch), kept across calls
+            if (vis_rows_.size() < (size_t) (cur + 1) * n_kv) vis_rows_.resize((size_t) (cur + 1) * n_kv);
+            llama_pos * vis = vis_rows_.data() + (size_t) cur * n_kv;
             for (uint32_t j = 0; j < n_kv; ++j) {
                 const uint64_t * b = seq_bits.data() + (size_t) j * W;
                 uint64_t any = 0;
                 for (uint32_t w = 0; w < W; ++w) any |= b[w] & token_bits_[w];
-                visible_pos_[j] = any != 0 ? cells[j].pos : INT32_MAX;
+                vis[j] = any != 0 ? cells[j].pos : INT32_MAX;
             }
-            prev = token_bits_;
         }
         const llama_pos p = ub.pos[i];
-        const llama_pos * vis = visible_pos_.data();
+        const llama_pos * vis = vis_rows_.data() + (size_t) cur * n_kv;
         if (full) {
             float * row = full + (size_t) i * n_kv;
             for (uint32_t j = 0; j < n_kv; ++j) row[j] = vis[j] <= p ? 0.0f : -INFINITY;

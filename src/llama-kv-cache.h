@@ -108,8 +108,10 @@ private:
     void drop_seq(uint32_t cell, llama_seq_id seq);
     void free_cell(uint32_t cell);
     std::vector<std::pair<llama_pos, uint32_t>> free_scratch_;   // reused: no allocation per token
-    // fill_mask's scratch: one token's sequences, the previous token's, and per cell the
-    // position at which those sequences see it
-    mutable std::vector<uint64_t> token_bits_, prev_bits_;
-    mutable std::vector<llama_pos> visible_pos_;
+    // fill_mask's scratch: one token's sequences, and the visibility rows of the last
+    // k_vis_rows distinct sequence sets of the micro-batch (vis_keys_[r]: row r's set; per cell,
+    // the position at which the set sees it)
+    static constexpr uint32_t k_vis_rows = 8;
+    mutable std::vector<uint64_t> token_bits_, vis_keys_;
+    mutable std::vector<llama_pos> vis_rows_;
 };

@@ -72,15 +72,21 @@ void expect_same(const llama_kv_cache & kv, const reference & ref, uint32_t n_se
     ASSERT_EQ(kv.used, used) << "step " << step;
 }
 
+// One small layer of F16 rows: the tests look at the bookkeeping, not the rows.
+void init_cache(llama_kv_cache & kv, uint32_t n_cells, uint32_t n_seq) {
+    llama_kv_layer_shape shape;
+    shape.n_embd_k = shape.n_embd_v = shape.head_dim_k = shape.n_rot = 32;
+    std::string err;
+    ASSERT_TRUE(kv.init({ shape }, n_cells, n_seq, GGML_TYPE_F16, GGML_TYPE_F16, err)) << err;
+}
+
 } // namespace
 
 TEST(KvCache, BitSetsFollowTheReferenceAndTheMaskIsTheDefinition) {
     const uint32_t n_cells = 97, n_seq = 70;
-    llama_kv_layer_shape shape;
-    shape.n_embd_k = shape.n_embd_v = shape.head_dim_k = shape.n_rot = 32;
     llama_kv_cache kv;
-    std::string err;
-    ASSERT_TRUE(kv.init({ shape }, n_cells, n_seq, GGML_TYPE_F16, GGML_TYPE_F16, err)) << err;
+    init_cache(kv, n_cells, n_seq);
+    if (HasFatalFailure()) return;
     ASSERT_EQ(kv.seq_words, 2u);
     reference ref;
     ref.cells.resize(n_cells);
@@ -165,5 +171,66 @@ TEST(KvCache, BitSetsFollowTheReferenceAndTheMaskIsTheDefinition) {
         }
         ASSERT_EQ(kv.seq_pos_min(s), lo);
         ASSERT_EQ(kv.seq_pos_max(s), hi);
+    }
+}
+
+// Continuous batching interleaves the tokens of several sequences in one micro-batch; fill_mask
+// keeps the visibility rows of a few distinct sequence sets, so a set that comes back reuses its
+// row. More distinct sets than rows kept (evictions), sets of two sequences, an id outside
+// [0, n_seq) (ignored), positions before and after the cells': every row must equal the mask
+// written from the definition, cell by cell.
+TEST(KvCache, InterleavedSequencesGiveTheMaskOfTheDefinition) {
+    const uint32_t n_cells = 300, n_seq = 70;
+    llama_kv_cache kv;
+    init_cache(kv, n_cells, n_seq);
+    if (HasFatalFailure()) return;
+    std::mt19937 rng(99);
+    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    // the distinct sets: 13 of them, more than fill_mask keeps
+    const std::vector<std::vector<llama_seq_id>> sets = {
+        { 0 }, { 1 }, { 2 }, { 3 }, { 65 }, { 69 }, { 0, 1 }, { 2, 66 }, { 4 }, { 5 },
+        { 6, (llama_seq_id) n_seq + 3 }, { 7 }, { 64, 3 },
+    };
+    // the cache: cells of single sequences and some shared by two
+    std::vector<llama_pos> cell_pos(n_cells, -1);
+    std::vector<std::set<llama_seq_id>> cell_seq(n_cells);
+    for (uint32_t c = 0; c + 20 < n_cells; ++c) {
+        std::vector<llama_seq_id> seqs = { (llama_seq_id) pick(0, 8) };
+        if (pick(0, 5) == 0) seqs.push_back(pick(0, 1) ? 64 + pick(0, 5) : pick(0, 8));
+        cell_pos[c] = pick(0, 120);
+        kv.assign(c, cell_pos[c], seqs.data(), (int) seqs.size());
+        cell_seq[c].insert(seqs.begin(), seqs.end());
+    }
+    for (int round = 0; round < 20; ++round) {
+        const uint32_t n = (uint32_t) pick(1, 64), n_kv = n_cells;
+        std::vector<llama_pos> pos(n);
+        std::vector<int32_t> n_seq_id(n);
+        std::vector<const llama_seq_id *> seq_id(n);
+        std::vector<size_t> which(n);
+        for (uint32_t i = 0; i < n; ++i) {
+            // mostly a different set from the token before: the interleaving of continuous batching
+            which[i] = (size_t) (round % 2 ? pick(0, (int) sets.size() - 1) : (i * 5 + (uint32_t) round) % sets.size());
+            pos[i] = pick(0, 130);
+            n_seq_id[i] = (int32_t) sets[which[i]].size();
+            seq_id[i] = sets[which[i]].data();
+        }
+        llama_ubatch ub;
+        ub.n_tokens = n;
+        ub.pos = pos.data();
+        ub.n_seq_id = n_seq_id.data();
+        ub.seq_id = seq_id.data();
+        const llama_pos n_swa = 16;
+        std::vector<float> mask((size_t) n * n_kv, 1.0f), mask_swa((size_t) n * n_kv, 1.0f);
+        kv.fill_mask(ub, n_kv, mask.data(), mask_swa.data(), n_swa);
+        for (uint32_t i = 0; i < n; ++i) {
+            for (uint32_t j = 0; j < n_kv; ++j) {
+                bool sees = false;
+                for (llama_seq_id q : sets[which[i]]) sees |= cell_seq[j].count(q) > 0;
+                sees &= cell_pos[j] <= pos[i];
+                const bool in_window = sees && pos[i] - cell_pos[j] < n_swa;
+                ASSERT_EQ(mask[(size_t) i * n_kv + j], sees ? 0.0f : -INFINITY) << "round " << round << " token " << i << " cell " << j;
+                ASSERT_EQ(mask_swa[(size_t) i * n_kv + j], in_window ? 0.0f : -INFINITY) << "window: round " << round << " token " << i << " cell " << j;
+            }
+        }
     }
 }

@@ -165,6 +165,10 @@ generation_params parse_generation(const json & body, const server_info & info, 
     }
     // llama.cpp's: the probabilities of the distribution the samplers drew from
     g.post_sampling_probs = get_bool(body, "post_sampling_probs", false);
+    // llama.cpp's, sent by its web UI on every request: they add to what a stream carries only
+    const bool stream = get_bool(body, "stream", false);
+    g.timings_per_token = get_bool(body, "timings_per_token", false) && stream;
+    g.return_progress = get_bool(body, "return_progress", false) && stream;
     return g;
 }
 
@@ -620,7 +624,39 @@ std::vector<json> response_builder::stream_begin() {
     return out;
 }
 
+json response_builder::progress_chunk(size_t choice, const prompt_progress & p) const {
+    json c;
+    switch (req_.kind) {
+        case api_kind::chat:
+            c = chunk_base("chat.completion.chunk");
+            c["choices"] = json::array({ { { "index", choice }, { "delta", json::object() }, { "logprobs", nullptr }, { "finish_reason", nullptr } } });
+            break;
+        case api_kind::completions:
+            c = chunk_base("text_completion");
+            c["choices"] = json::array({ { { "text", "" }, { "index", choice }, { "logprobs", nullptr }, { "finish_reason", nullptr } } });
+            break;
+        case api_kind::native:
+            c = { { "index", choice }, { "content", "" }, { "tokens", json::array() }, { "stop", false } };
+            break;
+    }
+    c["prompt_progress"] = { { "total", p.total }, { "cache", p.cache }, { "processed", p.processed }, { "time_ms", p.time_ms } };
+    return c;
+}
+
 std::vector<json> response_builder::stream_event(size_t choice, const task_event & ev) {
+    if (ev.is_progress) return { progress_chunk(choice, ev.progress) };
+    std::vector<json> out = stream_chunks(choice, ev);
+    // timings_per_token: every chunk carries the task's timings so far (the final ones at the end)
+    if (ev.has_timings || (ev.is_final && req_.gen.timings_per_token)) {
+        const json t = timings_json(ev.summary);
+        for (json & c : out) {
+            if (!c.contains("timings")) c["timings"] = t;
+        }
+    }
+    return out;
+}
+
+std::vector<json> response_builder::stream_chunks(size_t choice, const task_event & ev) {
     std::vector<json> out;
     size_t offset_before = choices_[choice].text_offset;
     const reasoning_splitter::delta d = absorb(choice, ev);

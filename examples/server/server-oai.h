@@ -89,6 +89,8 @@ private:
         bool legacy_opened = false, legacy_closed = false;   // deepseek-legacy: tags shown in the content
     };
     reasoning_splitter::delta absorb(size_t choice, const task_event & ev);
+    std::vector<json> stream_chunks(size_t choice, const task_event & ev);   // stream_event without timings_per_token
+    json progress_chunk(size_t choice, const prompt_progress & p) const;      // return_progress
     json usage() const;
     json timings() const;
     json chat_logprobs(const std::vector<token_report> & tokens) const;

@@ -48,6 +48,7 @@ struct slot_engine::slot {
     std::vector<token_report> reports;              // token reports not yet sent
     reasoning_budget thinking;                      // the task's reasoning budget
     std::vector<llama_token> forced;                // tokens the slot writes next instead of sampling
+    int32_t prompt_fed_step = 0;                    // prompt tokens in this step's batch
 
     ~slot() {
         if (smpl) llama_sampler_free(smpl);
@@ -428,16 +429,8 @@ void slot_engine::fail(slot & s, int status, const std::string & message) {
     release(s);
 }
 
-void slot_engine::finish(slot & s, const std::string & reason) {
-    task_event ev;
-    if (!s.stops.stopped()) ev.text = s.stops.flush();
-    ev.tokens = std::move(s.reports);
-    s.reports.clear();
-    ev.is_final = true;
-    task_summary & sum = ev.summary;
-    sum.finish_reason = reason;
-    sum.stopped_word = s.stops.stopped();
-    sum.stopping_word = s.stops.stop_word();
+task_summary slot_engine::summary_so_far(const slot & s) const {
+    task_summary sum;
     sum.n_prompt = (int32_t) s.task->prompt.size();
     sum.n_cached = s.n_cached;
     sum.n_predicted = s.n_decoded;
@@ -449,6 +442,30 @@ void slot_engine::finish(slot & s, const std::string & reason) {
     sum.t_prompt_ms = first - s.t_start_ms;
     sum.t_predict_ms = now - first;
     sum.slot_id = s.id;
+    return sum;
+}
+
+void slot_engine::send_progress(slot & s) {
+    task_event ev;
+    ev.is_progress = true;
+    ev.progress.total = (int32_t) s.task->prompt.size();
+    ev.progress.cache = s.n_cached;
+    ev.progress.processed = (int32_t) s.n_prompt_fed;
+    ev.progress.time_ms = monotonic_ms() - s.t_start_ms;
+    s.task->channel->push(std::move(ev));
+}
+
+void slot_engine::finish(slot & s, const std::string & reason) {
+    task_event ev;
+    if (!s.stops.stopped()) ev.text = s.stops.flush();
+    ev.tokens = std::move(s.reports);
+    s.reports.clear();
+    ev.is_final = true;
+    task_summary & sum = ev.summary;
+    sum = summary_so_far(s);
+    sum.finish_reason = reason;
+    sum.stopped_word = s.stops.stopped();
+    sum.stopping_word = s.stops.stop_word();
     sum.stopped_limit = reason == "length";
     sum.stopped_eos = reason == "stop" && !sum.stopped_word;
     s.task->channel->push(std::move(ev));
@@ -564,12 +581,22 @@ llama_token slot_engine::emit_token(slot & s, int32_t batch_index) {
     }
     s.thinking.feed(piece);
     const std::string text = s.stops.feed(piece);
-    if (s.stops.stopped()) {
-        if (!text.empty()) {
-            task_event ev;
-            ev.text = text;
-            s.task->channel->push(std::move(ev));
+    // a text delta (with the token reports so far, unless the task ends here and its final event takes them)
+    auto send_text = [&](bool with_reports) {
+        task_event ev;
+        ev.text = text;
+        if (with_reports) {
+            ev.tokens = std::move(s.reports);
+            s.reports.clear();
         }
+        if (gp.timings_per_token) {
+            ev.has_timings = true;
+            ev.summary = summary_so_far(s);
+        }
+        s.task->channel->push(std::move(ev));
+    };
+    if (s.stops.stopped()) {
+        if (!text.empty()) send_text(false);
         finish(s, "stop");
         return LLAMA_TOKEN_NULL;
     }
@@ -577,21 +604,11 @@ llama_token slot_engine::emit_token(slot & s, int32_t batch_index) {
     // the sampled token goes into the cache next step: it needs a free cell
     const bool ctx_full = !limit && (int32_t) s.cache.size() >= params_.n_ctx_slot && !shift_context(s);
     if (limit || ctx_full) {
-        if (!text.empty()) {
-            task_event ev;
-            ev.text = text;
-            s.task->channel->push(std::move(ev));
-        }
+        if (!text.empty()) send_text(false);
         finish(s, "length");
         return LLAMA_TOKEN_NULL;
     }
-    if (!text.empty() || !s.reports.empty()) {
-        task_event ev;
-        ev.text = text;
-        ev.tokens = std::move(s.reports);
-        s.reports.clear();
-        s.task->channel->push(std::move(ev));
-    }
+    if (!text.empty() || !s.reports.empty()) send_text(true);
     return tok;
 }
 
@@ -736,12 +753,14 @@ bool slot_engine::step() {
         if (!s.task) continue;
         const auto & prompt = s.task->prompt;
         int32_t fed_now = 0;
+        s.prompt_fed_step = 0;
         while (s.n_prompt_fed < prompt.size() && n < params_.n_batch) {
             const bool last = s.n_prompt_fed + 1 == prompt.size();
             // with a recurrent state the last prompt token gets a step of its own: the piece before
             // it leaves a checkpoint, from which the same prompt can later resume
             if (last && recurrent_ && fed_now > 0) break;
             ++fed_now;
+            ++s.prompt_fed_step;
             add(s, prompt[s.n_prompt_fed], last);
             s.n_prompt_fed++;
             n_prompt_tokens++;
@@ -765,6 +784,10 @@ bool slot_engine::step() {
         LOG_WRN("llama_decode failed for a batch of %d slots (code %d); decoding them one by one\n", n_busy, rc);
         n_sampled += decode_slots_alone();
     } else {
+        // progress first: the step that reads the end of a prompt also samples its first token
+        for (auto & sp : slots_) {
+            if (sp->task && sp->prompt_fed_step > 0 && sp->task->params.return_progress) send_progress(*sp);
+        }
         for (auto & sp : slots_) {
             slot & s = *sp;
             if (s.task && s.out_index >= 0) {

@@ -41,6 +41,8 @@ struct generation_params {
     int32_t reasoning_budget = -1;
     std::string reasoning_open, reasoning_close, reasoning_forced;
     bool reasoning_starts_inside = false;
+    bool    timings_per_token = false; // streaming: every text event carries the task's timings so far
+    bool    return_progress = false;   // streaming: a progress event after each step that reads prompt tokens
 };
 
 struct token_logprob {
@@ -69,13 +71,24 @@ struct task_summary {
     int32_t slot_id = -1;
 };
 
+// How far a task has read its prompt (llama.cpp's "prompt_progress").
+struct prompt_progress {
+    int32_t total = 0;                 // prompt tokens
+    int32_t cache = 0;                 // of those, reused from the slot's cache
+    int32_t processed = 0;             // of those, in the cache now (the reused ones included)
+    double time_ms = 0;                // since the task started
+};
+
 // One message from the decode loop to the request: a text delta (maybe empty, with the token
-// reports of the tokens decoded since the last one), the end, or an error.
+// reports of the tokens decoded since the last one), prompt progress, the end, or an error.
 struct task_event {
     std::string text;
     std::vector<token_report> tokens;
     bool is_final = false;
-    task_summary summary;              // when is_final
+    bool has_timings = false;          // summary holds the counts and timings so far (timings_per_token)
+    task_summary summary;              // when is_final or has_timings
+    bool is_progress = false;          // only progress: no text, no tokens (return_progress)
+    prompt_progress progress;
     int error_status = 0;              // non-zero: the task failed with this status and error
     std::string error;
 };
@@ -174,6 +187,8 @@ private:
     llama_token emit_token(slot & s, int32_t batch_index);   // one sampled token to the task; null: it ended
     token_report post_sampling_report(llama_sampler * smpl, llama_token tok, const std::string & piece, int32_t k) const;
     void finish(slot & s, const std::string & reason);
+    task_summary summary_so_far(const slot & s) const;
+    void send_progress(slot & s);   // return_progress: how much of its prompt the slot has read   // counts and timings of the slot's task until now
     void fail(slot & s, int status, const std::string & message);
     void release(slot & s);
     size_t reuse_cache_chunks(slot & s, const std::vector<llama_token> & prompt, size_t keep);   // --cache-reuse

@@ -195,6 +195,7 @@ void serve_completion(server_context & sc, const httplib::Request & req, httplib
                         cancel_tasks(sc, tasks);
                         throw http_error(ev.error_status, ev.error);
                     }
+                    if (ev.is_progress) continue;   // only streams ask for it
                     if (adapter) adapter->on_event(ev);
                     rb.add_event(i, ev);
                     done = done || ev.is_final;
@@ -255,6 +256,7 @@ void serve_completion(server_context & sc, const httplib::Request & req, httplib
                         sink.done();
                         return true;
                     }
+                    if (ev.is_progress && st->adapter) continue;   // Anthropic's and the Responses API's streams have no progress events
                     if (st->adapter) st->adapter->on_event(ev);
                     for (const json & c : st->rb->stream_event(i, ev)) {
                         if (!write(chunk(c))) return false;

@@ -23,7 +23,7 @@ cd "$TESTS" || exit 1
 KILN_BIN="$BIN" KILN_SHARED="$SHARED" KILN_SERVER_PIDFILE="$PIDFILE" \
     timeout -k 10 540 node --test --test-concurrency=1 --test-timeout=240000 --test-reporter=spec \
     openai.test.js http.test.js embeddings.test.js anthropic.test.js responses.test.js env.test.js constrained.test.js tools.test.js samplers.test.js reasoning.test.js tool-families.test.js failures.test.js \
-    context-shift.test.js slots.test.js speculative.test.js tls.test.js
+    context-shift.test.js slots.test.js speculative.test.js tls.test.js stream-extras.test.js
 rc=$?
 if [ $rc -eq 0 ]; then echo "PASS: llama-server tests"; else echo "FAIL: llama-server tests (exit $rc)"; fi
 exit $rc
