@@ -1,13 +1,6 @@
 // The trellis (KT) quantizers' seed search (cpu-traits.h, ggml_kt_errors_t), 32 seeds per step
 // in two accumulators (FMA latency): the weighted squared distance of a target run to every run
 // of the codebook, stored as int8 run-position major (the whole book stays in cache).
-// GCC 12's AVX512 headers give these conversions an undefined vector as their (unused) merge
-// source, and -W(maybe-)uninitialized then blames this file (GCC bug 105593, fixed in GCC 13). The
-// pragma has to come before the first include of the intrinsics headers.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #include "avx512/register.h"
 #include "cpu-traits.h"
 
