@@ -3,7 +3,6 @@
 #include "llama-model.h"
 
 #include "ggml-cpu.h"
-#include "ggml-cuda.h"
 #include "llama-model-checks.h"
 #include "llama-model-loader.h"
 #include "llama-model-placement.h"
@@ -412,9 +411,9 @@ extern "C" {
 
 const char * llama_last_error(void) { return g_last_error.c_str(); }
 
-// Enumerating CUDA devices here puts the one line that says whether a GPU was found (or why
-// none is usable: no driver, no device, no kernels for its architecture) at the top of the log.
-void llama_backend_init(void) { ggml_backend_cuda_get_device_count(); }
+// Filling the device registry here puts the line that says whether a GPU was found (or why none
+// is usable: no driver, no device, no kernels for its architecture) at the top of the log.
+void llama_backend_init(void) { ggml_backend_dev_count(); }
 void llama_backend_free(void) {}
 void llama_log_set(ggml_log_callback cb, void * user_data) { ggml_log_set(cb, user_data); }
 

@@ -473,10 +473,7 @@ TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
 std::vector<float> last_logits(llama_model * m) {
     std::vector<llama_token> toks;
     for (int i = 0; i < 12; ++i) toks.push_back((llama_token) (1 + 37 * i % 200));
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 64;
-    cp.n_threads = cp.n_threads_batch = 2;
-    kiln_test::context_ptr ctx(llama_init_from_model(m, cp));
+    kiln_test::context_ptr ctx = kiln_test::small_context(m, 64);
     EXPECT_TRUE(ctx) << llama_last_error();
     std::vector<float> out;
     if (!ctx) return out;

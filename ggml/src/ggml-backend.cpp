@@ -209,8 +209,8 @@ std::vector<ggml_backend_dev_t> & device_list() {
 const std::vector<ggml_backend_dev_t> & devices() {
     static std::once_flag once;
     std::call_once(once, [] {
-        // GPU backends register here first (a CUDA build: its devices CUDA0 ...), so that they
-        // come before the virtual CPU devices in the list
+        // GPUs first (index 0 is the default main device, -mg 0), then virtual CPU devices
+        ggml_backend_cuda_register_devices();
         ggml_backend_cpu_register_virtual_devices();
     });
     return device_list();
