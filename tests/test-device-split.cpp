@@ -9,6 +9,7 @@
 #include "llama-context.h"
 #include "llama-model-placement.h"
 #include "model-handles.h"
+#include "sched-chain.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -61,9 +62,6 @@ TEST(VirtualDevices, FourAreListedWithTheirOwnBuffers) {
     EXPECT_TRUE(llama_supports_gpu_offload());
 }
 
-// A chain of "layers" (norm, scale by a norm weight, projection, residual add) with layers 0-1
-// on CPU0, 2-3 on CPU1 and the head on CPU0: three splits, and the residual stream is copied
-// once at each of the two boundaries. The result equals the same graph on the host CPU.
 TEST(VirtualDevices, ListedByListDevicesAndNamedByDev) {
     common_params p;
     const common_parse_result r = common_params_parse_args({ "--list-devices" }, p, COMMON_TOOL_CLI);
@@ -120,70 +118,26 @@ TEST(LayerSplit, CpuMoeAndNoKvOffload) {
     EXPECT_FALSE(std::regex_search("blk.3.ffn_down_shexp.weight", std::regex(all.tensor_overrides[0].pattern)));
 }
 
+// A chain of "layers" (norm, scale by a norm weight, projection, residual add) with layers 0-1
+// on CPU0, 2-3 on CPU1 and the head on CPU0: three splits, and the residual stream is copied
+// once at each of the two boundaries. The result equals the same graph on the host CPU.
 TEST(VirtualDevices, SchedulerCopiesTheStreamOncePerBoundary) {
-    const int n_embd = 37, n_tokens = 5, n_layer = 4;
-    const int dev_of_layer[n_layer] = { 0, 0, 1, 1 };
+    ggml_backend_buffer_type_t d0 = ggml_backend_dev_buffer_type(ggml_backend_dev_get(0));
+    ggml_backend_buffer_type_t d1 = ggml_backend_dev_buffer_type(ggml_backend_dev_get(1));
+    const kiln_test::sched_chain chain(37, { d0, d0, d1, d1 }, d0);
+    ASSERT_TRUE(chain.ok());
     std::vector<ggml_backend_t> backends = { ggml_backend_dev_init(ggml_backend_dev_get(0)),
                                              ggml_backend_dev_init(ggml_backend_dev_get(1)), ggml_backend_cpu_init() };
-    ggml_context * wctx[2];
-    for (auto & c : wctx) c = ggml_init({ ggml_tensor_overhead() * 16, nullptr, true });
-    std::vector<ggml_tensor *> w(n_layer), g(n_layer);
-    for (int l = 0; l < n_layer; ++l) {
-        w[l] = ggml_new_tensor_2d(wctx[dev_of_layer[l]], GGML_TYPE_F32, n_embd, n_embd);
-        g[l] = ggml_new_tensor_1d(wctx[dev_of_layer[l]], GGML_TYPE_F32, n_embd);
-    }
-    ggml_tensor * head = ggml_new_tensor_2d(wctx[0], GGML_TYPE_F32, n_embd, 11);
-    ggml_backend_buffer_t wbuf[2];
-    for (int d = 0; d < 2; ++d) {
-        wbuf[d] = ggml_backend_alloc_ctx_tensors_from_buft(wctx[d], ggml_backend_dev_buffer_type(ggml_backend_dev_get(d)));
-        ASSERT_NE(wbuf[d], nullptr);
-        ggml_backend_buffer_set_usage(wbuf[d], GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    }
-    uint32_t seed = 1;
-    for (ggml_tensor * t : { w[0], w[1], w[2], w[3], g[0], g[1], g[2], g[3], head }) {
-        const auto v = kiln_test::random_floats(ggml_nelements(t), seed++, -0.5f, 0.5f);
-        ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
-    }
-    const auto xin = kiln_test::random_floats((size_t) n_embd * n_tokens, 99);
-
-    auto run = [&](ggml_backend_t * bs, int n_b, int & n_splits, int & n_copies) {
-        std::vector<char> mem(ggml_tensor_overhead() * 64 + ggml_graph_overhead());
-        ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
-        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_embd, n_tokens);
-        ggml_set_input(x);
-        ggml_tensor * cur = x;
-        for (int l = 0; l < n_layer; ++l) {
-            ggml_tensor * h = ggml_mul(ctx, ggml_rms_norm(ctx, cur, 1e-5f), g[l]);
-            cur = ggml_add(ctx, cur, ggml_mul_mat(ctx, w[l], h));
-        }
-        ggml_tensor * out = ggml_mul_mat(ctx, head, ggml_rms_norm(ctx, cur, 1e-5f));
-        ggml_set_output(out);
-        ggml_cgraph * gf = ggml_new_graph(ctx);
-        ggml_build_forward_expand(gf, out);
-        ggml_backend_sched_t s = ggml_backend_sched_new(bs, n_b, 256);
-        EXPECT_TRUE(ggml_backend_sched_alloc_graph(s, gf));
-        ggml_backend_tensor_set(x, xin.data(), 0, ggml_nbytes(x));
-        EXPECT_EQ(ggml_backend_sched_graph_compute(s, gf), GGML_STATUS_SUCCESS);
-        std::vector<float> r(ggml_nelements(out));
-        ggml_backend_tensor_get(out, r.data(), 0, ggml_nbytes(out));
-        n_splits = ggml_backend_sched_get_n_splits(s);
-        n_copies = ggml_backend_sched_get_n_copies(s);
-        ggml_backend_sched_free(s);
-        ggml_free(ctx);
-        return r;
-    };
-    int splits = 0, copies = 0, splits1 = 0, copies1 = 0;
-    const std::vector<float> split = run(backends.data(), 3, splits, copies);
-    const std::vector<float> one = run(&backends[2], 1, splits1, copies1);   // the host CPU reads every host buffer
-    EXPECT_EQ(splits, 3);
-    EXPECT_EQ(copies, 2);
-    EXPECT_EQ(splits1, 1);
-    EXPECT_EQ(copies1, 0);
-    ASSERT_EQ(split.size(), one.size());
-    for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(split[i], one[i], 1e-5f * (1 + std::fabs(one[i])));
+    const auto split = chain.run(backends, 5);
+    const auto one = chain.run({ backends[2] }, 5);   // the host CPU reads every host buffer
+    EXPECT_EQ(split.n_splits, 3);
+    EXPECT_EQ(split.n_copies, 2);
+    EXPECT_EQ(one.n_splits, 1);
+    EXPECT_EQ(one.n_copies, 0);
+    ASSERT_EQ(split.out.size(), one.out.size());
+    ASSERT_FALSE(one.out.empty());
+    for (size_t i = 0; i < one.out.size(); ++i) EXPECT_NEAR(split.out[i], one.out[i], 1e-5f * (1 + std::fabs(one.out[i])));
     for (auto * b : backends) ggml_backend_free(b);
-    for (int d = 0; d < 2; ++d) ggml_backend_buffer_free(wbuf[d]);
-    for (auto & c : wctx) ggml_free(c);
 }
 
 // -ts 1,2,3,1 over stories260K's 5 layers: cumulative shares 1/7, 3/7, 6/7, 1 against the
