@@ -7,6 +7,7 @@
 #include "common.h"
 #include "golden-runner.h"
 #include "llama-context.h"
+#include "llama-memory-report.h"
 #include "llama-model-placement.h"
 #include "model-handles.h"
 #include "sched-chain.h"
@@ -171,6 +172,55 @@ TEST(LayerSplit, WeightsAndCacheGoWhereTheSharesSay) {
         EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[il]->buffer), dev_buft(expect[il]));
         EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.v_l[il]->buffer), dev_buft(expect[il]));
     }
+}
+
+// The memory report: with -ts 1,1 over stories260K's 5 layers, CPU0 holds layers 0-1 and (as -mg)
+// the embeddings, head and output norm, CPU1 layers 2-4; each row's weights are the bytes of the
+// tensors it holds, its KV cache that of its layers' rows (64 cells of f16 K and V), its compute
+// buffer the scheduler's; the host CPU holds no weights. The log prints the same as a table.
+std::string g_log;
+TEST(LayerSplit, MemoryReportSaysWhatWentWhere) {
+    auto devs = first_devices(2);
+    const float ts[16] = { 1, 1 };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.tensor_split = ts;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    g_log.clear();
+    llama_log_set([](ggml_log_level, const char * text, void *) { g_log += text; }, nullptr);
+    kiln_test::context_ptr ctx = kiln_test::small_context(model.get(), 64);
+    llama_log_set(nullptr, nullptr);
+    ASSERT_TRUE(ctx) << llama_last_error();
+
+    const std::vector<llama_memory_row> rows = llama_memory_report(*ctx);
+    ASSERT_EQ(rows.size(), 3u);
+    const std::vector<uint32_t> want_layers[3] = { {}, { 0, 1 }, { 2, 3, 4 } };
+    size_t want_weights[3] = { 0, 0, 0 };
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        const long il = llama_layer_of_name(t->name);
+        want_weights[il < 0 || il < 2 ? 1 : 2] += ggml_nbytes(t);
+    }
+    const auto & hp = model->hparams;
+    const size_t kv_per_layer = (size_t) 64 * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * sizeof(uint16_t);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(rows[i].layers, want_layers[i]) << i;
+        EXPECT_EQ(rows[i].weights, want_weights[i]) << i;
+        EXPECT_EQ(rows[i].kv, kv_per_layer * want_layers[i].size()) << i;
+        EXPECT_EQ(rows[i].state, 0u);
+    }
+    EXPECT_EQ(rows[0].compute, ggml_backend_sched_get_buffer_size(ctx->sched, ctx->cpu));
+    for (size_t i = 1; i < 3; ++i) {
+        EXPECT_GT(rows[i].compute, 0u) << i;
+        EXPECT_EQ(rows[i].compute, ggml_backend_sched_get_buffer_size(ctx->sched, ctx->device_backends[i - 1]));
+    }
+    EXPECT_EQ(rows[0].weights + rows[1].weights + rows[2].weights, llama_model_size(model.get()));
+
+    EXPECT_NE(g_log.find("memory (MiB)"), std::string::npos) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  CPU0 +[0-9.]+ +[0-9.]+ +0\\.00 +[0-9.]+ +[0-9.]+  0-1\n"))) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  CPU1 +[0-9.]+ +[0-9.]+ +0\\.00 +[0-9.]+ +[0-9.]+  2-4\n"))) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  CPU \\(host\\) +0\\.00 +0\\.00 +0\\.00 +[0-9.]+ +[0-9.]+  none\n"))) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  total( +[0-9.]+){5}\n"))) << g_log;
 }
 
 // -ngl counts from the last layer, the head being one more; -ot wins over the layer plan.
