@@ -11,6 +11,7 @@
 // linker for every caller (README, "Per-ISA kernel code").
 #pragma once
 
+#include "ggml-hd.h"
 #include "ggml.h"
 
 #include <math.h>
@@ -20,11 +21,6 @@
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#define KILN_HD static __host__ __device__ inline
-#define KILN_HD_MEMBER __host__ __device__ inline
-#else
-#define KILN_HD static inline
-#define KILN_HD_MEMBER inline
 #endif
 
 #define QK4_0  32
