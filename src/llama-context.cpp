@@ -478,6 +478,7 @@ llama_context_params llama_context_default_params(void) {
     p.fused_moe = true;
     p.graph_reduce_type = GGML_TYPE_F32;
     p.offload_kqv = true;
+    p.op_offload = true;
     return p;
 }
 
@@ -613,6 +614,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     ctx->set_threads(cp.n_threads);
     ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 96 * hp.n_layer + 256);
     ctx->sched = ggml_backend_sched_new(backends.data(), (int) backends.size(), ctx->graph_size);
+    if (params.op_offload && !ctx->device_backends.empty()) {
+        // the reference's hybrid rule: from 32 tokens on, copying an expert tensor to the GPU
+        // costs less than the CPU's product; below, the CPU computes where the weights are
+        constexpr int64_t k_offload_min_batch = 32;
+        const int main = std::max(model->main_device, 0);
+        ggml_backend_sched_set_offload(ctx->sched, ctx->device_backends[main], k_offload_min_batch);
+    }
     ctx->graph_mem.resize(ggml_tensor_overhead() * ctx->graph_size + ggml_graph_overhead_custom(ctx->graph_size) + 4096);
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",

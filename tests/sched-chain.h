@@ -57,8 +57,11 @@ public:
 
     bool ok() const { return ok_; }   // every weight buffer was allocated
 
+    using setup_fn = std::function<void(ggml_backend_sched_t)>;   // called on the new scheduler
+
     // backends in the scheduler's priority order, the host CPU last
-    result run(std::vector<ggml_backend_t> backends, int n_tokens, const inspect_fn & inspect = nullptr) const {
+    result run(std::vector<ggml_backend_t> backends, int n_tokens, const inspect_fn & inspect = nullptr,
+               const setup_fn & setup = nullptr) const {
         result r;
         std::vector<char> mem(ggml_tensor_overhead() * (8 * n_layer_ + 16) + ggml_graph_overhead());
         ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
@@ -76,6 +79,7 @@ public:
         ggml_cgraph * gf = ggml_new_graph(ctx);
         ggml_build_forward_expand(gf, out);
         ggml_backend_sched_t s = ggml_backend_sched_new(backends.data(), (int) backends.size(), 256);
+        if (setup) setup(s);
         if (ggml_backend_sched_alloc_graph(s, gf)) {
             const auto xin = random_floats((size_t) n_embd_ * n_tokens, 99);
             ggml_backend_tensor_set(x, xin.data(), 0, ggml_nbytes(x));

@@ -141,6 +141,108 @@ TEST(VirtualDevices, SchedulerCopiesTheStreamOncePerBoundary) {
     for (auto * b : backends) ggml_backend_free(b);
 }
 
+// The hybrid offload rule in the scheduler, CPU1 playing the GPU: every weight in host memory.
+// From the threshold on, the products run on CPU1 with their weights copied there; below it, and
+// with the rule off, on the host CPU. The output is the same either way.
+TEST(HybridOffload, SchedulerMovesLargeBatchProductsOfHostWeights) {
+    ggml_backend_buffer_type_t host = ggml_backend_cpu_buffer_type();
+    const kiln_test::sched_chain chain(41, { host, host, host }, host);
+    ASSERT_TRUE(chain.ok());
+    ggml_backend_t dev = ggml_backend_dev_init(ggml_backend_dev_get(1)), cpu = ggml_backend_cpu_init();
+    std::vector<ggml_backend_t> backends = { dev, cpu };
+    auto where = [&](int64_t min_batch, int n_tokens, std::vector<ggml_backend_t> & at) {
+        at.clear();
+        ggml_backend_sched_t probe = nullptr;
+        const auto r = chain.run(backends, n_tokens, [&](ggml_backend_sched_t s, const std::vector<ggml_tensor *> & mm, ggml_tensor * head) {
+            probe = s;
+            for (ggml_tensor * t : mm) at.push_back(ggml_backend_sched_get_tensor_backend(s, t));
+            at.push_back(ggml_backend_sched_get_tensor_backend(s, head));
+        }, [&](ggml_backend_sched_t s) { ggml_backend_sched_set_offload(s, dev, min_batch); });
+        EXPECT_NE(probe, nullptr);
+        return r;
+    };
+    std::vector<ggml_backend_t> at;
+    for (int n_tokens : { 64, 32, 31, 1 }) {
+        const auto on = where(32, n_tokens, at);
+        ASSERT_EQ(at.size(), 4u);
+        for (ggml_backend_t b : at) EXPECT_EQ(b, n_tokens >= 32 ? dev : cpu) << n_tokens << " tokens";
+        // the four weights go over, besides the activations crossing (the norm weights' products stay on the CPU)
+        if (n_tokens >= 32) EXPECT_GE(on.n_copies, 4 + 2);
+        const auto off = where(0, n_tokens, at);
+        for (ggml_backend_t b : at) EXPECT_EQ(b, cpu) << n_tokens << " tokens, rule off";
+        EXPECT_EQ(off.n_copies, 0);
+        ASSERT_EQ(on.out.size(), off.out.size());
+        ASSERT_FALSE(off.out.empty());
+        for (size_t i = 0; i < off.out.size(); ++i) EXPECT_EQ(on.out[i], off.out[i]) << i;
+    }
+    ggml_backend_free(dev);
+    ggml_backend_free(cpu);
+}
+
+// The same rule through llama_decode: qwen3moe with its experts in host memory (-ot exps=CPU) and
+// everything else on CPU1 (the "GPU"). A 64-token prompt batch computes the expert products on
+// CPU1, a 1-token batch on the host CPU; the logits equal those of the run with the rule off.
+struct expert_sites {
+    llama_context * ctx = nullptr;
+    std::vector<std::string> backends;   // of the expert products of the last graphs
+};
+bool record_expert_sites(ggml_tensor * t, bool ask, void * user) {
+    auto * e = (expert_sites *) user;
+    const bool expert = t->op == GGML_OP_MUL_MAT_ID || t->op == GGML_OP_MOE_FUSED_UP_GATE;
+    if (ask) return expert;
+    if (expert) e->backends.push_back(ggml_backend_name(ggml_backend_sched_get_tensor_backend(e->ctx->sched, t)));
+    return true;
+}
+
+TEST(HybridOffload, PromptExpertsOnTheDeviceTokensOnTheCpu) {
+    ggml_backend_dev_t devs[2] = { ggml_backend_dev_get(1), nullptr };
+    const llama_model_tensor_buft_override ov[] = { { "exps", ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs;
+    mp.tensor_buft_overrides = ov;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/synth-qwen3moe-f16.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    ASSERT_EQ(ggml_backend_buffer_get_type(model->layers[0].ffn_up_exps->buffer), ggml_backend_cpu_buffer_type());
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 65; ++i) toks.push_back((llama_token) (3 + 53 * i % (n_vocab - 3)));
+
+    auto run = [&](bool op_offload, std::vector<std::string> & prompt_sites, std::vector<std::string> & token_sites) {
+        expert_sites sites;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 128;
+        cp.n_threads = cp.n_threads_batch = 2;
+        cp.op_offload = op_offload;
+        cp.cb_eval = record_expert_sites;
+        cp.cb_eval_user_data = &sites;
+        kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+        EXPECT_TRUE(ctx) << llama_last_error();
+        std::vector<float> out;
+        if (!ctx) return out;
+        sites.ctx = ctx.get();
+        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 64, 0), 0);
+        out.assign(llama_get_logits_ith(ctx.get(), 63), llama_get_logits_ith(ctx.get(), 63) + n_vocab);
+        prompt_sites = sites.backends;
+        sites.backends.clear();
+        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 64, 1, 64), 0);
+        out.insert(out.end(), llama_get_logits_ith(ctx.get(), 0), llama_get_logits_ith(ctx.get(), 0) + n_vocab);
+        token_sites = sites.backends;
+        return out;
+    };
+    std::vector<std::string> prompt_on, token_on, prompt_off, token_off;
+    const std::vector<float> on = run(true, prompt_on, token_on);
+    const std::vector<float> off = run(false, prompt_off, token_off);
+    ASSERT_FALSE(prompt_on.empty());
+    ASSERT_FALSE(token_on.empty());
+    for (const std::string & b : prompt_on) EXPECT_EQ(b, "CPU1") << "64-token batch";
+    for (const std::string & b : token_on) EXPECT_EQ(b, "CPU") << "1-token batch";
+    for (const std::string & b : prompt_off) EXPECT_EQ(b, "CPU") << "64-token batch, --no-op-offload";
+    ASSERT_EQ(on.size(), off.size());
+    ASSERT_EQ(on.size(), 2u * n_vocab);
+    EXPECT_LT(kiln_test::logits_rel_diff(on.data(), off.data(), n_vocab), 1e-6) << "after the prompt";
+    EXPECT_LT(kiln_test::logits_rel_diff(on.data() + n_vocab, off.data() + n_vocab, n_vocab), 1e-6) << "after one token";
+}
+
 // -ts 1,2,3,1 over stories260K's 5 layers: cumulative shares 1/7, 3/7, 6/7, 1 against the
 // layers' midpoints 0.1, 0.3, 0.5, 0.7, 0.9 give CPU0, CPU1, CPU2, CPU2, CPU3; each layer's KV
 // cache lives with it; the embeddings and the head on -mg.

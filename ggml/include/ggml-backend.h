@@ -118,6 +118,11 @@ void   ggml_backend_sched_reset(ggml_backend_sched_t sched);
 int    ggml_backend_sched_get_n_splits(ggml_backend_sched_t sched);
 int    ggml_backend_sched_get_n_copies(ggml_backend_sched_t sched);
 size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t sched, ggml_backend_t backend);
+// The hybrid offload rule: a matrix product (mul_mat, mul_mat_id, the fused MoE gate/up) whose
+// weight is in host memory runs on backend, its weight copied there with its other inputs, when
+// it works on at least min_batch tokens and backend supports it; smaller batches compute where the
+// weight is. backend NULL or min_batch <= 0: off (the default).
+void   ggml_backend_sched_set_offload(ggml_backend_sched_t sched, ggml_backend_t backend, int64_t min_batch);
 void   ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node, ggml_backend_t backend);
 ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node);
 
