@@ -2,7 +2,8 @@
 // as CUDA0, CUDA1, CUDA2, each with its own buffer type, backend and stream, so that a model split
 // across GPUs runs on a machine with one. On a GPU: the three are listed with a third of the
 // memory each, and a stack of layers spread over them (the scheduler copying the residual stream
-// between their buffers at each boundary) gives the host CPU's result. Without a GPU the checks
+// between their buffers at each boundary) gives the host CPU's result, and the hybrid offload rule
+// moves prompt-sized products of host weights to the GPU. Without a GPU the checks
 // report as skipped with the reason; no device is listed.
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -74,6 +75,33 @@ TEST(VirtualCuda, LayersSpreadOverTheDevicesGiveTheCpuResult) {
     ASSERT_FALSE(ref.out.empty());
     for (size_t i = 0; i < ref.out.size(); ++i) EXPECT_NEAR(gpu.out[i], ref.out[i], 1e-3f * (1 + std::fabs(ref.out[i]))) << i;
     for (ggml_backend_t be : backends) ggml_backend_free(be);
+}
+
+// The hybrid offload rule with a real GPU: weights in host memory, CUDA0 as the offload backend.
+// A 64-token batch computes every product on CUDA0 (the weights copied over), a 1-token batch on
+// the host CPU; both give the host CPU's result.
+TEST(VirtualCuda, HostWeightProductsOfPromptBatchesRunOnTheGpu) {
+    REQUIRE_GPU();
+    ggml_backend_buffer_type_t host = ggml_backend_cpu_buffer_type();
+    const kiln_test::sched_chain chain(67, { host, host, host }, host);
+    ASSERT_TRUE(chain.ok());
+    ggml_backend_t gpu = ggml_backend_dev_init(ggml_backend_dev_get(0)), cpu = ggml_backend_cpu_init();
+    ASSERT_NE(gpu, nullptr);
+    for (int n_tokens : { 64, 1 }) {
+        std::vector<ggml_backend_t> at;
+        const auto on = chain.run({ gpu, cpu }, n_tokens, [&](ggml_backend_sched_t s, const std::vector<ggml_tensor *> & mm, ggml_tensor * head) {
+            for (ggml_tensor * t : mm) at.push_back(ggml_backend_sched_get_tensor_backend(s, t));
+            at.push_back(ggml_backend_sched_get_tensor_backend(s, head));
+        }, [&](ggml_backend_sched_t s) { ggml_backend_sched_set_offload(s, gpu, 32); });
+        const auto ref = chain.run({ cpu }, n_tokens);
+        ASSERT_EQ(at.size(), 4u);
+        for (ggml_backend_t b : at) EXPECT_EQ(b, n_tokens >= 32 ? gpu : cpu) << n_tokens << " tokens";
+        ASSERT_EQ(on.out.size(), ref.out.size());
+        ASSERT_FALSE(ref.out.empty());
+        for (size_t i = 0; i < ref.out.size(); ++i) EXPECT_NEAR(on.out[i], ref.out[i], 1e-3f * (1 + std::fabs(ref.out[i]))) << i;
+    }
+    ggml_backend_free(gpu);
+    ggml_backend_free(cpu);
 }
 
 } // namespace

@@ -2,7 +2,8 @@
 //
 // 1. Each node gets a backend (sched_assign):
 //    - pinned: the caller's explicit choice; an op that writes into memory that exists (a view, a
-//      copy into a cache) runs where that memory is; an op that reads a weight runs on the backend
+//      copy into a cache, the state rows a recurrent op updates in place) runs where that memory
+//      is (a copy would take the update); an op that reads a weight runs on the backend
 //      whose buffer holds the weight, if that backend can run it -- except that a matrix product
 //      whose weight is in host memory (experts kept in RAM: -ot exps=CPU, -cmoe) runs on the
 //      offload backend (ggml_backend_sched_set_offload) when its batch is large enough: copying
@@ -167,6 +168,16 @@ size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t s, ggml_backend_t
 namespace {
 
 // A node with at most one computed input (besides leaves such as positions or weights) or a view.
+// The source an op updates in place besides computing its result (-1: none): the recurrent ops'
+// state rows (ggml.h).
+int inplace_src(const ggml_tensor * n) {
+    switch (n->op) {
+        case GGML_OP_SSM_CONV: return 2;
+        case GGML_OP_GATED_DELTA_NET: return 5;
+        default: return -1;
+    }
+}
+
 // The tokens a matrix product works on (0: not a product the offload rule moves). The rule leaves
 // every other op that reads a host weight alone: get_rows of the token embeddings would copy the
 // whole table for a few rows.
@@ -212,6 +223,7 @@ void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         int b = s->user_assigned.size() > 0 ? s->user_assigned.get(n) : -1;
         if (b < 0 && (n->view_src || n->data)) b = s->backend_of_buffer(root_of(n)->buffer);
+        if (b < 0 && inplace_src(n) >= 0) b = s->backend_of_buffer(root_of(n->src[inplace_src(n)])->buffer);
         for (int k = 0; k < GGML_MAX_SRC && b < 0; ++k) {
             const ggml_tensor * src = n->src[k];
             if (!src || src->op != GGML_OP_NONE) continue;
