@@ -13,10 +13,9 @@ std::vector<llama_memory_row> llama_memory_report(const llama_context & ctx) {
         static_cast<llama_place_summary &>(r) = p;
         rows.push_back(r);
     }
+    const std::vector<llama_place_summary> & as_places = places;
     auto add = [&](ggml_backend_buffer_t b, size_t llama_memory_row::*field) {
-        for (llama_memory_row & r : rows) {
-            if (r.buft == ggml_backend_buffer_get_type(b)) r.*field += ggml_backend_buffer_get_size(b);
-        }
+        rows[llama_place_of(as_places, ggml_backend_buffer_get_type(b))].*field += ggml_backend_buffer_get_size(b);
     };
     for (ggml_backend_buffer_t b : ctx.kv.bufs) add(b, &llama_memory_row::kv);
     for (ggml_backend_buffer_t b : ctx.kv_swa.bufs) add(b, &llama_memory_row::kv);

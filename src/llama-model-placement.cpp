@@ -135,15 +135,19 @@ std::string llama_format_layers(const std::vector<uint32_t> & layers) {
     return out.empty() ? "none" : out;
 }
 
+size_t llama_place_of(const std::vector<llama_place_summary> & rows, ggml_backend_buffer_type_t buft) {
+    for (size_t i = 1; i < rows.size(); ++i) {
+        if (rows[i].buft == buft) return i;
+    }
+    return 0;   // the host CPU's own, a device's page-locked host memory, or none
+}
+
 std::vector<llama_place_summary> llama_place_summaries(const llama_model & m) {
     std::vector<llama_place_summary> rows(1 + m.devices.size());
     rows[0].buft = ggml_backend_cpu_buffer_type();
     for (size_t i = 0; i < m.devices.size(); ++i) rows[i + 1].buft = ggml_backend_dev_buffer_type(m.devices[i]);
     auto count = [&](const ggml_tensor * t) {
-        const ggml_backend_buffer_type_t b = t->buffer ? ggml_backend_buffer_get_type(t->buffer) : ggml_backend_cpu_buffer_type();
-        for (llama_place_summary & r : rows) {
-            if (r.buft == b) r.weights += ggml_nbytes(t);
-        }
+        rows[llama_place_of(rows, t->buffer ? ggml_backend_buffer_get_type(t->buffer) : nullptr)].weights += ggml_nbytes(t);
     };
     for (ggml_tensor * t = ggml_get_first_tensor(m.ctx); t; t = ggml_get_next_tensor(m.ctx, t)) count(t);
     for (const auto & d : m.derived) count(d.t);

@@ -53,6 +53,8 @@ struct llama_place_summary {
 struct llama_model;
 // The host CPU first, then the model's devices in order.
 std::vector<llama_place_summary> llama_place_summaries(const llama_model & m);
+// The row of memory of this buffer type: its device's, else the host CPU's (0).
+size_t llama_place_of(const std::vector<llama_place_summary> & rows, ggml_backend_buffer_type_t buft);
 // The load log's split: per device (and the host CPU), the layers and the MiB of weights held.
 void llama_log_placement(const llama_model & m);
 

@@ -8,6 +8,7 @@
 #include "arg.h"
 #include "common.h"
 #include "llama-context.h"
+#include "llama-model-placement.h"
 #include "llama-model.h"
 #include "model-handles.h"
 
@@ -37,6 +38,13 @@ ggml_backend_buffer_type g_fake_buft = {
     { fake_buft_name, fake_buft_alloc, fake_buft_alignment, nullptr, nullptr, fake_buft_is_host }, nullptr,
 };
 
+// its page-locked host memory, as CUDA_Host: host memory of a type of its own
+const char * fake_host_name(ggml_backend_buffer_type_t) { return "FAKE0_Host"; }
+bool fake_host_is_host(ggml_backend_buffer_type_t) { return true; }
+ggml_backend_buffer_type g_fake_host_buft = {
+    { fake_host_name, fake_buft_alloc, fake_buft_alignment, nullptr, nullptr, fake_host_is_host }, nullptr,
+};
+
 int g_fake_graphs = 0;   // graphs the fake backend ran
 const char * fake_name(ggml_backend_t) { return "FAKE0"; }
 void fake_free(ggml_backend_t b) { delete b; }
@@ -56,7 +64,9 @@ ggml_backend_t fake_dev_init(ggml_backend_dev_t) {
     return new ggml_backend{ { fake_name, fake_free, fake_default_buft, fake_compute, fake_supports_op, fake_supports_buft, nullptr },
                              nullptr };
 }
-ggml_backend_device g_fake_dev = { { fake_dev_name, fake_dev_description, fake_dev_memory, fake_dev_buft, fake_dev_init }, nullptr };
+ggml_backend_buffer_type_t fake_dev_host_buft(ggml_backend_dev_t) { return &g_fake_host_buft; }
+ggml_backend_device g_fake_dev = { { fake_dev_name, fake_dev_description, fake_dev_memory, fake_dev_buft, fake_dev_init, fake_dev_host_buft },
+                                   nullptr };
 
 // registered before anything reads the device list (the providers add theirs after it)
 const int k_registered = (unsetenv("KILN_VIRTUAL_CPU_DEVICES"), ggml_backend_device_register(&g_fake_dev), 0);
@@ -132,6 +142,32 @@ TEST(DeviceRegistry, UnknownDeviceInAnOverrideIsAnError) {
     EXPECT_FALSE(common_model_params_to_llama(p, mp, err));
     EXPECT_NE(err.find("FAKE1"), std::string::npos) << err;
     EXPECT_NE(err.find("FAKE0"), std::string::npos) << err;
+}
+
+// Weights kept in host memory and read (--no-mmap) go to the device's page-locked host memory, so
+// that the hybrid rule's copies run at full speed; mapped ones stay in the mapping. Either way
+// the memory report counts them on the host row, and the logits are the same.
+TEST(DeviceRegistry, ReadHostWeightsGoToTheDevicesHostMemory) {
+    llama_model * mapped = nullptr, * read = nullptr;
+    const std::vector<float> a = run_with_flags({ "-ngl", "2" }, &mapped);
+    const std::vector<float> b = run_with_flags({ "-ngl", "2", "--no-mmap" }, &read);
+    ASSERT_TRUE(mapped && read);
+    kiln_test::model_ptr hold_a(mapped), hold_b(read);
+    EXPECT_EQ(buft_of(mapped->layers[0].wq), ggml_backend_cpu_buffer_type());
+    EXPECT_EQ(buft_of(read->layers[0].wq), &g_fake_host_buft);
+    EXPECT_EQ(buft_of(read->layers[4].wq), &g_fake_buft);
+    const std::vector<llama_place_summary> rows = llama_place_summaries(*read);
+    ASSERT_EQ(rows.size(), 2u);
+    size_t host = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(read->ctx); t; t = ggml_get_next_tensor(read->ctx, t)) {
+        if (buft_of(t) != &g_fake_buft) host += ggml_nbytes(t);
+    }
+    EXPECT_GT(host, 0u);
+    EXPECT_EQ(rows[0].weights, host);
+    EXPECT_EQ(rows[0].weights + rows[1].weights, llama_model_size(read));
+    ASSERT_FALSE(a.empty());
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_LT(kiln_test::logits_rel_diff(b.data(), a.data(), (int) a.size()), 1e-6);
 }
 
 } // namespace

@@ -104,6 +104,9 @@ const char *       ggml_backend_dev_description(ggml_backend_dev_t dev);
 void               ggml_backend_dev_memory(ggml_backend_dev_t dev, size_t * free, size_t * total);
 ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t dev);
 ggml_backend_t     ggml_backend_dev_init(ggml_backend_dev_t dev);   // a new backend on the device
+// Host memory this device copies from and to at full speed (CUDA_Host: page-locked); NULL if none.
+// Weights kept in RAM and read (not mapped) live there, so prompt batches copy them over quickly.
+ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t dev);
 // The device whose buffers have this type (NULL: the host CPU's, or unknown).
 ggml_backend_dev_t ggml_backend_buft_get_device(ggml_backend_buffer_type_t buft);
 

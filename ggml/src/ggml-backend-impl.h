@@ -68,6 +68,9 @@ struct ggml_backend_device_i {
     void         (*get_memory)(ggml_backend_dev_t dev, size_t * free, size_t * total);
     ggml_backend_buffer_type_t (*get_buffer_type)(ggml_backend_dev_t dev);
     ggml_backend_t (*init_backend)(ggml_backend_dev_t dev);
+    // optional: host memory the device copies from and to at full speed (page-locked), for the
+    // weights a model keeps in RAM when they are read rather than mapped (NULL: none)
+    ggml_backend_buffer_type_t (*get_host_buffer_type)(ggml_backend_dev_t dev);
 };
 
 struct ggml_backend_device {

@@ -255,6 +255,9 @@ void ggml_backend_dev_memory(ggml_backend_dev_t dev, size_t * free, size_t * tot
 
 ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t dev) { return dev->iface.get_buffer_type(dev); }
 ggml_backend_t ggml_backend_dev_init(ggml_backend_dev_t dev) { return dev->iface.init_backend(dev); }
+ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t dev) {
+    return dev->iface.get_host_buffer_type ? dev->iface.get_host_buffer_type(dev) : nullptr;
+}
 
 ggml_backend_dev_t ggml_backend_buft_get_device(ggml_backend_buffer_type_t buft) {
     for (ggml_backend_dev_t d : devices()) {

@@ -332,7 +332,7 @@ void ggml_backend_cpu_register_virtual_devices(void) {
         std::snprintf(v.description, sizeof(v.description), "virtual CPU device %ld of %ld", i + 1, n);
         v.count = (int) n;
         v.buft = { { cpu_buft_name, cpu_buft_alloc, cpu_buft_alignment, nullptr, nullptr, cpu_buft_is_host }, &v.dev };
-        v.dev = { { cpu_virtual_name, cpu_virtual_description, cpu_virtual_memory, cpu_virtual_buft, cpu_virtual_init }, &v };
+        v.dev = { { cpu_virtual_name, cpu_virtual_description, cpu_virtual_memory, cpu_virtual_buft, cpu_virtual_init, nullptr }, &v };
         ggml_backend_device_register(&v.dev);
     }
 }

@@ -383,6 +383,7 @@ void reg_memory(ggml_backend_dev_t d, size_t * free, size_t * total) {
 }
 ggml_backend_buffer_type_t reg_buft(ggml_backend_dev_t d) { return ggml_backend_cuda_buffer_type(registered(d).device); }
 ggml_backend_t reg_init(ggml_backend_dev_t d) { return ggml_backend_cuda_init(registered(d).device); }
+ggml_backend_buffer_type_t reg_host_buft(ggml_backend_dev_t) { return ggml_backend_cuda_host_buffer_type(); }
 
 } // namespace
 
@@ -394,7 +395,7 @@ void ggml_backend_cuda_register_devices(void) {
         r.device = i;
         std::snprintf(r.name, sizeof(r.name), "CUDA%d", i);
         ggml_backend_cuda_get_device_description(i, r.description, sizeof(r.description));
-        r.dev = { { reg_name, reg_description, reg_memory, reg_buft, reg_init }, &r };
+        r.dev = { { reg_name, reg_description, reg_memory, reg_buft, reg_init, reg_host_buft }, &r };
         ggml_backend_device_register(&r.dev);
     }
 }
