@@ -53,7 +53,10 @@ ggml_status fake_compute(ggml_backend_t, ggml_cgraph * g) {
     ++g_fake_graphs;
     return ggml_graph_compute_cpu(g, 2);
 }
-bool fake_supports_op(ggml_backend_t, const ggml_tensor * op) { return ggml_cpu_supports_op(op); }
+bool g_fake_refuses_conv = false;   // a device without a kernel for ssm_conv
+bool fake_supports_op(ggml_backend_t, const ggml_tensor * op) {
+    return !(g_fake_refuses_conv && op->op == GGML_OP_SSM_CONV) && ggml_cpu_supports_op(op);
+}
 bool fake_supports_buft(ggml_backend_t, ggml_backend_buffer_type_t buft) { return buft == &g_fake_buft; }
 
 const char * fake_dev_name(ggml_backend_dev_t) { return "FAKE0"; }
@@ -142,6 +145,42 @@ TEST(DeviceRegistry, UnknownDeviceInAnOverrideIsAnError) {
     EXPECT_FALSE(common_model_params_to_llama(p, mp, err));
     EXPECT_NE(err.find("FAKE1"), std::string::npos) << err;
     EXPECT_NE(err.find("FAKE0"), std::string::npos) << err;
+}
+
+// A recurrent op updates its state rows in place, so it runs where they are: on FAKE0 when they
+// live there, even where FAKE0 has no kernel for it (then the compute fails, rather than the CPU
+// updating a copy and the sequence silently losing its state); on the CPU when they live there.
+TEST(DeviceRegistry, InPlaceStateUpdatesRunWhereTheStateIs) {
+    ggml_backend_t fake = fake_dev_init(&g_fake_dev), cpu = ggml_backend_cpu_init();
+    std::vector<ggml_backend_t> backends = { fake, cpu };
+    for (bool state_on_fake : { true, false }) {
+        for (bool refuses : { false, true }) {
+            g_fake_refuses_conv = refuses;
+            ggml_context * wctx = ggml_init({ ggml_tensor_overhead() * 4, nullptr, true });
+            ggml_tensor * w = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, 4, 8);
+            ggml_tensor * state = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, 3 * 8, 2);
+            ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, state_on_fake ? &g_fake_buft : ggml_backend_cpu_buffer_type());
+            ASSERT_NE(buf, nullptr);
+            std::vector<char> mem(ggml_tensor_overhead() * 8 + ggml_graph_overhead());
+            ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
+            ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 8, 3);
+            ggml_tensor * slots = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 3);
+            ggml_tensor * y = ggml_ssm_conv(ctx, x, w, state, slots);
+            ggml_cgraph * gf = ggml_new_graph(ctx);
+            ggml_build_forward_expand(gf, y);
+            ggml_backend_sched_t s = ggml_backend_sched_new(backends.data(), 2, 64);
+            ASSERT_TRUE(ggml_backend_sched_alloc_graph(s, gf));
+            EXPECT_EQ(ggml_backend_sched_get_tensor_backend(s, y), state_on_fake ? fake : cpu)
+                << "state on " << (state_on_fake ? "FAKE0" : "CPU") << (refuses ? ", FAKE0 without the kernel" : "");
+            ggml_backend_sched_free(s);
+            ggml_free(ctx);
+            ggml_backend_buffer_free(buf);
+            ggml_free(wctx);
+        }
+    }
+    g_fake_refuses_conv = false;
+    ggml_backend_free(fake);
+    ggml_backend_free(cpu);
 }
 
 // Weights kept in host memory and read (--no-mmap) go to the device's page-locked host memory, so

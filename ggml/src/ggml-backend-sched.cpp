@@ -269,7 +269,9 @@ void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
             }
         }
         if (b < 0) b = cpu;
-        if (!is_view(n) && !ggml_backend_supports_op(s->backends[b], n)) b = cpu;
+        // an op the backend cannot run goes to the CPU -- except one that updates memory of its
+        // backend in place: on a copy the update would be lost, so it stays and fails loudly
+        if (!is_view(n) && !ggml_backend_supports_op(s->backends[b], n) && !(pinned[i] && inplace_src(n) >= 0)) b = cpu;
         s->assigned.set(n, b);
     }
     // graph inputs without memory live with their first consumer
