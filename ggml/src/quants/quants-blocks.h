@@ -5,7 +5,8 @@
 // every decoder here reproduces them bit for bit, so the GPU can never disagree with the CPU on a
 // layout without a CPU-side test failing.
 //
-// This header includes only ggml.h (for ggml_fp16_t and the type ids): nvcc compiles it as it is.
+// This header includes only ggml.h (for ggml_fp16_t and the type ids) and ggml-hd.h (KILN_HD): nvcc
+// compiles it as it is.
 // Its functions are static (internal linkage), like every helper the per-ISA folders include:
 // an inline function with external linkage could be emitted by an AVX512 file and chosen by the
 // linker for every caller (README, "Per-ISA kernel code").
