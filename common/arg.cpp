@@ -267,6 +267,10 @@ std::vector<common_arg> build_table() {
                     }));
     t.push_back(sw({ "-nkvo", "--no-kv-offload" }, ALL, "keep the KV cache in host memory, not with the layers on their devices",
                    [](common_params & p) { p.no_kv_offload = true; }));
+    t.push_back(sw({ "--no-op-offload" }, ALL,
+                   "compute prompt batches' products of weights kept in host memory on the CPU (default: from 32 tokens on, "
+                   "on the main device, the weights copied over)",
+                   [](common_params & p) { p.no_op_offload = true; }));
     t.push_back(sw({ "-cmoe", "--cpu-moe" }, ALL, "keep every MoE expert weight in host memory (as -ot exps=CPU)",
                    [](common_params & p) { p.tensor_overrides.push_back({ "\\.ffn_(up|down|gate)_exps", "CPU" }); }));
     t.push_back(val({ "-ncmoe", "--n-cpu-moe" }, "N", ALL, "keep the MoE expert weights of the first N layers in host memory",

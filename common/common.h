@@ -106,7 +106,8 @@ struct common_params {
     int32_t main_gpu = 0;
     std::vector<std::string> devices;   // -dev: device names ("none": no device; empty: all)
     std::string graph_reduce_type = "f32";
-    bool no_kv_offload = false;     // -nkvo: the KV cache in host memory   // -grt: -sm graph's partial sums cross devices as f32, f16 or bf16
+    bool no_kv_offload = false;     // -nkvo: the KV cache in host memory
+    bool no_op_offload = false;     // --no-op-offload: prompt products of host weights stay on the CPU   // -grt: -sm graph's partial sums cross devices as f32, f16 or bf16
     bool use_mmap      = true;
     bool use_mlock     = false;
     bool check_tensors = false;

@@ -101,6 +101,9 @@ struct llama_context_params {
     // -sm graph: the type partial sums cross devices in (-grt: f32, f16 or bf16)
     enum ggml_type graph_reduce_type;
     bool offload_kqv;          // the KV cache of offloaded layers on their device (-nkvo: false, host memory)
+    // matrix products of prompt batches (>= 32 tokens) whose weights stay in host memory (experts
+    // kept in RAM) run on the main device, the weights copied over (--no-op-offload: false)
+    bool op_offload;
 };
 
 struct llama_batch {

@@ -41,7 +41,7 @@ command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
     -DKILN_CUDA_ARCHS="${KILN_CUDA_ARCHS:-90}" -DKILN_GTEST_SOURCE_DIR="$gtest_src" >"$out/configure.log" 2>&1 ||
     { tail -30 "$out/configure.log"; exit 1; }
-cmake --build "$build" -j "$(nproc)" --target test-cuda-devices test-cuda-ops test-quants-blocks >"$out/build.log" 2>&1 ||
+cmake --build "$build" -j "$(nproc)" --target test-cuda-devices test-cuda-virtual test-cuda-ops test-quants-blocks >"$out/build.log" 2>&1 ||
     { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "gpu-check: built in $((SECONDS - start)) s"
 
@@ -54,9 +54,11 @@ run_suite() {   # name, binary arguments...: output to $out/name.log, summary pr
 }
 run_suite quants-blocks "$build/bin/test-quants-blocks"
 run_suite cuda-devices "$build/bin/test-cuda-devices"
+# KILN_VIRTUAL_CUDA_DEVICES=3 (the suite sets it): a split across three devices over this one GPU
+run_suite cuda-virtual "$build/bin/test-cuda-virtual" --gtest_filter=-VirtualCuda.WithoutGpuNoDeviceIsListed
 run_suite cuda-ops "$build/bin/test-cuda-ops" --gtest_output="xml:$out/cuda-ops.xml" "$@"
 # here the point is to run them: a skipped GPU test means the GPU was not usable
-if grep -q "^\[  SKIPPED \]" "$out/cuda-ops.log" "$out/cuda-devices.log"; then
+if grep -q "^\[  SKIPPED \]" "$out/cuda-ops.log" "$out/cuda-devices.log" "$out/cuda-virtual.log"; then
     echo "gpu-check: GPU tests were skipped: no usable GPU here"
     status=1
 fi

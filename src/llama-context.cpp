@@ -1,6 +1,7 @@
 // The inference context: KV cache, scheduler, and llama_decode, which cuts a batch into
 // micro-batches, finds KV cells for them, builds and runs each graph and keeps the logits asked for.
 #include "llama-context.h"
+#include "llama-memory-report.h"
 
 #include "ggml-cpu.h"
 
@@ -477,6 +478,7 @@ llama_context_params llama_context_default_params(void) {
     p.fused_moe = true;
     p.graph_reduce_type = GGML_TYPE_F32;
     p.offload_kqv = true;
+    p.op_offload = true;
     return p;
 }
 
@@ -612,6 +614,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     ctx->set_threads(cp.n_threads);
     ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 96 * hp.n_layer + 256);
     ctx->sched = ggml_backend_sched_new(backends.data(), (int) backends.size(), ctx->graph_size);
+    if (params.op_offload && !ctx->device_backends.empty()) {
+        // the reference's hybrid rule: from 32 tokens on, copying an expert tensor to the GPU
+        // costs less than the CPU's product; below, the CPU computes where the weights are
+        constexpr int64_t k_offload_min_batch = 32;
+        const int main = std::max(model->main_device, 0);
+        ggml_backend_sched_set_offload(ctx->sched, ctx->device_backends[main], k_offload_min_batch);
+    }
     ctx->graph_mem.resize(ggml_tensor_overhead() * ctx->graph_size + ggml_graph_overhead_custom(ctx->graph_size) + 4096);
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
@@ -646,15 +655,6 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
                            n_swa_layers, hp.n_layer, cp.swa_full ? "--swa-full" : "the window and a batch fill the context");
         }
     }
-    if (!model->devices.empty()) {
-        // where the caches went: one buffer per device holding layers
-        for (const llama_kv_cache * kv : { (const llama_kv_cache *) &ctx->kv, (const llama_kv_cache *) &ctx->kv_swa, (const llama_kv_cache *) nullptr }) {
-            for (ggml_backend_buffer_t b : kv ? kv->bufs : ctx->rs.bufs) {
-                LLAMA_LOG_INFO("llama_init_from_model: %s on %s: %.2f MiB\n", kv ? "KV cache" : "recurrent state",
-                               ggml_backend_buffer_name(b), ggml_backend_buffer_get_size(b) / 1048576.0);
-            }
-        }
-    }
     if (ctx->rs.active()) {
         size_t conv = 0, ssm = 0;
         for (const auto & sh : ctx->rs.shapes) {
@@ -668,10 +668,7 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
     // size the compute buffer with the worst case: a full micro-batch attending to the whole cache
     if (!ctx->reserve()) return fail("cannot allocate the compute buffer");
-    for (ggml_backend_t b : backends) {
-        const size_t n = ggml_backend_sched_get_buffer_size(ctx->sched, b);
-        if (b == ctx->cpu || n > 0) LLAMA_LOG_INFO("llama_init_from_model: compute buffer (%s) %.2f MiB\n", ggml_backend_name(b), n / 1048576.0);
-    }
+    llama_log_memory_report(*ctx);
     ctx->t_start_us = ggml_time_us();
     return ctx;
 }

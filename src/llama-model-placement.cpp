@@ -135,15 +135,19 @@ std::string llama_format_layers(const std::vector<uint32_t> & layers) {
     return out.empty() ? "none" : out;
 }
 
-void llama_log_placement(const llama_model & m) {
-    std::vector<ggml_backend_buffer_type_t> places = { ggml_backend_cpu_buffer_type() };
-    for (ggml_backend_dev_t d : m.devices) places.push_back(ggml_backend_dev_buffer_type(d));
-    std::vector<size_t> bytes(places.size(), 0);
+size_t llama_place_of(const std::vector<llama_place_summary> & rows, ggml_backend_buffer_type_t buft) {
+    for (size_t i = 1; i < rows.size(); ++i) {
+        if (rows[i].buft == buft) return i;
+    }
+    return 0;   // the host CPU's own, a device's page-locked host memory, or none
+}
+
+std::vector<llama_place_summary> llama_place_summaries(const llama_model & m) {
+    std::vector<llama_place_summary> rows(1 + m.devices.size());
+    rows[0].buft = ggml_backend_cpu_buffer_type();
+    for (size_t i = 0; i < m.devices.size(); ++i) rows[i + 1].buft = ggml_backend_dev_buffer_type(m.devices[i]);
     auto count = [&](const ggml_tensor * t) {
-        const ggml_backend_buffer_type_t b = t->buffer ? ggml_backend_buffer_get_type(t->buffer) : ggml_backend_cpu_buffer_type();
-        for (size_t i = 0; i < places.size(); ++i) {
-            if (places[i] == b) bytes[i] += ggml_nbytes(t);
-        }
+        rows[llama_place_of(rows, t->buffer ? ggml_backend_buffer_get_type(t->buffer) : nullptr)].weights += ggml_nbytes(t);
     };
     for (ggml_tensor * t = ggml_get_first_tensor(m.ctx); t; t = ggml_get_next_tensor(m.ctx, t)) count(t);
     for (const auto & d : m.derived) count(d.t);
@@ -151,29 +155,38 @@ void llama_log_placement(const llama_model & m) {
         for (ggml_tensor * t = ggml_get_first_tensor(m.ctx_shards); t; t = ggml_get_next_tensor(m.ctx_shards, t)) count(t);
     }
     // -sm graph: what each device holds of the cut layers
-    std::vector<std::vector<uint32_t>> cut(places.size());
-    std::vector<uint32_t> heads(places.size(), 0), cols(places.size(), 0);
     for (uint32_t il = 0; il < m.shards.size(); ++il) {
         for (const auto & s : m.shards[il]) {
-            cut[s.device + 1].push_back(il);
-            heads[s.device + 1] += s.n_head;
+            llama_place_summary & r = rows[s.device + 1];
+            r.cut.push_back(il);
+            r.heads += s.n_head;
             const ggml_tensor * up = s.w.ffn_up_exps ? s.w.ffn_up_exps : s.w.ffn_up;
-            cols[s.device + 1] += up ? (uint32_t) up->ne[1] : 0;
+            r.cols += up ? (uint32_t) up->ne[1] : 0;
         }
     }
-    for (size_t i = 0; i < places.size(); ++i) {
-        std::vector<uint32_t> layers;
+    for (llama_place_summary & r : rows) {
         for (uint32_t il = 0; il < m.layer_buft.size(); ++il) {
-            if (m.layer_buft[il] == places[i] && (m.shards.empty() || m.shards[il].empty())) layers.push_back(il);
+            if (m.layer_buft[il] == r.buft && (m.shards.empty() || m.shards[il].empty())) r.layers.push_back(il);
         }
-        if (layers.empty() && bytes[i] == 0 && cut[i].empty()) continue;
-        std::string parts;
-        if (!cut[i].empty()) {
-            parts = llama_format(", parts of layers %s (%u query heads, %u FFN columns in all)", llama_format_layers(cut[i]).c_str(),
-                                 heads[i], cols[i]);
-        }
-        LLAMA_LOG_INFO("llama_model_load: %-5s %s: layers %s%s, %.2f MiB of weights\n", ggml_backend_buft_name(places[i]),
-                       i == 0 ? "(host)" : "      ", llama_format_layers(layers).c_str(), parts.c_str(), bytes[i] / 1048576.0);
+    }
+    return rows;
+}
+
+std::string llama_place_summary::describe_layers() const {
+    std::string out = llama_format_layers(layers);
+    if (!cut.empty()) {
+        out += llama_format(", parts of %s (%u query heads, %u FFN columns in all)", llama_format_layers(cut).c_str(), heads, cols);
+    }
+    return out;
+}
+
+void llama_log_placement(const llama_model & m) {
+    const std::vector<llama_place_summary> rows = llama_place_summaries(m);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const llama_place_summary & r = rows[i];
+        if (r.layers.empty() && r.weights == 0 && r.cut.empty()) continue;
+        LLAMA_LOG_INFO("llama_model_load: %-5s %s: layers %s, %.2f MiB of weights\n", ggml_backend_buft_name(r.buft),
+                       i == 0 ? "(host)" : "      ", r.describe_layers().c_str(), r.weights / 1048576.0);
     }
 }
 

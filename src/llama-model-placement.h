@@ -40,8 +40,22 @@ long llama_layer_of_name(const char * name);
 // Layer numbers as ranges, "0-3, 7" (for the load log).
 std::string llama_format_layers(const std::vector<uint32_t> & layers);
 
-// The load log's split: per device (and the host CPU), the layers and the MiB of weights held.
+// What one place (the host CPU or a device) holds of a model: whole layers, parts of cut layers
+// (-sm graph) and the bytes of weights.
+struct llama_place_summary {
+    ggml_backend_buffer_type_t buft = nullptr;
+    std::vector<uint32_t> layers;   // whole layers
+    std::vector<uint32_t> cut;      // layers it holds parts of
+    uint32_t heads = 0, cols = 0;   // query heads and FFN columns of those parts
+    size_t weights = 0;
+    std::string describe_layers() const;   // "0-3, parts of 4-9 (16 query heads, 2048 FFN columns in all)"
+};
 struct llama_model;
+// The host CPU first, then the model's devices in order.
+std::vector<llama_place_summary> llama_place_summaries(const llama_model & m);
+// The row of memory of this buffer type: its device's, else the host CPU's (0).
+size_t llama_place_of(const std::vector<llama_place_summary> & rows, ggml_backend_buffer_type_t buft);
+// The load log's split: per device (and the host CPU), the layers and the MiB of weights held.
 void llama_log_placement(const llama_model & m);
 
 // Allocate each tensor in a buffer of its buffer type (one buffer per type, appended to out,

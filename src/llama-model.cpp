@@ -3,7 +3,6 @@
 #include "llama-model.h"
 
 #include "ggml-cpu.h"
-#include "ggml-cuda.h"
 #include "llama-model-checks.h"
 #include "llama-model-loader.h"
 #include "llama-model-placement.h"
@@ -250,6 +249,15 @@ void load_model(llama_model & model, const std::string & path, const llama_model
                            ggml_cpu_isa_name(ggml_cpu_get_isa()));
         }
     }
+    // weights kept in host memory and read (not mapped) go to the first device's page-locked host
+    // memory if it has one: the hybrid rule copies them to the device for every prompt batch
+    ggml_backend_buffer_type_t host_buft = ggml_backend_cpu_buffer_type();
+    for (ggml_backend_dev_t d : plan.devices) {
+        if (ggml_backend_buffer_type_t h = ggml_backend_dev_host_buffer_type(d)) {
+            host_buft = h;
+            break;
+        }
+    }
     std::vector<ggml_tensor *> mapped;
     size_t n_overridden = 0;
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
@@ -268,7 +276,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         if (buft == ggml_backend_cpu_buffer_type() && params.use_mmap && !repacked_from.count(t)) {
             mapped.push_back(t);
         } else {
-            group_of(buft).push_back(t);
+            group_of(buft == ggml_backend_cpu_buffer_type() ? host_buft : buft).push_back(t);
         }
     }
     if (!plan.rules.empty()) {
@@ -412,9 +420,9 @@ extern "C" {
 
 const char * llama_last_error(void) { return g_last_error.c_str(); }
 
-// Enumerating CUDA devices here puts the one line that says whether a GPU was found (or why
-// none is usable: no driver, no device, no kernels for its architecture) at the top of the log.
-void llama_backend_init(void) { ggml_backend_cuda_get_device_count(); }
+// Filling the device registry here puts the line that says whether a GPU was found (or why none
+// is usable: no driver, no device, no kernels for its architecture) at the top of the log.
+void llama_backend_init(void) { ggml_backend_dev_count(); }
 void llama_backend_free(void) {}
 void llama_log_set(ggml_log_callback cb, void * user_data) { ggml_log_set(cb, user_data); }
 

@@ -26,6 +26,14 @@ inline model_ptr load_shared_model(const std::string & name) {
     return model_ptr(llama_model_load_from_file(shared_path("models/" + name).c_str(), llama_model_default_params()));
 }
 
+// A context of n_ctx cells on n_threads threads (the other parameters at their defaults).
+inline context_ptr small_context(llama_model * model, uint32_t n_ctx, int n_threads = 2) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = cp.n_threads_batch = n_threads;
+    return context_ptr(llama_init_from_model(model, cp));
+}
+
 // Decode toks[start, start + n) as sequence seq at positions pos0 + i, logits for every token;
 // returns llama_decode's code.
 inline int decode_tokens(llama_context * ctx, const std::vector<llama_token> & toks, int start, int n, int pos0,

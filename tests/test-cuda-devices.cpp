@@ -71,17 +71,29 @@ TEST(CudaDevices, NoDeviceMeansNoBackend) {
     EXPECT_EQ(total, 0u);
 }
 
-TEST(CudaDevices, DeviceNames) {
+// Every usable GPU is a device of the registry, first in its list, named CUDA<i>, with the CUDA
+// buffer type and backend of that index: what -dev, -ot REGEX=CUDA0, -ngl and --list-devices use.
+// Without a GPU there are none, and names of the form are unknown.
+TEST(CudaDevices, RegisteredInTheDeviceRegistry) {
     const int n = ggml_backend_cuda_get_device_count();
-    for (const char * bad : { "", "CUDA", "CUDA-1", "CUDAx", "GPU0", "CPU", "CUDA0x", "CUDA123" }) {
-        EXPECT_EQ(ggml_backend_cuda_device_by_name(bad), -1) << bad;
-    }
-    EXPECT_EQ(ggml_backend_cuda_device_by_name(nullptr), -1);
-    EXPECT_EQ(ggml_backend_cuda_device_by_name(("CUDA" + std::to_string(n)).c_str()), -1);
+    ASSERT_GE(ggml_backend_dev_count(), (size_t) n);
     for (int i = 0; i < n; ++i) {
-        EXPECT_EQ(ggml_backend_cuda_device_by_name(("CUDA" + std::to_string(i)).c_str()), i);
-        EXPECT_EQ(ggml_backend_cuda_device_by_name(("cuda" + std::to_string(i)).c_str()), i);
+        ggml_backend_dev_t d = ggml_backend_dev_get((size_t) i);
+        EXPECT_EQ(std::string(ggml_backend_dev_name(d)), "CUDA" + std::to_string(i));
+        EXPECT_EQ(ggml_backend_dev_by_name(("cuda" + std::to_string(i)).c_str()), d);
+        EXPECT_EQ(ggml_backend_dev_buffer_type(d), ggml_backend_cuda_buffer_type(i));
+        EXPECT_EQ(ggml_backend_buft_get_device(ggml_backend_cuda_buffer_type(i)), d);
+        char desc[256];
+        ggml_backend_cuda_get_device_description(i, desc, sizeof(desc));
+        EXPECT_EQ(std::string(ggml_backend_dev_description(d)), desc);
+        ggml_backend_t be = ggml_backend_dev_init(d);
+        ASSERT_NE(be, nullptr);
+        EXPECT_TRUE(ggml_backend_is_cuda(be));
+        EXPECT_EQ(ggml_backend_get_default_buffer_type(be), ggml_backend_cuda_buffer_type(i));
+        ggml_backend_free(be);
     }
+    for (const char * bad : { "CUDA", "CUDA-1", "CUDAx", "CUDA0x", "CUDA123" }) EXPECT_EQ(ggml_backend_dev_by_name(bad), nullptr) << bad;
+    EXPECT_EQ(ggml_backend_dev_by_name(("CUDA" + std::to_string(n)).c_str()), nullptr);
 }
 
 // the GPU-only checks: not run (and listed so by CTest) without a device

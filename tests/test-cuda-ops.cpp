@@ -518,4 +518,54 @@ TEST_F(CudaOps, FlashAttention) {
     }
 }
 
+
+
+// ---- recurrent layers
+
+// Decays (g, log scale) at most 0 and beta in [0, 1), as the models make them; the rest uniform.
+bool recurrent_floats(const ggml_tensor * t, std::vector<float> & v) {
+    const std::string name = t->name;
+    if (name != "g" && name != "beta") return false;
+    v = kiln_test::random_floats(ggml_nelements(t), name == "g" ? 5 : 6, name == "g" ? -1.0f : 0.0f, name == "g" ? 0.0f : 1.0f);
+    return true;
+}
+
+// The op twice on the same state rows (the second reads what the first wrote), with 7 tokens of
+// three sequences interleaved (slots 2, 0, 2, 1, 0, 2, 2): the outputs depend on every state update.
+TEST_F(CudaOps, RecurrentOpsUpdateTheirStateInPlace) {
+    const fill_ints_fn slots = [](const ggml_tensor *, std::vector<int64_t> & v) {
+        const int64_t order[7] = { 2, 0, 2, 1, 0, 2, 2 };
+        for (size_t i = 0; i < v.size(); ++i) v[i] = order[i % 7];
+        return true;
+    };
+    check({ "ssm_conv d_conv 4, 37 channels", [](ggml_context * ctx) {
+               ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4, 37);
+               ggml_tensor * state = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3 * 37, 3);
+               ggml_tensor * out[2];
+               for (ggml_tensor *& o : out) {
+                   ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 37, 7);
+                   ggml_tensor * s = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 7);
+                   o = ggml_ssm_conv(ctx, x, w, state, s);
+               }
+               return ggml_concat(ctx, out[0], out[1], 1);
+           }, 1e-10, nullptr, slots });
+    for (int chunk : { 1, 4 }) {   // the CPU's recurrent and chunked forms against the GPU's recurrence
+        check({ "gated_delta_net d_k 32, d_v 40, 2 key heads, 6 value heads, chunk " + std::to_string(chunk), [chunk](ggml_context * ctx) {
+                   const int64_t d_k = 32, d_v = 40, n_kh = 2, n_vh = 6, n_tok = 7;
+                   ggml_tensor * state = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d_k * d_v * n_vh, 3);
+                   ggml_tensor * out[2];
+                   for (ggml_tensor *& o : out) {
+                       ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, d_k, n_kh, n_tok);
+                       ggml_tensor * k = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, d_k, n_kh, n_tok);
+                       ggml_tensor * v = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, d_v, n_vh, n_tok);
+                       ggml_tensor * g = ggml_set_name(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_vh, n_tok), "g");
+                       ggml_tensor * beta = ggml_set_name(ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_vh, n_tok), "beta");
+                       ggml_tensor * s = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tok);
+                       o = ggml_gated_delta_net(ctx, q, k, v, g, beta, state, s, 0.17f, chunk);
+                   }
+                   return ggml_concat(ctx, out[0], out[1], 2);
+               }, 1e-9, recurrent_floats, slots });
+    }
+}
+
 } // namespace

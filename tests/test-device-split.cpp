@@ -7,8 +7,10 @@
 #include "common.h"
 #include "golden-runner.h"
 #include "llama-context.h"
+#include "llama-memory-report.h"
 #include "llama-model-placement.h"
 #include "model-handles.h"
+#include "sched-chain.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -61,9 +63,6 @@ TEST(VirtualDevices, FourAreListedWithTheirOwnBuffers) {
     EXPECT_TRUE(llama_supports_gpu_offload());
 }
 
-// A chain of "layers" (norm, scale by a norm weight, projection, residual add) with layers 0-1
-// on CPU0, 2-3 on CPU1 and the head on CPU0: three splits, and the residual stream is copied
-// once at each of the two boundaries. The result equals the same graph on the host CPU.
 TEST(VirtualDevices, ListedByListDevicesAndNamedByDev) {
     common_params p;
     const common_parse_result r = common_params_parse_args({ "--list-devices" }, p, COMMON_TOOL_CLI);
@@ -120,70 +119,128 @@ TEST(LayerSplit, CpuMoeAndNoKvOffload) {
     EXPECT_FALSE(std::regex_search("blk.3.ffn_down_shexp.weight", std::regex(all.tensor_overrides[0].pattern)));
 }
 
+// A chain of "layers" (norm, scale by a norm weight, projection, residual add) with layers 0-1
+// on CPU0, 2-3 on CPU1 and the head on CPU0: three splits, and the residual stream is copied
+// once at each of the two boundaries. The result equals the same graph on the host CPU.
 TEST(VirtualDevices, SchedulerCopiesTheStreamOncePerBoundary) {
-    const int n_embd = 37, n_tokens = 5, n_layer = 4;
-    const int dev_of_layer[n_layer] = { 0, 0, 1, 1 };
+    ggml_backend_buffer_type_t d0 = ggml_backend_dev_buffer_type(ggml_backend_dev_get(0));
+    ggml_backend_buffer_type_t d1 = ggml_backend_dev_buffer_type(ggml_backend_dev_get(1));
+    const kiln_test::sched_chain chain(37, { d0, d0, d1, d1 }, d0);
+    ASSERT_TRUE(chain.ok());
     std::vector<ggml_backend_t> backends = { ggml_backend_dev_init(ggml_backend_dev_get(0)),
                                              ggml_backend_dev_init(ggml_backend_dev_get(1)), ggml_backend_cpu_init() };
-    ggml_context * wctx[2];
-    for (auto & c : wctx) c = ggml_init({ ggml_tensor_overhead() * 16, nullptr, true });
-    std::vector<ggml_tensor *> w(n_layer), g(n_layer);
-    for (int l = 0; l < n_layer; ++l) {
-        w[l] = ggml_new_tensor_2d(wctx[dev_of_layer[l]], GGML_TYPE_F32, n_embd, n_embd);
-        g[l] = ggml_new_tensor_1d(wctx[dev_of_layer[l]], GGML_TYPE_F32, n_embd);
-    }
-    ggml_tensor * head = ggml_new_tensor_2d(wctx[0], GGML_TYPE_F32, n_embd, 11);
-    ggml_backend_buffer_t wbuf[2];
-    for (int d = 0; d < 2; ++d) {
-        wbuf[d] = ggml_backend_alloc_ctx_tensors_from_buft(wctx[d], ggml_backend_dev_buffer_type(ggml_backend_dev_get(d)));
-        ASSERT_NE(wbuf[d], nullptr);
-        ggml_backend_buffer_set_usage(wbuf[d], GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    }
-    uint32_t seed = 1;
-    for (ggml_tensor * t : { w[0], w[1], w[2], w[3], g[0], g[1], g[2], g[3], head }) {
-        const auto v = kiln_test::random_floats(ggml_nelements(t), seed++, -0.5f, 0.5f);
-        ggml_backend_tensor_set(t, v.data(), 0, ggml_nbytes(t));
-    }
-    const auto xin = kiln_test::random_floats((size_t) n_embd * n_tokens, 99);
+    const auto split = chain.run(backends, 5);
+    const auto one = chain.run({ backends[2] }, 5);   // the host CPU reads every host buffer
+    EXPECT_EQ(split.n_splits, 3);
+    EXPECT_EQ(split.n_copies, 2);
+    EXPECT_EQ(one.n_splits, 1);
+    EXPECT_EQ(one.n_copies, 0);
+    ASSERT_EQ(split.out.size(), one.out.size());
+    ASSERT_FALSE(one.out.empty());
+    for (size_t i = 0; i < one.out.size(); ++i) EXPECT_NEAR(split.out[i], one.out[i], 1e-5f * (1 + std::fabs(one.out[i])));
+    for (auto * b : backends) ggml_backend_free(b);
+}
 
-    auto run = [&](ggml_backend_t * bs, int n_b, int & n_splits, int & n_copies) {
-        std::vector<char> mem(ggml_tensor_overhead() * 64 + ggml_graph_overhead());
-        ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
-        ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_embd, n_tokens);
-        ggml_set_input(x);
-        ggml_tensor * cur = x;
-        for (int l = 0; l < n_layer; ++l) {
-            ggml_tensor * h = ggml_mul(ctx, ggml_rms_norm(ctx, cur, 1e-5f), g[l]);
-            cur = ggml_add(ctx, cur, ggml_mul_mat(ctx, w[l], h));
-        }
-        ggml_tensor * out = ggml_mul_mat(ctx, head, ggml_rms_norm(ctx, cur, 1e-5f));
-        ggml_set_output(out);
-        ggml_cgraph * gf = ggml_new_graph(ctx);
-        ggml_build_forward_expand(gf, out);
-        ggml_backend_sched_t s = ggml_backend_sched_new(bs, n_b, 256);
-        EXPECT_TRUE(ggml_backend_sched_alloc_graph(s, gf));
-        ggml_backend_tensor_set(x, xin.data(), 0, ggml_nbytes(x));
-        EXPECT_EQ(ggml_backend_sched_graph_compute(s, gf), GGML_STATUS_SUCCESS);
-        std::vector<float> r(ggml_nelements(out));
-        ggml_backend_tensor_get(out, r.data(), 0, ggml_nbytes(out));
-        n_splits = ggml_backend_sched_get_n_splits(s);
-        n_copies = ggml_backend_sched_get_n_copies(s);
-        ggml_backend_sched_free(s);
-        ggml_free(ctx);
+// The hybrid offload rule in the scheduler, CPU1 playing the GPU: every weight in host memory.
+// From the threshold on, the products run on CPU1 with their weights copied there; below it, and
+// with the rule off, on the host CPU. The output is the same either way.
+TEST(HybridOffload, SchedulerMovesLargeBatchProductsOfHostWeights) {
+    ggml_backend_buffer_type_t host = ggml_backend_cpu_buffer_type();
+    const kiln_test::sched_chain chain(41, { host, host, host }, host);
+    ASSERT_TRUE(chain.ok());
+    ggml_backend_t dev = ggml_backend_dev_init(ggml_backend_dev_get(1)), cpu = ggml_backend_cpu_init();
+    std::vector<ggml_backend_t> backends = { dev, cpu };
+    auto where = [&](int64_t min_batch, int n_tokens, std::vector<ggml_backend_t> & at) {
+        at.clear();
+        ggml_backend_sched_t probe = nullptr;
+        const auto r = chain.run(backends, n_tokens, [&](ggml_backend_sched_t s, const std::vector<ggml_tensor *> & mm, ggml_tensor * head) {
+            probe = s;
+            for (ggml_tensor * t : mm) at.push_back(ggml_backend_sched_get_tensor_backend(s, t));
+            at.push_back(ggml_backend_sched_get_tensor_backend(s, head));
+        }, [&](ggml_backend_sched_t s) { ggml_backend_sched_set_offload(s, dev, min_batch); });
+        EXPECT_NE(probe, nullptr);
         return r;
     };
-    int splits = 0, copies = 0, splits1 = 0, copies1 = 0;
-    const std::vector<float> split = run(backends.data(), 3, splits, copies);
-    const std::vector<float> one = run(&backends[2], 1, splits1, copies1);   // the host CPU reads every host buffer
-    EXPECT_EQ(splits, 3);
-    EXPECT_EQ(copies, 2);
-    EXPECT_EQ(splits1, 1);
-    EXPECT_EQ(copies1, 0);
-    ASSERT_EQ(split.size(), one.size());
-    for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(split[i], one[i], 1e-5f * (1 + std::fabs(one[i])));
-    for (auto * b : backends) ggml_backend_free(b);
-    for (int d = 0; d < 2; ++d) ggml_backend_buffer_free(wbuf[d]);
-    for (auto & c : wctx) ggml_free(c);
+    std::vector<ggml_backend_t> at;
+    for (int n_tokens : { 64, 32, 31, 1 }) {
+        const auto on = where(32, n_tokens, at);
+        ASSERT_EQ(at.size(), 4u);
+        for (ggml_backend_t b : at) EXPECT_EQ(b, n_tokens >= 32 ? dev : cpu) << n_tokens << " tokens";
+        // the four weights go over, besides the activations crossing (the norm weights' products stay on the CPU)
+        if (n_tokens >= 32) EXPECT_GE(on.n_copies, 4 + 2);
+        const auto off = where(0, n_tokens, at);
+        for (ggml_backend_t b : at) EXPECT_EQ(b, cpu) << n_tokens << " tokens, rule off";
+        EXPECT_EQ(off.n_copies, 0);
+        ASSERT_EQ(on.out.size(), off.out.size());
+        ASSERT_FALSE(off.out.empty());
+        for (size_t i = 0; i < off.out.size(); ++i) EXPECT_EQ(on.out[i], off.out[i]) << i;
+    }
+    ggml_backend_free(dev);
+    ggml_backend_free(cpu);
+}
+
+// The same rule through llama_decode: qwen3moe with its experts in host memory (-ot exps=CPU) and
+// everything else on CPU1 (the "GPU"). A 64-token prompt batch computes the expert products on
+// CPU1, a 1-token batch on the host CPU; the logits equal those of the run with the rule off.
+struct expert_sites {
+    llama_context * ctx = nullptr;
+    std::vector<std::string> backends;   // of the expert products of the last graphs
+};
+bool record_expert_sites(ggml_tensor * t, bool ask, void * user) {
+    auto * e = (expert_sites *) user;
+    const bool expert = t->op == GGML_OP_MUL_MAT_ID || t->op == GGML_OP_MOE_FUSED_UP_GATE;
+    if (ask) return expert;
+    if (expert) e->backends.push_back(ggml_backend_name(ggml_backend_sched_get_tensor_backend(e->ctx->sched, t)));
+    return true;
+}
+
+TEST(HybridOffload, PromptExpertsOnTheDeviceTokensOnTheCpu) {
+    ggml_backend_dev_t devs[2] = { ggml_backend_dev_get(1), nullptr };
+    const llama_model_tensor_buft_override ov[] = { { "exps", ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs;
+    mp.tensor_buft_overrides = ov;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/synth-qwen3moe-f16.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    ASSERT_EQ(ggml_backend_buffer_get_type(model->layers[0].ffn_up_exps->buffer), ggml_backend_cpu_buffer_type());
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 65; ++i) toks.push_back((llama_token) (3 + 53 * i % (n_vocab - 3)));
+
+    auto run = [&](bool op_offload, std::vector<std::string> & prompt_sites, std::vector<std::string> & token_sites) {
+        expert_sites sites;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 128;
+        cp.n_threads = cp.n_threads_batch = 2;
+        cp.op_offload = op_offload;
+        cp.cb_eval = record_expert_sites;
+        cp.cb_eval_user_data = &sites;
+        kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
+        EXPECT_TRUE(ctx) << llama_last_error();
+        std::vector<float> out;
+        if (!ctx) return out;
+        sites.ctx = ctx.get();
+        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 64, 0), 0);
+        out.assign(llama_get_logits_ith(ctx.get(), 63), llama_get_logits_ith(ctx.get(), 63) + n_vocab);
+        prompt_sites = sites.backends;
+        sites.backends.clear();
+        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 64, 1, 64), 0);
+        out.insert(out.end(), llama_get_logits_ith(ctx.get(), 0), llama_get_logits_ith(ctx.get(), 0) + n_vocab);
+        token_sites = sites.backends;
+        return out;
+    };
+    std::vector<std::string> prompt_on, token_on, prompt_off, token_off;
+    const std::vector<float> on = run(true, prompt_on, token_on);
+    const std::vector<float> off = run(false, prompt_off, token_off);
+    ASSERT_FALSE(prompt_on.empty());
+    ASSERT_FALSE(token_on.empty());
+    for (const std::string & b : prompt_on) EXPECT_EQ(b, "CPU1") << "64-token batch";
+    for (const std::string & b : token_on) EXPECT_EQ(b, "CPU") << "1-token batch";
+    for (const std::string & b : prompt_off) EXPECT_EQ(b, "CPU") << "64-token batch, --no-op-offload";
+    ASSERT_EQ(on.size(), off.size());
+    ASSERT_EQ(on.size(), 2u * n_vocab);
+    EXPECT_LT(kiln_test::logits_rel_diff(on.data(), off.data(), n_vocab), 1e-6) << "after the prompt";
+    EXPECT_LT(kiln_test::logits_rel_diff(on.data() + n_vocab, off.data() + n_vocab, n_vocab), 1e-6) << "after one token";
 }
 
 // -ts 1,2,3,1 over stories260K's 5 layers: cumulative shares 1/7, 3/7, 6/7, 1 against the
@@ -217,6 +274,55 @@ TEST(LayerSplit, WeightsAndCacheGoWhereTheSharesSay) {
         EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[il]->buffer), dev_buft(expect[il]));
         EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.v_l[il]->buffer), dev_buft(expect[il]));
     }
+}
+
+// The memory report: with -ts 1,1 over stories260K's 5 layers, CPU0 holds layers 0-1 and (as -mg)
+// the embeddings, head and output norm, CPU1 layers 2-4; each row's weights are the bytes of the
+// tensors it holds, its KV cache that of its layers' rows (64 cells of f16 K and V), its compute
+// buffer the scheduler's; the host CPU holds no weights. The log prints the same as a table.
+std::string g_log;
+TEST(LayerSplit, MemoryReportSaysWhatWentWhere) {
+    auto devs = first_devices(2);
+    const float ts[16] = { 1, 1 };
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.tensor_split = ts;
+    kiln_test::model_ptr model(llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp));
+    ASSERT_TRUE(model) << llama_last_error();
+    g_log.clear();
+    llama_log_set([](ggml_log_level, const char * text, void *) { g_log += text; }, nullptr);
+    kiln_test::context_ptr ctx = kiln_test::small_context(model.get(), 64);
+    llama_log_set(nullptr, nullptr);
+    ASSERT_TRUE(ctx) << llama_last_error();
+
+    const std::vector<llama_memory_row> rows = llama_memory_report(*ctx);
+    ASSERT_EQ(rows.size(), 3u);
+    const std::vector<uint32_t> want_layers[3] = { {}, { 0, 1 }, { 2, 3, 4 } };
+    size_t want_weights[3] = { 0, 0, 0 };
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        const long il = llama_layer_of_name(t->name);
+        want_weights[il < 0 || il < 2 ? 1 : 2] += ggml_nbytes(t);
+    }
+    const auto & hp = model->hparams;
+    const size_t kv_per_layer = (size_t) 64 * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * sizeof(uint16_t);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(rows[i].layers, want_layers[i]) << i;
+        EXPECT_EQ(rows[i].weights, want_weights[i]) << i;
+        EXPECT_EQ(rows[i].kv, kv_per_layer * want_layers[i].size()) << i;
+        EXPECT_EQ(rows[i].state, 0u);
+    }
+    EXPECT_EQ(rows[0].compute, ggml_backend_sched_get_buffer_size(ctx->sched, ctx->cpu));
+    for (size_t i = 1; i < 3; ++i) {
+        EXPECT_GT(rows[i].compute, 0u) << i;
+        EXPECT_EQ(rows[i].compute, ggml_backend_sched_get_buffer_size(ctx->sched, ctx->device_backends[i - 1]));
+    }
+    EXPECT_EQ(rows[0].weights + rows[1].weights + rows[2].weights, llama_model_size(model.get()));
+
+    EXPECT_NE(g_log.find("memory (MiB)"), std::string::npos) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  CPU0 +[0-9.]+ +[0-9.]+ +0\\.00 +[0-9.]+ +[0-9.]+  0-1\n"))) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  CPU1 +[0-9.]+ +[0-9.]+ +0\\.00 +[0-9.]+ +[0-9.]+  2-4\n"))) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  CPU \\(host\\) +0\\.00 +0\\.00 +0\\.00 +[0-9.]+ +[0-9.]+  none\n"))) << g_log;
+    EXPECT_TRUE(std::regex_search(g_log, std::regex("  total( +[0-9.]+){5}\n"))) << g_log;
 }
 
 // -ngl counts from the last layer, the head being one more; -ot wins over the layer plan.
@@ -473,10 +579,7 @@ TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
 std::vector<float> last_logits(llama_model * m) {
     std::vector<llama_token> toks;
     for (int i = 0; i < 12; ++i) toks.push_back((llama_token) (1 + 37 * i % 200));
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 64;
-    cp.n_threads = cp.n_threads_batch = 2;
-    kiln_test::context_ptr ctx(llama_init_from_model(m, cp));
+    kiln_test::context_ptr ctx = kiln_test::small_context(m, 64);
     EXPECT_TRUE(ctx) << llama_last_error();
     std::vector<float> out;
     if (!ctx) return out;

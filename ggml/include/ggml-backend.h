@@ -104,6 +104,9 @@ const char *       ggml_backend_dev_description(ggml_backend_dev_t dev);
 void               ggml_backend_dev_memory(ggml_backend_dev_t dev, size_t * free, size_t * total);
 ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t dev);
 ggml_backend_t     ggml_backend_dev_init(ggml_backend_dev_t dev);   // a new backend on the device
+// Host memory this device copies from and to at full speed (CUDA_Host: page-locked); NULL if none.
+// Weights kept in RAM and read (not mapped) live there, so prompt batches copy them over quickly.
+ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t dev);
 // The device whose buffers have this type (NULL: the host CPU's, or unknown).
 ggml_backend_dev_t ggml_backend_buft_get_device(ggml_backend_buffer_type_t buft);
 
@@ -118,6 +121,11 @@ void   ggml_backend_sched_reset(ggml_backend_sched_t sched);
 int    ggml_backend_sched_get_n_splits(ggml_backend_sched_t sched);
 int    ggml_backend_sched_get_n_copies(ggml_backend_sched_t sched);
 size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t sched, ggml_backend_t backend);
+// The hybrid offload rule: a matrix product (mul_mat, mul_mat_id, the fused MoE gate/up) whose
+// weight is in host memory runs on backend, its weight copied there with its other inputs, when
+// it works on at least min_batch tokens and backend supports it; smaller batches compute where the
+// weight is. backend NULL or min_batch <= 0: off (the default).
+void   ggml_backend_sched_set_offload(ggml_backend_sched_t sched, ggml_backend_t backend, int64_t min_batch);
 void   ggml_backend_sched_set_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node, ggml_backend_t backend);
 ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t sched, struct ggml_tensor * node);
 

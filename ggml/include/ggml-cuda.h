@@ -3,7 +3,10 @@
 // Every build has these functions. A build without KILN_CUDA, a machine without the NVIDIA
 // driver and a machine without a GPU all answer "0 devices" (the first query logs why, once),
 // so callers need no #ifdef and one binary serves every user. CUDA_VISIBLE_DEVICES selects and
-// orders the devices as usual; devices are named CUDA0, CUDA1, ... in that order.
+// orders the devices as usual; devices are named CUDA0, CUDA1, ... in that order, and each is a
+// device of the registry (ggml_backend_dev_by_name("CUDA1"), -dev, -ot ...=CUDA1).
+// KILN_VIRTUAL_CUDA_DEVICES=N presents the first GPU as N devices (own buffers, own streams) so
+// that a split across GPUs can be run and checked on a machine with one.
 #pragma once
 
 #include "ggml-backend.h"
@@ -24,8 +27,6 @@ int  ggml_backend_cuda_get_device_count(void);
 void ggml_backend_cuda_get_device_description(int device, char * description, size_t size);
 // Free and total device memory in bytes (0, 0 for an unknown device).
 void ggml_backend_cuda_get_device_memory(int device, size_t * free, size_t * total);
-// "CUDA3" -> 3; -1 when the name is not of that form or names no usable device.
-int  ggml_backend_cuda_device_by_name(const char * name);
 
 // A backend on one device (NULL, with an error logged, for an unknown device).
 ggml_backend_t ggml_backend_cuda_init(int device);

@@ -37,6 +37,11 @@ struct ggml_backend_buffer {
 
 ggml_backend_buffer_t ggml_backend_buffer_init(ggml_backend_buffer_type_t buft, ggml_backend_buffer_i iface,
                                                void * context, size_t size);
+// A buffer over host memory at ptr (its context): tensors are read and written with memcpy, as
+// the CPU backend does. free_buffer releases the memory (NULL: the caller owns it, e.g. mmap).
+// Every host buffer type (the CPU's, a virtual device's, CUDA's page-locked one) builds on it.
+ggml_backend_buffer_t ggml_backend_host_buffer_init(ggml_backend_buffer_type_t buft, void * ptr, size_t size,
+                                                    void (*free_buffer)(ggml_backend_buffer_t buffer));
 
 struct ggml_backend_i {
     const char * (*get_name)(ggml_backend_t backend);
@@ -55,12 +60,17 @@ struct ggml_backend {
 
 // A device (see ggml-backend.h). A backend library registers its devices from its provider
 // function, which the registry calls once, on first use (ggml-backend.cpp lists the providers).
+// A device's buffer type must be its own (the scheduler tells devices apart by it), even where
+// two devices share the hardware (KILN_VIRTUAL_CUDA_DEVICES, KILN_VIRTUAL_CPU_DEVICES).
 struct ggml_backend_device_i {
     const char * (*get_name)(ggml_backend_dev_t dev);          // "CUDA0", "CPU1": what -dev and -ot take
     const char * (*get_description)(ggml_backend_dev_t dev);
     void         (*get_memory)(ggml_backend_dev_t dev, size_t * free, size_t * total);
     ggml_backend_buffer_type_t (*get_buffer_type)(ggml_backend_dev_t dev);
     ggml_backend_t (*init_backend)(ggml_backend_dev_t dev);
+    // optional: host memory the device copies from and to at full speed (page-locked), for the
+    // weights a model keeps in RAM when they are read rather than mapped (NULL: none)
+    ggml_backend_buffer_type_t (*get_host_buffer_type)(ggml_backend_dev_t dev);
 };
 
 struct ggml_backend_device {
@@ -70,5 +80,6 @@ struct ggml_backend_device {
 
 void ggml_backend_device_register(ggml_backend_dev_t dev);
 
-// Device providers. Each registers its devices with ggml_backend_device_register.
+// Device providers, called in this order. Each registers its devices with ggml_backend_device_register.
+void ggml_backend_cuda_register_devices(void);          // GPUs: CUDA0 ... (cuda-device.cpp; none in cuda-absent.cpp)
 void ggml_backend_cpu_register_virtual_devices(void);   // KILN_VIRTUAL_CPU_DEVICES (cpu-backend.cpp)

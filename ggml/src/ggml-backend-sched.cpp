@@ -2,8 +2,13 @@
 //
 // 1. Each node gets a backend (sched_assign):
 //    - pinned: the caller's explicit choice; an op that writes into memory that exists (a view, a
-//      copy into a cache) runs where that memory is; an op that reads a weight runs on the backend
-//      whose buffer holds the weight, if that backend can run it;
+//      copy into a cache, the state rows a recurrent op updates in place) runs where that memory
+//      is (a copy would take the update); an op that reads a weight runs on the backend
+//      whose buffer holds the weight, if that backend can run it -- except that a matrix product
+//      whose weight is in host memory (experts kept in RAM: -ot exps=CPU, -cmoe) runs on the
+//      offload backend (ggml_backend_sched_set_offload) when its batch is large enough: copying
+//      the weight over costs less than computing a prompt batch on the CPU, while one token's
+//      product is cheaper where the weight already is;
 //    - a node with at most one computed input (a norm, a RoPE, a cast) or a view follows its earliest
 //      consumer, so that a layer's first op (the norm of the residual stream) runs with the
 //      layer's weights and the stream crosses to the next device once, not twice;
@@ -65,6 +70,8 @@ struct ggml_backend_sched {
     std::vector<ggml_tensor *> copies;
     ggml_ptr_map copy_index;   // source -> copy, within one run
     std::vector<char> staging;           // strided copies between devices
+    int offload = -1;                    // backend for host-weight products of large batches (-1: none)
+    int64_t offload_min_batch = 0;
 
     int cpu() const { return (int) backends.size() - 1; }
 
@@ -131,6 +138,14 @@ ggml_backend_t ggml_backend_sched_get_tensor_backend(ggml_backend_sched_t s, ggm
     return b < 0 ? nullptr : s->backends[b];
 }
 
+void ggml_backend_sched_set_offload(ggml_backend_sched_t s, ggml_backend_t backend, int64_t min_batch) {
+    s->offload = -1;
+    s->offload_min_batch = min_batch;
+    for (size_t i = 0; i + 1 < s->backends.size(); ++i) {
+        if (s->backends[i] == backend) s->offload = (int) i;
+    }
+}
+
 void ggml_backend_sched_reset(ggml_backend_sched_t s) {
     s->assigned.reset(0);
     s->user_assigned.reset(0);
@@ -153,6 +168,38 @@ size_t ggml_backend_sched_get_buffer_size(ggml_backend_sched_t s, ggml_backend_t
 namespace {
 
 // A node with at most one computed input (besides leaves such as positions or weights) or a view.
+// The source an op updates in place besides computing its result (-1: none): the recurrent ops'
+// state rows (ggml.h).
+int inplace_src(const ggml_tensor * n) {
+    switch (n->op) {
+        case GGML_OP_SSM_CONV: return 2;
+        case GGML_OP_GATED_DELTA_NET: return 5;
+        default: return -1;
+    }
+}
+
+// The tokens a matrix product works on (0: not a product the offload rule moves). The rule leaves
+// every other op that reads a host weight alone: get_rows of the token embeddings would copy the
+// whole table for a few rows.
+int64_t product_batch(const ggml_tensor * n) {
+    switch (n->op) {
+        case GGML_OP_MUL_MAT: return n->ne[1] * n->ne[2] * n->ne[3];
+        case GGML_OP_MUL_MAT_ID:
+        case GGML_OP_MOE_FUSED_UP_GATE: return n->ne[2];   // [rows, experts used, tokens]
+        default: return 0;
+    }
+}
+
+// The backend for node n whose weight lives in backend wb's memory: wb, or the offload backend
+// when wb is the host CPU and the batch is at least the threshold (-1: neither can run it).
+int weight_backend(const ggml_backend_sched * s, const ggml_tensor * n, int wb) {
+    if (wb == s->cpu() && s->offload >= 0 && s->offload_min_batch > 0 && product_batch(n) >= s->offload_min_batch &&
+        ggml_backend_supports_op(s->backends[s->offload], n)) {
+        return s->offload;
+    }
+    return wb >= 0 && ggml_backend_supports_op(s->backends[wb], n) ? wb : -1;
+}
+
 bool follows_consumer(const ggml_tensor * n) {
     if (is_view(n)) return true;
     int computed = 0;
@@ -176,13 +223,13 @@ void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         int b = s->user_assigned.size() > 0 ? s->user_assigned.get(n) : -1;
         if (b < 0 && (n->view_src || n->data)) b = s->backend_of_buffer(root_of(n)->buffer);
+        if (b < 0 && inplace_src(n) >= 0) b = s->backend_of_buffer(root_of(n->src[inplace_src(n)])->buffer);
         for (int k = 0; k < GGML_MAX_SRC && b < 0; ++k) {
             const ggml_tensor * src = n->src[k];
             if (!src || src->op != GGML_OP_NONE) continue;
             const ggml_tensor * r = src->view_src ? src->view_src : src;
             if (r->buffer && ggml_backend_buffer_get_usage(r->buffer) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS) {
-                const int wb = s->backend_of_buffer(r->buffer);
-                if (wb >= 0 && ggml_backend_supports_op(s->backends[wb], n)) b = wb;
+                b = weight_backend(s, n, s->backend_of_buffer(r->buffer));
             }
         }
         if (b >= 0) {
@@ -222,7 +269,9 @@ void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
             }
         }
         if (b < 0) b = cpu;
-        if (!is_view(n) && !ggml_backend_supports_op(s->backends[b], n)) b = cpu;
+        // an op the backend cannot run goes to the CPU -- except one that updates memory of its
+        // backend in place: on a copy the update would be lost, so it stays and fails loudly
+        if (!is_view(n) && !ggml_backend_supports_op(s->backends[b], n) && !(pinned[i] && inplace_src(n) >= 0)) b = cpu;
         s->assigned.set(n, b);
     }
     // graph inputs without memory live with their first consumer

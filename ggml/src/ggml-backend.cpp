@@ -209,8 +209,8 @@ std::vector<ggml_backend_dev_t> & device_list() {
 const std::vector<ggml_backend_dev_t> & devices() {
     static std::once_flag once;
     std::call_once(once, [] {
-        // GPU backends register here first (a CUDA build: its devices CUDA0 ...), so that they
-        // come before the virtual CPU devices in the list
+        // GPUs first (index 0 is the default main device, -mg 0), then virtual CPU devices
+        ggml_backend_cuda_register_devices();
         ggml_backend_cpu_register_virtual_devices();
     });
     return device_list();
@@ -255,6 +255,9 @@ void ggml_backend_dev_memory(ggml_backend_dev_t dev, size_t * free, size_t * tot
 
 ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t dev) { return dev->iface.get_buffer_type(dev); }
 ggml_backend_t ggml_backend_dev_init(ggml_backend_dev_t dev) { return dev->iface.init_backend(dev); }
+ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t dev) {
+    return dev->iface.get_host_buffer_type ? dev->iface.get_host_buffer_type(dev) : nullptr;
+}
 
 ggml_backend_dev_t ggml_backend_buft_get_device(ggml_backend_buffer_type_t buft) {
     for (ggml_backend_dev_t d : devices()) {

@@ -170,21 +170,13 @@ void cpu_buffer_memset(ggml_backend_buffer_t, ggml_tensor * t, uint8_t v, size_t
 }
 void cpu_buffer_clear(ggml_backend_buffer_t b, uint8_t v) { std::memset(b->context, v, b->size); }
 
-const ggml_backend_buffer_i k_cpu_buffer_iface = {
-    cpu_buffer_free, cpu_buffer_base, nullptr, cpu_buffer_memset, cpu_buffer_set, cpu_buffer_get, cpu_buffer_clear,
-};
-// memory the caller owns (mmap): not freed by us
-const ggml_backend_buffer_i k_cpu_ptr_buffer_iface = {
-    nullptr, cpu_buffer_base, nullptr, cpu_buffer_memset, cpu_buffer_set, cpu_buffer_get, cpu_buffer_clear,
-};
-
 ggml_backend_buffer_t cpu_buft_alloc(ggml_backend_buffer_type_t buft, size_t size) {
     void * mem = std::aligned_alloc(GGML_MEM_ALIGN, ggml_pad(std::max<size_t>(size, 1), GGML_MEM_ALIGN));
     if (!mem) {
         ggml_log(GGML_LOG_LEVEL_ERROR, "CPU: failed to allocate a buffer of %.2f MiB\n", size / 1048576.0);
         return nullptr;
     }
-    return ggml_backend_buffer_init(buft, k_cpu_buffer_iface, mem, size);
+    return ggml_backend_host_buffer_init(buft, mem, size, cpu_buffer_free);
 }
 
 ggml_backend_buffer_type g_cpu_buft = {
@@ -239,13 +231,21 @@ bool cpu_supports_buft(ggml_backend_t, ggml_backend_buffer_type_t buft) { return
 
 } // namespace
 
+ggml_backend_buffer_t ggml_backend_host_buffer_init(ggml_backend_buffer_type_t buft, void * ptr, size_t size,
+                                                    void (*free_buffer)(ggml_backend_buffer_t buffer)) {
+    const ggml_backend_buffer_i iface = {
+        free_buffer, cpu_buffer_base, nullptr, cpu_buffer_memset, cpu_buffer_set, cpu_buffer_get, cpu_buffer_clear,
+    };
+    return ggml_backend_buffer_init(buft, iface, ptr, size);
+}
+
 extern "C" {
 
 ggml_backend_buffer_type_t ggml_backend_cpu_buffer_type(void) { return &g_cpu_buft; }
 
 ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size) {
     GGML_ASSERT(((uintptr_t) ptr % 32) == 0 && "buffer pointer must be aligned");
-    return ggml_backend_buffer_init(&g_cpu_buft, k_cpu_ptr_buffer_iface, ptr, size);
+    return ggml_backend_host_buffer_init(&g_cpu_buft, ptr, size, nullptr);   // memory the caller owns (mmap)
 }
 
 ggml_backend_t ggml_backend_cpu_init(void) {
@@ -332,7 +332,7 @@ void ggml_backend_cpu_register_virtual_devices(void) {
         std::snprintf(v.description, sizeof(v.description), "virtual CPU device %ld of %ld", i + 1, n);
         v.count = (int) n;
         v.buft = { { cpu_buft_name, cpu_buft_alloc, cpu_buft_alignment, nullptr, nullptr, cpu_buft_is_host }, &v.dev };
-        v.dev = { { cpu_virtual_name, cpu_virtual_description, cpu_virtual_memory, cpu_virtual_buft, cpu_virtual_init }, &v };
+        v.dev = { { cpu_virtual_name, cpu_virtual_description, cpu_virtual_memory, cpu_virtual_buft, cpu_virtual_init, nullptr }, &v };
         ggml_backend_device_register(&v.dev);
     }
 }

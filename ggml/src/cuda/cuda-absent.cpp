@@ -1,5 +1,6 @@
 // The CUDA entry points of a build without KILN_CUDA: no devices, so every caller takes its
 // CPU path. (With KILN_CUDA=ON, ggml/src/cuda/ provides the real ones instead of this file.)
+#include "ggml-backend-impl.h"
 #include "ggml-cuda.h"
 
 extern "C" {
@@ -13,7 +14,6 @@ void ggml_backend_cuda_get_device_memory(int, size_t * free, size_t * total) {
     if (free) *free = 0;
     if (total) *total = 0;
 }
-int ggml_backend_cuda_device_by_name(const char *) { return -1; }
 ggml_backend_t ggml_backend_cuda_init(int device) {
     ggml_log(GGML_LOG_LEVEL_ERROR, "CUDA%d: this build has no CUDA backend (configure with -DKILN_CUDA=ON)\n", device);
     return nullptr;
@@ -32,3 +32,6 @@ void ggml_backend_cuda_event_wait(ggml_backend_t, ggml_cuda_event_t) {}
 void ggml_backend_cuda_event_synchronize(ggml_cuda_event_t) {}
 
 } // extern "C"
+
+void ggml_backend_cuda_register_devices(void) {}   // no GPUs to list
+

@@ -46,6 +46,7 @@ const op_family k_families[] = {
     { cuda_supports_sort, cuda_op_sort },
     { cuda_supports_matmul, cuda_op_matmul },
     { cuda_supports_attention, cuda_op_attention },
+    { cuda_supports_recurrent, cuda_op_recurrent },
 };
 
 const op_family * family_of(const ggml_tensor * op) {

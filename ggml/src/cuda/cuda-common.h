@@ -125,6 +125,9 @@ bool cuda_op_sort(cuda_context & ctx, ggml_tensor * dst);
 bool cuda_supports_matmul(const ggml_tensor * op);        // ops-matmul.cu: mul_mat, mul_mat_id, moe_up_gate
 bool cuda_op_matmul(cuda_context & ctx, ggml_tensor * dst);
 
+bool cuda_supports_recurrent(const ggml_tensor * op);     // ops-recurrent.cu: ssm_conv, gated_delta_net
+bool cuda_op_recurrent(cuda_context & ctx, ggml_tensor * dst);
+
 bool cuda_supports_attention(const ggml_tensor * op);     // ops-attention.cu: flash_attn_ext
 bool cuda_op_attention(cuda_context & ctx, ggml_tensor * dst);
 

@@ -43,12 +43,42 @@ void cuda_log_out_of_memory(const char * device_name, int ordinal, const char * 
 namespace {
 
 // Kiln's devices are the runtime's (after CUDA_VISIBLE_DEVICES) minus those this build has no
-// kernels for; ordinal[] maps Kiln's index to the runtime's.
+// kernels for; ordinal[] maps Kiln's index to the runtime's. With KILN_VIRTUAL_CUDA_DEVICES=N the
+// first usable GPU is presented as N devices: each has its own buffer type, backends and streams,
+// so splitting a model across GPUs (-sm layer|graph) runs on a machine with one.
 struct cuda_device_info {
     int count = 0;
+    int n_virtual = 0;   // > 0: count virtual devices over ordinal[0]
     int ordinal[GGML_CUDA_MAX_DEVICES];
     cudaDeviceProp props[GGML_CUDA_MAX_DEVICES];
 };
+
+// KILN_VIRTUAL_CUDA_DEVICES: 0 when unset, -1 (logged) when not a count from 1 to the maximum
+int virtual_device_request() {
+    const char * env = std::getenv("KILN_VIRTUAL_CUDA_DEVICES");
+    if (!env || !*env) return 0;
+    char * end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end != '\0' || n < 1 || n > GGML_CUDA_MAX_DEVICES) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "KILN_VIRTUAL_CUDA_DEVICES=%s: expected a device count from 1 to %d; the GPUs are "
+                 "used as they are\n", env, GGML_CUDA_MAX_DEVICES);
+        return -1;
+    }
+    return (int) n;
+}
+
+void make_virtual(cuda_device_info & info, int n) {
+    if (info.count > 1) {
+        ggml_log(GGML_LOG_LEVEL_WARN, "KILN_VIRTUAL_CUDA_DEVICES=%d: %d GPUs visible, virtual devices use the first only\n",
+                 n, info.count);
+    }
+    for (int i = 1; i < n; ++i) {
+        info.ordinal[i] = info.ordinal[0];
+        info.props[i] = info.props[0];
+    }
+    info.count = n;
+    info.n_virtual = n;
+}
 
 const cuda_device_info & devices() {
     static cuda_device_info info;
@@ -78,10 +108,13 @@ const cuda_device_info & devices() {
             info.ordinal[info.count] = i;
             info.props[info.count++] = p;
         }
+        const int n_virtual = virtual_device_request();
+        if (n_virtual > 0 && info.count > 0) make_virtual(info, n_virtual);
         for (int i = 0; i < info.count; ++i) {
             const cudaDeviceProp & p = info.props[i];
-            ggml_log(GGML_LOG_LEVEL_INFO, "CUDA%d: %s, compute capability %d.%d, %.0f MiB\n", i, p.name, p.major, p.minor,
-                     p.totalGlobalMem / 1048576.0);
+            ggml_log(GGML_LOG_LEVEL_INFO, "CUDA%d: %s, compute capability %d.%d, %.0f MiB%s\n", i, p.name, p.major, p.minor,
+                     p.totalGlobalMem / 1048576.0 / std::max(1, info.n_virtual),
+                     info.n_virtual ? " (a virtual device: KILN_VIRTUAL_CUDA_DEVICES)" : "");
         }
     });
     return info;
@@ -102,7 +135,13 @@ int ggml_backend_cuda_get_device_count(void) { return devices().count; }
 void ggml_backend_cuda_get_device_description(int device, char * description, size_t size) {
     if (!description || size == 0) return;
     description[0] = '\0';
-    if (valid_device(device)) std::snprintf(description, size, "%s", devices().props[device].name);
+    if (!valid_device(device)) return;
+    const cuda_device_info & info = devices();
+    if (info.n_virtual) {
+        std::snprintf(description, size, "%s (virtual device %d of %d)", info.props[device].name, device + 1, info.n_virtual);
+    } else {
+        std::snprintf(description, size, "%s", info.props[device].name);
+    }
 }
 
 void ggml_backend_cuda_get_device_memory(int device, size_t * free, size_t * total) {
@@ -112,22 +151,12 @@ void ggml_backend_cuda_get_device_memory(int device, size_t * free, size_t * tot
         cudaGetDevice(&prev);
         if (CUDA_OK(cudaSetDevice(cuda_device_ordinal(device)))) CUDA_OK(cudaMemGetInfo(&f, &t));
         cudaSetDevice(prev);
+        const size_t n_virtual = (size_t) std::max(1, devices().n_virtual);   // an equal share each
+        f /= n_virtual;
+        t /= n_virtual;
     }
     if (free) *free = f;
     if (total) *total = t;
-}
-
-int ggml_backend_cuda_device_by_name(const char * name) {
-    if (!name) return -1;
-    std::string s(name);
-    for (char & c : s) c = (char) std::toupper((unsigned char) c);
-    if (s.rfind("CUDA", 0) != 0 || s.size() == 4 || s.size() > 6) return -1;
-    int device = 0;
-    for (size_t i = 4; i < s.size(); ++i) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        device = device * 10 + (s[i] - '0');
-    }
-    return valid_device(device) ? device : -1;
 }
 
 } // extern "C"
@@ -284,21 +313,6 @@ bool device_buft_is_host(ggml_backend_buffer_type_t) { return false; }
 // and from the GPU at full bus speed and asynchronously.
 
 void host_buffer_free(ggml_backend_buffer_t b) { CUDA_OK(cudaFreeHost(b->context)); }
-void * host_buffer_base(ggml_backend_buffer_t b) { return b->context; }
-void host_buffer_set(ggml_backend_buffer_t, ggml_tensor * t, const void * data, size_t offset, size_t size) {
-    std::memcpy((char *) t->data + offset, data, size);
-}
-void host_buffer_get(ggml_backend_buffer_t, const ggml_tensor * t, void * data, size_t offset, size_t size) {
-    std::memcpy(data, (const char *) t->data + offset, size);
-}
-void host_buffer_memset(ggml_backend_buffer_t, ggml_tensor * t, uint8_t v, size_t offset, size_t size) {
-    std::memset((char *) t->data + offset, v, size);
-}
-void host_buffer_clear(ggml_backend_buffer_t b, uint8_t v) { std::memset(b->context, v, b->size); }
-
-const ggml_backend_buffer_i k_host_buffer_iface = {
-    host_buffer_free, host_buffer_base, nullptr, host_buffer_memset, host_buffer_set, host_buffer_get, host_buffer_clear,
-};
 
 const char * host_buft_name(ggml_backend_buffer_type_t) { return "CUDA_Host"; }
 
@@ -311,7 +325,7 @@ ggml_backend_buffer_t host_buft_alloc(ggml_backend_buffer_type_t buft, size_t si
                  cudaGetErrorString(err));
         return nullptr;
     }
-    return ggml_backend_buffer_init(buft, k_host_buffer_iface, ptr, size);
+    return ggml_backend_host_buffer_init(buft, ptr, size, host_buffer_free);
 }
 
 size_t host_buft_alignment(ggml_backend_buffer_type_t) { return GGML_MEM_ALIGN; }
@@ -347,3 +361,41 @@ ggml_backend_buffer_type_t ggml_backend_cuda_host_buffer_type(void) {
 }
 
 } // extern "C"
+
+// ---------------------------------------------------------------------------------------------
+// The devices in the registry (ggml-backend.h): what placement (-ngl, -ot, -dev, -sm, -ts, -mg)
+// and --list-devices see. Called once by the registry, before any other provider.
+
+namespace {
+
+struct registered_device {
+    int device;   // Kiln's index
+    char name[16];
+    char description[256];
+    ggml_backend_device dev;
+};
+
+registered_device & registered(ggml_backend_dev_t d) { return *(registered_device *) d->context; }
+const char * reg_name(ggml_backend_dev_t d) { return registered(d).name; }
+const char * reg_description(ggml_backend_dev_t d) { return registered(d).description; }
+void reg_memory(ggml_backend_dev_t d, size_t * free, size_t * total) {
+    ggml_backend_cuda_get_device_memory(registered(d).device, free, total);
+}
+ggml_backend_buffer_type_t reg_buft(ggml_backend_dev_t d) { return ggml_backend_cuda_buffer_type(registered(d).device); }
+ggml_backend_t reg_init(ggml_backend_dev_t d) { return ggml_backend_cuda_init(registered(d).device); }
+ggml_backend_buffer_type_t reg_host_buft(ggml_backend_dev_t) { return ggml_backend_cuda_host_buffer_type(); }
+
+} // namespace
+
+void ggml_backend_cuda_register_devices(void) {
+    static registered_device table[GGML_CUDA_MAX_DEVICES];
+    const int n = ggml_backend_cuda_get_device_count();
+    for (int i = 0; i < n; ++i) {
+        registered_device & r = table[i];
+        r.device = i;
+        std::snprintf(r.name, sizeof(r.name), "CUDA%d", i);
+        ggml_backend_cuda_get_device_description(i, r.description, sizeof(r.description));
+        r.dev = { { reg_name, reg_description, reg_memory, reg_buft, reg_init, reg_host_buft }, &r };
+        ggml_backend_device_register(&r.dev);
+    }
+}

@@ -5,12 +5,14 @@
 // every decoder here reproduces them bit for bit, so the GPU can never disagree with the CPU on a
 // layout without a CPU-side test failing.
 //
-// This header includes only ggml.h (for ggml_fp16_t and the type ids): nvcc compiles it as it is.
+// This header includes only ggml.h (for ggml_fp16_t and the type ids) and ggml-hd.h (KILN_HD): nvcc
+// compiles it as it is.
 // Its functions are static (internal linkage), like every helper the per-ISA folders include:
 // an inline function with external linkage could be emitted by an AVX512 file and chosen by the
 // linker for every caller (README, "Per-ISA kernel code").
 #pragma once
 
+#include "ggml-hd.h"
 #include "ggml.h"
 
 #include <math.h>
@@ -20,11 +22,6 @@
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#define KILN_HD static __host__ __device__ inline
-#define KILN_HD_MEMBER __host__ __device__ inline
-#else
-#define KILN_HD static inline
-#define KILN_HD_MEMBER inline
 #endif
 
 #define QK4_0  32
