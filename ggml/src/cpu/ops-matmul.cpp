@@ -436,14 +436,15 @@ void moe_block(const moe_args & a, const moe_plan & plan, const char * packed, i
             std::memcpy(d, up, nr * sizeof(float));
             continue;
         }
-        // fused GLU: as0 is up, as1 is gate
+        // fused GLU: as0 is up, as1 is gate; through the same vector primitives as the unfused
+        // glu op (ops-elementwise.cpp), so both paths give the same values
         const float * gate = tile1 + j * nr;
-        for (int64_t r = 0; r < nr; ++r) {
-            const float g = gate[r];
-            const float act_g = a.glu == GGML_GLU_OP_SWIGLU
-                ? g / (1.0f + std::exp(-g))
-                : 0.5f * g * (1.0f + std::tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
-            d[r] = act_g * up[r];
+        const auto & vec = ggml_cpu_vec();
+        if (a.glu == GGML_GLU_OP_SWIGLU) {
+            vec.swiglu(nr, d, gate, up);
+        } else {
+            vec.gelu(nr, d, gate);
+            vec.mul(nr, d, d, up);
         }
     }
 }
