@@ -129,7 +129,9 @@ struct ggml_cpu_threadpool {
                     }
                     break;
                 case GGML_CPU_OP_SELF:
-                    ggml_cpu_compute_op(&params, np.node);
+                    // the first chunk is claimed here, before the op reads its node (cpu-ops.h)
+                    params.chunk = st.claimed.fetch_add(1, std::memory_order_acq_rel);
+                    if (params.chunk < n_chunks) ggml_cpu_compute_op(&params, np.node);
                     break;
                 case GGML_CPU_OP_TEAM:
                     ggml_cpu_compute_op(&params, np.node);

@@ -46,18 +46,19 @@ struct ggml_compute_params {
     ggml_cpu_threadpool * pool;
     ggml_cpu_node_state * node = nullptr;   // self-chunked ops: the node's counters
     int    n_chunks = 0;                    // self-chunked ops: how many chunks there are
+    int    chunk = -1;                      // self-chunked ops: the first chunk, claimed by the pool
 };
 
 void ggml_cpu_barrier(const ggml_compute_params * params);
 
-// Self-chunked ops: the next chunk index for this thread, or -1 when all are taken; and the
-// report that a claimed chunk is finished (the node completes when all are).
+// Self-chunked ops start with p->chunk, which the pool claimed before calling them (a thread
+// that holds an unfinished chunk keeps the graph alive: a late thread that finds every chunk
+// taken never reads a node the caller may already have rebuilt). ggml_cpu_chunk_claim gives
+// the next chunk index, or -1 when all are taken; ggml_cpu_chunk_done reports a claimed chunk
+// finished (the node completes when all are).
 static inline int ggml_cpu_chunk_claim(const ggml_compute_params * p) {
     const int c = p->node->claimed.fetch_add(1, std::memory_order_acq_rel);
     return c < p->n_chunks ? c : -1;
-}
-static inline bool ggml_cpu_chunks_left(const ggml_compute_params * p) {
-    return p->node->claimed.load(std::memory_order_acquire) < p->n_chunks;
 }
 void ggml_cpu_chunk_done(const ggml_compute_params * p);
 

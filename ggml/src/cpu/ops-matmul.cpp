@@ -148,7 +148,7 @@ void mul_mat_small(const ggml_compute_params * p, ggml_tensor * dst, const act_l
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * src1 = dst->src[1];
     const int64_t K = src0->ne[0], M = src0->ne[1], N = src1->ne[1];
-    if (!ggml_cpu_chunks_left(p)) return;   // the other threads took every chunk: skip the conversion
+    int c = p->chunk;   // claimed by the pool (cpu-ops.h)
     char * mine = thread_space(per_thread_bytes(src1, l));
     float * tmp = (float *) mine;
     const char * x = (const char *) src1->data;
@@ -162,7 +162,7 @@ void mul_mat_small(const ggml_compute_params * p, ggml_tensor * dst, const act_l
     ggml_gemm_t gemm = ggml_cpu_gemm(src0->type);
     GGML_ASSERT(gemm);
     const int64_t rpc = stream_rows_per_chunk(M, src0->nb[1], src0->type, p->nth);
-    for (int c; (c = ggml_cpu_chunk_claim(p)) >= 0; ggml_cpu_chunk_done(p)) {
+    for (; c >= 0; ggml_cpu_chunk_done(p), c = ggml_cpu_chunk_claim(p)) {
         const int64_t row0 = c * rpc, row1 = std::min(M, row0 + rpc);
         if (row0 >= row1) continue;
         float * d = (float *) dst->data + row0;
@@ -453,7 +453,7 @@ void moe_block(const moe_args & a, const moe_plan & plan, const char * packed, i
 // chunks from the node's counter. Chunk g * n_rb + rb is row block rb of the g-th chosen expert
 // (chunks past the last chosen expert are empty).
 void moe_product_small(const ggml_compute_params * p, const moe_args & a) {
-    if (!ggml_cpu_chunks_left(p)) return;
+    int c = p->chunk;   // claimed by the pool (cpu-ops.h)
     char * mine = thread_space(moe_per_thread_bytes(a));
     float * tile = (float *) mine;
     float * tmp = tile + moe_tile_floats(a);
@@ -468,7 +468,7 @@ void moe_product_small(const ggml_compute_params * p, const moe_args & a) {
     }
     const int64_t rpc = moe_rows_per_chunk(a, p->nth);
     const int64_t n_rb = (a.M + rpc - 1) / rpc;
-    for (int c; (c = ggml_cpu_chunk_claim(p)) >= 0; ggml_cpu_chunk_done(p)) {
+    for (; c >= 0; ggml_cpu_chunk_done(p), c = ggml_cpu_chunk_claim(p)) {
         if (c == 0) moe_zero_dropped(a, plan);
         const int64_t g = c / n_rb, rb = c % n_rb;
         if (g >= plan.n_active) continue;
