@@ -217,7 +217,9 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
     if (w_scale != 0.0f && w_scale != 1.0f) w = ggml_scale(ctx0, w, w_scale);
 
     // smart expert reduction: beyond the ser_n_min strongest experts, drop every expert whose
-    // weight together with all weaker ones' is below ser_threshold of the total
+    // weight together with all weaker ones' is below ser_threshold of the total. Dropped experts
+    // get weight 0, and the expert products skip them (ggml_mul_mat_id_set_keep).
+    ggml_tensor * keep = nullptr;   // F32 [n_used, n_tokens]: 1 computed, 0 dropped
     if (cp.ser_n_min > 0 && cp.ser_n_min < n_used) {
         const float big = 1e30f;
         auto step = [&](ggml_tensor * x) {   // 1 where x >= 0, else 0
@@ -235,9 +237,13 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
         // rank from the top = n_used - n_le; among the first ser_n_min when n_le > n_used - ser_n_min
         ggml_tensor * keep_rank = step(ggml_scale_bias(ctx0, ggml_reshape_2d(ctx0, n_le, n_used, n_tokens), 1.0f,
                                                        -(float) (n_used - cp.ser_n_min) - 0.5f));
-        ggml_tensor * keep = ggml_clamp(ctx0, ggml_add(ctx0, keep_mass, keep_rank), 0.0f, 1.0f);
+        keep = ggml_clamp(ctx0, ggml_add(ctx0, keep_mass, keep_rank), 0.0f, 1.0f);
         w = ggml_mul(ctx0, w, ggml_reshape_3d(ctx0, keep, 1, n_used, n_tokens));
     }
+    auto routed = [&](ggml_tensor * product) {
+        if (keep) ggml_mul_mat_id_set_keep(product, keep);
+        return product;
+    };
 
     // each chosen expert's bias row, [n, n_used, n_tokens]
     ggml_tensor * ids_flat = nullptr;
@@ -250,10 +256,10 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
     ggml_tensor * x = ggml_reshape_3d(ctx0, cur, n_embd, 1, n_tokens);
     ggml_tensor * par;
     if (cp.fused_moe && plain) {
-        par = ggml_moe_up_gate(ctx0, up_exps, gate_exps, x, ids, GGML_GLU_OP_SWIGLU);   // [n_ff, n_used, n_tokens]
+        par = routed(ggml_moe_up_gate(ctx0, up_exps, gate_exps, x, ids, GGML_GLU_OP_SWIGLU));   // [n_ff, n_used, n_tokens]
     } else {
-        ggml_tensor * up = add_expert_bias(ggml_mul_mat_id(ctx0, up_exps, x, ids), ex->up_b);
-        ggml_tensor * gate = add_expert_bias(ggml_mul_mat_id(ctx0, gate_exps, x, ids), ex->gate_b);
+        ggml_tensor * up = add_expert_bias(routed(ggml_mul_mat_id(ctx0, up_exps, x, ids)), ex->up_b);
+        ggml_tensor * gate = add_expert_bias(routed(ggml_mul_mat_id(ctx0, gate_exps, x, ids)), ex->gate_b);
         if (ex->swiglu_alpha != 0.0f) {
             const float lim = ex->swiglu_limit;
             gate = ggml_clamp(ctx0, gate, -INFINITY, lim);
@@ -263,7 +269,7 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
             par = ggml_swiglu_split(ctx0, gate, up);
         }
     }
-    ggml_tensor * experts = add_expert_bias(ggml_mul_mat_id(ctx0, down_exps, par, ids), ex->down_b);   // [n_embd, n_used, n_tokens]
+    ggml_tensor * experts = add_expert_bias(routed(ggml_mul_mat_id(ctx0, down_exps, par, ids)), ex->down_b);   // [n_embd, n_used, n_tokens]
     experts = ggml_mul(ctx0, experts, w);
     ggml_tensor * out = nullptr;
     for (int64_t i = 0; i < n_used; ++i) {

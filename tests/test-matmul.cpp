@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -133,35 +135,84 @@ INSTANTIATE_TEST_SUITE_P(Float, MatMul,
                                             ::testing::Values(1, 2),
                                             ::testing::ValuesIn(isas_of_this_architecture())));
 
-// Expert-routed products: every (slot, token) equals the plain product with the chosen expert.
-class MatMulId : public ::testing::TestWithParam<std::tuple<int, int>> {};
+// Expert-routed products: every (slot, token) equals the plain product with the chosen expert,
+// for token-generation sized batches (each thread plans alone) and prompt batches (the threads
+// plan together), with awkward routings, and with a keep mask (smart expert reduction): dropped
+// pairs are not computed and read 0.
+enum class routing { mixed, one_set, single_token_expert };
+
+struct moe_case {
+    int n_threads;
+    bool b_shared;    // one activation row per token (the up/gate input) or one per slot (down)
+    int64_t n_tokens;
+    routing route;
+    bool keep;
+};
+
+class MatMulId : public ::testing::TestWithParam<moe_case> {};
+
+// Distinct experts per token, from a fixed pattern.
+std::vector<int32_t> route_tokens(routing r, int64_t n_expert, int64_t n_used, int64_t n_tokens) {
+    std::vector<int32_t> ids((size_t) (n_used * n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t i = 0; i < n_used; ++i) {
+            int64_t e = 0;
+            switch (r) {
+                case routing::mixed: e = (t * 5 + i * (1 + t % 3)) % 4; break;            // experts 0-3 only, any order
+                case routing::one_set: e = n_used - 1 - i; break;                       // every token on the same experts
+                case routing::single_token_expert:                                       // expert 5 has exactly one token
+                    e = (t == n_tokens / 2 && i == 1) ? 5 : (t + i) % 3; break;
+            }
+            ids[(size_t) (t * n_used + i)] = (int32_t) e;
+        }
+        // mixed may repeat an expert within a token: make the token's choices distinct
+        for (int64_t i = 1; i < n_used; ++i) {
+            for (int64_t j = 0; j < i; ++j) {
+                if (ids[(size_t) (t * n_used + i)] == ids[(size_t) (t * n_used + j)]) {
+                    ids[(size_t) (t * n_used + i)] = (int32_t) ((ids[(size_t) (t * n_used + i)] + 1) % n_expert);
+                    j = -1;
+                }
+            }
+        }
+    }
+    return ids;
+}
 
 TEST_P(MatMulId, MatchesPerTokenProducts) {
-    const auto [n_threads, n_b_shared] = GetParam();
-    const int64_t K = 37, M = 23, n_expert = 6, n_used = 3, n_tokens = 9;
-    const int64_t n_b = n_b_shared ? 1 : n_used;
+    const moe_case c = GetParam();
+    const int64_t K = 37, M = 23, n_expert = 6, n_used = 3, n_tokens = c.n_tokens;
+    const int64_t n_b = c.b_shared ? 1 : n_used;
     ctx_guard g(64 * 1024 * 1024);
     ggml_tensor * as = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, K, M, n_expert);
     ggml_tensor * gate = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, K, M, n_expert);
     ggml_tensor * b = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, K, n_b, n_tokens);
     ggml_tensor * ids = ggml_new_tensor_2d(g.ctx, GGML_TYPE_I32, n_used, n_tokens);
+    ggml_tensor * keep = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, n_used, n_tokens);
     fill(as, 11);
     fill(gate, 12);
     fill(b, 13);
-    // experts 4 and 5 unused; the same expert may appear for many tokens
-    const int32_t choice[9][3] = { { 0, 1, 2 }, { 2, 1, 0 }, { 3, 0, 1 }, { 1, 3, 2 }, { 0, 2, 3 },
-                                   { 3, 2, 1 }, { 1, 0, 3 }, { 2, 3, 0 }, { 0, 1, 3 } };
-    for (int t = 0; t < n_tokens; ++t)
-        for (int i = 0; i < n_used; ++i) ((int32_t *) ids->data)[t * n_used + i] = choice[t][i];
+    const std::vector<int32_t> choice = route_tokens(c.route, n_expert, n_used, n_tokens);
+    std::memcpy(ids->data, choice.data(), choice.size() * sizeof(int32_t));
+    // drop: every pair of token 1, the last slot of odd tokens (so an expert can lose all its tokens)
+    auto kept = [&](int64_t i, int64_t t) { return !c.keep || !(t == 1 || (t % 2 == 1 && i == n_used - 1)); };
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t i = 0; i < n_used; ++i) ((float *) keep->data)[t * n_used + i] = kept(i, t) ? 1.0f : 0.0f;
 
     ggml_tensor * out = ggml_mul_mat_id(g.ctx, as, b, ids);
     ggml_tensor * fused = ggml_moe_up_gate(g.ctx, as, gate, b, ids, GGML_GLU_OP_SWIGLU);
-    ASSERT_EQ(run(g.ctx, out, n_threads), GGML_STATUS_SUCCESS);
-    ASSERT_EQ(run(g.ctx, fused, n_threads), GGML_STATUS_SUCCESS);
+    if (c.keep) {
+        ggml_mul_mat_id_set_keep(out, keep);
+        ggml_mul_mat_id_set_keep(fused, keep);
+    }
+    // results of a previous run must not survive in dropped rows
+    std::memset(out->data, 0x7f, ggml_nbytes(out));
+    std::memset(fused->data, 0x7f, ggml_nbytes(fused));
+    ASSERT_EQ(run(g.ctx, out, c.n_threads), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(run(g.ctx, fused, c.n_threads), GGML_STATUS_SUCCESS);
 
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t i = 0; i < n_used; ++i) {
-            const int e = choice[t][i];
+            const int e = choice[(size_t) (t * n_used + i)];
             for (int64_t m = 0; m < M; ++m) {
                 double up = 0, gt = 0;
                 for (int64_t k = 0; k < K; ++k) {
@@ -169,14 +220,36 @@ TEST_P(MatMulId, MatchesPerTokenProducts) {
                     up += value_at(as, k, m, e, 0) * bv;
                     gt += value_at(gate, k, m, e, 0) * bv;
                 }
-                EXPECT_NEAR(value_at(out, m, i, t, 0), up, 1e-4);
                 const double silu = gt / (1 + std::exp(-gt));
+                if (!kept(i, t)) {
+                    up = 0;
+                    gt = 0;
+                    ASSERT_EQ(value_at(out, m, i, t, 0), 0.0) << "dropped pair " << i << "," << t;
+                    ASSERT_EQ(value_at(fused, m, i, t, 0), 0.0) << "dropped pair " << i << "," << t;
+                    continue;
+                }
+                EXPECT_NEAR(value_at(out, m, i, t, 0), up, 1e-4);
                 EXPECT_NEAR(value_at(fused, m, i, t, 0), silu * up, 1e-4);
             }
         }
 }
 
-INSTANTIATE_TEST_SUITE_P(Experts, MatMulId, ::testing::Combine(::testing::Values(1, 2), ::testing::Values(0, 1)));
+std::vector<moe_case> moe_cases() {
+    std::vector<moe_case> v;
+    for (int n_threads : { 1, 2, 3 })
+        for (bool shared : { false, true })
+            for (int64_t n_tokens : { 1, 3, 9, 40 })
+                for (routing r : { routing::mixed, routing::one_set, routing::single_token_expert })
+                    for (bool keep : { false, true }) v.push_back({ n_threads, shared, n_tokens, r, keep });
+    return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Experts, MatMulId, ::testing::ValuesIn(moe_cases()), [](const auto & info) {
+    const moe_case & c = info.param;
+    const char * r = c.route == routing::mixed ? "mixed" : c.route == routing::one_set ? "oneset" : "single";
+    return "t" + std::to_string(c.n_threads) + (c.b_shared ? "_shared_" : "_perslot_") + "n" + std::to_string(c.n_tokens) +
+           "_" + r + (c.keep ? "_keep" : "");
+});
 
 // The planner reuses memory: a chain of products needs far less than the sum of its nodes.
 TEST(Allocator, ReusesIntermediateMemory) {
@@ -208,6 +281,64 @@ TEST(Allocator, ReusesIntermediateMemory) {
         v = nv;
     }
     for (int m = 0; m < 256; ++m) EXPECT_NEAR(value_at(cur, m, 0, 0, 0), v[m], 1e-3 * (std::fabs(v[m]) + 1e-3));
+    ggml_gallocr_free(ga);
+    ggml_free(ctx);
+    ggml_free(wctx);
+}
+
+// The thread pool runs nodes without a barrier between them, each as soon as what it depends on
+// is complete (cpu-graph-plan.h). A graph planned by the allocator (later nodes reuse earlier
+// nodes' memory), with side branches, scratch-using ops, batch and single-column products,
+// gives the same values with 2 to 4 threads (more threads than this machine may have cores,
+// so threads get descheduled mid-graph) as with 1, run after run.
+TEST(ThreadPool, GraphWithoutBarriersMatchesOneThread) {
+    const int64_t D = 96, T = 33;
+    ggml_context * wctx = ggml_init({ 8 * 1024 * 1024, nullptr, false });
+    ggml_tensor * w1 = ggml_new_tensor_2d(wctx, GGML_TYPE_F32, D, D);
+    ggml_tensor * w2 = ggml_new_tensor_2d(wctx, GGML_TYPE_F16, D, D);
+    ggml_tensor * wn = ggml_new_tensor_1d(wctx, GGML_TYPE_F32, D);
+    fill(w1, 21);
+    fill(w2, 22);
+    fill(wn, 23);
+    ggml_context * ctx = ggml_init({ 4 * 1024 * 1024, nullptr, true });
+    ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, D, T);
+    ggml_set_input(x);
+    ggml_tensor * cur = x;
+    for (int layer = 0; layer < 6; ++layer) {
+        ggml_tensor * n = ggml_mul(ctx, ggml_rms_norm(ctx, cur, 1e-6f), wn);
+        ggml_tensor * a = ggml_soft_max(ctx, ggml_mul_mat(ctx, w1, n));   // batch product, then scratch rows
+        ggml_tensor * b = ggml_mul_mat(ctx, w2, n);                       // side branch from the same input
+        ggml_tensor * col = ggml_mul_mat(ctx, w1, ggml_view_2d(ctx, n, D, 1, n->nb[1], 0));   // one column
+        cur = ggml_add(ctx, ggml_add(ctx, cur, ggml_mul(ctx, a, b)), ggml_scale(ctx, col, 0.5f));   // col broadcasts
+    }
+    ggml_set_output(cur);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, cur);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    ASSERT_TRUE(ggml_gallocr_alloc_graph(ga, g));
+    const std::vector<float> xv = kiln_test::random_floats(D * T, 24);
+    // one backend per thread count: its pool runs the graph again and again, as in decoding
+    auto compute = [&](ggml_backend_t be) {
+        ggml_backend_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));
+        EXPECT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_SUCCESS);
+        std::vector<float> out((size_t) (D * T));
+        ggml_backend_tensor_get(cur, out.data(), 0, out.size() * sizeof(float));
+        return out;
+    };
+    ggml_backend_t be1 = ggml_backend_cpu_init();
+    const std::vector<float> one = compute(be1);
+    ggml_backend_free(be1);
+    for (int n_threads : { 2, 3, 4 }) {
+        ggml_backend_t be = ggml_backend_cpu_init();
+        ggml_backend_cpu_set_n_threads(be, n_threads);
+        for (int run_i = 0; run_i < 8; ++run_i) {
+            const std::vector<float> many = compute(be);
+            for (size_t i = 0; i < one.size(); ++i) {
+                ASSERT_NEAR(many[i], one[i], 1e-5 * std::fabs(one[i]) + 1e-6) << n_threads << " threads, run " << run_i << ", value " << i;
+            }
+        }
+        ggml_backend_free(be);
+    }
     ggml_gallocr_free(ga);
     ggml_free(ctx);
     ggml_free(wctx);

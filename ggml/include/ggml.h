@@ -432,6 +432,12 @@ struct ggml_tensor * ggml_mul_mat_id(struct ggml_context * ctx, struct ggml_tens
 struct ggml_tensor * ggml_moe_up_gate(struct ggml_context * ctx, struct ggml_tensor * as_up, struct ggml_tensor * as_gate,
                                       struct ggml_tensor * b, struct ggml_tensor * ids, enum ggml_glu_op op);
 
+// Smart expert reduction: t is a mul_mat_id or moe_up_gate node; keep is F32 [n_used, n_tokens].
+// Pairs (slot, token) whose keep value is 0 are not computed and their result rows are 0. A
+// backend that does not read keep computes every pair; callers weight dropped pairs by 0, so
+// the layer's output is the same either way.
+void ggml_mul_mat_id_set_keep(struct ggml_tensor * t, struct ggml_tensor * keep);
+
 // ---------------------------------------------------------------------------------------------
 // Attention pieces
 

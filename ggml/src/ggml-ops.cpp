@@ -249,6 +249,14 @@ ggml_tensor * ggml_moe_up_gate(ggml_context * ctx, ggml_tensor * as_up, ggml_ten
     return r;
 }
 
+void ggml_mul_mat_id_set_keep(ggml_tensor * t, ggml_tensor * keep) {
+    GGML_ASSERT(t->op == GGML_OP_MUL_MAT_ID || t->op == GGML_OP_MOE_FUSED_UP_GATE);
+    const ggml_tensor * ids = t->op == GGML_OP_MUL_MAT_ID ? t->src[2] : t->src[3];
+    GGML_ASSERT(keep->type == GGML_TYPE_F32 && keep->ne[0] == ids->ne[0] && keep->ne[1] == ids->ne[1] &&
+                keep->ne[2] == 1 && keep->ne[3] == 1 && "mul_mat_id keep: F32 [n_used, n_tokens]");
+    t->src[t->op == GGML_OP_MUL_MAT_ID ? 3 : 4] = keep;
+}
+
 // ---- attention pieces
 
 ggml_tensor * ggml_soft_max_ext(ggml_context * ctx, ggml_tensor * a, ggml_tensor * mask, float scale, float max_bias) {

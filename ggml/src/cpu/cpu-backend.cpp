@@ -1,8 +1,13 @@
 // The CPU backend: host buffers, a persistent thread pool, and graph execution.
 //
-// Threads stay alive between graphs. While a graph runs, all threads walk the node list
-// together and meet at a barrier after each op; between graphs they spin briefly, then sleep
-// on an atomic wait, so short decode steps don't pay a wake-up per op.
+// Threads stay alive between graphs. While a graph runs, every thread walks the node list; it
+// takes chunks of each node from the node's shared counter and moves on as soon as none are
+// left, waiting only where a node needs an earlier node's result (cpu-graph-plan.h). There is
+// no barrier between ops: on a machine with more runnable threads than cores, a barrier makes
+// every op wait for the slowest thread, which the OS may have descheduled for a whole time
+// slice; with shared counters the running thread takes over the descheduled one's work.
+// Between graphs the threads spin briefly, then sleep on an atomic wait.
+#include "cpu-graph-plan.h"
 #include "cpu-ops.h"
 #include "cpu-traits.h"
 #include "ggml-backend-impl.h"
@@ -11,6 +16,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -32,8 +38,10 @@ struct ggml_cpu_threadpool {
     int n_threads = 1;
     std::vector<std::thread> workers;
 
-    // the job: a graph and its scratch
-    ggml_cgraph * graph = nullptr;
+    // the job: a graph's plan, the nodes' progress and the scratch
+    std::vector<ggml_cpu_node_plan> plan;
+    std::unique_ptr<ggml_cpu_node_state[]> states;
+    size_t states_cap = 0;
     void * wdata = nullptr;
     size_t wsize = 0;
 
@@ -41,15 +49,17 @@ struct ggml_cpu_threadpool {
     std::atomic<int> idle_sleepers{ 0 };  // workers asleep on job_gen
     std::atomic<int> n_done{ 0 };        // workers finished with the current graph
     std::atomic<bool> stop{ false };
+    std::atomic<int> node_sleepers{ 0 };  // threads asleep on some node's done counter
 
-    // barrier: spin briefly (ops take microseconds), then sleep on the phase word so that an
-    // oversubscribed machine (more threads than free cores) does not burn the time slices the
-    // late thread needs. The last thread to arrive wakes sleepers only if there are any.
+    // Waits spin briefly (ops take microseconds), then yield the core (on an oversubscribed
+    // machine the thread being waited for may need it), then sleep.
+    static constexpr int k_spin = 1 << 10;
+    static constexpr int k_spin_pause = 256;
+
+    // team ops' barrier: the last thread to arrive wakes sleepers only if there are any
     std::atomic<int> arrived{ 0 };
     std::atomic<int> phase{ 0 };
     std::atomic<int> sleepers{ 0 };
-    static constexpr int k_spin = 1 << 10;
-    static constexpr int k_spin_pause = 256;
 
     void barrier(int nth) {
         if (nth == 1) return;
@@ -60,8 +70,6 @@ struct ggml_cpu_threadpool {
             if (sleepers.load(std::memory_order_acquire) > 0) phase.notify_all();
             return;
         }
-        // spin a little, then yield the core (on an oversubscribed machine the thread we wait
-        // for may need it), then sleep
         for (int spins = 0; spins < k_spin; ++spins) {
             if (phase.load(std::memory_order_acquire) != p) return;
             if (spins < k_spin_pause) CPU_RELAX(); else std::this_thread::yield();
@@ -71,17 +79,67 @@ struct ggml_cpu_threadpool {
         sleepers.fetch_sub(1, std::memory_order_acq_rel);
     }
 
+    void chunk_done(ggml_cpu_node_state & st) {
+        st.done.fetch_add(1, std::memory_order_seq_cst);
+        if (node_sleepers.load(std::memory_order_seq_cst) > 0) st.done.notify_all();
+    }
+
+    // Until node k has finished all its chunks.
+    void wait_node(int k) {
+        ggml_cpu_node_state & st = states[k];
+        const int need = plan[k].sched.n_chunks;
+        int d;
+        for (int spins = 0; (d = st.done.load(std::memory_order_acquire)) < need; ++spins) {
+            if (spins < k_spin_pause) {
+                CPU_RELAX();
+            } else if (spins < k_spin) {
+                std::this_thread::yield();
+            } else {
+                node_sleepers.fetch_add(1, std::memory_order_seq_cst);
+                if (st.done.load(std::memory_order_seq_cst) == d) st.done.wait(d, std::memory_order_acquire);
+                node_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+            }
+        }
+    }
+
+    // verified: nodes at or before it are known complete by this thread
+    void wait_prefix(int & verified, int upto) {
+        for (; verified < upto; ) wait_node(++verified);
+    }
+
     void run_graph(int ith) {
         const int nth = n_threads;
-        ggml_compute_params params{ ith, nth, wdata, wsize, this };
-        const int n = ggml_graph_n_nodes(graph);
-        for (int i = 0; i < n; ++i) {
-            ggml_tensor * node = ggml_graph_node(graph, i);
-            if (ggml_is_view_op(node->op) || node->op == GGML_OP_NONE) continue;
-            if (ggml_nelements(node) == 0) continue;
-            ggml_cpu_compute_op(&params, node);
-            barrier(nth);
+        const int n = (int) plan.size();
+        int verified = -1;
+        for (int j = 0; j < n; ++j) {
+            const ggml_cpu_node_plan & np = plan[j];
+            ggml_cpu_node_state & st = states[j];
+            const int n_chunks = np.sched.n_chunks;
+            // all chunks taken: whoever took them waited for this node's inputs; move on
+            if (np.sched.mode != GGML_CPU_OP_TEAM && st.claimed.load(std::memory_order_acquire) >= n_chunks) continue;
+            wait_prefix(verified, np.wait_upto);
+            ggml_compute_params params{ ith, nth, wdata, wsize, this, &st, n_chunks };
+            switch (np.sched.mode) {
+                case GGML_CPU_OP_CHUNKED:
+                    for (int c; (c = st.claimed.fetch_add(1, std::memory_order_acq_rel)) < n_chunks; ) {
+                        params.ith = c;
+                        params.nth = n_chunks;
+                        ggml_cpu_compute_op(&params, np.node);
+                        chunk_done(st);
+                    }
+                    break;
+                case GGML_CPU_OP_SELF:
+                    // the first chunk is claimed here, before the op reads its node (cpu-ops.h)
+                    params.chunk = st.claimed.fetch_add(1, std::memory_order_acq_rel);
+                    if (params.chunk < n_chunks) ggml_cpu_compute_op(&params, np.node);
+                    break;
+                case GGML_CPU_OP_TEAM:
+                    ggml_cpu_compute_op(&params, np.node);
+                    chunk_done(st);
+                    break;
+            }
         }
+        if (ith == 0) wait_prefix(verified, n - 1);   // the caller returns with every result written
     }
 
     // seen: the job generation when the worker started (older jobs are not its business)
@@ -110,40 +168,64 @@ struct ggml_cpu_threadpool {
         }
     }
 
+    // Workers still walking the previous graph (all of its work is done, but a descheduled
+    // worker may not have noticed yet) must leave it before its plan is replaced. Waiting here
+    // rather than at the end of each graph lets the caller use the results meanwhile.
+    void wait_workers() {
+        for (int spins = 0; n_done.load(std::memory_order_acquire) < (int) workers.size(); ++spins) {
+            if (spins < k_spin_pause) CPU_RELAX(); else std::this_thread::yield();
+        }
+    }
+
     void resize(int n) {
         if (n == n_threads && (int) workers.size() == n - 1) return;
         shutdown();
         n_threads = n;
         stop.store(false);
         const int gen = job_gen.load(std::memory_order_acquire);
+        n_done.store(n - 1, std::memory_order_relaxed);
         for (int i = 1; i < n; ++i) workers.emplace_back([this, i, gen] { worker_main(i, gen); });
     }
 
     void shutdown() {
+        wait_workers();
         stop.store(true, std::memory_order_release);
         job_gen.fetch_add(1, std::memory_order_acq_rel);
         job_gen.notify_all();
         for (auto & w : workers) w.join();
         workers.clear();
+        n_done.store(0, std::memory_order_relaxed);
     }
 
-    void compute(ggml_cgraph * g, void * wd, size_t ws) {
-        graph = g;
+    // Plan the graph (call after wait_workers); returns the scratch it needs.
+    size_t prepare(ggml_cgraph * g) {
+        size_t need = 0;
+        ggml_cpu_plan_graph(g, n_threads, plan, need);
+        if (states_cap < plan.size()) {
+            states_cap = std::max(plan.size(), 2 * states_cap);
+            states.reset(new ggml_cpu_node_state[states_cap]);
+        }
+        for (size_t i = 0; i < plan.size(); ++i) {
+            states[i].claimed.store(0, std::memory_order_relaxed);
+            states[i].done.store(0, std::memory_order_relaxed);
+        }
+        return need;
+    }
+
+    void compute(void * wd, size_t ws) {
         wdata = wd;
         wsize = ws;
         n_done.store(0, std::memory_order_relaxed);
-        job_gen.fetch_add(1, std::memory_order_acq_rel);
+        job_gen.fetch_add(1, std::memory_order_acq_rel);   // publishes the plan and the reset states
         if (idle_sleepers.load(std::memory_order_acquire) > 0) job_gen.notify_all();
         run_graph(0);
-        for (int spins = 0; n_done.load(std::memory_order_acquire) < n_threads - 1; ++spins) {
-            if (spins < k_spin) CPU_RELAX(); else std::this_thread::yield();
-        }
     }
 
     ~ggml_cpu_threadpool() { shutdown(); }
 };
 
 void ggml_cpu_barrier(const ggml_compute_params * params) { params->pool->barrier(params->nth); }
+void ggml_cpu_chunk_done(const ggml_compute_params * params) { params->pool->chunk_done(*params->node); }
 
 // ---------------------------------------------------------------------------------------------
 // Buffers
@@ -207,7 +289,6 @@ ggml_backend_buffer_type_t cpu_default_buft(ggml_backend_t b) { return ((cpu_bac
 ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
     auto * ctx = (cpu_backend_context *) b->context;
     const int nth = std::max(1, ctx->n_threads);
-    size_t need = 0;
     const int n = ggml_graph_n_nodes(graph);
     for (int i = 0; i < n; ++i) {
         ggml_tensor * node = ggml_graph_node(graph, i);
@@ -217,12 +298,13 @@ ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
                      node->name, ggml_type_name(node->src[0] ? node->src[0]->type : node->type));
             return GGML_STATUS_FAILED;
         }
-        need = std::max(need, ggml_cpu_op_work_size(node, nth));
     }
+    ctx->pool.wait_workers();
+    ctx->pool.resize(nth);
+    size_t need = ctx->pool.prepare(graph);
     if (need > 0) need += 64 * nth + 4096;   // room for per-thread alignment
     if (ctx->work.size() < need) ctx->work.resize(need);
-    ctx->pool.resize(nth);
-    ctx->pool.compute(graph, ctx->work.empty() ? nullptr : ctx->work.data(), ctx->work.size());
+    ctx->pool.compute(ctx->work.empty() ? nullptr : ctx->work.data(), ctx->work.size());
     return GGML_STATUS_SUCCESS;
 }
 

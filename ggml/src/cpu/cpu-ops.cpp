@@ -3,12 +3,43 @@
 #include "cpu-ops.h"
 #include "cpu-traits.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace {
 bool is_float_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16; }
 bool can_decode(ggml_type t) { return ggml_get_type_traits(t)->to_float != nullptr; }
 } // namespace
+
+// Chunked ops: about k_chunk_elems elements per chunk (a few microseconds of element-wise work,
+// so the counter is never the cost), and up to k_chunks_per_thread per thread, so that a thread
+// the OS delays leaves a small share behind. Token-generation sized ops (one row of a few
+// thousand values) are one chunk: splitting them costs more than it saves.
+constexpr int64_t k_chunk_elems = 16384;
+constexpr int k_chunks_per_thread = 4;
+
+ggml_cpu_op_sched ggml_cpu_op_schedule(const ggml_tensor * node, int nth) {
+    switch (node->op) {
+        case GGML_OP_MUL_MAT:
+            if (const int n = ggml_cpu_mul_mat_self_chunks(node, nth)) return { GGML_CPU_OP_SELF, n };
+            return { GGML_CPU_OP_TEAM, nth };
+        case GGML_OP_MUL_MAT_ID:
+        case GGML_OP_MOE_FUSED_UP_GATE:
+            if (const int n = ggml_cpu_mul_mat_id_self_chunks(node, nth)) return { GGML_CPU_OP_SELF, n };
+            return { GGML_CPU_OP_TEAM, nth };
+        case GGML_OP_FLASH_ATTN_EXT:   // merges per-thread partial states after a barrier
+            return { GGML_CPU_OP_TEAM, nth };
+        default: {
+            if (nth == 1) return { GGML_CPU_OP_CHUNKED, 1 };
+            // the larger of what is written and what is read; set_rows writes into a view of a
+            // whole cache but touches only its source's rows
+            int64_t work = node->op == GGML_OP_SET_ROWS ? 0 : ggml_nelements(node);
+            if (node->src[0]) work = std::max(work, ggml_nelements(node->src[0]));
+            const int64_t n = std::clamp<int64_t>(work / k_chunk_elems, 1, (int64_t) k_chunks_per_thread * nth);
+            return { GGML_CPU_OP_CHUNKED, (int) n };
+        }
+    }
+}
 
 size_t ggml_cpu_op_work_size(const ggml_tensor * node, int nth) {
     switch (node->op) {

@@ -1,25 +1,66 @@
-// The CPU backend's op kernels. Every op runs on all threads of the pool at once: thread ith of
-// nth computes its share of dst (usually a range of rows). An op that needs phases (quantize the
-// activations, then multiply) separates them with ggml_cpu_barrier().
+// The CPU backend's op kernels. The thread pool runs each op in one of three ways, chosen per node
+// by ggml_cpu_op_schedule():
+//  - chunked: the op is cut into n independent chunks; threads take chunk indices from a shared
+//    counter and call the op with (ith = chunk, nth = n), so a thread the OS deschedules leaves
+//    behind at most the chunk it holds, and a thread that arrives late finds the work done.
+//  - self-chunked: the op is called once per thread (ith = thread, nth = threads) and takes its
+//    chunks itself with ggml_cpu_chunk_claim / ggml_cpu_chunk_done (a per-thread prologue, such
+//    as converting one activation row, then shared chunks).
+//  - team: every thread calls the op once (ith = thread); phases inside it are separated with
+//    ggml_cpu_barrier() (quantize the activations, then multiply).
+// A node starts as soon as the nodes it reads, overwrites or shares scratch with are complete;
+// there is no barrier between ops (cpu-graph-plan.h).
 #pragma once
 
 #include "ggml.h"
 #include "ggml-impl.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 struct ggml_cpu_threadpool;
 
+enum ggml_cpu_op_mode {
+    GGML_CPU_OP_CHUNKED,
+    GGML_CPU_OP_SELF,
+    GGML_CPU_OP_TEAM,
+};
+
+struct ggml_cpu_op_sched {
+    ggml_cpu_op_mode mode;
+    int n_chunks;   // chunks of the op (team ops: one per thread)
+};
+
+// Progress of one node while a graph runs: chunks handed out and chunks finished.
+struct ggml_cpu_node_state {
+    alignas(64) std::atomic<int32_t> claimed{ 0 };
+    std::atomic<int32_t> done{ 0 };
+};
+
 struct ggml_compute_params {
-    int    ith;        // this thread
-    int    nth;        // threads working on the op
+    int    ith;        // this thread (chunked ops: this chunk)
+    int    nth;        // threads working on the op (chunked ops: the number of chunks)
     void * wdata;      // scratch shared by all threads of the op (size from ggml_cpu_op_work_size)
     size_t wsize;
     ggml_cpu_threadpool * pool;
+    ggml_cpu_node_state * node = nullptr;   // self-chunked ops: the node's counters
+    int    n_chunks = 0;                    // self-chunked ops: how many chunks there are
+    int    chunk = -1;                      // self-chunked ops: the first chunk, claimed by the pool
 };
 
 void ggml_cpu_barrier(const ggml_compute_params * params);
+
+// Self-chunked ops start with p->chunk, which the pool claimed before calling them (a thread
+// that holds an unfinished chunk keeps the graph alive: a late thread that finds every chunk
+// taken never reads a node the caller may already have rebuilt). ggml_cpu_chunk_claim gives
+// the next chunk index, or -1 when all are taken; ggml_cpu_chunk_done reports a claimed chunk
+// finished (the node completes when all are).
+static inline int ggml_cpu_chunk_claim(const ggml_compute_params * p) {
+    const int c = p->node->claimed.fetch_add(1, std::memory_order_acq_rel);
+    return c < p->n_chunks ? c : -1;
+}
+void ggml_cpu_chunk_done(const ggml_compute_params * p);
 
 // Rows [r0, r1) of n that thread ith of nth handles.
 static inline void ggml_cpu_split_rows(int64_t n, int ith, int nth, int64_t & r0, int64_t & r1) {
@@ -28,7 +69,9 @@ static inline void ggml_cpu_split_rows(int64_t n, int ith, int nth, int64_t & r0
     r1 = std::min<int64_t>(n, r0 + per);
 }
 
-// Scratch bytes an op needs with nth threads (0 for most).
+// How the pool runs this node with nth threads.
+ggml_cpu_op_sched ggml_cpu_op_schedule(const ggml_tensor * node, int nth);
+// Scratch bytes an op needs when run as nth threads or chunks (0 for most).
 size_t ggml_cpu_op_work_size(const ggml_tensor * node, int nth);
 // Run one op (all threads call it with their own params).
 void ggml_cpu_compute_op(const ggml_compute_params * params, ggml_tensor * node);
@@ -66,6 +109,9 @@ void ggml_cpu_op_ssm_conv(const ggml_compute_params * p, ggml_tensor * dst);    
 void ggml_cpu_op_gated_delta_net(const ggml_compute_params * p, ggml_tensor * dst);
 
 size_t ggml_cpu_mul_mat_work_size(const ggml_tensor * dst, int nth);
+// Token generation sized products run self-chunked (no barrier): their chunk counts, else 0.
+int ggml_cpu_mul_mat_self_chunks(const ggml_tensor * dst, int nth);
+int ggml_cpu_mul_mat_id_self_chunks(const ggml_tensor * dst, int nth);
 size_t ggml_cpu_mul_mat_id_work_size(const ggml_tensor * dst, int nth);
 size_t ggml_cpu_flash_attn_work_size(const ggml_tensor * dst, int nth);
 size_t ggml_cpu_soft_max_work_size(const ggml_tensor * dst, int nth);

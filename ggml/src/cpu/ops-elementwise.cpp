@@ -47,7 +47,8 @@ void ggml_cpu_op_binary(const ggml_compute_params * p, ggml_tensor * dst) {
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
     GGML_ASSERT(ggml_can_repeat(b, a) && ggml_are_same_shape(a, dst));
-    const binary_fn fn = pick_binary(dst->op, ggml_cpu_vec());
+    const auto & vec = ggml_cpu_vec();
+    const binary_fn fn = pick_binary(dst->op, vec);
 
     const int64_t n = dst->ne[0];
     const int64_t nb_row = b->ne[0];        // b repeats n / nb_row times along each row
@@ -64,6 +65,14 @@ void ggml_cpu_op_binary(const ggml_compute_params * p, ggml_tensor * dst) {
         float * z = ggml_cpu_out_row(dst, c.i1, c.i2, c.i3, tmp_y);
         if (nb_row == n) {
             fn(n, z, x, y);
+        } else if (nb_row == 1 && dst->op != GGML_OP_DIV) {
+            // one value per row (the MoE expert weights): a scale or a shift of the whole row, in
+            // one vector call rather than one call per element; x*s+0 and x*1+b round as x*s and x+b
+            const float s = dst->op == GGML_OP_MUL ? y[0] : 1.0f;
+            const float bias = dst->op == GGML_OP_ADD ? y[0] : dst->op == GGML_OP_SUB ? -y[0] : 0.0f;
+            vec.scale_bias(n, z, x, s, bias);
+        } else if (nb_row == 1) {
+            for (int64_t k = 0; k < n; ++k) z[k] = x[k] / y[0];
         } else {
             for (int64_t k = 0; k < n; k += nb_row) fn(nb_row, z + k, x + k, y);
         }

@@ -5,8 +5,8 @@
 // 2. The output is cut into chunks of (rows of weights) x (columns of activations) that threads
 //    take from a shared counter, so a thread slowed by the OS does not hold the others up.
 //    Each chunk is one call of the type's gemm, which tiles registers inside.
-#include "cpu-ops.h"
 #include "cpu-traits.h"
+#include "ops-common.h"
 
 #include <algorithm>
 #include <atomic>
@@ -113,10 +113,20 @@ int64_t align_rows(int64_t rows, ggml_type type) {
 }
 
 // Token generation (a few columns, one plane): every thread converts the few activation rows
-// itself and takes an even, fixed share of the weight rows, so the product needs no barrier and
-// no shared counter. On a busy machine each barrier can cost a scheduler time slice.
+// itself, then takes chunks of weight rows from the node's counter (self-chunked, cpu-ops.h), so
+// the product needs no barrier, and a thread the OS delays leaves at most one chunk behind.
 bool small_product(const ggml_tensor * src1) {
     return src1->ne[1] < k_big_batch && src1->ne[2] * src1->ne[3] == 1;
+}
+
+// About 64 KB of weights per chunk: long enough runs for the hardware prefetcher, short enough
+// that the last chunks balance the threads.
+constexpr size_t k_stream_chunk_bytes = 64 * 1024;
+
+int64_t stream_rows_per_chunk(int64_t M, size_t w_row_size, ggml_type type, int nth) {
+    int64_t rows = std::max<int64_t>(1, (int64_t) (k_stream_chunk_bytes / std::max<size_t>(w_row_size, 1)));
+    while (rows > 8 && (M + rows - 1) / rows < 4 * nth) rows /= 2;
+    return align_rows(rows, type);
 }
 
 size_t per_thread_bytes(const ggml_tensor * src1, const act_layout & l) {
@@ -125,11 +135,21 @@ size_t per_thread_bytes(const ggml_tensor * src1, const act_layout & l) {
     return b;
 }
 
+// Token-generation products keep their per-thread space (converted activations, plan) in
+// thread-local memory rather than the shared op scratch, so that independent products (q, k
+// and v from one input) do not wait for each other's scratch (cpu-graph-plan.h).
+char * thread_space(size_t bytes) {
+    constexpr int k_slot = 3;   // ops-*.cpp use slots 0-2 for rows
+    float * f = ggml_cpu_thread_scratch(k_slot, (bytes + 2 * k_align) / sizeof(float));
+    return (char *) ggml_pad((uintptr_t) f, k_align);
+}
+
 void mul_mat_small(const ggml_compute_params * p, ggml_tensor * dst, const act_layout & l) {
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * src1 = dst->src[1];
     const int64_t K = src0->ne[0], M = src0->ne[1], N = src1->ne[1];
-    char * mine = (char *) ggml_pad((uintptr_t) p->wdata, k_align) + p->ith * per_thread_bytes(src1, l);
+    int c = p->chunk;   // claimed by the pool (cpu-ops.h)
+    char * mine = thread_space(per_thread_bytes(src1, l));
     float * tmp = (float *) mine;
     const char * x = (const char *) src1->data;
     size_t x_stride = src1->nb[1];
@@ -141,16 +161,14 @@ void mul_mat_small(const ggml_compute_params * p, ggml_tensor * dst, const act_l
     }
     ggml_gemm_t gemm = ggml_cpu_gemm(src0->type);
     GGML_ASSERT(gemm);
-    // even split in whole groups of the kernel's row granularity
-    const int64_t a = align_rows(1, src0->type);
-    const int64_t groups = (M + a - 1) / a;
-    int64_t g0, g1;
-    ggml_cpu_split_rows(groups, p->ith, p->nth, g0, g1);
-    const int64_t row0 = g0 * a, row1 = std::min(M, g1 * a);
-    if (row0 >= row1) return;
-    float * d = (float *) dst->data + row0;
-    gemm(K, (const char *) src0->data + row0 * src0->nb[1], src0->nb[1], x, x_stride, d, dst->nb[1] / sizeof(float),
-         (int) (row1 - row0), (int) N);
+    const int64_t rpc = stream_rows_per_chunk(M, src0->nb[1], src0->type, p->nth);
+    for (; c >= 0; ggml_cpu_chunk_done(p), c = ggml_cpu_chunk_claim(p)) {
+        const int64_t row0 = c * rpc, row1 = std::min(M, row0 + rpc);
+        if (row0 >= row1) continue;
+        float * d = (float *) dst->data + row0;
+        gemm(K, (const char *) src0->data + row0 * src0->nb[1], src0->nb[1], x, x_stride, d, dst->nb[1] / sizeof(float),
+             (int) (row1 - row0), (int) N);
+    }
 }
 
 } // namespace
@@ -159,9 +177,18 @@ size_t ggml_cpu_mul_mat_work_size(const ggml_tensor * dst, int nth) {
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * src1 = dst->src[1];
     const act_layout l = activation_layout(src0, src1);
+    if (small_product(src1)) return 0;   // thread-local space
     size_t s = 3 * k_align + nth * per_thread_bytes(src1, l);
     if (l.converted) s += l.row_size * src1->ne[1] * src1->ne[2] * src1->ne[3];
     return s;
+}
+
+int ggml_cpu_mul_mat_self_chunks(const ggml_tensor * dst, int nth) {
+    const ggml_tensor * src0 = dst->src[0];
+    if (!small_product(dst->src[1])) return 0;
+    const int64_t M = src0->ne[1];
+    const int64_t rpc = stream_rows_per_chunk(M, src0->nb[1], src0->type, nth);
+    return (int) ((M + rpc - 1) / rpc);
 }
 
 void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst) {
@@ -226,197 +253,312 @@ void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst) {
 //
 // ids [n_used, n_tokens] picks, for each token, n_used experts. The product is reorganised per
 // expert: gather the (slot, token) pairs that chose expert e, pack their converted activations
-// contiguously, run one gemm over them, and scatter the results. Each expert's weights are read
-// once per batch however many tokens chose it; experts no token chose are skipped.
+// contiguously, run one gemm over them (the batch GEMM when many tokens chose e), and scatter the
+// results. Each expert's weights are read once per batch however many tokens chose it; experts
+// no token chose are skipped, and so are pairs an optional keep mask drops (smart expert
+// reduction, ggml_mul_mat_id_keep): their result rows are zero.
+//
+// Batches (prompt processing) run as a team: the threads convert the activations and pack the
+// columns together, then take (expert, row block, column block) chunks. Token generation runs
+// self-chunked: each thread converts the token's row and plans on its own (a few rows), then
+// takes (expert, row block) chunks, with no barrier at all.
 
 namespace {
 
 struct moe_plan {
     int64_t n_expert;
     int64_t n_pairs;               // n_used * n_tokens
+    int64_t n_active;              // experts with at least one pair
     int32_t * counts;              // [n_expert]
-    int32_t * offsets;             // [n_expert + 1]
-    int32_t * pairs;               // [n_pairs] (slot + n_used * token), grouped by expert
+    int32_t * offsets;             // [n_expert + 1]; kept pairs end at offsets[n_expert]
+    int32_t * active;              // [n_active] the experts with pairs, ascending
+    int32_t * pairs;               // [n_pairs] (slot + n_used * token), grouped by expert, then dropped ones
+
+    int64_t n_kept() const { return offsets[n_expert]; }
 };
 
 size_t moe_plan_size(int64_t n_expert, int64_t n_pairs) {
-    return ggml_pad((2 * n_expert + 1 + n_pairs) * sizeof(int32_t), k_align);
+    return ggml_pad((3 * n_expert + 1 + n_pairs) * sizeof(int32_t), k_align);
 }
 
-void build_moe_plan(const ggml_tensor * ids, int64_t n_expert, moe_plan & plan, char * mem) {
-    const int64_t n_used = ids->ne[0], n_tokens = ids->ne[1];
+struct moe_args {
+    ggml_tensor * dst;
+    const ggml_tensor * as0, * as1, * b, * ids, * keep;   // as1: the gate of the fused op, else null
+    ggml_glu_op glu;
+    int64_t K, M, n_expert, n_used, n_tokens, n_b, n_pairs;
+    act_layout l;
+    int64_t cpc;   // columns per gemm call
+};
+
+moe_args moe_args_of(ggml_tensor * dst) {
+    const bool fused = dst->op == GGML_OP_MOE_FUSED_UP_GATE;
+    moe_args a;
+    a.dst = dst;
+    a.as0 = dst->src[0];
+    a.as1 = fused ? dst->src[1] : nullptr;
+    a.b = fused ? dst->src[2] : dst->src[1];
+    a.ids = fused ? dst->src[3] : dst->src[2];
+    a.keep = fused ? dst->src[4] : dst->src[3];
+    a.glu = fused ? (ggml_glu_op) dst->op_params[0] : GGML_GLU_OP_SWIGLU;
+    a.K = a.as0->ne[0];
+    a.M = a.as0->ne[1];
+    a.n_expert = a.as0->ne[2];
+    a.n_used = a.ids->ne[0];
+    a.n_tokens = a.ids->ne[1];
+    a.n_b = a.b->ne[1];   // 1 (shared input per token) or n_used
+    a.n_pairs = a.n_used * a.n_tokens;
+    a.l = activation_layout(a.as0, a.b);
+    a.cpc = 64;
+    return a;
+}
+
+bool moe_small(const moe_args & a) { return a.n_tokens < k_big_batch; }
+
+// Weight rows per chunk: at most 64 (the output tile), fewer for token generation so that the
+// few chosen experts still split over the threads.
+int64_t moe_rows_per_chunk(const moe_args & a, int nth) {
+    const int64_t rows = moe_small(a) ? stream_rows_per_chunk(a.M, a.as0->nb[1], a.as0->type, nth)
+                                      : rows_per_chunk(a.M, a.n_tokens, a.as0->nb[1], nth);
+    return align_rows(std::min<int64_t>(64, rows), a.as0->type);
+}
+
+size_t moe_tile_floats(const moe_args & a) { return (a.as1 ? 2 : 1) * 64 * (size_t) a.cpc; }
+
+// Per-thread space: the output tile and a row for conversions; token generation adds the
+// thread's own converted rows, plan and packed columns.
+size_t moe_per_thread_bytes(const moe_args & a) {
+    size_t s = ggml_pad(moe_tile_floats(a) * sizeof(float) + a.K * sizeof(float), k_align);
+    if (moe_small(a)) {
+        s += ggml_pad(a.l.row_size * a.n_b * a.n_tokens, k_align) + moe_plan_size(a.n_expert, a.n_pairs) +
+             ggml_pad(a.l.row_size * a.n_pairs, k_align);
+    }
+    return s;
+}
+
+void build_moe_plan(const moe_args & a, moe_plan & plan, char * mem) {
+    const int64_t n_expert = a.n_expert, n_used = a.n_used, n_tokens = a.n_tokens;
     plan.n_expert = n_expert;
-    plan.n_pairs = n_used * n_tokens;
+    plan.n_pairs = a.n_pairs;
     plan.counts = (int32_t *) mem;
     plan.offsets = plan.counts + n_expert;
-    plan.pairs = plan.offsets + n_expert + 1;
+    plan.active = plan.offsets + n_expert + 1;
+    plan.pairs = plan.active + n_expert;
     std::fill(plan.counts, plan.counts + n_expert, 0);
     auto id_at = [&](int64_t slot, int64_t tok) {
-        return *(const int32_t *) ((const char *) ids->data + slot * ids->nb[0] + tok * ids->nb[1]);
+        return *(const int32_t *) ((const char *) a.ids->data + slot * a.ids->nb[0] + tok * a.ids->nb[1]);
+    };
+    auto kept = [&](int64_t slot, int64_t tok) {
+        return !a.keep || *(const float *) ((const char *) a.keep->data + slot * a.keep->nb[0] + tok * a.keep->nb[1]) != 0.0f;
     };
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t i = 0; i < n_used; ++i) {
             const int32_t e = id_at(i, t);
             GGML_ASSERT(e >= 0 && e < n_expert && "mul_mat_id: expert id out of range");
-            plan.counts[e]++;
+            if (kept(i, t)) plan.counts[e]++;
         }
     }
     plan.offsets[0] = 0;
-    for (int64_t e = 0; e < n_expert; ++e) plan.offsets[e + 1] = plan.offsets[e] + plan.counts[e];
-    std::vector<int32_t> fill(plan.offsets, plan.offsets + n_expert);
+    plan.n_active = 0;
+    for (int64_t e = 0; e < n_expert; ++e) {
+        plan.offsets[e + 1] = plan.offsets[e] + plan.counts[e];
+        if (plan.counts[e] > 0) plan.active[plan.n_active++] = (int32_t) e;
+    }
+    // counts serve as fill positions, then are restored
+    int32_t * fill = plan.counts;
+    std::copy(plan.offsets, plan.offsets + n_expert, fill);
+    int32_t dropped = plan.offsets[n_expert];
     for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t i = 0; i < n_used; ++i) plan.pairs[fill[id_at(i, t)]++] = (int32_t) (i + n_used * t);
+        for (int64_t i = 0; i < n_used; ++i) {
+            const int32_t pair = (int32_t) (i + n_used * t);
+            if (kept(i, t)) plan.pairs[fill[id_at(i, t)]++] = pair; else plan.pairs[dropped++] = pair;
+        }
+    }
+    for (int64_t e = 0; e < n_expert; ++e) plan.counts[e] = plan.offsets[e + 1] - plan.offsets[e];
+}
+
+// Converted activation row of a pair: b row (slot % n_b) of its token.
+int64_t moe_act_row(const moe_args & a, int32_t pair) {
+    const int64_t slot = pair % a.n_used, tok = pair / a.n_used;
+    return (slot % a.n_b) + a.n_b * tok;
+}
+
+float * moe_dst_row(const moe_args & a, int32_t pair) {
+    const int64_t slot = pair % a.n_used, tok = pair / a.n_used;
+    return (float *) ((char *) a.dst->data + slot * a.dst->nb[1] + tok * a.dst->nb[2]);
+}
+
+// Convert activation rows [r0, r1) of b (row r = slot + n_b * token) into out.
+void moe_convert(const moe_args & a, int64_t r0, int64_t r1, char * out, float * tmp) {
+    ggml_from_float_t enc = a.l.type == GGML_TYPE_F32 ? nullptr : ggml_cpu_from_float(a.l.type);
+    const ggml_tensor * b = a.b;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t i = r % a.n_b, t = r / a.n_b;
+        const char * row = (const char *) b->data + i * b->nb[1] + t * b->nb[2];
+        const float * f = (const float *) row;
+        if (b->type != GGML_TYPE_F32 || b->nb[0] != sizeof(float)) {
+            for (int64_t k = 0; k < a.K; ++k) {
+                const char * e = row + k * b->nb[0];
+                tmp[k] = b->type == GGML_TYPE_F32 ? *(const float *) e
+                       : b->type == GGML_TYPE_F16 ? ggml_compute_fp16_to_fp32(*(const uint16_t *) e)
+                                                  : ggml_compute_bf16_to_fp32(*(const uint16_t *) e);
+            }
+            f = tmp;
+        }
+        char * d = out + r * a.l.row_size;
+        if (enc) enc(f, d, a.K); else std::memcpy(d, f, a.K * sizeof(float));
     }
 }
 
-// Shared driver of mul_mat_id (one weight set) and the fused gate/up (two weight sets + GLU).
-void moe_product(const ggml_compute_params * p, ggml_tensor * dst, const ggml_tensor * as0, const ggml_tensor * as1,
-                 const ggml_tensor * b, const ggml_tensor * ids, ggml_glu_op glu) {
-    const int64_t K = as0->ne[0], M = as0->ne[1], n_expert = as0->ne[2];
-    const int64_t n_used = ids->ne[0], n_tokens = ids->ne[1];
-    const int64_t n_b = b->ne[1];   // 1 (shared input per token) or n_used
-    const act_layout l = activation_layout(as0, b);
+void moe_zero_dropped(const moe_args & a, const moe_plan & plan) {
+    for (int64_t q = plan.n_kept(); q < plan.n_pairs; ++q) std::memset(moe_dst_row(a, plan.pairs[q]), 0, a.M * sizeof(float));
+}
 
-    // scratch: counter | converted b rows | plan | packed columns | per-thread output tiles
+// Rows [row0, row0 + nr) of expert e for its packed columns [col0, col0 + nc): gemm (two for
+// the fused op), then scatter into dst, applying the activation when fused.
+void moe_block(const moe_args & a, const moe_plan & plan, const char * packed, int64_t e, int64_t row0, int64_t nr,
+               int64_t col0, int64_t nc, float * tile) {
+    ggml_gemm_t gemm = ggml_cpu_gemm(a.as0->type);
+    GGML_ASSERT(gemm);
+    const int64_t q0 = plan.offsets[e] + col0;
+    const char * x = packed + q0 * a.l.row_size;
+    const char * w0 = (const char *) a.as0->data + e * a.as0->nb[2] + row0 * a.as0->nb[1];
+    gemm(a.K, w0, a.as0->nb[1], x, a.l.row_size, tile, (size_t) nr, (int) nr, (int) nc);
+    float * tile1 = nullptr;
+    if (a.as1) {
+        tile1 = tile + 64 * a.cpc;
+        const char * w1 = (const char *) a.as1->data + e * a.as1->nb[2] + row0 * a.as1->nb[1];
+        gemm(a.K, w1, a.as1->nb[1], x, a.l.row_size, tile1, (size_t) nr, (int) nr, (int) nc);
+    }
+    for (int64_t j = 0; j < nc; ++j) {
+        float * d = moe_dst_row(a, plan.pairs[q0 + j]) + row0;
+        const float * up = tile + j * nr;
+        if (!a.as1) {
+            std::memcpy(d, up, nr * sizeof(float));
+            continue;
+        }
+        // fused GLU: as0 is up, as1 is gate; through the same vector primitives as the unfused
+        // glu op (ops-elementwise.cpp), so both paths give the same values
+        const float * gate = tile1 + j * nr;
+        const auto & vec = ggml_cpu_vec();
+        if (a.glu == GGML_GLU_OP_SWIGLU) {
+            vec.swiglu(nr, d, gate, up);
+        } else {
+            vec.gelu(nr, d, gate);
+            vec.mul(nr, d, d, up);
+        }
+    }
+}
+
+// Token generation: everything this thread needs in its own space, then (expert, row block)
+// chunks from the node's counter. Chunk g * n_rb + rb is row block rb of the g-th chosen expert
+// (chunks past the last chosen expert are empty).
+void moe_product_small(const ggml_compute_params * p, const moe_args & a) {
+    int c = p->chunk;   // claimed by the pool (cpu-ops.h)
+    char * mine = thread_space(moe_per_thread_bytes(a));
+    float * tile = (float *) mine;
+    float * tmp = tile + moe_tile_floats(a);
+    char * act = mine + ggml_pad(moe_tile_floats(a) * sizeof(float) + a.K * sizeof(float), k_align);
+    char * plan_mem = act + ggml_pad(a.l.row_size * a.n_b * a.n_tokens, k_align);
+    char * packed = plan_mem + moe_plan_size(a.n_expert, a.n_pairs);
+    moe_convert(a, 0, a.n_b * a.n_tokens, act, tmp);
+    moe_plan plan;
+    build_moe_plan(a, plan, plan_mem);
+    for (int64_t q = 0; q < plan.n_kept(); ++q) {
+        std::memcpy(packed + q * a.l.row_size, act + moe_act_row(a, plan.pairs[q]) * a.l.row_size, a.l.row_size);
+    }
+    const int64_t rpc = moe_rows_per_chunk(a, p->nth);
+    const int64_t n_rb = (a.M + rpc - 1) / rpc;
+    for (; c >= 0; ggml_cpu_chunk_done(p), c = ggml_cpu_chunk_claim(p)) {
+        if (c == 0) moe_zero_dropped(a, plan);
+        const int64_t g = c / n_rb, rb = c % n_rb;
+        if (g >= plan.n_active) continue;
+        const int64_t e = plan.active[g];
+        const int64_t row0 = rb * rpc, nr = std::min(rpc, a.M - row0);
+        for (int64_t col0 = 0; col0 < plan.counts[e]; col0 += a.cpc) {
+            moe_block(a, plan, packed, e, row0, nr, col0, std::min<int64_t>(a.cpc, plan.counts[e] - col0), tile);
+        }
+    }
+}
+
+// Batches: the team converts, thread 0 plans, the team packs, then (expert, row block, column
+// block) chunks from a shared counter.
+void moe_product_team(const ggml_compute_params * p, const moe_args & a) {
+    // scratch: counter | converted b rows | plan | packed columns | per-thread tiles
     char * base = (char *) ggml_pad((uintptr_t) p->wdata, k_align);
     auto * counter = (std::atomic<int64_t> *) base;
     char * act = base + k_align;
-    const size_t act_bytes = ggml_pad(l.row_size * n_b * n_tokens, k_align);
-    char * plan_mem = act + act_bytes;
-    const int64_t n_pairs = n_used * n_tokens;
-    char * packed = plan_mem + moe_plan_size(n_expert, n_pairs);
-    const size_t packed_bytes = ggml_pad(l.row_size * n_pairs, k_align);
-    char * thread_mem = packed + packed_bytes;
-    const int64_t cpc = 64;
-    const size_t tile_floats = (as1 ? 2 : 1) * 64 * cpc;   // up to 64 rows x cpc columns (x2 for gate/up)
-    const size_t per_thread = ggml_pad(tile_floats * sizeof(float) + K * sizeof(float), k_align);
-    float * my_tile = (float *) (thread_mem + p->ith * per_thread);
-    float * my_tmp = my_tile + tile_floats;
+    char * plan_mem = act + ggml_pad(a.l.row_size * a.n_b * a.n_tokens, k_align);
+    char * packed = plan_mem + moe_plan_size(a.n_expert, a.n_pairs);
+    char * thread_mem = packed + ggml_pad(a.l.row_size * a.n_pairs, k_align);
+    float * tile = (float *) (thread_mem + p->ith * moe_per_thread_bytes(a));
+    float * tmp = tile + moe_tile_floats(a);
 
-    // 1. convert b (rows i + n_b * t), all threads
-    {
-        const int64_t nrows = n_b * n_tokens;
-        int64_t r0, r1;
-        ggml_cpu_split_rows(nrows, p->ith, p->nth, r0, r1);
-        ggml_from_float_t enc = l.type == GGML_TYPE_F32 ? nullptr : ggml_cpu_from_float(l.type);
-        for (int64_t r = r0; r < r1; ++r) {
-            const int64_t i = r % n_b, t = r / n_b;
-            const char * row = (const char *) b->data + i * b->nb[1] + t * b->nb[2];
-            const float * f = (const float *) row;
-            if (b->type != GGML_TYPE_F32 || b->nb[0] != sizeof(float)) {
-                for (int64_t k = 0; k < K; ++k) {
-                    const char * e = row + k * b->nb[0];
-                    my_tmp[k] = b->type == GGML_TYPE_F32 ? *(const float *) e
-                              : b->type == GGML_TYPE_F16 ? ggml_compute_fp16_to_fp32(*(const uint16_t *) e)
-                                                         : ggml_compute_bf16_to_fp32(*(const uint16_t *) e);
-                }
-                f = my_tmp;
-            }
-            if (enc) enc(f, act + r * l.row_size, K); else std::memcpy(act + r * l.row_size, f, K * sizeof(float));
-        }
-    }
-    // 2. plan (thread 0) while others wait
+    int64_t r0, r1;
+    ggml_cpu_split_rows(a.n_b * a.n_tokens, p->ith, p->nth, r0, r1);
+    moe_convert(a, r0, r1, act, tmp);
     moe_plan plan;
     if (p->ith == 0) {
-        build_moe_plan(ids, n_expert, plan, plan_mem);
+        build_moe_plan(a, plan, plan_mem);
+        moe_zero_dropped(a, plan);
         counter->store(0, std::memory_order_relaxed);
     }
     ggml_cpu_barrier(p);
     if (p->ith != 0) {
-        plan.n_expert = n_expert;
-        plan.n_pairs = n_pairs;
+        plan.n_expert = a.n_expert;
+        plan.n_pairs = a.n_pairs;
         plan.counts = (int32_t *) plan_mem;
-        plan.offsets = plan.counts + n_expert;
-        plan.pairs = plan.offsets + n_expert + 1;
+        plan.offsets = plan.counts + a.n_expert;
+        plan.active = plan.offsets + a.n_expert + 1;
+        plan.pairs = plan.active + a.n_expert;
+        plan.n_active = 0;
+        for (int64_t e = 0; e < a.n_expert; ++e) plan.n_active += plan.counts[e] > 0;
     }
-    // 3. pack each expert's columns contiguously (rows of the converted activations)
-    {
-        int64_t q0, q1;
-        ggml_cpu_split_rows(n_pairs, p->ith, p->nth, q0, q1);
-        for (int64_t q = q0; q < q1; ++q) {
-            const int32_t pair = plan.pairs[q];
-            const int64_t slot = pair % n_used, tok = pair / n_used;
-            const int64_t src_row = (slot % n_b) + n_b * tok;
-            std::memcpy(packed + q * l.row_size, act + src_row * l.row_size, l.row_size);
-        }
+    int64_t q0, q1;
+    ggml_cpu_split_rows(plan.n_kept(), p->ith, p->nth, q0, q1);
+    for (int64_t q = q0; q < q1; ++q) {
+        std::memcpy(packed + q * a.l.row_size, act + moe_act_row(a, plan.pairs[q]) * a.l.row_size, a.l.row_size);
     }
     ggml_cpu_barrier(p);
 
-    // 4. chunks: (expert, row block, column block) over the experts that were chosen
-    ggml_gemm_t gemm = ggml_cpu_gemm(as0->type);
-    GGML_ASSERT(gemm);
-    const int64_t rpc = align_rows(std::min<int64_t>(64, rows_per_chunk(M, n_tokens, as0->nb[1], p->nth)), as0->type);
-    const int64_t n_rb = (M + rpc - 1) / rpc;
-    // enumerate chunks lazily: chunk id -> (expert, rb, cb) by walking the experts
+    const int64_t rpc = moe_rows_per_chunk(a, p->nth);
+    const int64_t n_rb = (a.M + rpc - 1) / rpc;
     for (;;) {
         int64_t chunk = counter->fetch_add(1, std::memory_order_relaxed);
-        int64_t e = 0;
-        for (; e < n_expert; ++e) {
-            const int64_t ncols = plan.counts[e];
-            if (ncols == 0) continue;
-            const int64_t n_here = n_rb * ((ncols + cpc - 1) / cpc);
+        int64_t g = 0;
+        for (; g < plan.n_active; ++g) {
+            const int64_t n_here = n_rb * ((plan.counts[plan.active[g]] + a.cpc - 1) / a.cpc);
             if (chunk < n_here) break;
             chunk -= n_here;
         }
-        if (e >= n_expert) break;
-        const int64_t ncols = plan.counts[e];
-        const int64_t n_cb = (ncols + cpc - 1) / cpc;
+        if (g >= plan.n_active) break;
+        const int64_t e = plan.active[g];
+        const int64_t n_cb = (plan.counts[e] + a.cpc - 1) / a.cpc;
         const int64_t rb = chunk / n_cb, cb = chunk % n_cb;
-        const int64_t row0 = rb * rpc, nr = std::min(rpc, M - row0);
-        const int64_t col0 = cb * cpc, nc = std::min(cpc, ncols - col0);
-        const int64_t q0 = plan.offsets[e] + col0;
-        const char * x = packed + q0 * l.row_size;
-
-        const char * w0 = (const char *) as0->data + e * as0->nb[2] + row0 * as0->nb[1];
-        gemm(K, w0, as0->nb[1], x, l.row_size, my_tile, (size_t) nr, (int) nr, (int) nc);
-        float * tile1 = nullptr;
-        if (as1) {
-            tile1 = my_tile + 64 * cpc;
-            const char * w1 = (const char *) as1->data + e * as1->nb[2] + row0 * as1->nb[1];
-            gemm(K, w1, as1->nb[1], x, l.row_size, tile1, (size_t) nr, (int) nr, (int) nc);
-        }
-        // scatter: column j is pair plan.pairs[q0 + j] -> dst[:, slot, token]
-        for (int64_t j = 0; j < nc; ++j) {
-            const int32_t pair = plan.pairs[q0 + j];
-            const int64_t slot = pair % n_used, tok = pair / n_used;
-            float * d = (float *) ((char *) dst->data + slot * dst->nb[1] + tok * dst->nb[2]) + row0;
-            const float * up = my_tile + j * nr;
-            if (!as1) {
-                std::memcpy(d, up, nr * sizeof(float));
-            } else {
-                // fused GLU: as0 is up, as1 is gate
-                const float * gate = tile1 + j * nr;
-                for (int64_t r = 0; r < nr; ++r) {
-                    const float g = gate[r];
-                    const float act_g = glu == GGML_GLU_OP_SWIGLU
-                        ? g / (1.0f + std::exp(-g))
-                        : 0.5f * g * (1.0f + std::tanh(0.7978845608f * (g + 0.044715f * g * g * g)));
-                    d[r] = act_g * up[r];
-                }
-            }
-        }
+        const int64_t row0 = rb * rpc, nr = std::min(rpc, a.M - row0);
+        const int64_t col0 = cb * a.cpc, nc = std::min(a.cpc, plan.counts[e] - col0);
+        moe_block(a, plan, packed, e, row0, nr, col0, nc, tile);
     }
 }
 
 } // namespace
 
 size_t ggml_cpu_mul_mat_id_work_size(const ggml_tensor * dst, int nth) {
-    const bool fused = dst->op == GGML_OP_MOE_FUSED_UP_GATE;
-    const ggml_tensor * as = dst->src[0];
-    const ggml_tensor * b = fused ? dst->src[2] : dst->src[1];
-    const ggml_tensor * ids = fused ? dst->src[3] : dst->src[2];
-    const act_layout l = activation_layout(as, b);
-    const int64_t n_pairs = ids->ne[0] * ids->ne[1];
-    const size_t tile_floats = (fused ? 2 : 1) * 64 * 64;
-    return 2 * k_align + ggml_pad(l.row_size * b->ne[1] * b->ne[2], k_align) + moe_plan_size(as->ne[2], n_pairs) +
-           ggml_pad(l.row_size * n_pairs, k_align) +
-           nth * ggml_pad(tile_floats * sizeof(float) + as->ne[0] * sizeof(float), k_align);
+    const moe_args a = moe_args_of((ggml_tensor *) dst);
+    if (moe_small(a)) return 0;   // thread-local space
+    return 2 * k_align + (size_t) nth * moe_per_thread_bytes(a) + ggml_pad(a.l.row_size * a.n_b * a.n_tokens, k_align) +
+           moe_plan_size(a.n_expert, a.n_pairs) + ggml_pad(a.l.row_size * a.n_pairs, k_align);
+}
+
+int ggml_cpu_mul_mat_id_self_chunks(const ggml_tensor * dst, int nth) {
+    const moe_args a = moe_args_of((ggml_tensor *) dst);
+    if (!moe_small(a)) return 0;
+    const int64_t rpc = moe_rows_per_chunk(a, nth);
+    return (int) (std::min(a.n_expert, a.n_pairs) * ((a.M + rpc - 1) / rpc));
 }
 
 void ggml_cpu_op_mul_mat_id(const ggml_compute_params * p, ggml_tensor * dst) {
-    moe_product(p, dst, dst->src[0], nullptr, dst->src[1], dst->src[2], GGML_GLU_OP_SWIGLU);
+    const moe_args a = moe_args_of(dst);
+    if (moe_small(a)) moe_product_small(p, a); else moe_product_team(p, a);
 }
 
-void ggml_cpu_op_moe_up_gate(const ggml_compute_params * p, ggml_tensor * dst) {
-    moe_product(p, dst, dst->src[0], dst->src[1], dst->src[2], dst->src[3], (ggml_glu_op) dst->op_params[0]);
-}
+void ggml_cpu_op_moe_up_gate(const ggml_compute_params * p, ggml_tensor * dst) { ggml_cpu_op_mul_mat_id(p, dst); }
