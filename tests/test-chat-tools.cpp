@@ -284,7 +284,7 @@ TEST(ChatTools, CallsWrittenByTheTemplatesParseBack) {
         for (size_t cut = 0; cut < reply.size(); ++cut) {
             const std::string part = reply.substr(0, cut);
             const parsed_reply pr = parse_tool_calls(c.syntax, part, k_tools);
-            if (pr.calls.empty() && c.syntax != tool_syntax::functionary_v32) EXPECT_EQ(pr.content, part);
+            if (pr.calls.empty() && c.syntax != tool_syntax::functionary_v32) { EXPECT_EQ(pr.content, part); }
             for (const auto & call : pr.calls) EXPECT_TRUE(call.name == "get_weather" || call.name == "add") << part;
             EXPECT_LE(tool_text_safe_prefix(c.syntax, part), part.size());
         }

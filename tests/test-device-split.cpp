@@ -167,7 +167,7 @@ TEST(HybridOffload, SchedulerMovesLargeBatchProductsOfHostWeights) {
         ASSERT_EQ(at.size(), 4u);
         for (ggml_backend_t b : at) EXPECT_EQ(b, n_tokens >= 32 ? dev : cpu) << n_tokens << " tokens";
         // the four weights go over, besides the activations crossing (the norm weights' products stay on the CPU)
-        if (n_tokens >= 32) EXPECT_GE(on.n_copies, 4 + 2);
+        if (n_tokens >= 32) { EXPECT_GE(on.n_copies, 4 + 2); }
         const auto off = where(0, n_tokens, at);
         for (ggml_backend_t b : at) EXPECT_EQ(b, cpu) << n_tokens << " tokens, rule off";
         EXPECT_EQ(off.n_copies, 0);

@@ -1415,7 +1415,7 @@ TEST(OpsVec, PrimitivesPerIsa) {
                 want_sum += e;
                 EXPECT_NEAR(z[i], e, 1e-6 * e + 1e-30) << "exp at " << i;
             }
-            if (n > 1) EXPECT_EQ(z[0], 0.0f);
+            if (n > 1) { EXPECT_EQ(z[0], 0.0f); }
             EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum);
             EXPECT_EQ(z[n], 123.0f);
             // f16 round trip is exact for values that f16 holds

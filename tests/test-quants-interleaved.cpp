@@ -187,7 +187,7 @@ TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
             // activation rounding (8-bit types) bounds the error by ~1% of |w|max * sum|a|
             const double tol = (vdt == GGML_TYPE_F32 ? 1e-5 : 1e-2) * scale * norm + 1e-6;
             EXPECT_NEAR(dst[c * nrows + r], exact, tol) << ggml_type_name(t) << " row " << r << " col " << c;
-            if (r >= R) EXPECT_EQ(dst2[c * R + r - R], dst[c * nrows + r]) << ggml_type_name(t) << ": strided rows";
+            if (r >= R) { EXPECT_EQ(dst2[c * R + r - R], dst[c * nrows + r]) << ggml_type_name(t) << ": strided rows"; }
         }
     }
 }

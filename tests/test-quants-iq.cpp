@@ -376,7 +376,7 @@ TEST(QuantsIQ, SimdMatchesScalarOnOddShapes) {
             ++compared;
         }
     }
-    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) EXPECT_GE(compared, 7);   // x86: every IQ type has AVX2 kernels
+    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) { EXPECT_GE(compared, 7); }   // x86: every IQ type has AVX2 kernels
 }
 
 // ---- edge rows ------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ TEST(RopeAngles, YarnAndPlainAnglesMatchTheDoubleReference) {
                     // YaRN the angle is exact in double
                     EXPECT_NEAR(got, want, (c.ext_factor != 0 ? 1e-6 : 1e-12) * std::fabs(want) + 1e-12)
                         << "pair " << i << " pos " << at << " ff " << ff;
-                    if (at < 64) EXPECT_NEAR(std::cos(got) * rope_mscale(p), std::cos(want) * ref_mscale(c), 1e-5);
+                    if (at < 64) { EXPECT_NEAR(std::cos(got) * rope_mscale(p), std::cos(want) * ref_mscale(c), 1e-5); }
                 }
             }
         }
