@@ -730,6 +730,24 @@ TEST(GraphSplit, OverrideKeepsAttentionWholeAndTheFfnCut) {
     expect_host_logits(model.get(), path, 1e-3);
 }
 
+// And cut with the routed experts kept whole in host memory (-ot exps=CPU wins over the cut):
+// MLA, delta-net and expert biases included, no part holds a slice of them, logits as on the host.
+TEST_P(EveryModel, GraphModeWithExpertsOnTheHostMatchesTheHost) {
+    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    auto devs = first_devices(3);
+    const llama_model_tensor_buft_override ov[] = { { "exps", ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+    kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 2, 1 }, ov);
+    ASSERT_TRUE(model) << llama_last_error();
+    const std::regex exps("exps");
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        if (std::regex_search(t->name, exps)) EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_cpu_buffer_type()) << t->name;
+    }
+    for (const auto & parts : model->shards) {
+        for (const auto & s : parts) EXPECT_TRUE(s.w.ffn_up_exps == nullptr && s.w.ffn_down_exps == nullptr);
+    }
+    expect_host_logits(model.get(), path, 1e-3);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
                          ::testing::Values("stories260K.gguf", "synth-deepseek2-IQ3_K.gguf", "synth-deepseek2-IQ4_K_R4.gguf",
                                            "synth-deepseek2-Q4_K_M.gguf", "synth-deepseek2-f16.gguf", "synth-gemma3-f16.gguf",
