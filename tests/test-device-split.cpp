@@ -167,7 +167,9 @@ TEST(HybridOffload, SchedulerMovesLargeBatchProductsOfHostWeights) {
         ASSERT_EQ(at.size(), 4u);
         for (ggml_backend_t b : at) EXPECT_EQ(b, n_tokens >= 32 ? dev : cpu) << n_tokens << " tokens";
         // the four weights go over, besides the activations crossing (the norm weights' products stay on the CPU)
-        if (n_tokens >= 32) EXPECT_GE(on.n_copies, 4 + 2);
+        if (n_tokens >= 32) {
+            EXPECT_GE(on.n_copies, 4 + 2);
+        }
         const auto off = where(0, n_tokens, at);
         for (ggml_backend_t b : at) EXPECT_EQ(b, cpu) << n_tokens << " tokens, rule off";
         EXPECT_EQ(off.n_copies, 0);
@@ -740,7 +742,9 @@ TEST_P(EveryModel, GraphModeWithExpertsOnTheHostMatchesTheHost) {
     ASSERT_TRUE(model) << llama_last_error();
     const std::regex exps("exps");
     for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
-        if (std::regex_search(t->name, exps)) EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_cpu_buffer_type()) << t->name;
+        if (std::regex_search(t->name, exps)) {
+            EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_cpu_buffer_type()) << t->name;
+        }
     }
     for (const auto & parts : model->shards) {
         for (const auto & s : parts) EXPECT_TRUE(s.w.ffn_up_exps == nullptr && s.w.ffn_down_exps == nullptr);
