@@ -550,7 +550,9 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     if (!model->shards.empty()) {
         if (shapes.size() != hp.n_layer) return fail("-sm graph: the KV cache does not have one entry per layer");
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            if (model->shards[il].empty()) continue;
+            const auto & parts = model->shards[il];
+            // a layer whose attention an -ot rule kept whole keeps its own entry
+            if (std::none_of(parts.begin(), parts.end(), [](const llama_layer_shard & s) { return s.n_head_kv > 0; })) continue;
             const llama_kv_layer_shape whole = shapes[il];
             shapes[il] = llama_kv_layer_shape{};
             for (const llama_layer_shard & s : model->shards[il]) {
@@ -585,7 +587,10 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         // a cut delta-net layer's state lives with its parts, each with its value heads' rows
         std::vector<ggml_backend_buffer_type_t> rs_buft = model->layer_buft;
         for (uint32_t il = 0; il < hp.n_layer && !model->shards.empty(); ++il) {
-            if (model->shards[il].empty() || rshapes[il].n_ssm == 0) continue;
+            const auto & parts = model->shards[il];
+            if (rshapes[il].n_ssm == 0 || std::none_of(parts.begin(), parts.end(), [](const llama_layer_shard & s) { return s.n_head > 0; })) {
+                continue;
+            }
             const llama_recurrent_layer_shape whole = rshapes[il];
             rshapes[il] = {};
             for (const llama_layer_shard & s : model->shards[il]) {

@@ -86,7 +86,8 @@ struct llm_graph_context {
     // with a collective (NCCL) replaces this one function.
     ggml_tensor * build_all_reduce(const std::vector<std::pair<ggml_tensor *, int>> & partials);
     // f() (a layer's attention or FFN sub-block, reading g.layer(il)) built once per shard of layer
-    // il that holds that part, the partial results reduced; f() as it is for a whole layer.
+    // il that holds that part, the partial results reduced; f() as it is for a whole layer, or
+    // for a part no shard holds (kept whole by an -ot rule).
     template <typename F> ggml_tensor * build_split(int il, bool attn, F && f) {
         if (model.shards.empty() || model.shards[il].empty()) return f();
         std::vector<std::pair<ggml_tensor *, int>> parts;
@@ -96,7 +97,7 @@ struct llm_graph_context {
             parts.emplace_back(f(), s.device);
             shard = nullptr;
         }
-        return build_all_reduce(parts);
+        return parts.empty() ? f() : build_all_reduce(parts);
     }
 
     llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u, llama_kv_cache & k,

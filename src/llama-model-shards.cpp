@@ -2,6 +2,7 @@
 
 #include "llama-impl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -194,12 +195,40 @@ bool llama_shard_keeps_whole(const llama_layer & l, const ggml_tensor * t) {
     return t == l.attn_norm || t == l.attn_norm_b || t == l.ffn_norm || t == l.attn_post_norm || t == l.ffn_post_norm;
 }
 
-llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares) {
+std::vector<const ggml_tensor *> llama_shard_part(const llama_layer & l, bool attn) {
+    if (attn) {
+        return { l.wq, l.bq, l.wk, l.bk, l.wv, l.bv, l.wo, l.bo, l.attn_sinks, l.attn_q_norm, l.attn_k_norm,
+                 l.wq_a, l.attn_q_a_norm, l.wq_b, l.wkv_a_mqa, l.attn_kv_a_norm, l.wkv_b, l.wk_b, l.wv_b,
+                 l.wqkv, l.ssm_conv1d, l.wqkv_gate, l.ssm_beta, l.ssm_alpha, l.ssm_dt, l.ssm_a, l.ssm_norm, l.ssm_out };
+    }
+    return { l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_inp,
+             l.ffn_gate_inp_b, l.ffn_exp_probs_b, l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b,
+             l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp, l.ffn_gate_inp_shexp };
+}
+
+bool llama_shard_plan::in_whole_part(const llama_layer & l, uint32_t il, const ggml_tensor * t) const {
+    if (!split(il) || !t) return false;
+    for (const bool attn : { true, false }) {
+        if (attn ? attn_cut(il) : ffn_cut(il)) continue;
+        const std::vector<const ggml_tensor *> part = llama_shard_part(l, attn);
+        if (std::find(part.begin(), part.end(), t) != part.end()) return true;
+    }
+    return false;
+}
+
+llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares,
+                                   const std::function<bool(const ggml_tensor *)> & pinned) {
     const llama_hparams & hp = m.hparams;
     llama_shard_plan plan;
     plan.heads_kv.resize(hp.n_layer);
     plan.ff.resize(hp.n_layer);
     if (!m.arch->tensor_parallel) return plan;
+    auto any_pinned = [&](const llama_layer & l, bool attn) {
+        for (const ggml_tensor * t : llama_shard_part(l, attn)) {
+            if (t && pinned(t)) return true;
+        }
+        return false;
+    };
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const llama_layer & l = m.layers[il];
         const bool mla = l.wkv_a_mqa != nullptr, delta = is_delta_net(l);
@@ -213,9 +242,11 @@ llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<doub
         std::vector<uint32_t> ff, sh;
         if (k == 0 || !ffn_columns(gate, up, down, shares, ff)) continue;
         if (l.ffn_up_shexp && !ffn_columns(l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp, shares, sh)) continue;
-        plan.heads_kv[il] = divide((uint32_t) ((mla ? hp.n_head : delta ? hp.ssm_dt_rank : hp.n_head_kv) / k), shares);
-        for (auto & h : plan.heads_kv[il]) h *= (uint32_t) k;
-        plan.ff[il] = ff;
+        if (!any_pinned(l, true)) {
+            plan.heads_kv[il] = divide((uint32_t) ((mla ? hp.n_head : delta ? hp.ssm_dt_rank : hp.n_head_kv) / k), shares);
+            for (auto & h : plan.heads_kv[il]) h *= (uint32_t) k;
+        }
+        if (!any_pinned(l, false)) plan.ff[il] = ff;
     }
     return plan;
 }
@@ -233,25 +264,29 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         if (!plan.split(il)) continue;
         const llama_layer & l = m.layers[il];
-        for (const ggml_tensor * t : { l.wq, l.wk, l.wv, l.wo, l.wq_b, l.wkv_b, l.wk_b, l.wv_b, l.wqkv, l.ssm_out, l.ffn_up,
-                                       l.ffn_up_exps, l.ffn_up_shexp }) {
-            if (t && !ggml_backend_buffer_is_host(t->buffer)) {
-                throw llama_error(llama_format("-sm graph: %s is not in host memory to be cut", t->name));
+        for (const bool attn : { true, false }) {
+            if (!(attn ? plan.attn_cut(il) : plan.ffn_cut(il))) continue;
+            for (const ggml_tensor * t : llama_shard_part(l, attn)) {
+                if (t && !ggml_backend_buffer_is_host(t->buffer)) {
+                    throw llama_error(llama_format("-sm graph: %s is not in host memory to be cut", t->name));
+                }
             }
         }
         // the shared expert is cut in the same proportions as the main FFN
-        for (size_t d = 0; d < n_dev; ++d) shares[d] = (double) plan.ff[il][d];
-        const double total = std::accumulate(shares.begin(), shares.end(), 0.0);
-        for (auto & s : shares) s /= total;
         std::vector<uint32_t> sh;
-        if (l.ffn_up_shexp) ffn_columns(l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp, shares, sh);
+        if (l.ffn_up_shexp && plan.ffn_cut(il)) {
+            for (size_t d = 0; d < n_dev; ++d) shares[d] = (double) plan.ff[il][d];
+            const double total = std::accumulate(shares.begin(), shares.end(), 0.0);
+            for (auto & s : shares) s /= total;
+            ffn_columns(l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp, shares, sh);
+        }
         const ggml_tensor * gate, * up, * down;
         main_ffn(l, gate, up, down);
         const bool moe = l.ffn_up_exps != nullptr;
         int64_t h0 = 0, f0 = 0, s0 = 0;
         bool first_attn = true, first_ffn = true;
         for (size_t d = 0; d < n_dev; ++d) {
-            const uint32_t nkv = plan.heads_kv[il][d], nff = plan.ff[il][d];
+            const uint32_t nkv = plan.attn_cut(il) ? plan.heads_kv[il][d] : 0, nff = plan.ffn_cut(il) ? plan.ff[il][d] : 0;
             if (nkv == 0 && nff == 0) continue;
             llama_layer_shard s;
             s.device = (int) d;

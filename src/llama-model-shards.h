@@ -15,17 +15,30 @@
 
 #include "llama-model.h"
 
+#include <functional>
 #include <vector>
 
 // Per layer: the units each device gets (empty: the layer is not cut). Computed from the weights'
-// shapes and types before their data is read.
+// shapes and types before their data is read. The attention (mixer) and the FFN are cut or kept
+// whole each on its own: a part with a tensor an -ot rule places stays whole, where the rule and
+// the layer plan put its tensors, and the other part is still cut.
 struct llama_shard_plan {
-    std::vector<std::vector<uint32_t>> heads_kv;   // [layer][device]: KV heads
-    std::vector<std::vector<uint32_t>> ff;         // [layer][device]: FFN columns (per expert)
-    bool split(uint32_t il) const { return il < heads_kv.size() && !heads_kv[il].empty(); }
+    std::vector<std::vector<uint32_t>> heads_kv;   // [layer][device]: KV heads (empty: attention whole)
+    std::vector<std::vector<uint32_t>> ff;         // [layer][device]: FFN columns, per expert (empty: FFN whole)
+    bool attn_cut(uint32_t il) const { return il < heads_kv.size() && !heads_kv[il].empty(); }
+    bool ffn_cut(uint32_t il) const { return il < ff.size() && !ff[il].empty(); }
+    bool split(uint32_t il) const { return attn_cut(il) || ffn_cut(il); }
+    // whether t, a tensor of layer il, belongs to a part of that layer which is kept whole
+    bool in_whole_part(const llama_layer & l, uint32_t il, const ggml_tensor * t) const;
 };
 
-llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares);
+// The tensors of a layer's attention (or delta-net mixer) part, or of its FFN part, that its
+// shards are cut or copied from.
+std::vector<const ggml_tensor *> llama_shard_part(const llama_layer & l, bool attn);
+
+// pinned(t): an -ot rule places t, so the part holding it is not cut
+llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares,
+                                   const std::function<bool(const ggml_tensor *)> & pinned);
 
 // Create the shards of the planned layers in the devices' buffers and copy their slices from the
 // full weights (host memory). Appends buffers to m.buffers.

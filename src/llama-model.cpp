@@ -194,13 +194,19 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     model.devices = plan.devices;
     model.main_device = plan.main_device;
     // -sm graph: the offloaded layers that can be cut keep their norms whole on -mg; the rest of
-    // their weights stays in host memory, the source the devices' parts are cut from
+    // their weights stays in host memory, the source the devices' parts are cut from. -ot wins
+    // over the cut: a part (attention, FFN) with a tensor a rule places is not cut, its tensors
+    // going where the rules and the layer plan say.
     llama_shard_plan cuts;
     bool any_cut = false;
     if (params.split_mode == LLAMA_SPLIT_MODE_GRAPH && !plan.devices.empty()) {
-        cuts = llama_plan_shards(model, plan.shares);
+        cuts = llama_plan_shards(model, plan.shares, [&](const ggml_tensor * t) {
+            const llama_placement::rule * rule = nullptr;
+            plan.buft_of(t->name, &rule);
+            return rule != nullptr;
+        });
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            if (plan.layer_device[il] < 0) cuts.heads_kv[il].clear();
+            if (plan.layer_device[il] < 0) cuts.heads_kv[il].clear(), cuts.ff[il].clear();
             any_cut |= cuts.split(il);
         }
     }
@@ -264,7 +270,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         const llama_placement::rule * rule = nullptr;
         ggml_backend_buffer_type_t buft = plan.buft_of(t->name, &rule);
         const long il = llama_layer_of_name(t->name);
-        if (!rule && il >= 0 && cuts.split((uint32_t) il)) {
+        if (!rule && il >= 0 && cuts.split((uint32_t) il) && !cuts.in_whole_part(model.layers[il], (uint32_t) il, t)) {
             buft = llama_shard_keeps_whole(model.layers[il], t) ? main_buft : ggml_backend_cpu_buffer_type();
         }
         if (rule) {
@@ -340,7 +346,9 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         for (auto & d : model.derived) {
             ggml_backend_buffer_type_t buft = plan.buft_of(d.t->name);
             const long il = llama_layer_of_name(d.t->name);
-            if (il >= 0 && cuts.split((uint32_t) il)) buft = ggml_backend_cpu_buffer_type();   // a source of the cut
+            if (il >= 0 && cuts.split((uint32_t) il) && !cuts.in_whole_part(model.layers[il], (uint32_t) il, d.t)) {
+                buft = ggml_backend_cpu_buffer_type();   // a source of the cut
+            }
             auto it = std::find_if(dgroups.begin(), dgroups.end(), [&](const auto & g) { return g.first == buft; });
             if (it == dgroups.end()) it = dgroups.insert(dgroups.end(), { buft, {} });
             it->second.push_back(d.t);

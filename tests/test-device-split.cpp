@@ -167,7 +167,9 @@ TEST(HybridOffload, SchedulerMovesLargeBatchProductsOfHostWeights) {
         ASSERT_EQ(at.size(), 4u);
         for (ggml_backend_t b : at) EXPECT_EQ(b, n_tokens >= 32 ? dev : cpu) << n_tokens << " tokens";
         // the four weights go over, besides the activations crossing (the norm weights' products stay on the CPU)
-        if (n_tokens >= 32) { EXPECT_GE(on.n_copies, 4 + 2); }
+        if (n_tokens >= 32) {
+            EXPECT_GE(on.n_copies, 4 + 2);
+        }
         const auto off = where(0, n_tokens, at);
         for (ggml_backend_t b : at) EXPECT_EQ(b, cpu) << n_tokens << " tokens, rule off";
         EXPECT_EQ(off.n_copies, 0);
@@ -467,13 +469,15 @@ std::vector<std::tuple<const char *, int, bool, llama_split_mode>> split_cases()
 
 INSTANTIATE_TEST_SUITE_P(Models, SplitGolden, ::testing::ValuesIn(split_cases()));
 
-// -sm graph with every device of devs (NULL-terminated) in these shares
-kiln_test::model_ptr load_graph_split(const std::string & path, std::vector<ggml_backend_dev_t> & devs, std::vector<float> shares) {
+// -sm graph with every device of devs (NULL-terminated) in these shares, and these -ot rules
+kiln_test::model_ptr load_graph_split(const std::string & path, std::vector<ggml_backend_dev_t> & devs, std::vector<float> shares,
+                                      const llama_model_tensor_buft_override * overrides = nullptr) {
     shares.resize(llama_max_devices(), 0.0f);
     llama_model_params mp = llama_model_default_params();
     mp.devices = devs.data();
     mp.tensor_split = shares.data();
     mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+    mp.tensor_buft_overrides = overrides;
     return kiln_test::model_ptr(llama_model_load_from_file(path.c_str(), mp));
 }
 
@@ -590,6 +594,18 @@ std::vector<float> last_logits(llama_model * m) {
     return out;
 }
 
+// m's last logits against the same file's on the host alone, within a relative tolerance
+void expect_host_logits(llama_model * m, const std::string & path, double tol) {
+    llama_model_params host = llama_model_default_params();
+    host.n_gpu_layers = 0;
+    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
+    ASSERT_TRUE(one);
+    const std::vector<float> split = last_logits(m), ref = last_logits(one.get());
+    ASSERT_EQ(split.size(), ref.size());
+    ASSERT_FALSE(ref.empty());
+    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), tol);
+}
+
 // Every shared model (each architecture, f16 and quantized, interleaved types included) on two
 // devices in the hybrid placement people use with GPUs: the routed experts kept in host memory
 // (-ot exps=CPU, first match wins), the other layer tensors on their layer's device (equal
@@ -623,15 +639,7 @@ TEST_P(EveryModel, HybridPlacementPutsEachTensorWhereTheRulesSay) {
     }
     EXPECT_GT(n_checked, 5u);
 
-    const std::vector<float> split = last_logits(model.get());
-    llama_model_params host = llama_model_default_params();
-    host.n_gpu_layers = 0;
-    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
-    ASSERT_TRUE(one);
-    const std::vector<float> ref = last_logits(one.get());
-    ASSERT_EQ(split.size(), ref.size());
-    ASSERT_FALSE(ref.empty());
-    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), 1e-4);
+    expect_host_logits(model.get(), path, 1e-4);
 }
 
 // The same models cut by -sm graph over three devices (1:2:1): cuts on block boundaries of each
@@ -642,14 +650,106 @@ TEST_P(EveryModel, GraphModeMatchesTheHost) {
     auto devs = first_devices(3);
     kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 2, 1 });
     ASSERT_TRUE(model) << llama_last_error();
-    llama_model_params host = llama_model_default_params();
-    host.n_gpu_layers = 0;
-    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
-    ASSERT_TRUE(one);
-    const std::vector<float> split = last_logits(model.get()), ref = last_logits(one.get());
-    ASSERT_EQ(split.size(), ref.size());
-    ASSERT_FALSE(ref.empty());
-    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), 1e-3);
+    expect_host_logits(model.get(), path, 1e-3);
+}
+
+// -ot wins over -sm graph's cut (issue 16): with the routed experts kept in host memory
+// (-ot exps=CPU), qwen3moe's expert tensors stay whole there, not sliced onto the devices; each
+// layer's attention is still cut, and the rest of its FFN (the router) goes whole to the layer's
+// device. The memory summary's devices hold the experts' bytes less than without the rule, and the
+// logits are the host's.
+TEST(GraphSplit, OverrideKeepsExpertsWholeOnTheHost) {
+    const std::string path = kiln_test::shared_path("models/synth-qwen3moe-f16.gguf");
+    auto devs = first_devices(2);
+    kiln_test::model_ptr plain = load_graph_split(path, devs, { 1, 1 });
+    ASSERT_TRUE(plain) << llama_last_error();
+    const llama_model_tensor_buft_override ov[] = { { "exps", ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+    kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 1 }, ov);
+    ASSERT_TRUE(model) << llama_last_error();
+
+    const uint32_t n_layer = model->hparams.n_layer;
+    size_t expert_bytes = 0;
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        const llama_layer & l = model->layers[il];
+        ASSERT_NE(l.ffn_up_exps, nullptr);
+        for (const ggml_tensor * t : { l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps }) {
+            EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_cpu_buffer_type()) << t->name;
+            expert_bytes += ggml_nbytes(t);
+        }
+        EXPECT_EQ(ggml_backend_buffer_get_type(l.ffn_gate_inp->buffer),
+                  ggml_backend_dev_buffer_type(devs[(il + 0.5) / n_layer < 0.5 ? 0 : 1]))
+            << l.ffn_gate_inp->name;
+        ASSERT_EQ(model->shards[il].size(), 2u) << "layer " << il << ": the attention is still cut";
+        uint32_t heads = 0;
+        for (const auto & s : model->shards[il]) {
+            heads += s.n_head;
+            EXPECT_FALSE(s.has_ffn);
+            EXPECT_EQ(s.w.ffn_up_exps, nullptr);
+            EXPECT_EQ(s.w.ffn_down_exps, nullptr);
+        }
+        EXPECT_EQ(heads, model->hparams.n_head);
+    }
+    auto device_weights = [](const llama_model & m) {
+        size_t sum = 0;
+        const std::vector<llama_place_summary> rows = llama_place_summaries(m);
+        for (size_t i = 1; i < rows.size(); ++i) sum += rows[i].weights;
+        return sum;
+    };
+    const std::vector<llama_place_summary> rows = llama_place_summaries(*model);
+    EXPECT_GE(rows[0].weights, expert_bytes);
+    EXPECT_GE(device_weights(*plain), device_weights(*model) + expert_bytes);
+
+    expect_host_logits(model.get(), path, 1e-3);
+}
+
+// The same rule for the attention: a rule placing attn_k keeps the attention whole (its KV cache
+// in the layer's own entry, on the layer's device) while the FFN is still cut.
+TEST(GraphSplit, OverrideKeepsAttentionWholeAndTheFfnCut) {
+    const std::string path = kiln_test::shared_path("models/synth-qwen3-f16.gguf");
+    auto devs = first_devices(2);
+    const llama_model_tensor_buft_override ov[] = { { "attn_k\\.", ggml_backend_dev_buffer_type(devs[1]) }, { nullptr, nullptr } };
+    kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 1 }, ov);
+    ASSERT_TRUE(model) << llama_last_error();
+    const uint32_t n_layer = model->hparams.n_layer;
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        const llama_layer & l = model->layers[il];
+        const ggml_backend_buffer_type_t layer_dev = ggml_backend_dev_buffer_type(devs[(il + 0.5) / n_layer < 0.5 ? 0 : 1]);
+        EXPECT_EQ(ggml_backend_buffer_get_type(l.wk->buffer), ggml_backend_dev_buffer_type(devs[1])) << l.wk->name;
+        EXPECT_EQ(ggml_backend_buffer_get_type(l.wq->buffer), layer_dev) << l.wq->name;
+        uint32_t cols = 0;
+        for (const auto & s : model->shards[il]) {
+            EXPECT_EQ(s.n_head, 0u);
+            EXPECT_EQ(s.w.wq, nullptr);
+            cols += s.w.ffn_up ? (uint32_t) s.w.ffn_up->ne[1] : 0;
+        }
+        EXPECT_EQ(cols, model->hparams.n_ff) << "layer " << il << ": the FFN is still cut";
+    }
+    kiln_test::context_ptr ctx = kiln_test::small_context(model.get(), 64);
+    ASSERT_TRUE(ctx) << llama_last_error();
+    ASSERT_NE(ctx->kv.k_l[0], nullptr);
+    EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[0]->buffer), ggml_backend_dev_buffer_type(devs[0]));
+    ctx.reset();
+    expect_host_logits(model.get(), path, 1e-3);
+}
+
+// And cut with the routed experts kept whole in host memory (-ot exps=CPU wins over the cut):
+// MLA, delta-net and expert biases included, no part holds a slice of them, logits as on the host.
+TEST_P(EveryModel, GraphModeWithExpertsOnTheHostMatchesTheHost) {
+    const std::string path = kiln_test::shared_path(std::string("models/") + GetParam());
+    auto devs = first_devices(3);
+    const llama_model_tensor_buft_override ov[] = { { "exps", ggml_backend_cpu_buffer_type() }, { nullptr, nullptr } };
+    kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 2, 1 }, ov);
+    ASSERT_TRUE(model) << llama_last_error();
+    const std::regex exps("exps");
+    for (ggml_tensor * t = ggml_get_first_tensor(model->ctx); t; t = ggml_get_next_tensor(model->ctx, t)) {
+        if (std::regex_search(t->name, exps)) {
+            EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_cpu_buffer_type()) << t->name;
+        }
+    }
+    for (const auto & parts : model->shards) {
+        for (const auto & s : parts) EXPECT_TRUE(s.w.ffn_up_exps == nullptr && s.w.ffn_down_exps == nullptr);
+    }
+    expect_host_logits(model.get(), path, 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
