@@ -8,4 +8,5 @@ void ggml_cpu_register_neon() {
     ggml_cpu_register_q8_neon();
     ggml_cpu_register_legacy_neon();
     ggml_cpu_register_k_neon();
+    ggml_cpu_register_ik_neon();
 }
