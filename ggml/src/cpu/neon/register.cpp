@@ -9,4 +9,5 @@ void ggml_cpu_register_neon() {
     ggml_cpu_register_legacy_neon();
     ggml_cpu_register_k_neon();
     ggml_cpu_register_ik_neon();
+    ggml_cpu_register_kt_neon();
 }

@@ -20,3 +20,4 @@ void ggml_cpu_register_q8_neon();
 void ggml_cpu_register_legacy_neon();
 void ggml_cpu_register_k_neon();
 void ggml_cpu_register_ik_neon();
+void ggml_cpu_register_kt_neon();
