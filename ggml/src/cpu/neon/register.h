@@ -21,3 +21,4 @@ void ggml_cpu_register_legacy_neon();
 void ggml_cpu_register_k_neon();
 void ggml_cpu_register_ik_neon();
 void ggml_cpu_register_kt_neon();
+void ggml_cpu_register_interleaved_neon();
