@@ -1,5 +1,5 @@
-// NEON gemm kernels of the ik_llama.cpp non-linear types (iq2_k .. iq6_k, iq4_ks, iq5_ks; and
-// iq2_ks, iq3_ks, iq4_kss, iq2_kl through the scalar decoder) against q8_K activations, at the
+// NEON gemm kernels of the ik_llama.cpp non-linear types (iq2_k .. iq6_k, iq2_ks, iq3_ks, iq4_ks,
+// iq5_ks; iq4_kss and iq2_kl through the scalar decoder) against q8_K activations, at the
 // plain, SDOT and SMMLA levels of the shared block loop (gemm-q8k.h).
 //
 // The decoders here produce the common form of quants-ik.h (signed levels, a scale per 16 values)
@@ -74,6 +74,40 @@ KILN_DECODE_INLINE void decode_iq3_k(const void * vb, float, ik_decoded & out) {
         out.sc[g] = (int16_t) ((b.scales_h >> g) & 1 ? -m : m);
     }
     out.d = GGML_FP16_TO_FP32(b.d);
+}
+
+// iq2_ks: per 64 values ib64, two 32-value halves h with their own scale (4 bits + a fifth in
+// extra's high byte, minus 16) and grid bit; group g = 4 ib64 + k reads the crumbs at bits
+// 4 (ib64 % 2) + 2 h of qs[32 (ib64 / 2) + 16 (k % 2) ..], h = k / 2.
+KILN_DECODE_INLINE void decode_iq2_ks(const void * vb, float row_d, ik_decoded & out) {
+    const auto & b = *(const block_iq2_ks *) vb;
+    const int8x16_t table = vcombine_s8(vld1_s8(ik_iq2nl_values), vdup_n_s8(0));
+    for (int g = 0; g < 16; ++g) {
+        const int ib64 = g / 4, k = g % 4, h = k / 2;
+        const uint8x16_t qs = vld1q_u8(b.qs + 32 * (ib64 / 2) + 16 * (k % 2));
+        const uint8x16_t idx = vorrq_u8(field(qs, 4 * (ib64 % 2) + 2 * h, 3), bit_value(b.extra, 2 * ib64 + h, 4));
+        vst1q_s8(out.q + 16 * g, vqtbl1q_s8(table, idx));
+        out.sc[g] = (int16_t) ((((b.scales[ib64] >> (4 * h)) & 0xF) | (((b.extra >> (8 + 2 * ib64 + h)) & 1) << 4)) - 16);
+    }
+    out.d = row_d;
+}
+
+// iq3_ks: 32-block blk takes 2-bit indices at bits 2 (blk % 4) of qs[32 (blk / 4) ..], the third
+// bit blk of qh, the grid bit 8 + blk of extra; its scale is nibble blk / 4 of scales[blk % 4]
+// with bit blk of extra as the fifth bit, minus 16.
+KILN_DECODE_INLINE void decode_iq3_ks(const void * vb, float row_d, ik_decoded & out) {
+    const auto & b = *(const block_iq3_ks *) vb;
+    const int8x16_t table = vld1q_s8(ik_iq3nl_values);
+    for (int g = 0; g < 16; ++g) {
+        const int blk = g / 2, h = g % 2;
+        const uint8x16_t qs = vld1q_u8(b.qs + 32 * (blk / 4) + 16 * h);
+        const uint8x16_t qh = vld1q_u8(b.qh + 16 * h);
+        uint8x16_t idx = vorrq_u8(field(qs, 2 * (blk % 4), 3), vshlq_n_u8(field(qh, blk, 1), 2));
+        idx = vorrq_u8(idx, bit_value(b.extra, 8 + blk, 8));
+        vst1q_s8(out.q + 16 * g, vqtbl1q_s8(table, idx));
+        out.sc[g] = (int16_t) ((((b.scales[blk % 4] >> (4 * (blk / 4))) & 0xF) | (((b.extra >> blk) & 1) << 4)) - 16);
+    }
+    out.d = row_d;
 }
 
 // iq4_k: 32-block ib's 16 bytes hold values 0-15 in the low nibbles, 16-31 in the high ones.
@@ -177,9 +211,9 @@ void ggml_cpu_register_ik_neon() {
     add_q8k_kernels<dec_ik<GGML_TYPE_IQ6_K, decode_iq6_k>>(GGML_TYPE_IQ6_K);
     add_q8k_kernels<dec_ik<GGML_TYPE_IQ4_KS, decode_iq4_ks>>(GGML_TYPE_IQ4_KS);
     add_q8k_kernels<dec_ik<GGML_TYPE_IQ5_KS, decode_iq5_ks>>(GGML_TYPE_IQ5_KS);
+    add_q8k_kernels<dec_ik<GGML_TYPE_IQ2_KS, decode_iq2_ks>>(GGML_TYPE_IQ2_KS);
+    add_q8k_kernels<dec_ik<GGML_TYPE_IQ3_KS, decode_iq3_ks>>(GGML_TYPE_IQ3_KS);
     // the scalar decoders: the rarer row-scaled types still get the vector dot products
-    add_q8k_kernels<dec_ik<GGML_TYPE_IQ2_KS, ik_decode_iq2_ks>>(GGML_TYPE_IQ2_KS);
-    add_q8k_kernels<dec_ik<GGML_TYPE_IQ3_KS, ik_decode_iq3_ks>>(GGML_TYPE_IQ3_KS);
     add_q8k_kernels<dec_ik<GGML_TYPE_IQ4_KSS, ik_decode_iq4_kss>>(GGML_TYPE_IQ4_KSS);
     add_q8k_kernels<dec_ik<GGML_TYPE_IQ2_KL, ik_decode_iq2_kl>>(GGML_TYPE_IQ2_KL);
 }
