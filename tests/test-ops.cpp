@@ -1440,4 +1440,70 @@ TEST(OpsVec, PrimitivesPerIsa) {
     }
 }
 
+// The blocked attention forms (qk_block, pv_block) of every level that has them against double
+// references: 1-4 query / output rows, key and value counts around the 4-row groups, row lengths
+// around every register width; nothing written past a row or an output column.
+TEST(OpsVec, AttentionBlocksPerIsa) {
+    int checked = 0;
+    for (ggml_cpu_isa isa : isas_here()) {
+        const ggml_cpu_vec_fns & f = ggml_cpu_vec_at(isa);
+        if (!f.qk_block || !f.pv_block) continue;
+        SCOPED_TRACE(ggml_cpu_isa_name(isa));
+        for (int64_t n : { 1, 3, 4, 7, 8, 15, 16, 17, 33, 64, 80 }) {
+            const int64_t max_rows = 9;
+            const std::vector<float> qd = kiln_test::random_floats(4 * n, (uint32_t) n, -1.0f, 1.0f);
+            const std::vector<float> kd = kiln_test::random_floats(max_rows * n, (uint32_t) n + 7, -1.0f, 1.0f);
+            const float * q[4] = { qd.data(), qd.data() + n, qd.data() + 2 * n, qd.data() + 3 * n };
+            const float * kr[max_rows];
+            for (int64_t t = 0; t < max_rows; ++t) kr[t] = kd.data() + t * n;
+            for (int64_t nq = 1; nq <= 4; ++nq) {
+                for (int64_t nk = 1; nk <= max_rows; ++nk) {
+                    const int64_t os = max_rows + 1;
+                    std::vector<float> out(4 * os, 55.0f);
+                    f.qk_block(n, q, nq, kr, nk, out.data(), os);
+                    for (int64_t r = 0; r < 4; ++r) {
+                        for (int64_t t = 0; t < os; ++t) {
+                            if (r >= nq || t >= nk) {
+                                ASSERT_EQ(out[r * os + t], 55.0f) << "qk_block wrote outside nq x nk";
+                                continue;
+                            }
+                            double e = 0, b = 0;
+                            for (int64_t i = 0; i < n; ++i) {
+                                e += (double) q[r][i] * kr[t][i];
+                                b += std::fabs((double) q[r][i] * kr[t][i]);
+                            }
+                            ASSERT_NEAR(out[r * os + t], e, 1e-6 * b + 1e-7) << "qk n=" << n << " nq=" << nq << " nk=" << nk;
+                        }
+                    }
+                    // pv: y[r] += sum_t p[r][t] * v[t] on nk value rows
+                    const int64_t ps = max_rows + 2;
+                    const std::vector<float> pd = kiln_test::random_floats(4 * ps, (uint32_t) (n * 16 + nk), 0.0f, 1.0f);
+                    std::vector<float> yd = kiln_test::random_floats(4 * (n + 1), (uint32_t) (n * 16 + nq), -1.0f, 1.0f);
+                    const std::vector<float> y0 = yd;
+                    float * y[4] = { yd.data(), yd.data() + (n + 1), yd.data() + 2 * (n + 1), yd.data() + 3 * (n + 1) };
+                    f.pv_block(n, y, pd.data(), ps, nq, kr, nk);
+                    for (int64_t r = 0; r < 4; ++r) {
+                        for (int64_t i = 0; i <= n; ++i) {
+                            const float before = y0[r * (n + 1) + i];
+                            if (r >= nq || i == n) {
+                                ASSERT_EQ(y[r][i], before) << "pv_block wrote outside ny rows of n";
+                                continue;
+                            }
+                            double e = before, b = std::fabs(before);
+                            for (int64_t t = 0; t < nk; ++t) {
+                                e += (double) pd[r * ps + t] * kr[t][i];
+                                b += std::fabs((double) pd[r * ps + t] * kr[t][i]);
+                            }
+                            ASSERT_NEAR(y[r][i], e, 1e-6 * b + 1e-7) << "pv n=" << n << " ny=" << nq << " nt=" << nk;
+                        }
+                    }
+                }
+            }
+        }
+        ++checked;
+        std::printf("[ vec      ] qk_block / pv_block %s\n", ggml_cpu_isa_name(isa));
+    }
+    if (checked == 0) GTEST_SKIP() << "no level of this CPU has the blocked attention forms";
+}
+
 } // namespace

@@ -55,18 +55,40 @@ struct operand {
     size_t               stride = 0;
 };
 
+// The trellis types (iq1_kt .. iq4_kt): every bit pattern of their blocks is a valid block (seeds
+// and scale codes), after an f32 row scale. Their quantizer is a search over every seed per run
+// of values, which makes test weights cost minutes under emulation (tests/isa/aarch64.sh), so
+// their rows are random blocks instead: every seed bit and scale code reaches the kernels.
+bool is_trellis(ggml_type t) {
+    return t == GGML_TYPE_IQ1_KT || t == GGML_TYPE_IQ2_KT || t == GGML_TYPE_IQ3_KT || t == GGML_TYPE_IQ4_KT;
+}
+
+void random_trellis_rows(int64_t nrows, size_t row, uint32_t seed, uint8_t * out) {
+    std::mt19937 rng(seed);
+    for (int64_t r = 0; r < nrows; ++r) {
+        uint8_t * p = out + r * row;
+        for (size_t i = 0; i < row; ++i) p[i] = (uint8_t) (rng() >> 24);
+        const float d = 1e-3f * (float) (1 + r % 5);
+        std::memcpy(p, &d, sizeof(d));
+    }
+}
+
 // Quantize nrows rows to type t with a row stride larger than the row (extra bytes are garbage).
 bool make_weights(ggml_type t, int64_t nrows, int64_t n, uint32_t seed, operand & w) {
     const ggml_type_traits * tt = ggml_get_type_traits(t);
     if (!tt->quantize && !tt->from_float_ref) return false;
-    const std::vector<float> src = weight_data(nrows * n, seed);
-    std::vector<float> imatrix(n);
-    for (int64_t j = 0; j < n; ++j) imatrix[j] = 0.5f + (float) ((j * 37) % 11);
     const size_t row = ggml_row_size(t, n);
     std::vector<uint8_t> packed(nrows * row);
-    const size_t written = ggml_quantize_chunk(t, src.data(), packed.data(), 0, nrows, n,
-                                               tt->requires_imatrix ? imatrix.data() : nullptr);
-    if (written != nrows * row) return false;
+    if (is_trellis(t)) {
+        random_trellis_rows(nrows, row, seed, packed.data());
+    } else {
+        const std::vector<float> src = weight_data(nrows * n, seed);
+        std::vector<float> imatrix(n);
+        for (int64_t j = 0; j < n; ++j) imatrix[j] = 0.5f + (float) ((j * 37) % 11);
+        const size_t written = ggml_quantize_chunk(t, src.data(), packed.data(), 0, nrows, n,
+                                                   tt->requires_imatrix ? imatrix.data() : nullptr);
+        if (written != nrows * row) return false;
+    }
     w.stride = row + 40;
     w.bytes.assign(nrows * w.stride, 0xCD);
     for (int64_t r = 0; r < nrows; ++r) std::memcpy(w.bytes.data() + r * w.stride, packed.data() + r * row, row);
@@ -106,9 +128,8 @@ TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
         for (ggml_type t : types_with_gemm()) {
             if (n % ggml_blck_size(t) != 0) continue;
             // Only types with a SIMD kernel this CPU runs: the rest would compare scalar with itself
-            // (their scalar kernels are held to the reference by test-quants-golden), and quantizing
-            // test weights for them costs most of this suite's time (the trellis searches), which
-            // matters under emulation (tests/isa/aarch64.sh).
+            // (their scalar kernels are held to the reference by test-quants-golden), and making
+            // their test weights costs time, which matters under emulation (tests/isa/aarch64.sh).
             bool has_simd = false;
             for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
                 has_simd |= ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa) != nullptr && isa_runs_here((ggml_cpu_isa) isa);

@@ -62,7 +62,11 @@ compared_has() {   # cpu pattern expected(1|0)
 suite max test-quants-simd
 cp "$TMP/suite.out" "$TMP/simd-max.out"
 for k in f32/neon f16/neon bf16/neon q8_0/neon q4_0/dotprod q8_0/dotprod q4_K/dotprod q5_K/dotprod q6_K/dotprod \
-         iq4_xs/dotprod iq4_nl/dotprod q4_0/i8mm q8_0/i8mm iq4_nl/i8mm iq4_xs/i8mm; do
+         iq4_xs/dotprod iq4_nl/dotprod q4_0/i8mm q8_0/i8mm iq4_nl/i8mm iq4_xs/i8mm q2_K/i8mm q4_K/i8mm q6_K/i8mm \
+         iq2_k/neon iq2_k/dotprod iq3_k/dotprod iq4_k/neon iq4_k/dotprod iq5_k/dotprod iq6_k/neon iq6_k/dotprod \
+         iq4_ks/neon iq4_ks/dotprod iq5_ks/dotprod iq2_ks/dotprod iq4_kss/dotprod iq2_k/i8mm iq4_ks/i8mm iq6_k/i8mm \
+         iq1_kt/neon iq2_kt/dotprod iq3_kt/dotprod iq4_kt/dotprod iq2_kt/i8mm iq4_kt/i8mm q4_0_r8/dotprod q8_0_r8/dotprod \
+         iq2_xxs/dotprod iq2_xs/dotprod iq2_s/i8mm iq3_xxs/dotprod iq3_s/dotprod iq1_s/neon iq1_m/dotprod; do
     compared_has max "$k" 1
 done
 suite max test-ops
@@ -73,6 +77,7 @@ suite max test-quants-ik
 suite cortex-a53 test-quants-simd
 cp "$TMP/suite.out" "$TMP/simd-cortex-a53.out"
 compared_has cortex-a53 q4_K/neon 1
+compared_has cortex-a53 iq4_k/neon 1
 compared_has cortex-a53 /dotprod 0   # not registered without HWCAP_ASIMDDP
 compared_has cortex-a53 /i8mm 0
 suite cortex-a53 test-matmul 'Float/*'

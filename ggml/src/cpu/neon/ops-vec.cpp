@@ -1,8 +1,9 @@
 // NEON versions of the op kernels' vector primitives (see ops-common.h): element-wise maps,
 // activations, reductions, softmax's exp, the attention dot/axpy rows, conversions and rope.
 // Bodies run four lanes at a time; tails go through a zero-padded vector (simd.h), so every
-// element sees the same arithmetic. The blocked attention forms (qk_block, pv_block) are not
-// provided: the attention kernel then loops over rows with dot_rows / axpy_rows.
+// element sees the same arithmetic. The blocked attention forms (qk_block, pv_block) keep up to
+// four query rows in registers against four key rows (16 accumulators of the 32 registers), so
+// a tile of f16 / q8_0 keys and values, decoded once to f32, is read once per 4 query rows.
 #include "neon/register.h"
 #include "neon/simd.h"
 #include "ops-common.h"
@@ -149,6 +150,88 @@ void dot_rows_v(int64_t n, const float * x, const float * const * rows, int64_t 
 }
 
 // 16 output values stay in registers while every value row is added in
+// NQ (<= 4) query rows x kk (<= 4) key rows: out[r * os + j] = dot(q[r], kr[j])
+template <int NQ>
+void qk_pass(int64_t n, const float * const * q, const float * const * kr, int64_t kk, float * out, int64_t os) {
+    float32x4_t acc[NQ][4];
+    for (int r = 0; r < NQ; ++r)
+        for (int j = 0; j < 4; ++j) acc[r][j] = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t kv[4];
+        for (int j = 0; j < 4; ++j) kv[j] = vld1q_f32(kr[j] + i);
+        for (int r = 0; r < NQ; ++r) {
+            const float32x4_t qv = vld1q_f32(q[r] + i);
+            for (int j = 0; j < 4; ++j) acc[r][j] = vfmaq_f32(acc[r][j], qv, kv[j]);
+        }
+    }
+    if (i < n) {
+        float32x4_t kv[4];
+        for (int j = 0; j < 4; ++j) kv[j] = neon_load_part(kr[j] + i, n - i);
+        for (int r = 0; r < NQ; ++r) {
+            const float32x4_t qv = neon_load_part(q[r] + i, n - i);
+            for (int j = 0; j < 4; ++j) acc[r][j] = vfmaq_f32(acc[r][j], qv, kv[j]);
+        }
+    }
+    for (int r = 0; r < NQ; ++r)
+        for (int64_t j = 0; j < kk; ++j) out[r * os + j] = vaddvq_f32(acc[r][j]);
+}
+
+void qk_block_v(int64_t n, const float * const * q, int64_t nq, const float * const * k, int64_t nk, float * out, int64_t os) {
+    for (int64_t t = 0; t < nk; t += 4) {
+        const int64_t kk = nk - t < 4 ? nk - t : 4;
+        // a short last group repeats its first row (computed, not stored)
+        const float * kr[4] = { k[t], k[t + (kk > 1 ? 1 : 0)], k[t + (kk > 2 ? 2 : 0)], k[t + (kk > 3 ? 3 : 0)] };
+        switch (nq) {
+            case 1: qk_pass<1>(n, q, kr, kk, out + t, os); break;
+            case 2: qk_pass<2>(n, q, kr, kk, out + t, os); break;
+            case 3: qk_pass<3>(n, q, kr, kk, out + t, os); break;
+            default: qk_pass<4>(n, q, kr, kk, out + t, os); break;
+        }
+    }
+}
+
+// NY (<= 4) output rows x 16 values in registers per pass over the value rows; per element the
+// same fma chain over t as axpy_rows
+template <int NY>
+void pv_pass(int64_t n, float * const * y, const float * p, int64_t ps, const float * const * v, int64_t nt) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float32x4_t acc[NY][4];
+        for (int r = 0; r < NY; ++r)
+            for (int k = 0; k < 4; ++k) acc[r][k] = vld1q_f32(y[r] + i + 4 * k);
+        for (int64_t t = 0; t < nt; ++t) {
+            float32x4_t vv[4];
+            for (int k = 0; k < 4; ++k) vv[k] = vld1q_f32(v[t] + i + 4 * k);
+            for (int r = 0; r < NY; ++r) {
+                const float32x4_t pr = vdupq_n_f32(p[r * ps + t]);
+                for (int k = 0; k < 4; ++k) acc[r][k] = vfmaq_f32(acc[r][k], pr, vv[k]);
+            }
+        }
+        for (int r = 0; r < NY; ++r)
+            for (int k = 0; k < 4; ++k) vst1q_f32(y[r] + i + 4 * k, acc[r][k]);
+    }
+    for (; i < n; i += 4) {
+        const int64_t m = n - i < 4 ? n - i : 4;
+        float32x4_t acc[NY];
+        for (int r = 0; r < NY; ++r) acc[r] = neon_load_part(y[r] + i, m);
+        for (int64_t t = 0; t < nt; ++t) {
+            const float32x4_t vv = neon_load_part(v[t] + i, m);
+            for (int r = 0; r < NY; ++r) acc[r] = vfmaq_f32(acc[r], vdupq_n_f32(p[r * ps + t]), vv);
+        }
+        for (int r = 0; r < NY; ++r) neon_store_part(y[r] + i, acc[r], m);
+    }
+}
+
+void pv_block_v(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v, int64_t nt) {
+    switch (ny) {
+        case 1: pv_pass<1>(n, y, p, ps, v, nt); break;
+        case 2: pv_pass<2>(n, y, p, ps, v, nt); break;
+        case 3: pv_pass<3>(n, y, p, ps, v, nt); break;
+        default: pv_pass<4>(n, y, p, ps, v, nt); break;
+    }
+}
+
 void axpy_rows_v(int64_t n, float * y, const float * a, const float * const * rows, int64_t nr) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -252,6 +335,8 @@ void ggml_cpu_register_vec_neon() {
     f.axpy = axpy_v;
     f.dot_rows = dot_rows_v;
     f.axpy_rows = axpy_rows_v;
+    f.qk_block = qk_block_v;
+    f.pv_block = pv_block_v;
     f.f16_to_f32 = f16_to_f32_v;
     f.f32_to_f16 = f32_to_f16_v;
     f.bf16_to_f32 = bf16_to_f32_v;

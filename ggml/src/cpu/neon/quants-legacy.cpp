@@ -260,46 +260,19 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
 } // namespace mm
 KILN_NEON_I8MM_END
 
-// The registered entry points, one per level (see simd.h for the two copies of the loops).
-template <typename W>
-void gemm_neon(int64_t n, const void * w, size_t ws, const void * x, size_t xs, float * dst, size_t ds, int nr, int nc) {
-    plain::gemm<W>(n, w, ws, x, xs, dst, ds, nr, nc);
-}
-
-template <typename W>
-__attribute__((target(KILN_NEON_DOTPROD_TARGET))) void gemm_dotprod(int64_t n, const void * w, size_t ws, const void * x,
-                                                                     size_t xs, float * dst, size_t ds, int nr, int nc) {
-    sdot::gemm<W>(n, w, ws, x, xs, dst, ds, nr, nc);
-}
-
-template <typename W>
-__attribute__((target(KILN_NEON_I8MM_TARGET))) void gemm_i8mm(int64_t n, const void * w, size_t ws, const void * x,
-                                                              size_t xs, float * dst, size_t ds, int nr, int nc) {
-    mm::gemm<W>(n, w, ws, x, xs, dst, ds, nr, nc);
-}
-
-template <typename W>
-void add(ggml_type type, ggml_type vec_dot_type) {
-    ggml_cpu_register_gemm(type, GGML_CPU_ISA_NEON, vec_dot_type, gemm_neon<W>);
-    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_NEON_DOTPROD)) {
-        ggml_cpu_register_gemm(type, GGML_CPU_ISA_NEON_DOTPROD, vec_dot_type, gemm_dotprod<W>);
-    }
-    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_NEON_I8MM)) {
-        ggml_cpu_register_gemm(type, GGML_CPU_ISA_NEON_I8MM, vec_dot_type, gemm_i8mm<W>);
-    }
-}
+#include "neon/gemm-levels.inc"
 
 } // namespace
 
 // Called by ggml_cpu_register_neon() (register.cpp).
 void ggml_cpu_register_legacy_neon() {
-    add<w_q4_0>(GGML_TYPE_Q4_0, GGML_TYPE_Q8_0);
-    add<w_q4_1>(GGML_TYPE_Q4_1, GGML_TYPE_Q8_1);
-    add<w_q5_0>(GGML_TYPE_Q5_0, GGML_TYPE_Q8_0);
-    add<w_q5_1>(GGML_TYPE_Q5_1, GGML_TYPE_Q8_1);
-    add<w_q6_0>(GGML_TYPE_Q6_0, GGML_TYPE_Q8_0);
-    add<w_q8_0>(GGML_TYPE_Q8_0, GGML_TYPE_Q8_0);
-    add<w_iq4_nl>(GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0);
-    add<w_mxfp4>(GGML_TYPE_MXFP4, GGML_TYPE_Q8_0);
-    add<w_iq4_xs>(GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K);
+    add_levels<w_q4_0>(GGML_TYPE_Q4_0, GGML_TYPE_Q8_0);
+    add_levels<w_q4_1>(GGML_TYPE_Q4_1, GGML_TYPE_Q8_1);
+    add_levels<w_q5_0>(GGML_TYPE_Q5_0, GGML_TYPE_Q8_0);
+    add_levels<w_q5_1>(GGML_TYPE_Q5_1, GGML_TYPE_Q8_1);
+    add_levels<w_q6_0>(GGML_TYPE_Q6_0, GGML_TYPE_Q8_0);
+    add_levels<w_q8_0>(GGML_TYPE_Q8_0, GGML_TYPE_Q8_0);
+    add_levels<w_iq4_nl>(GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0);
+    add_levels<w_mxfp4>(GGML_TYPE_MXFP4, GGML_TYPE_Q8_0);
+    add_levels<w_iq4_xs>(GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K);
 }

@@ -8,4 +8,8 @@ void ggml_cpu_register_neon() {
     ggml_cpu_register_q8_neon();
     ggml_cpu_register_legacy_neon();
     ggml_cpu_register_k_neon();
+    ggml_cpu_register_iq_neon();
+    ggml_cpu_register_ik_neon();
+    ggml_cpu_register_kt_neon();
+    ggml_cpu_register_interleaved_neon();
 }

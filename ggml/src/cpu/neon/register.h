@@ -19,3 +19,7 @@ void ggml_cpu_register_float_gemm_neon();
 void ggml_cpu_register_q8_neon();
 void ggml_cpu_register_legacy_neon();
 void ggml_cpu_register_k_neon();
+void ggml_cpu_register_iq_neon();
+void ggml_cpu_register_ik_neon();
+void ggml_cpu_register_kt_neon();
+void ggml_cpu_register_interleaved_neon();
