@@ -135,14 +135,25 @@ TEST(QuantsBlocksQ8, EncodesLikeTheReference) {
 // The quants are made with the scale as stored: every value decodes to within half a stored
 // step, also where fp16 has few bits left for the scale (blocks of max |x| down to 1e-6), and the
 // largest value never leaves [-127, 127].
+// Blocks whose scale would be a subnormal fp16 (amax < ~7.8e-3) are quantized with the scale as
+// stored; larger ones exactly as ggml's reference does (q = round(x * 127 / amax), d = fp16 of it).
 TEST(QuantsBlocksQ8, QuantsUseTheStoredScale) {
     for (float amax : { 1e-6f, 3e-5f, 1e-4f, 7e-4f, 0.01f, 1.0f, 300.0f }) {
         std::vector<float> x = kiln_test::random_floats(32 * 64, 11, -amax, amax);
         for (int64_t ib = 0; ib < 64; ++ib) x[32 * ib + ib % 32] = ib % 2 ? amax : -amax;   // the block's max
         std::vector<block_q8_0> q(64);
         quantize_row_q8_0_ref(x.data(), q.data(), (int64_t) x.size());
+        const bool subnormal = amax / 127.0f < 6.103515625e-5f;
         for (int64_t ib = 0; ib < 64; ++ib) {
             const float d = kiln_fp16_to_f32(q[ib].d);
+            if (!subnormal) {
+                ASSERT_EQ(q[ib].d, kiln_f32_to_fp16(amax / 127.0f)) << "amax " << amax << " block " << ib;
+                for (int j = 0; j < 32; ++j) {
+                    ASSERT_EQ(q[ib].qs[j], (int8_t) std::roundf(x[32 * ib + j] * (1.0f / (amax / 127.0f))))
+                        << "amax " << amax << " block " << ib << " elem " << j;
+                }
+                continue;
+            }
             ASSERT_GE(d * 127.0f, amax) << "block " << ib << " scale " << d << " cannot reach " << amax;
             for (int j = 0; j < 32; ++j) {
                 const float y = q[ib].qs[j] * d;

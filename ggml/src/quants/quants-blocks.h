@@ -675,9 +675,9 @@ KILN_HD float kiln_row_scale(const char * row, int row_meta) {
 // Encoding q8_0 / q8_1 blocks (activations on every backend, the KV-cache type the GPU writes,
 // Q8_0 weights): one fp16 scale d per 32 values, q = round(x / d) with ties away from zero.
 //
-// The quants are computed with the scale as stored, not with amax / 127. fp16 keeps 11
-// significant bits only down to 6.1e-5 (amax about 7.8e-3); below that d is a multiple of
-// 2^-24, and quants made with the unrounded d would all be off by the stored scale's rounding
+// Below amax about 7.8e-3 the quants are computed with the scale as stored, not with amax / 127.
+// fp16 keeps 11 significant bits only down to 6.1e-5 (amax / 127); below that d is a multiple
+// of 2^-24, and quants made with the unrounded d would all be off by the stored scale's rounding
 // error, the same factor for the whole block (several percent for blocks of small activations,
 // common in real models). A common factor adds up along a dot product where independent
 // rounding errors average out. The stored scale is rounded up so that the largest value still
@@ -695,6 +695,12 @@ KILN_HD kiln_q8_scale kiln_q8_block_scale(float amax) {
     kiln_q8_scale s;
     s.d = kiln_f32_to_fp16(want);
     s.df = kiln_fp16_to_f32(s.d);
+    if (want >= 6.103515625e-5f) {
+        // a normal fp16 keeps the scale to 2^-11 relative, far below the int8 step: the quants are
+        // made with the exact amax / 127, as ggml's reference makes them (bit-identical blocks)
+        s.id = 1.0f / want;
+        return s;
+    }
     if (s.df < want && s.d < 0x7c00) {   // the next fp16 up (positive: the next bit pattern)
         s.d = (ggml_fp16_t) (s.d + 1);
         s.df = kiln_fp16_to_f32(s.d);
