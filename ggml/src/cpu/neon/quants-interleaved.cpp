@@ -1,12 +1,21 @@
-// NEON gemm kernels of the 8-row interleaved legacy layouts q4_0_r8 and q8_0_r8 against q8_0, at
-// the dotprod level (the i8mm level picks them too; plain NEON keeps the scalar path, which
-// unweaves the group and runs the twin type's NEON kernel).
+// NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
+// too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
+// kernel, or decodes it): q4_0_r8 / q8_0_r8 against q8_0, iq4_xs_r8 (8 rows) and q4_k_r4 (4 rows)
+// against q8_K.
 //
-// Layout (quants-interleaved.h): per 32-value block position, the 8 rows' fp16 scales, then for
-// each 4-value quarter l of the first 16 values (q8_0_r8: of each 16), 4 bytes of each of the 8
-// rows, row k at 4 k. One 16-byte load is "4 values of rows 0-3" (or 4-7), so SDOT by lane with
-// those 4 activation values (lane l of the activation vector) adds one int32 per row: 8 rows in
-// two accumulators, no horizontal sums, and the weights are read once per tile of columns.
+// Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
+// 16-byte load (after nibble extraction) is "4 consecutive values of rows 0-3" (or 4-7): a run.
+// SDOT by lane with the 4 activation values of the run (lane j % 4 of the activation's 16-byte
+// half) adds one int32 per row, so the rows of a group sit in one or two accumulators, need no
+// horizontal sums, and the weights are read once per tile of columns.
+//  - q4_0_r8 / q8_0_r8: per quarter l of 16 values, rows 0-3 then 4-7 (q4_0_r8: low nibbles
+//    values 4 l .., high nibbles 16 + 4 l ..);
+//  - iq4_xs_r8: per 32-value sub-block ib, 128 bytes; quarter l (32 bytes) holds values 8 l ..
+//    in the low nibbles and 8 l + 4 .. in the high ones (iq4_nl grid by table lookup); 6-bit
+//    sub-block scales in split arrays, slot 8 ib + row;
+//  - q4_k_r4: per sub-block 64 bytes, runs 0/2, 4/6, 1/3, 5/7 (low/high nibbles) of the 16-byte
+//    quarters (r4_nibble_byte); 6-bit scales and mins, slot 4 ib + row; the mins multiply q8_K's
+//    per-16 sums.
 #include "neon/register.h"
 #include "neon/simd.h"
 #include "cpu-traits.h"
@@ -42,39 +51,39 @@ struct r8_q4_0 {
 
 inline float32x4_t scales4(const ggml_fp16_t * d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
 
+// 32 values: run j (values 4 j .. 4 j + 3) of V row vectors w[j][v] against lane j % 4 of x0
+// (runs 0-3) or x1 (runs 4-7); s[v] gains one int32 per row.
+template <int V>
+inline void sdot_runs(const int8x16_t (&w)[8][V], int8x16_t x0, int8x16_t x1, int32x4_t (&s)[V]) {
+    for (int v = 0; v < V; ++v) {
+        s[v] = vdotq_laneq_s32(s[v], w[0][v], x0, 0);
+        s[v] = vdotq_laneq_s32(s[v], w[1][v], x0, 1);
+        s[v] = vdotq_laneq_s32(s[v], w[2][v], x0, 2);
+        s[v] = vdotq_laneq_s32(s[v], w[3][v], x0, 3);
+        s[v] = vdotq_laneq_s32(s[v], w[4][v], x1, 0);
+        s[v] = vdotq_laneq_s32(s[v], w[5][v], x1, 1);
+        s[v] = vdotq_laneq_s32(s[v], w[6][v], x1, 2);
+        s[v] = vdotq_laneq_s32(s[v], w[7][v], x1, 3);
+    }
+}
+
 // One group of 8 rows times C columns; dst[c * dst_stride + k], k < 8.
 template <typename L, int C>
 void group_tile(int64_t nb, const typename L::block * wb, const char * x, size_t x_stride, float * dst, size_t dst_stride) {
     float32x4_t acc[C][2];
     for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = vdupq_n_f32(0.0f);
     for (int64_t ib = 0; ib < nb; ++ib) {
-        int8x16_t w[2][4][2];
+        int8x16_t w[8][2];   // run 4 h + l
         for (int h = 0; h < 2; ++h)
-            for (int l = 0; l < 4; ++l) L::load(wb[ib], h, l, w[h][l][0], w[h][l][1]);
+            for (int l = 0; l < 4; ++l) L::load(wb[ib], h, l, w[4 * h + l][0], w[4 * h + l][1]);
         const float32x4_t d03 = scales4(wb[ib].d), d47 = scales4(wb[ib].d + 4);
         for (int c = 0; c < C; ++c) {
             const block_q8_0 & a = ((const block_q8_0 *) (x + c * x_stride))[ib];
-            const int8x16_t x0 = vld1q_s8(a.qs), x1 = vld1q_s8(a.qs + 16);
-            int32x4_t s03 = vdupq_n_s32(0), s47 = vdupq_n_s32(0);
-            s03 = vdotq_laneq_s32(s03, w[0][0][0], x0, 0);
-            s47 = vdotq_laneq_s32(s47, w[0][0][1], x0, 0);
-            s03 = vdotq_laneq_s32(s03, w[0][1][0], x0, 1);
-            s47 = vdotq_laneq_s32(s47, w[0][1][1], x0, 1);
-            s03 = vdotq_laneq_s32(s03, w[0][2][0], x0, 2);
-            s47 = vdotq_laneq_s32(s47, w[0][2][1], x0, 2);
-            s03 = vdotq_laneq_s32(s03, w[0][3][0], x0, 3);
-            s47 = vdotq_laneq_s32(s47, w[0][3][1], x0, 3);
-            s03 = vdotq_laneq_s32(s03, w[1][0][0], x1, 0);
-            s47 = vdotq_laneq_s32(s47, w[1][0][1], x1, 0);
-            s03 = vdotq_laneq_s32(s03, w[1][1][0], x1, 1);
-            s47 = vdotq_laneq_s32(s47, w[1][1][1], x1, 1);
-            s03 = vdotq_laneq_s32(s03, w[1][2][0], x1, 2);
-            s47 = vdotq_laneq_s32(s47, w[1][2][1], x1, 2);
-            s03 = vdotq_laneq_s32(s03, w[1][3][0], x1, 3);
-            s47 = vdotq_laneq_s32(s47, w[1][3][1], x1, 3);
+            int32x4_t s[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+            sdot_runs<2>(w, vld1q_s8(a.qs), vld1q_s8(a.qs + 16), s);
             const float xd = ggml_compute_fp16_to_fp32(a.d);
-            acc[c][0] = vfmaq_f32(acc[c][0], vcvtq_f32_s32(s03), vmulq_n_f32(d03, xd));
-            acc[c][1] = vfmaq_f32(acc[c][1], vcvtq_f32_s32(s47), vmulq_n_f32(d47, xd));
+            acc[c][0] = vfmaq_f32(acc[c][0], vcvtq_f32_s32(s[0]), vmulq_n_f32(d03, xd));
+            acc[c][1] = vfmaq_f32(acc[c][1], vcvtq_f32_s32(s[1]), vmulq_n_f32(d47, xd));
         }
     }
     for (int c = 0; c < C; ++c) {
@@ -83,30 +92,169 @@ void group_tile(int64_t nb, const typename L::block * wb, const char * x, size_t
     }
 }
 
-// nr is a multiple of 8 (rows_per_call); a group whose rows are not contiguous (w_stride larger
-// than a row) is gathered first.
+// The 8-row legacy layouts as a gemm kernel: 32-value blocks, q8_0 activations.
 template <typename L>
+struct legacy_r8 {
+    using block = typename L::block;
+    static constexpr int R = 8, QK = 32;
+    template <int C>
+    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+        group_tile<L, C>(nb, wb, x, xs, dst, ds);
+    }
+};
+
+// iq4_xs_r8: per 256-value block, the 64 sub-block scales (slot 8 ib + row, minus 32) are
+// unpacked once in vectors; per sub-block the int32 row sums are scaled in integers (|sum| <=
+// 32 * 127 * 127, times |scale| <= 32, times 8 sub-blocks: below 2^31) and converted once.
+struct iq4_xs_r8_kernel {
+    using block = iq4_xs_r8_block;
+    static constexpr int R = 8, QK = QK_K;
+    static void scales(const block & b, int8_t * sc) {
+        const uint8x16_t m4 = vdupq_n_u8(0xF), m2 = vdupq_n_u8(3);
+        const uint8x16_t l0 = vld1q_u8(b.scales_l), l1 = vld1q_u8(b.scales_l + 16), h = vld1q_u8(b.scales_h);
+        const uint8x16_t lo[4] = { vandq_u8(l0, m4), vandq_u8(l1, m4), vshrq_n_u8(l0, 4), vshrq_n_u8(l1, 4) };
+        const uint8x16_t hi[4] = { vandq_u8(h, m2), vandq_u8(vshrq_n_u8(h, 2), m2), vandq_u8(vshrq_n_u8(h, 4), m2),
+                                   vshrq_n_u8(h, 6) };
+        for (int j = 0; j < 4; ++j) {   // slots 16 j .. 16 j + 15
+            const uint8x16_t v = vorrq_u8(lo[j], vshlq_n_u8(hi[j], 4));
+            vst1q_s8(sc + 16 * j, vsubq_s8(vreinterpretq_s8_u8(v), vdupq_n_s8(32)));
+        }
+    }
+    template <int C>
+    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+        const int8x16_t grid = vld1q_s8(ik_iq4k_values);   // the iq4_nl levels: the first 16 entries
+        const uint8x16_t m4 = vdupq_n_u8(0xF);
+        float32x4_t acc[C][2];
+        for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = vdupq_n_f32(0.0f);
+        for (int64_t ibl = 0; ibl < nb; ++ibl) {
+            const block & b = wb[ibl];
+            int8_t sc[64];
+            scales(b, sc);
+            int32x4_t isum[C][2];
+            for (int c = 0; c < C; ++c) isum[c][0] = isum[c][1] = vdupq_n_s32(0);
+            for (int ib = 0; ib < 8; ++ib) {
+                int8x16_t w[8][2];   // run 2 l + h
+                for (int l = 0; l < 4; ++l) {
+                    const uint8x16_t a = vld1q_u8(b.qs + 128 * ib + 32 * l), e = vld1q_u8(b.qs + 128 * ib + 32 * l + 16);
+                    w[2 * l][0] = vqtbl1q_s8(grid, vandq_u8(a, m4));
+                    w[2 * l][1] = vqtbl1q_s8(grid, vandq_u8(e, m4));
+                    w[2 * l + 1][0] = vqtbl1q_s8(grid, vshrq_n_u8(a, 4));
+                    w[2 * l + 1][1] = vqtbl1q_s8(grid, vshrq_n_u8(e, 4));
+                }
+                const int16x8_t s16 = vmovl_s8(vld1_s8(sc + 8 * ib));
+                const int32x4_t s03 = vmovl_s16(vget_low_s16(s16)), s47 = vmovl_high_s16(s16);
+                for (int c = 0; c < C; ++c) {
+                    const int8_t * q = ((const block_q8_K *) (x + c * xs))[ibl].qs + 32 * ib;
+                    int32x4_t s[2] = { vdupq_n_s32(0), vdupq_n_s32(0) };
+                    sdot_runs<2>(w, vld1q_s8(q), vld1q_s8(q + 16), s);
+                    isum[c][0] = vmlaq_s32(isum[c][0], s[0], s03);
+                    isum[c][1] = vmlaq_s32(isum[c][1], s[1], s47);
+                }
+            }
+            const float32x4_t d03 = scales4(b.d), d47 = scales4(b.d + 4);
+            for (int c = 0; c < C; ++c) {
+                const float xd = ((const block_q8_K *) (x + c * xs))[ibl].d;
+                acc[c][0] = vfmaq_f32(acc[c][0], vcvtq_f32_s32(isum[c][0]), vmulq_n_f32(d03, xd));
+                acc[c][1] = vfmaq_f32(acc[c][1], vcvtq_f32_s32(isum[c][1]), vmulq_n_f32(d47, xd));
+            }
+        }
+        for (int c = 0; c < C; ++c) {
+            vst1q_f32(dst + c * ds, acc[c][0]);
+            vst1q_f32(dst + c * ds + 4, acc[c][1]);
+        }
+    }
+};
+
+// q4_k_r4: value = d * sc * q - m * mn per sub-block; the q part by SDOT (levels 0..15), the min
+// part from q8_K's sums of 16 activations, both accumulated in int32 per block (|sum| <= 32 * 15 *
+// 127 * 63 * 8 and 32 * 127 * 63 * 8: below 2^31).
+// four bytes as four int32 lanes
+inline int32x4_t widen4(const uint8_t * p) {
+    uint32_t u;
+    std::memcpy(&u, p, 4);
+    return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(u))))));
+}
+
+struct q4_k_r4_kernel {
+    using block = q4_k_r4_block;
+    static constexpr int R = 4, QK = QK_K;
+    // slot 4 ib + row: low nibbles in scales_l (scale low, min high), top two bits of each in
+    // nibble is / 16 of scales_h[is % 16] (scale bits 0-1, min bits 2-3).
+    static void scales(const block & b, uint8_t * sc, uint8_t * mn) {
+        const uint8x16_t m4 = vdupq_n_u8(0xF);
+        const uint8x16_t h = vld1q_u8(b.scales_h);
+        const uint8x16_t hs[2] = { vandq_u8(h, m4), vshrq_n_u8(h, 4) };
+        for (int j = 0; j < 2; ++j) {   // slots 16 j .. 16 j + 15
+            const uint8x16_t l = vld1q_u8(b.scales_l + 16 * j);
+            vst1q_u8(sc + 16 * j, vorrq_u8(vandq_u8(l, m4), vshlq_n_u8(vandq_u8(hs[j], vdupq_n_u8(3)), 4)));
+            vst1q_u8(mn + 16 * j, vorrq_u8(vshrq_n_u8(l, 4), vshlq_n_u8(vandq_u8(hs[j], vdupq_n_u8(0xC)), 2)));
+        }
+    }
+    template <int C>
+    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+        const uint8x16_t m4 = vdupq_n_u8(0xF);
+        float32x4_t acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
+        for (int64_t ibl = 0; ibl < nb; ++ibl) {
+            const block & b = wb[ibl];
+            uint8_t sc[32], mn[32];
+            scales(b, sc, mn);
+            int32x4_t isum[C], imin[C];
+            for (int c = 0; c < C; ++c) isum[c] = imin[c] = vdupq_n_s32(0);
+            for (int ib = 0; ib < 8; ++ib) {
+                const uint8_t * q = b.qs + 64 * ib;
+                const uint8x16_t a0 = vld1q_u8(q), a1 = vld1q_u8(q + 16), a2 = vld1q_u8(q + 32), a3 = vld1q_u8(q + 48);
+                const int8x16_t w[8][1] = {   // runs 0..7 (r4_nibble_byte)
+                    { vreinterpretq_s8_u8(vandq_u8(a0, m4)) }, { vreinterpretq_s8_u8(vandq_u8(a2, m4)) },
+                    { vreinterpretq_s8_u8(vshrq_n_u8(a0, 4)) }, { vreinterpretq_s8_u8(vshrq_n_u8(a2, 4)) },
+                    { vreinterpretq_s8_u8(vandq_u8(a1, m4)) }, { vreinterpretq_s8_u8(vandq_u8(a3, m4)) },
+                    { vreinterpretq_s8_u8(vshrq_n_u8(a1, 4)) }, { vreinterpretq_s8_u8(vshrq_n_u8(a3, 4)) },
+                };
+                const int32x4_t scv = widen4(sc + 4 * ib), mnv = widen4(mn + 4 * ib);
+                for (int c = 0; c < C; ++c) {
+                    const block_q8_K & a = ((const block_q8_K *) (x + c * xs))[ibl];
+                    int32x4_t s[1] = { vdupq_n_s32(0) };
+                    sdot_runs<1>(w, vld1q_s8(a.qs + 32 * ib), vld1q_s8(a.qs + 32 * ib + 16), s);
+                    isum[c] = vmlaq_s32(isum[c], s[0], scv);
+                    imin[c] = vmlaq_n_s32(imin[c], mnv, a.bsums[2 * ib] + a.bsums[2 * ib + 1]);
+                }
+            }
+            const float32x4_t d = scales4(b.d), m = scales4(b.d + 4);
+            for (int c = 0; c < C; ++c) {
+                const float xd = ((const block_q8_K *) (x + c * xs))[ibl].d;
+                acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(d, xd));
+                acc[c] = vfmsq_f32(acc[c], vcvtq_f32_s32(imin[c]), vmulq_n_f32(m, xd));
+            }
+        }
+        for (int c = 0; c < C; ++c) vst1q_f32(dst + c * ds, acc[c]);
+    }
+};
+
+// nr is a multiple of K::R (rows_per_call); a group whose rows are not contiguous (w_stride
+// larger than a row) is gathered first. Columns in tiles of 4, then the remainder.
+template <typename K>
 void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
           int nr, int nc) {
-    using block = typename L::block;
-    const int64_t nb = n / 32;
-    const size_t row_size = nb * sizeof(block) / 8;
+    using block = typename K::block;
+    constexpr int R = K::R;
+    const int64_t nb = n / K::QK;
+    const size_t row_size = nb * sizeof(block) / R;
     const char * xb = (const char *) x;
-    for (int r0 = 0; r0 < nr; r0 += 8) {
+    for (int r0 = 0; r0 < nr; r0 += R) {
         const char * group = (const char *) w + r0 * w_stride;
         if (w_stride != row_size) {
-            char * gather = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 8 * row_size);
-            for (int k = 0; k < 8; ++k) std::memcpy(gather + k * row_size, group + k * w_stride, row_size);
+            char * gather = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, R * row_size);
+            for (int k = 0; k < R; ++k) std::memcpy(gather + k * row_size, group + k * w_stride, row_size);
             group = gather;
         }
         const auto * wb = (const block *) group;
         float * d = dst + r0;
         int c = 0;
-        for (; c + 4 <= nc; c += 4) group_tile<L, 4>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride);
+        for (; c + 4 <= nc; c += 4) K::template tile<4>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride);
         switch (nc - c) {
-            case 3: group_tile<L, 3>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
-            case 2: group_tile<L, 2>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
-            case 1: group_tile<L, 1>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
+            case 3: K::template tile<3>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
+            case 2: K::template tile<2>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
+            case 1: K::template tile<1>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
             default: break;
         }
     }
@@ -115,10 +263,10 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
 } // namespace sdot
 KILN_NEON_DOTPROD_END
 
-template <typename L>
+template <typename K>
 __attribute__((target(KILN_NEON_DOTPROD_TARGET))) void gemm_dotprod(int64_t n, const void * w, size_t ws, const void * x,
                                                                      size_t xs, float * dst, size_t ds, int nr, int nc) {
-    sdot::gemm<L>(n, w, ws, x, xs, dst, ds, nr, nc);
+    sdot::gemm<K>(n, w, ws, x, xs, dst, ds, nr, nc);
 }
 
 } // namespace
@@ -126,6 +274,9 @@ __attribute__((target(KILN_NEON_DOTPROD_TARGET))) void gemm_dotprod(int64_t n, c
 // Called by ggml_cpu_register_neon() (register.cpp).
 void ggml_cpu_register_interleaved_neon() {
     if (!ggml_cpu_isa_runs_here(GGML_CPU_ISA_NEON_DOTPROD)) return;
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_0_R8, GGML_CPU_ISA_NEON_DOTPROD, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r8_q4_0>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q8_0_R8, GGML_CPU_ISA_NEON_DOTPROD, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r8_q8_0>);
+    const ggml_cpu_isa isa = GGML_CPU_ISA_NEON_DOTPROD;
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_0_R8, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::legacy_r8<sdot::r8_q4_0>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q8_0_R8, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::legacy_r8<sdot::r8_q8_0>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS_R8, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::iq4_xs_r8_kernel>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::q4_k_r4_kernel>);
 }
