@@ -1,7 +1,7 @@
 // NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
 // too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
-// kernel, or decodes it): q4_0_r8 / q8_0_r8 against q8_0, iq4_xs_r8 (8 rows) and q4_k_r4 (4 rows)
-// against q8_K.
+// kernel, or decodes it): q4_0_r8 / q8_0_r8 against q8_0, iq4_xs_r8 (8 rows), q4_k_r4 and
+// q5_k_r4 (4 rows) against q8_K.
 //
 // Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
 // 16-byte load (after nibble extraction) is "4 consecutive values of rows 0-3" (or 4-7): a run.
@@ -15,7 +15,7 @@
 //    sub-block scales in split arrays, slot 8 ib + row;
 //  - q4_k_r4: per sub-block 64 bytes, runs 0/2, 4/6, 1/3, 5/7 (low/high nibbles) of the 16-byte
 //    quarters (r4_nibble_byte); 6-bit scales and mins, slot 4 ib + row; the mins multiply q8_K's
-//    per-16 sums.
+//    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run.
 #include "neon/register.h"
 #include "neon/simd.h"
 #include "cpu-traits.h"
@@ -165,9 +165,9 @@ struct iq4_xs_r8_kernel {
     }
 };
 
-// q4_k_r4: value = d * sc * q - m * mn per sub-block; the q part by SDOT (levels 0..15), the min
-// part from q8_K's sums of 16 activations, both accumulated in int32 per block (|sum| <= 32 * 15 *
-// 127 * 63 * 8 and 32 * 127 * 63 * 8: below 2^31).
+// q4_k_r4 / q5_k_r4: value = d * sc * q - m * mn per sub-block; the q part by SDOT (levels 0..15,
+// q5_k_r4 0..31 with the fifth bit), the min part from q8_K's sums of 16 activations, both
+// accumulated in int32 per block (|sum| <= 32 * 31 * 127 * 63 * 8 and 32 * 127 * 63 * 8: below 2^31).
 // four bytes as four int32 lanes
 inline int32x4_t widen4(const uint8_t * p) {
     uint32_t u;
@@ -175,8 +175,9 @@ inline int32x4_t widen4(const uint8_t * p) {
     return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(u))))));
 }
 
-struct q4_k_r4_kernel {
-    using block = q4_k_r4_block;
+template <typename Block, bool FifthBit>
+struct k45_r4_kernel {
+    using block = Block;
     static constexpr int R = 4, QK = QK_K;
     // slot 4 ib + row: low nibbles in scales_l (scale low, min high), top two bits of each in
     // nibble is / 16 of scales_h[is % 16] (scale bits 0-1, min bits 2-3).
@@ -204,12 +205,17 @@ struct q4_k_r4_kernel {
             for (int ib = 0; ib < 8; ++ib) {
                 const uint8_t * q = b.qs + 64 * ib;
                 const uint8x16_t a0 = vld1q_u8(q), a1 = vld1q_u8(q + 16), a2 = vld1q_u8(q + 32), a3 = vld1q_u8(q + 48);
-                const int8x16_t w[8][1] = {   // runs 0..7 (r4_nibble_byte)
-                    { vreinterpretq_s8_u8(vandq_u8(a0, m4)) }, { vreinterpretq_s8_u8(vandq_u8(a2, m4)) },
-                    { vreinterpretq_s8_u8(vshrq_n_u8(a0, 4)) }, { vreinterpretq_s8_u8(vshrq_n_u8(a2, 4)) },
-                    { vreinterpretq_s8_u8(vandq_u8(a1, m4)) }, { vreinterpretq_s8_u8(vandq_u8(a3, m4)) },
-                    { vreinterpretq_s8_u8(vshrq_n_u8(a1, 4)) }, { vreinterpretq_s8_u8(vshrq_n_u8(a3, 4)) },
+                uint8x16_t u[8] = {   // runs 0..7 (r4_nibble_byte)
+                    vandq_u8(a0, m4), vandq_u8(a2, m4), vshrq_n_u8(a0, 4), vshrq_n_u8(a2, 4),
+                    vandq_u8(a1, m4), vandq_u8(a3, m4), vshrq_n_u8(a1, 4), vshrq_n_u8(a3, 4),
                 };
+                if constexpr (FifthBit) {   // run j's fifth bits: bit q5_k_r4_hbit(4 j) of the sub-block's 16 qh bytes
+                    static const int8_t to_bit4[8] = { 4, 2, 3, 1, 0, -2, -1, -3 };   // 4 - hbit
+                    const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m16 = vdupq_n_u8(0x10);
+                    for (int j = 0; j < 8; ++j) u[j] = vorrq_u8(u[j], vandq_u8(vshlq_u8(qh, vdupq_n_s8(to_bit4[j])), m16));
+                }
+                int8x16_t w[8][1];
+                for (int j = 0; j < 8; ++j) w[j][0] = vreinterpretq_s8_u8(u[j]);
                 const int32x4_t scv = widen4(sc + 4 * ib), mnv = widen4(mn + 4 * ib);
                 for (int c = 0; c < C; ++c) {
                     const block_q8_K & a = ((const block_q8_K *) (x + c * xs))[ibl];
@@ -278,5 +284,6 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_Q4_0_R8, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::legacy_r8<sdot::r8_q4_0>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_0_R8, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::legacy_r8<sdot::r8_q8_0>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS_R8, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::iq4_xs_r8_kernel>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::q4_k_r4_kernel>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q4_k_r4_block, false>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q5_k_r4_block, true>>);
 }
