@@ -1,7 +1,7 @@
 // NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
 // too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
-// kernel, or decodes it): q4_0_r8 / q8_0_r8 against q8_0, iq4_xs_r8 (8 rows), q4_k_r4 and
-// q5_k_r4 (4 rows) against q8_K.
+// kernel, or decodes it): q4_0_r8 / q8_0_r8 / iq4_nl_r4 against q8_0, iq4_xs_r8 (8 rows),
+// q4_k_r4 / q5_k_r4 / q6_k_r4 (4 rows) against q8_K.
 //
 // Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
 // 16-byte load (after nibble extraction) is "4 consecutive values of rows 0-3" (or 4-7): a run.
@@ -15,7 +15,9 @@
 //    sub-block scales in split arrays, slot 8 ib + row;
 //  - q4_k_r4: per sub-block 64 bytes, runs 0/2, 4/6, 1/3, 5/7 (low/high nibbles) of the 16-byte
 //    quarters (r4_nibble_byte); 6-bit scales and mins, slot 4 ib + row; the mins multiply q8_K's
-//    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run.
+//    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run; iq4_nl_r4
+//    has the same nibble group per 32-value block; q6_k_r4 two high bits per value in 32 bytes
+//    per sub-block and an int8 scale per 16 values.
 #include "neon/register.h"
 #include "neon/simd.h"
 #include "cpu-traits.h"
@@ -51,20 +53,31 @@ struct r8_q4_0 {
 
 inline float32x4_t scales4(const ggml_fp16_t * d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
 
-// 32 values: run j (values 4 j .. 4 j + 3) of V row vectors w[j][v] against lane j % 4 of x0
-// (runs 0-3) or x1 (runs 4-7); s[v] gains one int32 per row.
+// 16 values: runs w0..w3 (values 4 j .. 4 j + 3 of 4 rows) against lanes 0..3 of x
+inline int32x4_t sdot4(int32x4_t s, int8x16_t w0, int8x16_t w1, int8x16_t w2, int8x16_t w3, int8x16_t x) {
+    s = vdotq_laneq_s32(s, w0, x, 0);
+    s = vdotq_laneq_s32(s, w1, x, 1);
+    s = vdotq_laneq_s32(s, w2, x, 2);
+    return vdotq_laneq_s32(s, w3, x, 3);
+}
+
+// 32 values: run j of V row vectors w[j][v] against lane j % 4 of x0 (runs 0-3) or x1 (runs
+// 4-7); s[v] gains one int32 per row.
 template <int V>
 inline void sdot_runs(const int8x16_t (&w)[8][V], int8x16_t x0, int8x16_t x1, int32x4_t (&s)[V]) {
     for (int v = 0; v < V; ++v) {
-        s[v] = vdotq_laneq_s32(s[v], w[0][v], x0, 0);
-        s[v] = vdotq_laneq_s32(s[v], w[1][v], x0, 1);
-        s[v] = vdotq_laneq_s32(s[v], w[2][v], x0, 2);
-        s[v] = vdotq_laneq_s32(s[v], w[3][v], x0, 3);
-        s[v] = vdotq_laneq_s32(s[v], w[4][v], x1, 0);
-        s[v] = vdotq_laneq_s32(s[v], w[5][v], x1, 1);
-        s[v] = vdotq_laneq_s32(s[v], w[6][v], x1, 2);
-        s[v] = vdotq_laneq_s32(s[v], w[7][v], x1, 3);
+        s[v] = sdot4(s[v], w[0][v], w[1][v], w[2][v], w[3][v], x0);
+        s[v] = sdot4(s[v], w[4][v], w[5][v], w[6][v], w[7][v], x1);
     }
+}
+
+// The 8 runs of a 64-byte 4-row nibble group (r4_nibble_byte): the 16-byte quarters hold runs
+// 0/2, 4/6, 1/3, 5/7 in their low/high nibbles.
+inline void r4_runs(const uint8_t * q, uint8x16_t (&u)[8]) {
+    const uint8x16_t m4 = vdupq_n_u8(0xF);
+    const uint8x16_t a0 = vld1q_u8(q), a1 = vld1q_u8(q + 16), a2 = vld1q_u8(q + 32), a3 = vld1q_u8(q + 48);
+    u[0] = vandq_u8(a0, m4), u[1] = vandq_u8(a2, m4), u[2] = vshrq_n_u8(a0, 4), u[3] = vshrq_n_u8(a2, 4);
+    u[4] = vandq_u8(a1, m4), u[5] = vandq_u8(a3, m4), u[6] = vshrq_n_u8(a1, 4), u[7] = vshrq_n_u8(a3, 4);
 }
 
 // One group of 8 rows times C columns; dst[c * dst_stride + k], k < 8.
@@ -193,7 +206,6 @@ struct k45_r4_kernel {
     }
     template <int C>
     static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
-        const uint8x16_t m4 = vdupq_n_u8(0xF);
         float32x4_t acc[C];
         for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
         for (int64_t ibl = 0; ibl < nb; ++ibl) {
@@ -203,12 +215,8 @@ struct k45_r4_kernel {
             int32x4_t isum[C], imin[C];
             for (int c = 0; c < C; ++c) isum[c] = imin[c] = vdupq_n_s32(0);
             for (int ib = 0; ib < 8; ++ib) {
-                const uint8_t * q = b.qs + 64 * ib;
-                const uint8x16_t a0 = vld1q_u8(q), a1 = vld1q_u8(q + 16), a2 = vld1q_u8(q + 32), a3 = vld1q_u8(q + 48);
-                uint8x16_t u[8] = {   // runs 0..7 (r4_nibble_byte)
-                    vandq_u8(a0, m4), vandq_u8(a2, m4), vshrq_n_u8(a0, 4), vshrq_n_u8(a2, 4),
-                    vandq_u8(a1, m4), vandq_u8(a3, m4), vshrq_n_u8(a1, 4), vshrq_n_u8(a3, 4),
-                };
+                uint8x16_t u[8];
+                r4_runs(b.qs + 64 * ib, u);
                 if constexpr (FifthBit) {   // run j's fifth bits: bit q5_k_r4_hbit(4 j) of the sub-block's 16 qh bytes
                     static const int8_t to_bit4[8] = { 4, 2, 3, 1, 0, -2, -1, -3 };   // 4 - hbit
                     const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m16 = vdupq_n_u8(0x10);
@@ -230,6 +238,77 @@ struct k45_r4_kernel {
                 const float xd = ((const block_q8_K *) (x + c * xs))[ibl].d;
                 acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(d, xd));
                 acc[c] = vfmsq_f32(acc[c], vcvtq_f32_s32(imin[c]), vmulq_n_f32(m, xd));
+            }
+        }
+        for (int c = 0; c < C; ++c) vst1q_f32(dst + c * ds, acc[c]);
+    }
+};
+
+// q6_k_r4: low nibbles as q4_k_r4, the two high bits of runs 0-3 / 4-7 in the sub-block's first /
+// second 16 qh bytes at bits 0, 4, 2, 6 (q6_k_r4_hshift), levels minus 32; int8 scales per 16
+// values (slot 8 ib + row, + 4 for the second half), so each half keeps its own sum
+// (|sum| <= 16 * 32 * 127 * 128 * 16: below 2^31).
+struct q6_k_r4_kernel {
+    using block = q6_k_r4_block;
+    static constexpr int R = 4, QK = QK_K;
+    template <int C>
+    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+        static const int8_t to_bit4[4] = { 4, 0, 2, -2 };   // 4 - hshift: high bits to bits 4-5
+        const uint8x16_t m30 = vdupq_n_u8(0x30);
+        float32x4_t acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
+        for (int64_t ibl = 0; ibl < nb; ++ibl) {
+            const block & b = wb[ibl];
+            int32x4_t isum[C];
+            for (int c = 0; c < C; ++c) isum[c] = vdupq_n_s32(0);
+            for (int ib = 0; ib < 8; ++ib) {
+                uint8x16_t u[8];
+                r4_runs(b.ql + 64 * ib, u);
+                const uint8x16_t qh[2] = { vld1q_u8(b.qh + 32 * ib), vld1q_u8(b.qh + 32 * ib + 16) };
+                int8x16_t w[8];
+                for (int j = 0; j < 8; ++j) {
+                    const uint8x16_t v = vorrq_u8(u[j], vandq_u8(vshlq_u8(qh[j / 4], vdupq_n_s8(to_bit4[j % 4])), m30));
+                    w[j] = vsubq_s8(vreinterpretq_s8_u8(v), vdupq_n_s8(32));
+                }
+                const int16x8_t s16 = vmovl_s8(vld1_s8(b.scales + 8 * ib));
+                const int32x4_t sc_lo = vmovl_s16(vget_low_s16(s16)), sc_hi = vmovl_high_s16(s16);
+                for (int c = 0; c < C; ++c) {
+                    const int8_t * q = ((const block_q8_K *) (x + c * xs))[ibl].qs + 32 * ib;
+                    const int32x4_t lo = sdot4(vdupq_n_s32(0), w[0], w[1], w[2], w[3], vld1q_s8(q));
+                    const int32x4_t hi = sdot4(vdupq_n_s32(0), w[4], w[5], w[6], w[7], vld1q_s8(q + 16));
+                    isum[c] = vmlaq_s32(vmlaq_s32(isum[c], lo, sc_lo), hi, sc_hi);
+                }
+            }
+            const float32x4_t d = scales4(b.d);
+            for (int c = 0; c < C; ++c) {
+                const float xd = ((const block_q8_K *) (x + c * xs))[ibl].d;
+                acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(d, xd));
+            }
+        }
+        for (int c = 0; c < C; ++c) vst1q_f32(dst + c * ds, acc[c]);
+    }
+};
+
+// iq4_nl_r4: 32-value blocks of 4 rows, q8_0 activations; levels through the iq4_nl grid.
+struct iq4_nl_r4_kernel {
+    using block = iq4_nl_r4_block;
+    static constexpr int R = 4, QK = 32;
+    template <int C>
+    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+        const int8x16_t grid = vld1q_s8(ik_iq4k_values);
+        float32x4_t acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
+        for (int64_t ib = 0; ib < nb; ++ib) {
+            uint8x16_t u[8];
+            r4_runs(wb[ib].qs, u);
+            int8x16_t w[8][1];
+            for (int j = 0; j < 8; ++j) w[j][0] = vqtbl1q_s8(grid, u[j]);
+            const float32x4_t d = scales4(wb[ib].d);
+            for (int c = 0; c < C; ++c) {
+                const block_q8_0 & a = ((const block_q8_0 *) (x + c * xs))[ib];
+                int32x4_t s[1] = { vdupq_n_s32(0) };
+                sdot_runs<1>(w, vld1q_s8(a.qs), vld1q_s8(a.qs + 16), s);
+                acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(s[0]), vmulq_n_f32(d, ggml_compute_fp16_to_fp32(a.d)));
             }
         }
         for (int c = 0; c < C; ++c) vst1q_f32(dst + c * ds, acc[c]);
@@ -286,4 +365,6 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS_R8, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::iq4_xs_r8_kernel>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q4_k_r4_block, false>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q5_k_r4_block, true>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::q6_k_r4_kernel>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::iq4_nl_r4_kernel>);
 }
