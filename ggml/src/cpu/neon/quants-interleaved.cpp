@@ -1,7 +1,7 @@
 // NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
 // too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
-// kernel, or decodes it): q4_0_r8 / q8_0_r8 / iq4_nl_r4 against q8_0, iq4_xs_r8 (8 rows),
-// q4_k_r4 / q5_k_r4 / q6_k_r4 (4 rows) against q8_K.
+// kernel, or decodes it): q4_0_r8 / q8_0_r8 / iq4_nl_r4 / q5_0_r4 / q6_0_r4 against q8_0,
+// iq4_xs_r8 (8 rows), q4_k_r4 / q5_k_r4 / q6_k_r4 (4 rows) against q8_K.
 //
 // Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
 // 16-byte load (after nibble extraction) is "4 consecutive values of rows 0-3" (or 4-7): a run.
@@ -15,9 +15,10 @@
 //    sub-block scales in split arrays, slot 8 ib + row;
 //  - q4_k_r4: per sub-block 64 bytes, runs 0/2, 4/6, 1/3, 5/7 (low/high nibbles) of the 16-byte
 //    quarters (r4_nibble_byte); 6-bit scales and mins, slot 4 ib + row; the mins multiply q8_K's
-//    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run; iq4_nl_r4
-//    has the same nibble group per 32-value block; q6_k_r4 two high bits per value in 32 bytes
-//    per sub-block and an int8 scale per 16 values.
+//    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run; q6_k_r4
+//    two high bits per value in 32 bytes per sub-block and an int8 scale per 16 values;
+//  - iq4_nl_r4 / q5_0_r4 / q6_0_r4: the same nibble group per 32-value block (+ 16 / 32 bytes of
+//    high bits).
 #include "neon/register.h"
 #include "neon/simd.h"
 #include "cpu-traits.h"
@@ -78,6 +79,12 @@ inline void r4_runs(const uint8_t * q, uint8x16_t (&u)[8]) {
     const uint8x16_t a0 = vld1q_u8(q), a1 = vld1q_u8(q + 16), a2 = vld1q_u8(q + 32), a3 = vld1q_u8(q + 48);
     u[0] = vandq_u8(a0, m4), u[1] = vandq_u8(a2, m4), u[2] = vshrq_n_u8(a0, 4), u[3] = vshrq_n_u8(a2, 4);
     u[4] = vandq_u8(a1, m4), u[5] = vandq_u8(a3, m4), u[6] = vshrq_n_u8(a1, 4), u[7] = vshrq_n_u8(a3, 4);
+}
+
+// u | the bits of qh under mask after a shift by `to` (left if positive, right if negative): the
+// high bits of a level moved above its nibble
+inline uint8x16_t or_high(uint8x16_t u, uint8x16_t qh, int8_t to, uint8x16_t mask) {
+    return vorrq_u8(u, vandq_u8(vshlq_u8(qh, vdupq_n_s8(to)), mask));
 }
 
 // One group of 8 rows times C columns; dst[c * dst_stride + k], k < 8.
@@ -220,7 +227,7 @@ struct k45_r4_kernel {
                 if constexpr (FifthBit) {   // run j's fifth bits: bit q5_k_r4_hbit(4 j) of the sub-block's 16 qh bytes
                     static const int8_t to_bit4[8] = { 4, 2, 3, 1, 0, -2, -1, -3 };   // 4 - hbit
                     const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m16 = vdupq_n_u8(0x10);
-                    for (int j = 0; j < 8; ++j) u[j] = vorrq_u8(u[j], vandq_u8(vshlq_u8(qh, vdupq_n_s8(to_bit4[j])), m16));
+                    for (int j = 0; j < 8; ++j) u[j] = or_high(u[j], qh, to_bit4[j], m16);
                 }
                 int8x16_t w[8][1];
                 for (int j = 0; j < 8; ++j) w[j][0] = vreinterpretq_s8_u8(u[j]);
@@ -267,8 +274,7 @@ struct q6_k_r4_kernel {
                 const uint8x16_t qh[2] = { vld1q_u8(b.qh + 32 * ib), vld1q_u8(b.qh + 32 * ib + 16) };
                 int8x16_t w[8];
                 for (int j = 0; j < 8; ++j) {
-                    const uint8x16_t v = vorrq_u8(u[j], vandq_u8(vshlq_u8(qh[j / 4], vdupq_n_s8(to_bit4[j % 4])), m30));
-                    w[j] = vsubq_s8(vreinterpretq_s8_u8(v), vdupq_n_s8(32));
+                    w[j] = vsubq_s8(vreinterpretq_s8_u8(or_high(u[j], qh[j / 4], to_bit4[j % 4], m30)), vdupq_n_s8(32));
                 }
                 const int16x8_t s16 = vmovl_s8(vld1_s8(b.scales + 8 * ib));
                 const int32x4_t sc_lo = vmovl_s16(vget_low_s16(s16)), sc_hi = vmovl_high_s16(s16);
@@ -289,20 +295,21 @@ struct q6_k_r4_kernel {
     }
 };
 
-// iq4_nl_r4: 32-value blocks of 4 rows, q8_0 activations; levels through the iq4_nl grid.
-struct iq4_nl_r4_kernel {
-    using block = iq4_nl_r4_block;
+// 32-value blocks of 4 rows against q8_0 (iq4_nl_r4, q5_0_r4, q6_0_r4): the level decoder D gives
+// the 8 signed runs of a block.
+template <typename D>
+struct r4_q8_0_kernel {
+    using block = typename D::block;
     static constexpr int R = 4, QK = 32;
     template <int C>
     static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
-        const int8x16_t grid = vld1q_s8(ik_iq4k_values);
         float32x4_t acc[C];
         for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
         for (int64_t ib = 0; ib < nb; ++ib) {
             uint8x16_t u[8];
             r4_runs(wb[ib].qs, u);
             int8x16_t w[8][1];
-            for (int j = 0; j < 8; ++j) w[j][0] = vqtbl1q_s8(grid, u[j]);
+            D::levels(wb[ib], u, w);
             const float32x4_t d = scales4(wb[ib].d);
             for (int c = 0; c < C; ++c) {
                 const block_q8_0 & a = ((const block_q8_0 *) (x + c * xs))[ib];
@@ -312,6 +319,32 @@ struct iq4_nl_r4_kernel {
             }
         }
         for (int c = 0; c < C; ++c) vst1q_f32(dst + c * ds, acc[c]);
+    }
+};
+
+struct iq4_nl_r4_levels {   // through the iq4_nl grid
+    using block = iq4_nl_r4_block;
+    static void levels(const block &, const uint8x16_t (&u)[8], int8x16_t (&w)[8][1]) {
+        const int8x16_t grid = vld1q_s8(ik_iq4k_values);
+        for (int j = 0; j < 8; ++j) w[j][0] = vqtbl1q_s8(grid, u[j]);
+    }
+};
+struct q5_0_r4_levels {   // fifth bit of run j: bit q5_0_r4_hbit(4 j) of qh; levels minus 16
+    using block = q5_0_r4_block;
+    static void levels(const block & b, const uint8x16_t (&u)[8], int8x16_t (&w)[8][1]) {
+        static const int8_t to_bit4[8] = { 4, 2, 0, -2, 3, 1, -1, -3 };   // 4 - hbit
+        const uint8x16_t qh = vld1q_u8(b.qh), m16 = vdupq_n_u8(0x10);
+        for (int j = 0; j < 8; ++j) w[j][0] = vsubq_s8(vreinterpretq_s8_u8(or_high(u[j], qh, to_bit4[j], m16)), vdupq_n_s8(16));
+    }
+};
+struct q6_0_r4_levels {   // high bits of run j: qh[16 (j / 4) ..] at bits 2 (j % 4); levels minus 32
+    using block = q6_0_r4_block;
+    static void levels(const block & b, const uint8x16_t (&u)[8], int8x16_t (&w)[8][1]) {
+        static const int8_t to_bit4[4] = { 4, 2, 0, -2 };   // 4 - hshift
+        const uint8x16_t qh[2] = { vld1q_u8(b.qh), vld1q_u8(b.qh + 16) }, m30 = vdupq_n_u8(0x30);
+        for (int j = 0; j < 8; ++j) {
+            w[j][0] = vsubq_s8(vreinterpretq_s8_u8(or_high(u[j], qh[j / 4], to_bit4[j % 4], m30)), vdupq_n_s8(32));
+        }
     }
 };
 
@@ -366,5 +399,7 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q4_k_r4_block, false>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q5_k_r4_block, true>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::q6_k_r4_kernel>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::iq4_nl_r4_kernel>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::iq4_nl_r4_levels>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q5_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q5_0_r4_levels>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q6_0_r4_levels>>);
 }
