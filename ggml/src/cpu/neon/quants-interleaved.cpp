@@ -1,7 +1,7 @@
 // NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
 // too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
 // kernel, or decodes it): q4_0_r8 / q8_0_r8 / iq4_nl_r4 / q5_0_r4 / q6_0_r4 against q8_0,
-// iq4_xs_r8 (8 rows), q4_k_r4 / q5_k_r4 / q6_k_r4 (4 rows) against q8_K.
+// iq4_xs_r8 (8 rows), q4_k_r4 / q5_k_r4 / q6_k_r4 / iq4_k_r4 (4 rows) against q8_K.
 //
 // Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
 // 16-byte load (after nibble extraction) is "4 consecutive values of rows 0-3" (or 4-7): a run.
@@ -16,7 +16,8 @@
 //  - q4_k_r4: per sub-block 64 bytes, runs 0/2, 4/6, 1/3, 5/7 (low/high nibbles) of the 16-byte
 //    quarters (r4_nibble_byte); 6-bit scales and mins, slot 4 ib + row; the mins multiply q8_K's
 //    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run; q6_k_r4
-//    two high bits per value in 32 bytes per sub-block and an int8 scale per 16 values;
+//    two high bits per value in 32 bytes per sub-block and an int8 scale per 16 values; iq4_k_r4
+//    a 6-bit scale per 16 values and a grid (plain or shifted) per row and 16 values;
 //  - iq4_nl_r4 / q5_0_r4 / q6_0_r4: the same nibble group per 32-value block (+ 16 / 32 bytes of
 //    high bits).
 #include "neon/register.h"
@@ -123,23 +124,26 @@ struct legacy_r8 {
     }
 };
 
+// The 64 6-bit scales of split arrays (split_scale6), minus 32, slot is at sc[is].
+template <typename Block>
+void split_scales6(const Block & b, int8_t * sc) {
+    const uint8x16_t m4 = vdupq_n_u8(0xF), m2 = vdupq_n_u8(3);
+    const uint8x16_t l0 = vld1q_u8(b.scales_l), l1 = vld1q_u8(b.scales_l + 16), h = vld1q_u8(b.scales_h);
+    const uint8x16_t lo[4] = { vandq_u8(l0, m4), vandq_u8(l1, m4), vshrq_n_u8(l0, 4), vshrq_n_u8(l1, 4) };
+    const uint8x16_t hi[4] = { vandq_u8(h, m2), vandq_u8(vshrq_n_u8(h, 2), m2), vandq_u8(vshrq_n_u8(h, 4), m2),
+                               vshrq_n_u8(h, 6) };
+    for (int j = 0; j < 4; ++j) {   // slots 16 j .. 16 j + 15
+        const uint8x16_t v = vorrq_u8(lo[j], vshlq_n_u8(hi[j], 4));
+        vst1q_s8(sc + 16 * j, vsubq_s8(vreinterpretq_s8_u8(v), vdupq_n_s8(32)));
+    }
+}
+
 // iq4_xs_r8: per 256-value block, the 64 sub-block scales (slot 8 ib + row, minus 32) are
 // unpacked once in vectors; per sub-block the int32 row sums are scaled in integers (|sum| <=
 // 32 * 127 * 127, times |scale| <= 32, times 8 sub-blocks: below 2^31) and converted once.
 struct iq4_xs_r8_kernel {
     using block = iq4_xs_r8_block;
     static constexpr int R = 8, QK = QK_K;
-    static void scales(const block & b, int8_t * sc) {
-        const uint8x16_t m4 = vdupq_n_u8(0xF), m2 = vdupq_n_u8(3);
-        const uint8x16_t l0 = vld1q_u8(b.scales_l), l1 = vld1q_u8(b.scales_l + 16), h = vld1q_u8(b.scales_h);
-        const uint8x16_t lo[4] = { vandq_u8(l0, m4), vandq_u8(l1, m4), vshrq_n_u8(l0, 4), vshrq_n_u8(l1, 4) };
-        const uint8x16_t hi[4] = { vandq_u8(h, m2), vandq_u8(vshrq_n_u8(h, 2), m2), vandq_u8(vshrq_n_u8(h, 4), m2),
-                                   vshrq_n_u8(h, 6) };
-        for (int j = 0; j < 4; ++j) {   // slots 16 j .. 16 j + 15
-            const uint8x16_t v = vorrq_u8(lo[j], vshlq_n_u8(hi[j], 4));
-            vst1q_s8(sc + 16 * j, vsubq_s8(vreinterpretq_s8_u8(v), vdupq_n_s8(32)));
-        }
-    }
     template <int C>
     static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
         const int8x16_t grid = vld1q_s8(ik_iq4k_values);   // the iq4_nl levels: the first 16 entries
@@ -149,7 +153,7 @@ struct iq4_xs_r8_kernel {
         for (int64_t ibl = 0; ibl < nb; ++ibl) {
             const block & b = wb[ibl];
             int8_t sc[64];
-            scales(b, sc);
+            split_scales6(b, sc);
             int32x4_t isum[C][2];
             for (int c = 0; c < C; ++c) isum[c][0] = isum[c][1] = vdupq_n_s32(0);
             for (int ib = 0; ib < 8; ++ib) {
@@ -251,32 +255,28 @@ struct k45_r4_kernel {
     }
 };
 
-// q6_k_r4: low nibbles as q4_k_r4, the two high bits of runs 0-3 / 4-7 in the sub-block's first /
-// second 16 qh bytes at bits 0, 4, 2, 6 (q6_k_r4_hshift), levels minus 32; int8 scales per 16
-// values (slot 8 ib + row, + 4 for the second half), so each half keeps its own sum
-// (|sum| <= 16 * 32 * 127 * 128 * 16: below 2^31).
-struct q6_k_r4_kernel {
-    using block = q6_k_r4_block;
+// 4-row 256-value layouts with a signed scale per 16 values (slot 8 ib + row, + 4 for the second
+// half) against q8_K (q6_k_r4, iq4_k_r4): each half keeps its own int32 sum (|sum| <= 16 * 128 *
+// 127 * 128 * 16: below 2^31). The level decoder D gives the block's scales and the 8 signed runs
+// of a sub-block.
+template <typename D>
+struct r4_halves_kernel {
+    using block = typename D::block;
     static constexpr int R = 4, QK = QK_K;
     template <int C>
     static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
-        static const int8_t to_bit4[4] = { 4, 0, 2, -2 };   // 4 - hshift: high bits to bits 4-5
-        const uint8x16_t m30 = vdupq_n_u8(0x30);
         float32x4_t acc[C];
         for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
         for (int64_t ibl = 0; ibl < nb; ++ibl) {
             const block & b = wb[ibl];
+            int8_t tmp[64];
+            const int8_t * sc = D::scales(b, tmp);
             int32x4_t isum[C];
             for (int c = 0; c < C; ++c) isum[c] = vdupq_n_s32(0);
             for (int ib = 0; ib < 8; ++ib) {
-                uint8x16_t u[8];
-                r4_runs(b.ql + 64 * ib, u);
-                const uint8x16_t qh[2] = { vld1q_u8(b.qh + 32 * ib), vld1q_u8(b.qh + 32 * ib + 16) };
                 int8x16_t w[8];
-                for (int j = 0; j < 8; ++j) {
-                    w[j] = vsubq_s8(vreinterpretq_s8_u8(or_high(u[j], qh[j / 4], to_bit4[j % 4], m30)), vdupq_n_s8(32));
-                }
-                const int16x8_t s16 = vmovl_s8(vld1_s8(b.scales + 8 * ib));
+                D::levels(b, ib, w);
+                const int16x8_t s16 = vmovl_s8(vld1_s8(sc + 8 * ib));
                 const int32x4_t sc_lo = vmovl_s16(vget_low_s16(s16)), sc_hi = vmovl_high_s16(s16);
                 for (int c = 0; c < C; ++c) {
                     const int8_t * q = ((const block_q8_K *) (x + c * xs))[ibl].qs + 32 * ib;
@@ -292,6 +292,43 @@ struct q6_k_r4_kernel {
             }
         }
         for (int c = 0; c < C; ++c) vst1q_f32(dst + c * ds, acc[c]);
+    }
+};
+
+// q6_k_r4: low nibbles as q4_k_r4, the two high bits of runs 0-3 / 4-7 in the sub-block's first /
+// second 16 qh bytes at bits 0, 4, 2, 6 (q6_k_r4_hshift), levels minus 32; int8 scales as stored.
+struct q6_k_r4_levels {
+    using block = q6_k_r4_block;
+    static const int8_t * scales(const block & b, int8_t *) { return b.scales; }
+    static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
+        static const int8_t to_bit4[4] = { 4, 0, 2, -2 };   // 4 - hshift: high bits to bits 4-5
+        uint8x16_t u[8];
+        r4_runs(b.ql + 64 * ib, u);
+        const uint8x16_t qh[2] = { vld1q_u8(b.qh + 32 * ib), vld1q_u8(b.qh + 32 * ib + 16) }, m30 = vdupq_n_u8(0x30);
+        for (int j = 0; j < 8; ++j) {
+            w[j] = vsubq_s8(vreinterpretq_s8_u8(or_high(u[j], qh[j / 4], to_bit4[j % 4], m30)), vdupq_n_s8(32));
+        }
+    }
+};
+
+// iq4_k_r4: 6-bit split scales; each row's half picks the plain or the shifted iq4k grid (bit ib
+// of extra[row] / extra[row + 4]): 16 is added to the nibbles of those rows' lanes and the
+// 32-entry table looked up at once.
+struct iq4_k_r4_levels {
+    using block = iq4_k_r4_block;
+    static const int8_t * scales(const block & b, int8_t * tmp) {
+        split_scales6(b, tmp);
+        return tmp;
+    }
+    static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
+        const int8x16x2_t grid = { { vld1q_s8(ik_iq4k_values), vld1q_s8(ik_iq4k_values + 16) } };
+        uint32_t off[2][4];
+        for (int h = 0; h < 2; ++h)
+            for (int k = 0; k < 4; ++k) off[h][k] = ((b.extra[k + 4 * h] >> ib) & 1) * 0x10101010u;
+        const uint8x16_t o[2] = { vreinterpretq_u8_u32(vld1q_u32(off[0])), vreinterpretq_u8_u32(vld1q_u32(off[1])) };
+        uint8x16_t u[8];
+        r4_runs(b.qs + 64 * ib, u);
+        for (int j = 0; j < 8; ++j) w[j] = vqtbl2q_s8(grid, vaddq_u8(u[j], o[j / 4]));
     }
 };
 
@@ -398,7 +435,8 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS_R8, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::iq4_xs_r8_kernel>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q4_k_r4_block, false>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q5_k_r4_block, true>>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::q6_k_r4_kernel>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q6_k_r4_levels>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::iq4_k_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::iq4_nl_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q5_0_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q6_0_r4_levels>>);
