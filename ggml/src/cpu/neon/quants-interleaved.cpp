@@ -1,7 +1,7 @@
 // NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
 // too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
 // kernel, or decodes it): q4_0_r8 / q8_0_r8 / iq4_nl_r4 / q5_0_r4 / q6_0_r4 against q8_0,
-// iq4_xs_r8 (8 rows), q4_k_r4 / q5_k_r4 / q6_k_r4 / iq4_k_r4 (4 rows) against q8_K.
+// iq4_xs_r8 (8 rows), q4_k_r4 / q5_k_r4 / q6_k_r4 / iq4_k_r4 / iq5_k_r4 (4 rows) against q8_K.
 //
 // Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
 // 16-byte load (after nibble extraction) is "4 consecutive values of rows 0-3" (or 4-7): a run.
@@ -17,7 +17,7 @@
 //    quarters (r4_nibble_byte); 6-bit scales and mins, slot 4 ib + row; the mins multiply q8_K's
 //    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run; q6_k_r4
 //    two high bits per value in 32 bytes per sub-block and an int8 scale per 16 values; iq4_k_r4
-//    a 6-bit scale per 16 values and a grid (plain or shifted) per row and 16 values;
+//    / iq5_k_r4 a 6-bit scale per 16 values and a grid (plain or shifted) per row and 16 values;
 //  - iq4_nl_r4 / q5_0_r4 / q6_0_r4: the same nibble group per 32-value block (+ 16 / 32 bytes of
 //    high bits).
 #include "neon/register.h"
@@ -311,24 +311,35 @@ struct q6_k_r4_levels {
     }
 };
 
-// iq4_k_r4: 6-bit split scales; each row's half picks the plain or the shifted iq4k grid (bit ib
-// of extra[row] / extra[row + 4]): 16 is added to the nibbles of those rows' lanes and the
-// 32-entry table looked up at once.
-struct iq4_k_r4_levels {
-    using block = iq4_k_r4_block;
+// iq4_k_r4 / iq5_k_r4: 6-bit split scales; each row's half picks the plain or the shifted grid
+// (bit ib of extra[row] / extra[row + 4]): the grid size (16 / 32) is added to the levels of those
+// rows' lanes and the joint table (32 / 64 entries) looked up at once. iq5_k_r4's fifth bit of
+// run j is bit iq5_k_r4_hbit(4 j) of the sub-block's 16 qh bytes.
+template <typename Block, bool FifthBit>
+struct ik_r4_levels {
+    using block = Block;
     static const int8_t * scales(const block & b, int8_t * tmp) {
         split_scales6(b, tmp);
         return tmp;
     }
     static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
-        const int8x16x2_t grid = { { vld1q_s8(ik_iq4k_values), vld1q_s8(ik_iq4k_values + 16) } };
+        constexpr uint32_t shift4 = FifthBit ? 0x20202020u : 0x10101010u;   // grid size in each byte
         uint32_t off[2][4];
         for (int h = 0; h < 2; ++h)
-            for (int k = 0; k < 4; ++k) off[h][k] = ((b.extra[k + 4 * h] >> ib) & 1) * 0x10101010u;
+            for (int k = 0; k < 4; ++k) off[h][k] = ((b.extra[k + 4 * h] >> ib) & 1) * shift4;
         const uint8x16_t o[2] = { vreinterpretq_u8_u32(vld1q_u32(off[0])), vreinterpretq_u8_u32(vld1q_u32(off[1])) };
         uint8x16_t u[8];
         r4_runs(b.qs + 64 * ib, u);
-        for (int j = 0; j < 8; ++j) w[j] = vqtbl2q_s8(grid, vaddq_u8(u[j], o[j / 4]));
+        if constexpr (FifthBit) {
+            static const int8_t to_bit4[8] = { 4, 0, 3, -1, 2, -2, 1, -3 };   // 4 - hbit
+            const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m16 = vdupq_n_u8(0x10);
+            const int8x16x4_t grid = { { vld1q_s8(ik_iq5nl_values), vld1q_s8(ik_iq5nl_values + 16),
+                                         vld1q_s8(ik_iq5nl_values + 32), vld1q_s8(ik_iq5nl_values + 48) } };
+            for (int j = 0; j < 8; ++j) w[j] = vqtbl4q_s8(grid, vaddq_u8(or_high(u[j], qh, to_bit4[j], m16), o[j / 4]));
+        } else {
+            const int8x16x2_t grid = { { vld1q_s8(ik_iq4k_values), vld1q_s8(ik_iq4k_values + 16) } };
+            for (int j = 0; j < 8; ++j) w[j] = vqtbl2q_s8(grid, vaddq_u8(u[j], o[j / 4]));
+        }
     }
 };
 
@@ -436,7 +447,8 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q4_k_r4_block, false>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q5_k_r4_block, true>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q6_k_r4_levels>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::iq4_k_r4_levels>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq4_k_r4_block, false>>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq5_k_r4_block, true>>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::iq4_nl_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q5_0_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q6_0_r4_levels>>);
