@@ -1,7 +1,8 @@
 // NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
 // too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
 // kernel, or decodes it): q4_0_r8 / q8_0_r8 / iq4_nl_r4 / q5_0_r4 / q6_0_r4 against q8_0,
-// iq4_xs_r8 (8 rows), q4_k_r4 / q5_k_r4 / q6_k_r4 / iq4_k_r4 / iq5_k_r4 (4 rows) against q8_K.
+// iq4_xs_r8 (8 rows), q2_k_r4 / q4_k_r4 / q5_k_r4 / q6_k_r4 / iq4_k_r4 / iq5_k_r4 (4 rows)
+// against q8_K.
 //
 // Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
 // 16-byte load (after nibble extraction) is "4 consecutive values of rows 0-3" (or 4-7): a run.
@@ -18,6 +19,7 @@
 //    per-16 sums; q5_k_r4 adds 16 bytes of fifth bits per sub-block, one bit per run; q6_k_r4
 //    two high bits per value in 32 bytes per sub-block and an int8 scale per 16 values; iq4_k_r4
 //    / iq5_k_r4 a 6-bit scale per 16 values and a grid (plain or shifted) per row and 16 values;
+//  - q2_k_r4: 2-bit crumbs, 32 bytes per sub-block, a scale and a min nibble per 16 values;
 //  - iq4_nl_r4 / q5_0_r4 / q6_0_r4: the same nibble group per 32-value block (+ 16 / 32 bytes of
 //    high bits).
 #include "neon/register.h"
@@ -258,7 +260,8 @@ struct k45_r4_kernel {
 // 4-row 256-value layouts with a signed scale per 16 values (slot 8 ib + row, + 4 for the second
 // half) against q8_K (q6_k_r4, iq4_k_r4): each half keeps its own int32 sum (|sum| <= 16 * 128 *
 // 127 * 128 * 16: below 2^31). The level decoder D gives the block's scales and the 8 signed runs
-// of a sub-block.
+// of a sub-block; with D::mins also a min per 16 values (times d[row + 4]), applied to q8_K's
+// per-16 sums.
 template <typename D>
 struct r4_halves_kernel {
     using block = typename D::block;
@@ -269,10 +272,11 @@ struct r4_halves_kernel {
         for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
         for (int64_t ibl = 0; ibl < nb; ++ibl) {
             const block & b = wb[ibl];
-            int8_t tmp[64];
+            int8_t tmp[64], tmp_m[64];
             const int8_t * sc = D::scales(b, tmp);
-            int32x4_t isum[C];
-            for (int c = 0; c < C; ++c) isum[c] = vdupq_n_s32(0);
+            const int8_t * mn = D::mins ? D::min_scales(b, tmp_m) : nullptr;
+            int32x4_t isum[C], imin[C];
+            for (int c = 0; c < C; ++c) isum[c] = imin[c] = vdupq_n_s32(0);
             for (int ib = 0; ib < 8; ++ib) {
                 int8x16_t w[8];
                 D::levels(b, ib, w);
@@ -284,11 +288,20 @@ struct r4_halves_kernel {
                     const int32x4_t hi = sdot4(vdupq_n_s32(0), w[4], w[5], w[6], w[7], vld1q_s8(q + 16));
                     isum[c] = vmlaq_s32(vmlaq_s32(isum[c], lo, sc_lo), hi, sc_hi);
                 }
+                if constexpr (D::mins) {
+                    const int16x8_t m16 = vmovl_s8(vld1_s8(mn + 8 * ib));
+                    const int32x4_t mn_lo = vmovl_s16(vget_low_s16(m16)), mn_hi = vmovl_high_s16(m16);
+                    for (int c = 0; c < C; ++c) {
+                        const int16_t * bs = ((const block_q8_K *) (x + c * xs))[ibl].bsums + 2 * ib;
+                        imin[c] = vmlaq_n_s32(vmlaq_n_s32(imin[c], mn_lo, bs[0]), mn_hi, bs[1]);
+                    }
+                }
             }
             const float32x4_t d = scales4(b.d);
             for (int c = 0; c < C; ++c) {
                 const float xd = ((const block_q8_K *) (x + c * xs))[ibl].d;
                 acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(d, xd));
+                if constexpr (D::mins) acc[c] = vfmsq_f32(acc[c], vcvtq_f32_s32(imin[c]), vmulq_n_f32(scales4(b.d + 4), xd));
             }
         }
         for (int c = 0; c < C; ++c) vst1q_f32(dst + c * ds, acc[c]);
@@ -299,6 +312,8 @@ struct r4_halves_kernel {
 // second 16 qh bytes at bits 0, 4, 2, 6 (q6_k_r4_hshift), levels minus 32; int8 scales as stored.
 struct q6_k_r4_levels {
     using block = q6_k_r4_block;
+    static constexpr bool mins = false;
+    static const int8_t * min_scales(const block &, int8_t *) { return nullptr; }
     static const int8_t * scales(const block & b, int8_t *) { return b.scales; }
     static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
         static const int8_t to_bit4[4] = { 4, 0, 2, -2 };   // 4 - hshift: high bits to bits 4-5
@@ -318,6 +333,8 @@ struct q6_k_r4_levels {
 template <typename Block, bool FifthBit>
 struct ik_r4_levels {
     using block = Block;
+    static constexpr bool mins = false;
+    static const int8_t * min_scales(const block &, int8_t *) { return nullptr; }
     static const int8_t * scales(const block & b, int8_t * tmp) {
         split_scales6(b, tmp);
         return tmp;
@@ -339,6 +356,31 @@ struct ik_r4_levels {
         } else {
             const int8x16x2_t grid = { { vld1q_s8(ik_iq4k_values), vld1q_s8(ik_iq4k_values + 16) } };
             for (int j = 0; j < 8; ++j) w[j] = vqtbl2q_s8(grid, vaddq_u8(u[j], o[j / 4]));
+        }
+    }
+};
+
+// q2_k_r4: per 16 values of a row a byte (scale low nibble, min high nibble) at slot 8 ib + row
+// (+ 4); 2-bit levels as crumbs: the sub-block's first / second 16 bytes hold runs 0-3 / 4-7 at
+// bits 0, 2, 4, 6 (r4_crumb_byte, r4_crumb_shift).
+struct q2_k_r4_levels {
+    using block = q2_k_r4_block;
+    static constexpr bool mins = true;
+    static const int8_t * scales(const block & b, int8_t * tmp) {
+        for (int j = 0; j < 4; ++j) vst1q_u8((uint8_t *) tmp + 16 * j, vandq_u8(vld1q_u8(b.scales + 16 * j), vdupq_n_u8(0xF)));
+        return tmp;
+    }
+    static const int8_t * min_scales(const block & b, int8_t * tmp) {
+        for (int j = 0; j < 4; ++j) vst1q_u8((uint8_t *) tmp + 16 * j, vshrq_n_u8(vld1q_u8(b.scales + 16 * j), 4));
+        return tmp;
+    }
+    static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
+        const uint8x16_t q[2] = { vld1q_u8(b.qs + 32 * ib), vld1q_u8(b.qs + 32 * ib + 16) }, m3 = vdupq_n_u8(3);
+        for (int h = 0; h < 2; ++h) {
+            w[4 * h + 0] = vreinterpretq_s8_u8(vandq_u8(q[h], m3));
+            w[4 * h + 1] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q[h], 2), m3));
+            w[4 * h + 2] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q[h], 4), m3));
+            w[4 * h + 3] = vreinterpretq_s8_u8(vshrq_n_u8(q[h], 6));
         }
     }
 };
@@ -447,6 +489,7 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q4_k_r4_block, false>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q5_k_r4_block, true>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q6_k_r4_levels>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q2_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q2_k_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq4_k_r4_block, false>>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq5_k_r4_block, true>>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::iq4_nl_r4_levels>>);
