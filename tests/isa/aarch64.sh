@@ -67,7 +67,7 @@ for k in f32/neon f16/neon bf16/neon q8_0/neon q4_0/dotprod q8_0/dotprod q4_K/do
          iq4_ks/neon iq4_ks/dotprod iq5_ks/dotprod iq2_ks/dotprod iq4_kss/dotprod iq2_k/i8mm iq4_ks/i8mm iq6_k/i8mm \
          iq1_kt/neon iq2_kt/dotprod iq3_kt/dotprod iq4_kt/dotprod iq2_kt/i8mm iq4_kt/i8mm q4_0_r8/dotprod q8_0_r8/dotprod \
          iq4_xs_r8/dotprod q4_k_r4/dotprod q5_k_r4/dotprod q6_k_r4/dotprod iq4_nl_r4/dotprod \
-         q5_0_r4/dotprod q6_0_r4/dotprod iq4_k_r4/dotprod iq5_k_r4/dotprod q2_k_r4/dotprod \
+         q5_0_r4/dotprod q6_0_r4/dotprod iq4_k_r4/dotprod iq5_k_r4/dotprod q2_k_r4/dotprod q3_k_r4/dotprod \
          iq2_xxs/dotprod iq2_xs/dotprod iq2_s/i8mm iq3_xxs/dotprod iq3_s/dotprod iq1_s/neon iq1_m/dotprod; do
     compared_has max "$k" 1
 done

@@ -1,7 +1,7 @@
 // NEON gemm kernels of the row-interleaved layouts at the dotprod level (the i8mm level picks them
 // too; plain NEON keeps the scalar path, which unweaves the group and runs the twin type's NEON
 // kernel, or decodes it): q4_0_r8 / q8_0_r8 / iq4_nl_r4 / q5_0_r4 / q6_0_r4 against q8_0,
-// iq4_xs_r8 (8 rows), q2_k_r4 / q4_k_r4 / q5_k_r4 / q6_k_r4 / iq4_k_r4 / iq5_k_r4 (4 rows)
+// iq4_xs_r8 (8 rows), q2_k_r4 / q3_k_r4 / q4_k_r4 / q5_k_r4 / q6_k_r4 / iq4_k_r4 / iq5_k_r4 (4 rows)
 // against q8_K.
 //
 // Layouts (quants-interleaved.h): the rows' fp16 scales first, then the levels woven so that one
@@ -20,6 +20,7 @@
 //    two high bits per value in 32 bytes per sub-block and an int8 scale per 16 values; iq4_k_r4
 //    / iq5_k_r4 a 6-bit scale per 16 values and a grid (plain or shifted) per row and 16 values;
 //  - q2_k_r4: 2-bit crumbs, 32 bytes per sub-block, a scale and a min nibble per 16 values;
+//    q3_k_r4 the same crumbs, 16 bytes of third bits and a 6-bit scale per 16 values;
 //  - iq4_nl_r4 / q5_0_r4 / q6_0_r4: the same nibble group per 32-value block (+ 16 / 32 bytes of
 //    high bits).
 #include "neon/register.h"
@@ -82,6 +83,19 @@ inline void r4_runs(const uint8_t * q, uint8x16_t (&u)[8]) {
     const uint8x16_t a0 = vld1q_u8(q), a1 = vld1q_u8(q + 16), a2 = vld1q_u8(q + 32), a3 = vld1q_u8(q + 48);
     u[0] = vandq_u8(a0, m4), u[1] = vandq_u8(a2, m4), u[2] = vshrq_n_u8(a0, 4), u[3] = vshrq_n_u8(a2, 4);
     u[4] = vandq_u8(a1, m4), u[5] = vandq_u8(a3, m4), u[6] = vshrq_n_u8(a1, 4), u[7] = vshrq_n_u8(a3, 4);
+}
+
+// The 8 runs of a 32-byte 4-row crumb group (r4_crumb_byte / r4_crumb_shift): the first / second
+// 16 bytes hold runs 0-3 / 4-7 at bits 0, 2, 4, 6.
+inline void r4_crumb_runs(const uint8_t * q, uint8x16_t (&u)[8]) {
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int h = 0; h < 2; ++h) {
+        const uint8x16_t a = vld1q_u8(q + 16 * h);
+        u[4 * h + 0] = vandq_u8(a, m3);
+        u[4 * h + 1] = vandq_u8(vshrq_n_u8(a, 2), m3);
+        u[4 * h + 2] = vandq_u8(vshrq_n_u8(a, 4), m3);
+        u[4 * h + 3] = vshrq_n_u8(a, 6);
+    }
 }
 
 // u | the bits of qh under mask after a shift by `to` (left if positive, right if negative): the
@@ -308,12 +322,24 @@ struct r4_halves_kernel {
     }
 };
 
+// Scale parts of the level decoders: no mins; 6-bit split scales (minus 32).
+struct no_mins {
+    static constexpr bool mins = false;
+    template <typename B> static const int8_t * min_scales(const B &, int8_t *) { return nullptr; }
+};
+template <typename Block>
+struct split6_scales : no_mins {
+    using block = Block;
+    static const int8_t * scales(const Block & b, int8_t * tmp) {
+        split_scales6(b, tmp);
+        return tmp;
+    }
+};
+
 // q6_k_r4: low nibbles as q4_k_r4, the two high bits of runs 0-3 / 4-7 in the sub-block's first /
 // second 16 qh bytes at bits 0, 4, 2, 6 (q6_k_r4_hshift), levels minus 32; int8 scales as stored.
-struct q6_k_r4_levels {
+struct q6_k_r4_levels : no_mins {
     using block = q6_k_r4_block;
-    static constexpr bool mins = false;
-    static const int8_t * min_scales(const block &, int8_t *) { return nullptr; }
     static const int8_t * scales(const block & b, int8_t *) { return b.scales; }
     static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
         static const int8_t to_bit4[4] = { 4, 0, 2, -2 };   // 4 - hshift: high bits to bits 4-5
@@ -331,15 +357,8 @@ struct q6_k_r4_levels {
 // rows' lanes and the joint table (32 / 64 entries) looked up at once. iq5_k_r4's fifth bit of
 // run j is bit iq5_k_r4_hbit(4 j) of the sub-block's 16 qh bytes.
 template <typename Block, bool FifthBit>
-struct ik_r4_levels {
-    using block = Block;
-    static constexpr bool mins = false;
-    static const int8_t * min_scales(const block &, int8_t *) { return nullptr; }
-    static const int8_t * scales(const block & b, int8_t * tmp) {
-        split_scales6(b, tmp);
-        return tmp;
-    }
-    static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
+struct ik_r4_levels : split6_scales<Block> {
+    static void levels(const Block & b, int ib, int8x16_t (&w)[8]) {
         constexpr uint32_t shift4 = FifthBit ? 0x20202020u : 0x10101010u;   // grid size in each byte
         uint32_t off[2][4];
         for (int h = 0; h < 2; ++h)
@@ -375,13 +394,20 @@ struct q2_k_r4_levels {
         return tmp;
     }
     static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
-        const uint8x16_t q[2] = { vld1q_u8(b.qs + 32 * ib), vld1q_u8(b.qs + 32 * ib + 16) }, m3 = vdupq_n_u8(3);
-        for (int h = 0; h < 2; ++h) {
-            w[4 * h + 0] = vreinterpretq_s8_u8(vandq_u8(q[h], m3));
-            w[4 * h + 1] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q[h], 2), m3));
-            w[4 * h + 2] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(q[h], 4), m3));
-            w[4 * h + 3] = vreinterpretq_s8_u8(vshrq_n_u8(q[h], 6));
-        }
+        uint8x16_t u[8];
+        r4_crumb_runs(b.qs + 32 * ib, u);
+        for (int j = 0; j < 8; ++j) w[j] = vreinterpretq_s8_u8(u[j]);
+    }
+};
+
+// q3_k_r4: q2_k_r4's crumbs plus a third bit (bit j of the sub-block's 16 qh bytes for run j),
+// levels minus 4; 6-bit split scales (minus 32) at slot 8 ib + row (+ 4).
+struct q3_k_r4_levels : split6_scales<q3_k_r4_block> {
+    static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
+        uint8x16_t u[8];
+        r4_crumb_runs(b.qs + 32 * ib, u);
+        const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m4 = vdupq_n_u8(4);
+        for (int j = 0; j < 8; ++j) w[j] = vsubq_s8(vreinterpretq_s8_u8(or_high(u[j], qh, (int8_t) (2 - j), m4)), vdupq_n_s8(4));
     }
 };
 
@@ -490,6 +516,7 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::k45_r4_kernel<q5_k_r4_block, true>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q6_k_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q2_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q2_k_r4_levels>>);
+    ggml_cpu_register_gemm(GGML_TYPE_Q3_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q3_k_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq4_k_r4_block, false>>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq5_k_r4_block, true>>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::iq4_nl_r4_levels>>);
