@@ -79,8 +79,8 @@ struct ggml_cpu_threadpool {
         sleepers.fetch_sub(1, std::memory_order_acq_rel);
     }
 
-    void chunk_done(ggml_cpu_node_state & st) {
-        st.done.fetch_add(1, std::memory_order_seq_cst);
+    void chunk_done(ggml_cpu_node_state & st, int n = 1) {
+        st.done.fetch_add(n, std::memory_order_seq_cst);
         if (node_sleepers.load(std::memory_order_seq_cst) > 0) st.done.notify_all();
     }
 
@@ -225,7 +225,9 @@ struct ggml_cpu_threadpool {
 };
 
 void ggml_cpu_barrier(const ggml_compute_params * params) { params->pool->barrier(params->nth); }
-void ggml_cpu_chunk_done(const ggml_compute_params * params) { params->pool->chunk_done(*params->node); }
+void ggml_cpu_chunks_done(const ggml_compute_params * params, int n) {
+    if (n > 0) params->pool->chunk_done(*params->node, n);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Buffers
