@@ -33,7 +33,7 @@ stage "ctest (Release)"
 # check on the sanitizer's objects (its instrumentation adds start-up code to them). The build is clang's with libFuzzer's
 # coverage hooks as well (KILN_FUZZ), so the same objects serve the fuzz targets below.
 asan="$root/build-asan"
-sanitized=(test-gguf test-ops test-matmul test-args test-args-env test-arg-promises test-jinja test-chat-templates
+sanitized=(test-gguf test-ops test-ops-recurrent test-matmul test-args test-args-env test-arg-promises test-jinja test-chat-templates
            test-chat-tools test-chat-tools-partial test-tokenizer test-grammar test-json-schema test-server-stream test-model-load
            test-kv-cache test-decode test-recurrent-state test-state-file test-imatrix)
 gen=()
@@ -69,7 +69,7 @@ stage "fuzz"
 # Arm64: the kernel and op suites and llama-perplexity cross-built for aarch64 and run under
 # qemu-aarch64 on emulated CPUs with and without dotprod/i8mm (tests/isa/aarch64.sh).
 arm="${KILN_AARCH64_BUILD_DIR:-$root/build-aarch64}"
-arm_targets=(test-ops test-matmul test-quants-simd test-quants-k test-quants-iq test-quants-ik llama-perplexity)
+arm_targets=(test-ops test-ops-recurrent test-matmul test-quants-simd test-quants-k test-quants-iq test-quants-ik llama-perplexity)
 if [ ! -f "$arm/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$arm" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" >/dev/null

@@ -72,6 +72,7 @@ for k in f32/neon f16/neon bf16/neon q8_0/neon q4_0/dotprod q8_0/dotprod q4_K/do
     compared_has max "$k" 1
 done
 suite max test-ops
+suite max test-ops-recurrent
 suite max test-matmul
 suite max test-quants-k '-*Bench*'
 suite max test-quants-iq
