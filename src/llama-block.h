@@ -64,3 +64,32 @@ ggml_tensor * llm_build_llama_family(llm_graph_context & g, const llm_attn_optio
     return llm_build_prenorm_stack(
         g, [&o](llm_graph_context & g, uint32_t il, ggml_tensor * x) { return llm_build_attn_block(g, (int) il, x, o); }, ffn);
 }
+
+// The dense llama-family architectures (llama, qwen2, qwen3): common hyperparameters, the llama
+// block with the attention variant Attn and RoPE type Rope, a SwiGLU feed-forward of width n_ff.
+// An architecture file registers llm_dense_llama_arch<its options, its RoPE>::impl("name").
+template <const llm_attn_options & Attn, int Rope>
+struct llm_dense_llama_arch {
+    static void load_hparams(llama_model_loader & ml, llama_hparams & hp) {
+        llm_load_common_hparams(ml, hp);
+        hp.rope_type = Rope;
+    }
+    static void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx) {
+        llm_create_embd_output(ml, m, ctx);
+        for (uint32_t il = 0; il < m.hparams.n_layer; ++il) {
+            llm_create_attn(ml, m, ctx, il, Attn);
+            llm_create_ffn(ml, m, ctx, il, m.hparams.n_ff);
+        }
+    }
+    static ggml_tensor * build_graph(llm_graph_context & g) {
+        return llm_build_llama_family(g, Attn, [](llm_graph_context & g, uint32_t il, ggml_tensor * x) {
+            const auto & l = g.layer(il);
+            return g.build_ffn_swiglu(x, l.ffn_up, l.ffn_gate, l.ffn_down);
+        });
+    }
+    static llm_arch_impl impl(const char * name) {
+        llm_arch_impl a{ name, load_hparams, create_tensors, build_graph };
+        a.tensor_parallel = true;
+        return a;
+    }
+};
