@@ -356,24 +356,6 @@ private:
         return e;
     }
 
-    static void append_utf8(std::string & out, uint32_t cp) {
-        if (cp < 0x80) {
-            out += (char) cp;
-        } else if (cp < 0x800) {
-            out += (char) (0xc0 | (cp >> 6));
-            out += (char) (0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-            out += (char) (0xe0 | (cp >> 12));
-            out += (char) (0x80 | ((cp >> 6) & 0x3f));
-            out += (char) (0x80 | (cp & 0x3f));
-        } else {
-            out += (char) (0xf0 | (cp >> 18));
-            out += (char) (0x80 | ((cp >> 12) & 0x3f));
-            out += (char) (0x80 | ((cp >> 6) & 0x3f));
-            out += (char) (0x80 | (cp & 0x3f));
-        }
-    }
-
     static int hex_value(char c) {
         if (c >= '0' && c <= '9') return c - '0';
         if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -427,7 +409,7 @@ private:
                         cp = cp * 16 + h;
                     }
                     p += digits;
-                    append_utf8(out, cp);
+                    utf8_append(out, cp);
                     break;
                 }
                 default:
@@ -436,7 +418,7 @@ private:
                         for (int k = 0; k < 2 && p < n && src_[p] >= '0' && src_[p] <= '7'; ++k) {
                             cp = cp * 8 + (src_[p++] - '0');
                         }
-                        append_utf8(out, cp);
+                        utf8_append(out, cp);
                     } else {
                         out += '\\';
                         out += e;

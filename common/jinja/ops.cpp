@@ -56,24 +56,6 @@ static std::vector<uint32_t> decode(const std::string & s) {
     return cps;
 }
 
-static void encode_cp(std::string & out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += (char) cp;
-    } else if (cp < 0x800) {
-        out += (char) (0xc0 | (cp >> 6));
-        out += (char) (0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out += (char) (0xe0 | (cp >> 12));
-        out += (char) (0x80 | ((cp >> 6) & 0x3f));
-        out += (char) (0x80 | (cp & 0x3f));
-    } else {
-        out += (char) (0xf0 | (cp >> 18));
-        out += (char) (0x80 | ((cp >> 12) & 0x3f));
-        out += (char) (0x80 | ((cp >> 6) & 0x3f));
-        out += (char) (0x80 | (cp & 0x3f));
-    }
-}
-
 static bool py_isspace(uint32_t cp) {
     return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
            (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
@@ -118,7 +100,7 @@ static std::string map_cps(const std::string & s, uint32_t (*fn)(uint32_t)) {
         if (len == 1 && cp >= 0x80) {
             out += s[i];   // invalid byte: keep as is
         } else {
-            encode_cp(out, fn(cp));
+            utf8_append(out, fn(cp));
         }
         i += len;
     }
@@ -132,7 +114,7 @@ std::string py_capitalize(const std::string & s) {
     std::vector<uint32_t> cps = decode(s);
     std::string out;
     for (size_t i = 0; i < cps.size(); ++i) {
-        encode_cp(out, i == 0 ? cp_upper(cps[i]) : cp_lower(cps[i]));
+        utf8_append(out, i == 0 ? cp_upper(cps[i]) : cp_lower(cps[i]));
     }
     return out;
 }
@@ -142,10 +124,10 @@ static std::string py_title(const std::string & s) {
     bool prev_cased = false;
     for (uint32_t c : decode(s)) {
         if (cp_is_cased(c) || cp_is_alpha(c)) {
-            encode_cp(out, prev_cased ? cp_lower(c) : cp_upper(c));
+            utf8_append(out, prev_cased ? cp_lower(c) : cp_upper(c));
             prev_cased = true;
         } else {
-            encode_cp(out, c);
+            utf8_append(out, c);
             prev_cased = false;
         }
     }
@@ -818,7 +800,7 @@ static bool call_str_method(const std::string & s, const std::string & name, con
     } else if (name == "swapcase") {
         std::string out;
         for (uint32_t c : decode(s)) {
-            encode_cp(out, cp_is_upper(c) ? cp_lower(c) : cp_upper(c));
+            utf8_append(out, cp_is_upper(c) ? cp_lower(c) : cp_upper(c));
         }
         r = out;
     } else if (name == "replace") {

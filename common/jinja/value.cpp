@@ -114,7 +114,11 @@ std::string object_key(const Value & key) {
             if (key.as_float() == (double) (int64_t) key.as_float()) {
                 return "\x01i" + std::to_string((int64_t) key.as_float());
             }
-            return "\x01f" + format_float(key.as_float());
+            {
+                // appended rather than "literal" + string: GCC 12 warns falsely (-Wrestrict) on that form
+                std::string k = "\x01f";
+                return k += format_float(key.as_float());
+            }
         case Value::Type::None: return "\x01n";
         default: throw Error("unhashable type: '" + key.type_name() + "'");
     }
@@ -476,6 +480,24 @@ void append_string_repr(std::string & out, std::string_view s) {
         i += len;
     }
     out += quote;
+}
+
+void utf8_append(std::string & out, uint32_t cp) {
+    if (cp < 0x80) {
+        out += (char) cp;
+    } else if (cp < 0x800) {
+        out += (char) (0xc0 | (cp >> 6));
+        out += (char) (0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        out += (char) (0xe0 | (cp >> 12));
+        out += (char) (0x80 | ((cp >> 6) & 0x3f));
+        out += (char) (0x80 | (cp & 0x3f));
+    } else {
+        out += (char) (0xf0 | (cp >> 18));
+        out += (char) (0x80 | ((cp >> 12) & 0x3f));
+        out += (char) (0x80 | ((cp >> 6) & 0x3f));
+        out += (char) (0x80 | (cp & 0x3f));
+    }
 }
 
 size_t utf8_length(std::string_view s) {

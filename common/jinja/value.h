@@ -183,6 +183,7 @@ void append_string_repr(std::string & out, std::string_view s);
 size_t utf8_length(std::string_view s);
 std::vector<size_t> utf8_offsets(std::string_view s);   // byte offset of each code point, plus size
 bool utf8_is_ascii(std::string_view s);
+void utf8_append(std::string & out, uint32_t cp);   // cp encoded (1-4 bytes)
 
 // json.dumps(value, ensure_ascii=False, indent=..., separators=..., sort_keys=...).
 // indent < 0 means no indent (one line); indent_str overrides the indent unit when non-empty.
