@@ -88,7 +88,9 @@ bool very_low_bit(ggml_type t, llama_ftype_id ft) {
     }
 }
 
-const std::vector<float> * find_imatrix(const llama_imatrix_map & m, const std::string & name) {
+} // namespace
+
+const std::vector<float> * llama_quant_find_imatrix(const llama_imatrix_map & m, const std::string & name) {
     auto it = m.find(name);
     if (it != m.end()) return &it->second;
     // tensors that see the same input as one the imatrix does have
@@ -105,8 +107,6 @@ const std::vector<float> * find_imatrix(const llama_imatrix_map & m, const std::
     }
     return nullptr;
 }
-
-} // namespace
 
 llama_quant_model_info llama_quant_model_info_from(const gguf_split * model) {
     const gguf_context * g = gguf_split_part(model, 0);
@@ -248,7 +248,7 @@ llama_quant_plan_result llama_quant_plan(const gguf_split * model, const llama_q
             throw std::runtime_error(llama_format("tensor %s: cannot read type %s", t.name.c_str(), ggml_type_name(t.src_type)));
         }
         if (params.imatrix) {
-            t.imatrix = find_imatrix(*params.imatrix, t.name);
+            t.imatrix = llama_quant_find_imatrix(*params.imatrix, t.name);
             if (t.imatrix && t.imatrix->size() != (size_t) (t.ne[0] * t.ne[2])) {
                 if (t.name != "token_embd.weight") {
                     throw std::runtime_error(llama_format("imatrix has %zu values for tensor %s, which needs %lld",

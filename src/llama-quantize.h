@@ -90,6 +90,10 @@ void llama_quant_parse_rules(const std::string & text, std::vector<llama_quant_r
 // n_expert blocks of ne[0] values.
 using llama_imatrix_map = std::map<std::string, std::vector<float>>;
 
+// The imatrix entry a tensor is quantized with: its own, or that of a tensor that sees the same
+// input (ffn_gate / ffn_up, attn_kv_b / attn_v_b); NULL when there is none.
+const std::vector<float> * llama_quant_find_imatrix(const llama_imatrix_map & m, const std::string & name);
+
 struct llama_quant_kv_override {
     std::string key;
     enum { INT, FLOAT, BOOL, STR } tag;
