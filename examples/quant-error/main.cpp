@@ -9,6 +9,7 @@
 //   - quantization error: rel_rmse = |Wq - W| / |W|, the imatrix-weighted one (column j weighted
 //     by the imatrix mean of x_j^2), and with -f the error on the real activations X that the f16
 //     model feeds this tensor over the text, |(Wq - W) X| / |W X|: the one that matters.
+//     The gain is the least-squares factor of the quantized over the exact values (1: no shrinking).
 //     "kiln" is Kiln's quantizer without an imatrix, "kiln+im" with it, "ref" the --ref file's
 //     tensor (its type picks the type Kiln quantizes to);
 //   - with -f, the matmul path's error: the product of the quantized weights Wq with X through
@@ -205,8 +206,10 @@ bool collect_activations(const options & o, capture & cap, std::string & err) {
 
 struct rel {
     double e = 0, s = 0;
-    void   add(const rel & o) { e += o.e; s += o.s; }
+    double c = 0;   // sum of q * w: c / s is the gain (least-squares factor of q over w)
+    void   add(const rel & o) { e += o.e; s += o.s; c += o.c; }
     double value() const { return s > 0 ? std::sqrt(e / s) : 0.0; }
+    double gain() const { return s > 0 ? c / s : 0.0; }
 };
 
 // |q - w| / |w| over rows, optionally weighting column j by im[j]
@@ -216,6 +219,7 @@ rel weight_error(const std::vector<float> & q, const std::vector<float> & w, int
         const double c = im ? im[i % ncols] : 1.0, d = (double) q[i] - w[i];
         r.e += c * d * d;
         r.s += c * (double) w[i] * w[i];
+        r.c += c * (double) q[i] * w[i];
     }
     return r;
 }
@@ -244,6 +248,7 @@ rel product_error(const A & y, const std::vector<double> & exact) {
         const double d = (double) y[i] - exact[i];
         r.e += d * d;
         r.s += exact[i] * exact[i];
+        r.c += (double) y[i] * exact[i];
     }
     return r;
 }
@@ -465,10 +470,10 @@ int main(int argc, char ** argv) {
                     mm[lvl + " b1"].add(gemm_error(t, we, x, nrows, k, isa, true, exact_q));
                 }
             }
-            std::printf("  %-8s rel_rmse %.5f", v.name.c_str(), plain.value());
+            std::printf("  %-8s rel_rmse %.5f gain %.5f", v.name.c_str(), plain.value(), plain.gain());
             if (n_mat > 1) std::printf(" (worst expert %.5f)", worst_expert);
             if (imv) std::printf("  weighted %.5f", weighted.value());
-            if (out.s > 0) std::printf("  on activations %.5f", out.value());
+            if (out.s > 0) std::printf("  on activations %.5f gain %.5f", out.value(), out.gain());
             std::printf("\n");
             tot.add(v.name + " rel_rmse", plain);
             if (imv) tot.add(v.name + " weighted", weighted);
@@ -489,6 +494,6 @@ int main(int argc, char ** argv) {
         return 1;
     }
     std::printf("\ntotals over %d tensors (square roots of summed squared errors over summed squares):\n", n_done);
-    for (const auto & [key, r] : tot.m) std::printf("  %-40s %.5g\n", key.c_str(), r.value());
+    for (const auto & [key, r] : tot.m) std::printf("  %-40s %.5g (gain %.5f)\n", key.c_str(), r.value(), r.gain());
     return 0;
 }
