@@ -44,15 +44,28 @@ bool llama_imatrix::merge(const llama_imatrix & other, std::string & err) {
     return true;
 }
 
-std::map<std::string, std::vector<float>> llama_imatrix::means() const {
+std::map<std::string, std::vector<float>> llama_imatrix::means(double prior_rows) const {
     std::map<std::string, std::vector<float>> out;
     for (const auto & [name, e] : entries) {
         if (e.counts.empty() || e.sums.empty()) continue;
-        const size_t per = e.sums.size() / e.counts.size();
+        const size_t n_mat = e.counts.size(), per = e.sums.size() / n_mat;
+        // the pooled mean over every matrix (expert) of the tensor, the prior of each one's mean
+        std::vector<double> pooled(per, 0.0);
+        int64_t n_all = 0;
+        for (size_t m = 0; m < n_mat; ++m) {
+            n_all += e.counts[m];
+            for (size_t j = 0; j < per; ++j) pooled[j] += e.sums[m * per + j];
+        }
+        const bool shrink = n_mat > 1 && n_all > 0 && prior_rows > 0;
         std::vector<float> v(e.sums.size());
         for (size_t i = 0; i < v.size(); ++i) {
             const int64_t c = e.counts[i / per];
-            v[i] = c > 0 ? (float) (e.sums[i] / (double) c) : 1.0f;
+            const double p = n_all > 0 ? pooled[i % per] / (double) n_all : 1.0;
+            if (shrink) {
+                v[i] = (float) ((e.sums[i] + prior_rows * p) / ((double) c + prior_rows));
+            } else {
+                v[i] = c > 0 ? (float) (e.sums[i] / (double) c) : (float) p;
+            }
         }
         out[name] = std::move(v);
     }

@@ -29,8 +29,15 @@ struct llama_imatrix {
     // Returns false (err names the tensor) when the shapes of a tensor differ.
     bool merge(const llama_imatrix & other, std::string & err);
 
-    // Per-column means, the form the quantizers take (blocks without data get 1).
-    std::map<std::string, std::vector<float>> means() const;
+    // Per-column means, the form the quantizers take. An expert tensor's experts each have their
+    // own means, from however few rows the router sent them: each is drawn towards the mean over
+    // all experts as if prior_rows rows of that pooled mean had been added (a count-weighted
+    // shrinkage estimate; 0: raw means). A mean of x^2 over n rows is uncertain by about
+    // sqrt(2 / n) of itself for Gaussian-like inputs: 50% at 8 rows, 25% at 32; the quantizers'
+    // weighting then follows sampling noise rather than the expert's inputs. Blocks without
+    // data get the pooled mean (1 when the whole tensor has none).
+    static constexpr double k_expert_prior_rows = 32;
+    std::map<std::string, std::vector<float>> means(double prior_rows = k_expert_prior_rows) const;
 };
 
 // Load either format (GGUF files start with "GGUF"). A legacy file stores mean * ncall with

@@ -1,7 +1,8 @@
 // Importance matrices: what the graph callback collects equals a float64 recomputation of the
 // first layer's matmul input, expert counts add up to tokens x experts used, both file formats
 // round-trip, merging equals collecting over the union, and an imatrix made on the wikitext
-// excerpt lowers the importance-weighted quantization error of IQ4_XS and Q4_K.
+// excerpt lowers the importance-weighted quantization error of IQ4_XS and Q4_K. An expert's means
+// are drawn towards the pooled mean of all experts by its row count (rare experts mostly pooled).
 #include "llama-imatrix.h"
 #include "llama.h"
 #include "testing.h"
@@ -229,6 +230,45 @@ TEST(Imatrix, LowersWeightedQuantizationError) {
         EXPECT_LT(with, without * 0.99) << ggml_type_name(type);
         EXPECT_GE(n_better, n - 1) << ggml_type_name(type);
     }
+}
+
+// Per-expert means: each expert's mean is (sums + prior * pooled) / (count + prior), with the
+// pooled mean over all experts (sum of sums / sum of counts); an expert without rows gets the
+// pooled mean; prior 0 gives the raw means; a tensor with one matrix keeps its raw means.
+TEST(Imatrix, ExpertMeansDrawnTowardsPooledByCount) {
+    llama_imatrix m;
+    llama_imatrix_entry & ex = m.entries["blk.0.ffn_up_exps.weight"];
+    const int K = 4;
+    const double a[K] = { 1, 2, 3, 4 }, b[K] = { 10, 10, 10, 10 };
+    ex.counts = { 1000, 0, 2 };
+    ex.sums.assign(3 * K, 0.0);
+    for (int j = 0; j < K; ++j) {
+        ex.sums[0 * K + j] = 1000 * a[j];
+        ex.sums[2 * K + j] = 2 * b[j];
+    }
+    llama_imatrix_entry & dense = m.entries["blk.0.ffn_up.weight"];
+    dense.counts = { 5 };
+    dense.sums = { 5, 10, 15, 20 };
+
+    const double prior = llama_imatrix::k_expert_prior_rows;
+    const auto shrunk = m.means(), raw = m.means(0);
+    const std::vector<float> & s = shrunk.at("blk.0.ffn_up_exps.weight");
+    const std::vector<float> & r = raw.at("blk.0.ffn_up_exps.weight");
+    ASSERT_EQ(s.size(), (size_t) 3 * K);
+    for (int j = 0; j < K; ++j) {
+        const double pooled = (1000 * a[j] + 2 * b[j]) / 1002;
+        EXPECT_NEAR(r[0 * K + j], a[j], 1e-6);
+        EXPECT_NEAR(r[1 * K + j], pooled, 1e-5) << "an expert without rows gets the pooled mean";
+        EXPECT_NEAR(r[2 * K + j], b[j], 1e-6);
+        EXPECT_NEAR(s[0 * K + j], (1000 * a[j] + prior * pooled) / (1000 + prior), 1e-5);
+        EXPECT_NEAR(s[1 * K + j], pooled, 1e-5);
+        EXPECT_NEAR(s[2 * K + j], (2 * b[j] + prior * pooled) / (2 + prior), 1e-5);
+        // a well-sampled expert keeps nearly its own mean, a rare one is mostly the pooled one
+        EXPECT_LT(std::fabs(s[0 * K + j] - a[j]), 0.05 * std::fabs(pooled - a[j]) + 1e-6);
+        EXPECT_LT(std::fabs(s[2 * K + j] - pooled), 0.1 * std::fabs(b[j] - pooled));
+    }
+    const std::vector<float> & d = shrunk.at("blk.0.ffn_up.weight");
+    for (int j = 0; j < K; ++j) EXPECT_FLOAT_EQ(d[j], (float) (j + 1));
 }
 
 } // namespace

@@ -3,14 +3,15 @@
 // expert tensors), for Kiln's quantizer and for a file quantized by another tool.
 //
 //   kiln-quant-error -m model-f16.gguf (--type T | --ref model-quant.gguf) [--imatrix FILE]
-//                    [-f text.txt] [--tokens 512] [--tensors REGEX] [--no-matmul]
+//                    [-f text.txt] [--tokens 512] [--tensors REGEX] [--no-matmul] [--expert-prior ROWS]
 //
 // Per tensor it prints
 //   - quantization error: rel_rmse = |Wq - W| / |W|, the imatrix-weighted one (column j weighted
 //     by the imatrix mean of x_j^2), and with -f the error on the real activations X that the f16
 //     model feeds this tensor over the text, |(Wq - W) X| / |W X|: the one that matters.
 //     The gain is the least-squares factor of the quantized over the exact values (1: no shrinking).
-//     "kiln" is Kiln's quantizer without an imatrix, "kiln+im" with it, "ref" the --ref file's
+//     "kiln" is Kiln's quantizer without an imatrix, "kiln+im" with it (experts' means drawn towards
+//     the pooled mean by --expert-prior rows, as llama-quantize does; 0: raw), "ref" the --ref file's
 //     tensor (its type picks the type Kiln quantizes to);
 //   - with -f, the matmul path's error: the product of the quantized weights Wq with X through
 //     every CPU kernel level this machine runs (activations encoded as that level encodes them),
@@ -48,13 +49,14 @@ struct options {
     std::string tensors = ".*";
     int         n_tokens = 512;
     bool        matmul = true;
+    double      expert_prior = llama_imatrix::k_expert_prior_rows;
 };
 
 [[noreturn]] void usage(const char * msg) {
     if (msg) std::fprintf(stderr, "error: %s\n", msg);
     std::fprintf(stderr,
         "usage: kiln-quant-error -m model.gguf (--type T | --ref quantized.gguf) [--imatrix FILE]\n"
-        "                        [-f text.txt] [--tokens N] [--tensors REGEX] [--no-matmul]\n");
+        "                        [-f text.txt] [--tokens N] [--tensors REGEX] [--no-matmul] [--expert-prior ROWS]\n");
     std::exit(msg ? 1 : 0);
 }
 
@@ -332,12 +334,14 @@ int main(int argc, char ** argv) {
         else if (a == "--tokens") o.n_tokens = std::atoi(next().c_str());
         else if (a == "--tensors") o.tensors = next();
         else if (a == "--no-matmul") o.matmul = false;
+        else if (a == "--expert-prior") o.expert_prior = std::atof(next().c_str());
         else if (a == "-h" || a == "--help") usage(nullptr);
         else usage(("unknown argument " + a).c_str());
     }
     if (o.model.empty()) usage("-m is required");
     if (o.ref.empty() == o.type_name.empty()) usage("give exactly one of --type and --ref");
     if (o.n_tokens < 1 || o.n_tokens > 8192) usage("--tokens must be 1..8192");
+    if (!(o.expert_prior >= 0)) usage("--expert-prior must be >= 0");
     std::regex want;
     try {
         want = std::regex(o.tensors);
@@ -363,7 +367,7 @@ int main(int argc, char ** argv) {
             std::fprintf(stderr, "error: %s\n", err.c_str());
             return 1;
         }
-        im_means = im.means();
+        im_means = im.means(o.expert_prior);
     }
     capture cap;
     cap.want = want;
