@@ -2,7 +2,7 @@
 // against the unquantized weights and real activations, tensor by tensor (per expert for 3-D
 // expert tensors), for Kiln's quantizer and for a file quantized by another tool.
 //
-//   kiln-quant-error -m model-f16.gguf (--type T | --ref model-quant.gguf) [--imatrix FILE]
+//   kiln-quant-error (-m model-f16.gguf | --demo) (--type T | --ref model-quant.gguf) [--imatrix FILE]
 //                    [-f text.txt] [--tokens 512] [--tensors REGEX] [--no-matmul] [--expert-prior ROWS]
 //
 // Per tensor it prints
@@ -49,13 +49,14 @@ struct options {
     std::string tensors = ".*";
     int         n_tokens = 512;
     bool        matmul = true;
+    bool        demo = false;
     double      expert_prior = llama_imatrix::k_expert_prior_rows;
 };
 
 [[noreturn]] void usage(const char * msg) {
     if (msg) std::fprintf(stderr, "error: %s\n", msg);
     std::fprintf(stderr,
-        "usage: kiln-quant-error -m model.gguf (--type T | --ref quantized.gguf) [--imatrix FILE]\n"
+        "usage: kiln-quant-error (-m model.gguf | --demo) (--type T | --ref quantized.gguf) [--imatrix FILE]\n"
         "                        [-f text.txt] [--tokens N] [--tensors REGEX] [--no-matmul] [--expert-prior ROWS]\n");
     std::exit(msg ? 1 : 0);
 }
@@ -334,11 +335,23 @@ int main(int argc, char ** argv) {
         else if (a == "--tokens") o.n_tokens = std::atoi(next().c_str());
         else if (a == "--tensors") o.tensors = next();
         else if (a == "--no-matmul") o.matmul = false;
+        else if (a == "--demo") o.demo = true;
         else if (a == "--expert-prior") o.expert_prior = std::atof(next().c_str());
         else if (a == "-h" || a == "--help") usage(nullptr);
         else usage(("unknown argument " + a).c_str());
     }
-    if (o.model.empty()) usage("-m is required");
+    common_model_source demo_model;
+    if (o.demo && o.model.empty()) {
+        common_params cp;
+        cp.demo = true;
+        std::string derr;
+        if (!demo_model.resolve(cp, derr)) {
+            std::fprintf(stderr, "error: %s\n", derr.c_str());
+            return 1;
+        }
+        o.model = cp.model;
+    }
+    if (o.model.empty()) usage("-m (or --demo) is required");
     if (o.ref.empty() == o.type_name.empty()) usage("give exactly one of --type and --ref");
     if (o.n_tokens < 1 || o.n_tokens > 8192) usage("--tokens must be 1..8192");
     if (!(o.expert_prior >= 0)) usage("--expert-prior must be >= 0");

@@ -60,7 +60,9 @@ levels=$(awk '/^  kiln matmul / && !/per-32/ { print $(NF - 2) }' "$TMP/out" | s
 [ "$levels" = 1 ] && pass || fail "k-quant products differ between levels or batch sizes: $(grep '^  kiln matmul' "$TMP/out")"
 
 # ---- errors
-expect_err "-m is required" "$Q" --type q4_K
+expect_err "-m (or --demo) is required" "$Q" --type q4_K
+expect_ok "$Q" --demo --type q4_K
+grep -q "rel_rmse" "$TMP/out" && pass || fail "--demo: no errors reported: $(head -c 300 "$TMP/out")"
 expect_err "exactly one of --type and --ref" "$Q" -m "$M/synth-qwen3-f16.gguf"
 expect_err "exactly one of --type and --ref" "$Q" -m "$M/synth-qwen3-f16.gguf" --type q4_K --ref "$M/synth-qwen3-Q8_0.gguf"
 expect_err "unknown type q9_Z" "$Q" -m "$M/synth-qwen3-f16.gguf" --type q9_Z
