@@ -149,6 +149,9 @@ bool llama_imatrix_save_dat(const std::string & path, const llama_imatrix & m, s
     for (const auto & kv : m.entries) n_entries += kv.second.sums.empty() ? 0 : 1;
     put(&n_entries, 4);
     const int64_t cs = m.chunk_size > 0 ? m.chunk_size : 1;
+    // the format has one count per tensor, not per expert: experts' means are stored as the
+    // quantizers would use them (drawn towards the pooled mean by their row counts, see means())
+    const std::map<std::string, std::vector<float>> means = m.means();
     std::vector<float> tmpv;
     for (const auto & [name, e] : m.entries) {
         if (e.sums.empty() || e.counts.empty()) continue;
@@ -160,12 +163,9 @@ bool llama_imatrix_save_dat(const std::string & path, const llama_imatrix & m, s
         const int32_t nval = (int32_t) e.sums.size();
         put(&ncall, 4);
         put(&nval, 4);
-        const size_t per = e.sums.size() / e.counts.size();
+        const std::vector<float> & mean = means.at(name);
         tmpv.resize(nval);
-        for (int32_t j = 0; j < nval; ++j) {
-            const int64_t c = e.counts[j / per];
-            tmpv[j] = (float) ((c > 0 ? e.sums[j] / (double) c : 1.0) * ncall);
-        }
+        for (int32_t j = 0; j < nval; ++j) tmpv[j] = (float) ((double) mean[j] * ncall);
         put(tmpv.data(), (size_t) nval * 4);
     }
     const int32_t last = m.chunk_count;
