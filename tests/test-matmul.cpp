@@ -1,6 +1,7 @@
 // Matrix products (mul_mat, mul_mat_id, fused MoE gate/up) against a double-precision reference,
 // for f32/f16/bf16 weights, awkward shapes, broadcasting, non-contiguous activations, 1 and 2
 // threads, and every instruction-set level the CPU has.
+#include "cpu-fusion.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -147,6 +148,7 @@ struct moe_case {
     int64_t n_tokens;
     routing route;
     bool keep;
+    int64_t M = 23;   // rows per expert; tall experts (K = 256) span several stream units
 };
 
 class MatMulId : public ::testing::TestWithParam<moe_case> {};
@@ -180,7 +182,7 @@ std::vector<int32_t> route_tokens(routing r, int64_t n_expert, int64_t n_used, i
 
 TEST_P(MatMulId, MatchesPerTokenProducts) {
     const moe_case c = GetParam();
-    const int64_t K = 37, M = 23, n_expert = 6, n_used = 3, n_tokens = c.n_tokens;
+    const int64_t M = c.M, K = M > 100 ? 256 : 37, n_expert = 6, n_used = 3, n_tokens = c.n_tokens;
     const int64_t n_b = c.b_shared ? 1 : n_used;
     ctx_guard g(64 * 1024 * 1024);
     ggml_tensor * as = ggml_new_tensor_3d(g.ctx, GGML_TYPE_F32, K, M, n_expert);
@@ -241,6 +243,12 @@ std::vector<moe_case> moe_cases() {
             for (int64_t n_tokens : { 1, 3, 9, 40 })
                 for (routing r : { routing::mixed, routing::one_set, routing::single_token_expert })
                     for (bool keep : { false, true }) v.push_back({ n_threads, shared, n_tokens, r, keep });
+    // token generation through experts of 300 rows of 1 KB: several guided chunks and row tiles each
+    for (int n_threads : { 1, 2, 3 })
+        for (bool shared : { false, true })
+            for (int64_t n_tokens : { 1, 3 })
+                for (routing r : { routing::mixed, routing::one_set })
+                    for (bool keep : { false, true }) v.push_back({ n_threads, shared, n_tokens, r, keep, 300 });
     return v;
 }
 
@@ -248,8 +256,103 @@ INSTANTIATE_TEST_SUITE_P(Experts, MatMulId, ::testing::ValuesIn(moe_cases()), []
     const moe_case & c = info.param;
     const char * r = c.route == routing::mixed ? "mixed" : c.route == routing::one_set ? "oneset" : "single";
     return "t" + std::to_string(c.n_threads) + (c.b_shared ? "_shared_" : "_perslot_") + "n" + std::to_string(c.n_tokens) +
-           "_" + r + (c.keep ? "_keep" : "");
+           "_" + r + (c.keep ? "_keep" : "") + (c.M > 100 ? "_tall" : "");
 });
+
+// The end of a MoE layer: the experts' outputs times their weights, summed over the slots
+// (mul, then k - 1 adds of the slot views). The CPU runs the chain as one op (cpu-fusion.h),
+// and the result is bit for bit the unfused ops' (same roundings, same order), for 1 to 3
+// threads, token-generation and batch sizes, 2 to 8 slots, at every ISA level; also with the
+// result placed over the weights, as the allocator places it in the qwen3moe graph.
+struct weighted_sum_graph {
+    ggml_tensor * e, * w, * m, * out;
+};
+
+weighted_sum_graph build_weighted_sum(ggml_context * ctx, int64_t n, int64_t k, int64_t T) {
+    weighted_sum_graph g;
+    g.e = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n, k, T);
+    g.w = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 1, k, T);
+    fill(g.e, 31);
+    fill(g.w, 32);
+    g.m = ggml_mul(ctx, g.e, g.w);
+    g.out = nullptr;
+    for (int64_t i = 0; i < k; ++i) {
+        ggml_tensor * v = ggml_view_2d(ctx, g.m, n, T, g.m->nb[2], i * g.m->nb[1]);
+        g.out = g.out ? ggml_add(ctx, g.out, v) : v;
+    }
+    return g;
+}
+
+int count_fused(ggml_cgraph * graph) {
+    std::vector<ggml_cpu_plan_op> ops;
+    ggml_cpu_fuse_graph(graph, ops);
+    int n = 0;
+    for (const auto & op : ops) n += op.fusion.kind == GGML_CPU_FUSION_WEIGHTED_SUM;
+    return n;
+}
+
+TEST(Fusion, WeightedSumOfExpertsIsOneOpAndExact) {
+    for (int isa : isas_of_this_architecture()) {
+        if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;   // MatMul reports the lacking levels
+        ggml_cpu_set_isa((ggml_cpu_isa) isa);
+        for (int64_t k : { 2, 3, 8 })
+            for (int64_t T : { 1, 5, 40 })
+                for (int n_threads : { 1, 2, 3 })
+                    for (bool over_w : { false, true }) {
+                        const int64_t n = 37;
+                        ctx_guard c(16 * 1024 * 1024);
+                        const weighted_sum_graph g = build_weighted_sum(c.ctx, n, k, T);
+                        const std::vector<float> wv((const float *) g.w->data, (const float *) g.w->data + k * T);
+                        if (over_w) {   // w at the start of the result's memory
+                            ggml_tensor * arena = ggml_new_tensor_1d(c.ctx, GGML_TYPE_F32, std::max(n * T, k * T));
+                            std::memcpy(arena->data, wv.data(), wv.size() * sizeof(float));
+                            g.w->data = arena->data;
+                            g.out->data = arena->data;
+                        }
+                        ggml_cgraph * graph = ggml_new_graph(c.ctx);
+                        ggml_build_forward_expand(graph, g.out);
+                        ASSERT_EQ(count_fused(graph), 1) << "k=" << k << " T=" << T;
+                        ASSERT_EQ(ggml_graph_compute_cpu(graph, n_threads), GGML_STATUS_SUCCESS);
+                        for (int64_t t = 0; t < T; ++t)
+                            for (int64_t j = 0; j < n; ++j) {
+                                float y = 0.0f;
+                                for (int64_t i = 0; i < k; ++i) {
+                                    const float p = (float) value_at(g.e, j, i, t, 0) * wv[(size_t) (t * k + i)];
+                                    y = i == 0 ? p : y + p;
+                                }
+                                ASSERT_EQ((float) value_at(g.out, j, t, 0, 0), y)
+                                    << "k=" << k << " T=" << T << " threads=" << n_threads << " over_w=" << over_w
+                                    << " isa=" << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                            }
+                    }
+    }
+    ggml_cpu_set_isa(ggml_cpu_detected_isa());
+}
+
+// An intermediate result that something else reads, or that the graph outputs, keeps the
+// chain unfused (and the values right).
+TEST(Fusion, WeightedSumStaysUnfusedWhenItsPartsAreUsed) {
+    const int64_t n = 19, k = 4, T = 3;
+    for (int variant = 0; variant < 3; ++variant) {
+        ctx_guard c(16 * 1024 * 1024);
+        const weighted_sum_graph g = build_weighted_sum(c.ctx, n, k, T);
+        ggml_cgraph * graph = ggml_new_graph(c.ctx);
+        ggml_tensor * other = nullptr;
+        if (variant == 0) ggml_set_output(g.m);                     // the weighted rows are an output
+        if (variant == 1) other = ggml_scale(c.ctx, g.out->src[0], 2.0f);   // a partial sum read elsewhere
+        if (variant == 2) other = ggml_scale(c.ctx, g.m, 2.0f);     // the weighted rows read elsewhere
+        ggml_build_forward_expand(graph, g.out);
+        if (other) ggml_build_forward_expand(graph, other);
+        EXPECT_EQ(count_fused(graph), 0) << "variant " << variant;
+        ASSERT_EQ(ggml_graph_compute_cpu(graph, 2), GGML_STATUS_SUCCESS);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < n; ++j) {
+                double y = 0;
+                for (int64_t i = 0; i < k; ++i) y += value_at(g.e, j, i, t, 0) * value_at(g.w, 0, i, t, 0);
+                EXPECT_NEAR(value_at(g.out, j, t, 0, 0), y, 1e-5) << "variant " << variant;
+            }
+    }
+}
 
 // The planner reuses memory: a chain of products needs far less than the sum of its nodes.
 TEST(Allocator, ReusesIntermediateMemory) {

@@ -1,10 +1,11 @@
 // kiln-bench-ops: throughput of the CPU attention kernel (flash attention) for decode and
 // prompt shapes, plus the hot element-wise ops of a transformer layer.
 //
-//   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops]
+//   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe]
 //
 // Attention rows print the time per call, GFLOP/s (2 flops per multiply-add in q·k and p·v,
 // counting only unmasked pairs) and the KV bytes read per second.
+#include "bench-moe.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -24,7 +25,7 @@ namespace {
 
 [[noreturn]] void usage(const char * msg) {
     if (msg) std::fprintf(stderr, "error: %s\n", msg);
-    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops]\n");
+    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe]\n");
     std::exit(msg ? 1 : 0);
 }
 
@@ -112,7 +113,7 @@ int main(int argc, char ** argv) {
             else usage(("unknown --isa " + v).c_str());
         } else if (a == "--only") {
             only = next();
-            if (only != "decode" && only != "prompt" && only != "ops") usage(("unknown --only " + only).c_str());
+            if (only != "decode" && only != "prompt" && only != "ops" && only != "moe") usage(("unknown --only " + only).c_str());
         } else if (a == "-h" || a == "--help") usage(nullptr);
         else usage(("unknown argument " + a).c_str());
     }
@@ -122,6 +123,11 @@ int main(int argc, char ** argv) {
     ggml_backend_t be = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(be, n_threads);
     std::mt19937 rng(7);
+    if (only == "moe") {   // only on request: it fills 400 MB of expert weights
+        bench_moe(be, reps);
+        ggml_backend_free(be);
+        return 0;
+    }
 
     const attn_shape shapes[] = {
         { "decode", 1, 512, 128, 32, 8, GGML_TYPE_F16, false },

@@ -107,6 +107,14 @@ struct ggml_cpu_threadpool {
         for (; verified < upto; ) wait_node(++verified);
     }
 
+    static void run_node(const ggml_compute_params * params, const ggml_cpu_node_plan & np) {
+        if (np.fusion.kind != GGML_CPU_FUSION_NONE) {
+            ggml_cpu_compute_fused(params, ggml_cpu_plan_op{ np.node, np.fusion });
+        } else {
+            ggml_cpu_compute_op(params, np.node);
+        }
+    }
+
     void run_graph(int ith) {
         const int nth = n_threads;
         const int n = (int) plan.size();
@@ -124,17 +132,17 @@ struct ggml_cpu_threadpool {
                     for (int c; (c = st.claimed.fetch_add(1, std::memory_order_acq_rel)) < n_chunks; ) {
                         params.ith = c;
                         params.nth = n_chunks;
-                        ggml_cpu_compute_op(&params, np.node);
+                        run_node(&params, np);
                         chunk_done(st);
                     }
                     break;
                 case GGML_CPU_OP_SELF:
                     // the first chunk is claimed here, before the op reads its node (cpu-ops.h)
                     params.chunk = st.claimed.fetch_add(1, std::memory_order_acq_rel);
-                    if (params.chunk < n_chunks) ggml_cpu_compute_op(&params, np.node);
+                    if (params.chunk < n_chunks) run_node(&params, np);
                     break;
                 case GGML_CPU_OP_TEAM:
-                    ggml_cpu_compute_op(&params, np.node);
+                    run_node(&params, np);
                     chunk_done(st);
                     break;
             }

@@ -26,17 +26,20 @@ byte_span span_of(const ggml_tensor * t) {
 // Ops that update one of their sources in place (recurrent states).
 bool writes_sources(const ggml_tensor * t) { return t->op == GGML_OP_SSM_CONV || t->op == GGML_OP_GATED_DELTA_NET; }
 
-// The byte ranges a node reads (its sources) and writes (its output, and its sources when it
-// updates them in place).
+// The byte ranges a node reads (its sources; a fused chain's: the fusion's) and writes (its
+// output, and its sources when it updates them in place).
 struct node_memory {
     byte_span spans[GGML_MAX_SRC + 1];   // [0]: the output, then the sources
     int n = 0;
     bool src_written = false;
 
-    explicit node_memory(const ggml_tensor * t) : src_written(writes_sources(t)) {
+    explicit node_memory(const ggml_cpu_node_plan & np) : src_written(writes_sources(np.node)) {
+        const ggml_tensor * t = np.node;
         spans[n++] = span_of(t);
+        const bool fused = np.fusion.kind != GGML_CPU_FUSION_NONE;
         for (int k = 0; k < GGML_MAX_SRC; ++k) {
-            const byte_span s = span_of(t->src[k]);
+            const ggml_tensor * src = fused ? (k < 2 ? np.fusion.src[k] : nullptr) : t->src[k];
+            const byte_span s = span_of(src);
             if (s.hi > s.lo) spans[n++] = s;
         }
     }
@@ -65,17 +68,18 @@ bool must_follow(const ggml_cpu_node_plan & a, const node_memory & ma, const ggm
 void ggml_cpu_plan_graph(ggml_cgraph * graph, int nth, std::vector<ggml_cpu_node_plan> & plan, size_t & scratch_bytes) {
     plan.clear();
     scratch_bytes = 0;
-    const int n = ggml_graph_n_nodes(graph);
-    for (int i = 0; i < n; ++i) {
-        ggml_tensor * node = ggml_graph_node(graph, i);
-        if (ggml_is_view_op(node->op) || node->op == GGML_OP_NONE) continue;
-        if (ggml_nelements(node) == 0) continue;
+    thread_local std::vector<ggml_cpu_plan_op> ops;
+    ggml_cpu_fuse_graph(graph, ops);
+    for (const ggml_cpu_plan_op & op : ops) {
+        ggml_tensor * node = op.node;
         ggml_cpu_node_plan np;
         np.node = node;
-        np.sched = ggml_cpu_op_schedule(node, nth);
+        np.fusion = op.fusion;
+        const bool fused = op.fusion.kind != GGML_CPU_FUSION_NONE;
+        np.sched = fused ? ggml_cpu_fused_schedule(op, nth) : ggml_cpu_op_schedule(node, nth);
         // chunked ops index their scratch by chunk, the others by thread
         const int users = np.sched.mode == GGML_CPU_OP_CHUNKED ? std::max(nth, np.sched.n_chunks) : nth;
-        const size_t ws = ggml_cpu_op_work_size(node, users);
+        const size_t ws = fused ? ggml_cpu_fused_work_size(op, users) : ggml_cpu_op_work_size(node, users);
         np.scratch = ws > 0;
         scratch_bytes = std::max(scratch_bytes, ws);
         np.wait_upto = -1;
@@ -86,11 +90,11 @@ void ggml_cpu_plan_graph(ggml_cgraph * graph, int nth, std::vector<ggml_cpu_node
     // (whoever claimed a chunk of an earlier node waited for that node's wait_upto first)
     int complete = -1;
     for (int j = 0; j < (int) plan.size(); ++j) {
-        const node_memory mj(plan[j].node);
+        const node_memory mj(plan[j]);
         const int lo = std::max(complete, j - 1 - k_window);
         int wait = lo > complete ? lo : -1;   // nodes past the window: wait for all of them
         for (int i = j - 1; i > lo; --i) {
-            if (must_follow(plan[i], node_memory(plan[i].node), plan[j], mj)) {
+            if (must_follow(plan[i], node_memory(plan[i]), plan[j], mj)) {
                 wait = i;
                 break;
             }

@@ -10,17 +10,20 @@
 // completion once per graph.
 #pragma once
 
+#include "cpu-fusion.h"
 #include "cpu-ops.h"
 
 #include <vector>
 
 struct ggml_cpu_node_plan {
     ggml_tensor * node;
+    ggml_cpu_fusion fusion;   // kind NONE: node alone; else node ends a fused chain (cpu-fusion.h)
     ggml_cpu_op_sched sched;
     int  wait_upto;   // every node at or before this index must be complete first (-1: none)
     bool scratch;     // uses the shared op scratch (wdata)
 };
 
-// Fill plan with the graph's compute nodes (views and empty tensors left out); scratch_bytes
+// Fill plan with the graph's compute nodes (views and empty tensors left out, fused chains as
+// one entry); scratch_bytes
 // gets the largest scratch any node needs.
 void ggml_cpu_plan_graph(ggml_cgraph * graph, int nth, std::vector<ggml_cpu_node_plan> & plan, size_t & scratch_bytes);

@@ -320,7 +320,8 @@ struct moe_args {
     ggml_glu_op glu;
     int64_t K, M, n_expert, n_used, n_tokens, n_b, n_pairs;
     act_layout l;
-    int64_t cpc;   // columns per gemm call
+    int64_t tile_rows;   // weight rows per gemm call
+    int64_t cpc;         // columns per gemm call
 };
 
 moe_args moe_args_of(ggml_tensor * dst) {
@@ -341,21 +342,37 @@ moe_args moe_args_of(ggml_tensor * dst) {
     a.n_b = a.b->ne[1];   // 1 (shared input per token) or n_used
     a.n_pairs = a.n_used * a.n_tokens;
     a.l = activation_layout(a.as0, a.b);
-    a.cpc = 64;
+    // token generation: an expert has at most n_tokens (< 8) columns, so the tile holds long
+    // runs of rows; batches: 64 x 64 output tiles
+    const bool small = a.n_tokens < k_big_batch;
+    a.tile_rows = small ? 256 : 64;
+    a.cpc = small ? k_big_batch : 64;
     return a;
 }
 
 bool moe_small(const moe_args & a) { return a.n_tokens < k_big_batch; }
 
-// Weight rows per chunk: at most 64 (the output tile), fewer for token generation so that the
-// few chosen experts still split over the threads.
+// Batches: weight rows per chunk, at most the output tile.
 int64_t moe_rows_per_chunk(const moe_args & a, int nth) {
-    const int64_t rows = moe_small(a) ? stream_rows_per_chunk(a.M, a.as0->nb[1], a.as0->type, nth)
-                                      : rows_per_chunk(a.M, a.n_tokens, a.as0->nb[1], nth);
-    return align_rows(std::min<int64_t>(64, rows), a.as0->type);
+    return align_rows(std::min<int64_t>(a.tile_rows, rows_per_chunk(a.M, a.n_tokens, a.as0->nb[1], nth)), a.as0->type);
 }
 
-size_t moe_tile_floats(const moe_args & a) { return (a.as1 ? 2 : 1) * 64 * (size_t) a.cpc; }
+// Token generation streams the chosen experts' rows as dense token generation streams a matrix
+// (guided_chunks): the units are runs of rows of one expert, about k_stream_unit_bytes of
+// weights (both matrices of the fused op), numbered expert after expert, so that a chunk is one
+// long run of consecutive rows through one or more experts' matrices.
+int64_t moe_stream_rows_per_unit(const moe_args & a) {
+    const size_t row_bytes = a.as0->nb[1] + (a.as1 ? a.as1->nb[1] : 0);
+    const int64_t rows = std::max<int64_t>(1, (int64_t) (k_stream_unit_bytes / std::max<size_t>(row_bytes, 1)));
+    return std::min(a.M, align_rows(rows, a.as0->type));
+}
+
+int64_t moe_stream_units_per_expert(const moe_args & a) {
+    const int64_t rpu = moe_stream_rows_per_unit(a);
+    return (a.M + rpu - 1) / rpu;
+}
+
+size_t moe_tile_floats(const moe_args & a) { return (a.as1 ? 2 : 1) * (size_t) (a.tile_rows * a.cpc); }
 
 // Per-thread space: the output tile and a row for conversions; token generation adds the
 // thread's own converted rows, plan and packed columns.
@@ -458,7 +475,7 @@ void moe_block(const moe_args & a, const moe_plan & plan, const char * packed, i
     gemm(a.K, w0, a.as0->nb[1], x, a.l.row_size, tile, (size_t) nr, (int) nr, (int) nc);
     float * tile1 = nullptr;
     if (a.as1) {
-        tile1 = tile + 64 * a.cpc;
+        tile1 = tile + a.tile_rows * a.cpc;
         const char * w1 = (const char *) a.as1->data + e * a.as1->nb[2] + row0 * a.as1->nb[1];
         gemm(a.K, w1, a.as1->nb[1], x, a.l.row_size, tile1, (size_t) nr, (int) nr, (int) nc);
     }
@@ -482,9 +499,10 @@ void moe_block(const moe_args & a, const moe_plan & plan, const char * packed, i
     }
 }
 
-// Token generation: everything this thread needs in its own space, then (expert, row block)
-// chunks from the node's counter. Chunk g * n_rb + rb is row block rb of the g-th chosen expert
-// (chunks past the last chosen expert are empty).
+// Token generation: everything this thread needs in its own space, then guided chunks of the
+// stream units (moe_stream_rows_per_unit) from the node's counter. The pool sized the chunks
+// for every pair on its own expert; with fewer chosen experts the last chunks are empty, and
+// the last chunk the pool counted takes whatever its own count would leave.
 void moe_product_small(const ggml_compute_params * p, const moe_args & a) {
     int c = p->chunk;   // claimed by the pool (cpu-ops.h)
     char * mine = thread_space(moe_per_thread_bytes(a));
@@ -499,17 +517,25 @@ void moe_product_small(const ggml_compute_params * p, const moe_args & a) {
     for (int64_t q = 0; q < plan.n_kept(); ++q) {
         std::memcpy(packed + q * a.l.row_size, act + moe_act_row(a, plan.pairs[q]) * a.l.row_size, a.l.row_size);
     }
-    const int64_t rpc = moe_rows_per_chunk(a, p->nth);
-    const int64_t n_rb = (a.M + rpc - 1) / rpc;
+    const int64_t rpu = moe_stream_rows_per_unit(a), upe = moe_stream_units_per_expert(a);
+    const int64_t n_units = plan.n_active * upe;
+    const guided_chunks g(n_units, p->nth);
     int n_done = 0;
     for (; c >= 0; ++n_done, c = ggml_cpu_chunk_claim(p)) {
         if (c == 0) moe_zero_dropped(a, plan);
-        const int64_t g = c / n_rb, rb = c % n_rb;
-        if (g >= plan.n_active) continue;
-        const int64_t e = plan.active[g];
-        const int64_t row0 = rb * rpc, nr = std::min(rpc, a.M - row0);
-        for (int64_t col0 = 0; col0 < plan.counts[e]; col0 += a.cpc) {
-            moe_block(a, plan, packed, e, row0, nr, col0, std::min<int64_t>(a.cpc, plan.counts[e] - col0), tile);
+        const int64_t u1 = c + 1 == p->n_chunks ? n_units : g.start(c + 1);
+        for (int64_t u = g.start(c); u < u1; ) {
+            // the part of the chunk in the g-th chosen expert: its rows [row0, row1)
+            const int64_t gi = u / upe, u_end = std::min(u1, (gi + 1) * upe);
+            const int64_t e = plan.active[gi];
+            const int64_t row1 = std::min(a.M, (u_end - gi * upe) * rpu);
+            for (int64_t row0 = (u - gi * upe) * rpu; row0 < row1; row0 += a.tile_rows) {
+                const int64_t nr = std::min(a.tile_rows, row1 - row0);
+                for (int64_t col0 = 0; col0 < plan.counts[e]; col0 += a.cpc) {
+                    moe_block(a, plan, packed, e, row0, nr, col0, std::min<int64_t>(a.cpc, plan.counts[e] - col0), tile);
+                }
+            }
+            u = u_end;
         }
     }
     ggml_cpu_chunks_done(p, n_done);
@@ -587,8 +613,7 @@ size_t ggml_cpu_mul_mat_id_work_size(const ggml_tensor * dst, int nth) {
 int ggml_cpu_mul_mat_id_self_chunks(const ggml_tensor * dst, int nth) {
     const moe_args a = moe_args_of((ggml_tensor *) dst);
     if (!moe_small(a)) return 0;
-    const int64_t rpc = moe_rows_per_chunk(a, nth);
-    return (int) (std::min(a.n_expert, a.n_pairs) * ((a.M + rpc - 1) / rpc));
+    return guided_chunks(std::min(a.n_expert, a.n_pairs) * moe_stream_units_per_expert(a), nth).n_chunks;
 }
 
 void ggml_cpu_op_mul_mat_id(const ggml_compute_params * p, ggml_tensor * dst) {
