@@ -283,11 +283,11 @@ weighted_sum_graph build_weighted_sum(ggml_context * ctx, int64_t n, int64_t k, 
     return g;
 }
 
-int count_fused(ggml_cgraph * graph) {
+int count_fused(ggml_cgraph * graph, ggml_cpu_fusion_kind kind = GGML_CPU_FUSION_WEIGHTED_SUM) {
     std::vector<ggml_cpu_plan_op> ops;
     ggml_cpu_fuse_graph(graph, ops);
     int n = 0;
-    for (const auto & op : ops) n += op.fusion.kind == GGML_CPU_FUSION_WEIGHTED_SUM;
+    for (const auto & op : ops) n += op.fusion.kind == kind;
     return n;
 }
 
@@ -352,6 +352,43 @@ TEST(Fusion, WeightedSumStaysUnfusedWhenItsPartsAreUsed) {
                 EXPECT_NEAR(value_at(g.out, j, t, 0, 0), y, 1e-5) << "variant " << variant;
             }
     }
+}
+
+// rms_norm times its weight row runs as one op with the unfused ops' values, bit for bit, over
+// 3-d rows (the q/k norms' shape), 1 to 3 threads, every ISA level, also written in place over
+// its input; kept apart when the normalised rows are read elsewhere.
+TEST(Fusion, RmsNormTimesWeightIsOneOpAndExact) {
+    const int64_t n = 37, rows = 5, planes = 3;
+    for (int isa : isas_of_this_architecture()) {
+        if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;   // MatMul reports the lacking levels
+        ggml_cpu_set_isa((ggml_cpu_isa) isa);
+        for (int n_threads : { 1, 2, 3 })
+            for (bool in_place : { false, true }) {
+                ctx_guard c(16 * 1024 * 1024);
+                ggml_tensor * x = ggml_new_tensor_3d(c.ctx, GGML_TYPE_F32, n, rows, planes);
+                ggml_tensor * w = ggml_new_tensor_1d(c.ctx, GGML_TYPE_F32, n);
+                fill(x, 41);
+                fill(w, 42);
+                // unfused: the normalised rows are an output too
+                ggml_tensor * r1 = ggml_rms_norm(c.ctx, x, 1e-6f);
+                ggml_tensor * ref = ggml_mul(c.ctx, r1, w);
+                ggml_set_output(r1);
+                ggml_cgraph * g1 = ggml_new_graph(c.ctx);
+                ggml_build_forward_expand(g1, ref);
+                ASSERT_EQ(count_fused(g1, GGML_CPU_FUSION_RMS_NORM_MUL), 0);
+                ASSERT_EQ(ggml_graph_compute_cpu(g1, n_threads), GGML_STATUS_SUCCESS);
+
+                ggml_tensor * out = ggml_mul(c.ctx, ggml_rms_norm(c.ctx, x, 1e-6f), w);
+                if (in_place) out->data = x->data;
+                ggml_cgraph * g2 = ggml_new_graph(c.ctx);
+                ggml_build_forward_expand(g2, out);
+                ASSERT_EQ(count_fused(g2, GGML_CPU_FUSION_RMS_NORM_MUL), 1);
+                ASSERT_EQ(ggml_graph_compute_cpu(g2, n_threads), GGML_STATUS_SUCCESS);
+                ASSERT_EQ(std::memcmp(out->data, ref->data, ggml_nbytes(ref)), 0)
+                    << "threads=" << n_threads << " in_place=" << in_place << " isa=" << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+            }
+    }
+    ggml_cpu_set_isa(ggml_cpu_detected_isa());
 }
 
 // The planner reuses memory: a chain of products needs far less than the sum of its nodes.

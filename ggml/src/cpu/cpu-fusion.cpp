@@ -3,6 +3,7 @@
 #include "ops-common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 namespace {
@@ -54,6 +55,44 @@ int match_weighted_sum(const std::vector<ggml_tensor *> & nodes, size_t j, const
     if (out->ne[0] != m->ne[0] || out->ne[1] != m->ne[2] || !ggml_is_contiguous(out)) return 0;
     if (overlaps(out, e)) return 0;
     return (int) k;
+}
+
+// rms_norm(x) times one weight row, starting at nodes[j]; returns 2 or 0.
+int match_rms_norm_mul(const std::vector<ggml_tensor *> & nodes, size_t j, const use_counts & uses) {
+    const ggml_tensor * r = nodes[j];
+    if (r->op != GGML_OP_RMS_NORM || j + 1 >= nodes.size()) return 0;
+    const ggml_tensor * x = r->src[0], * out = nodes[j + 1];
+    if (out->op != GGML_OP_MUL || out->src[0] != r || (r->flags & GGML_TENSOR_FLAG_OUTPUT)) return 0;
+    const auto ru = uses.find(r);
+    if (ru == uses.end() || ru->second != 1) return 0;
+    const ggml_tensor * w = out->src[1];
+    if (!f32_rows(x) || !f32_rows(w) || !f32_rows(out) || !ggml_are_same_shape(x, out)) return 0;
+    if (w->ne[0] != x->ne[0] || ggml_nrows(w) != 1) return 0;
+    if (overlaps(out, w)) return 0;
+    // the result over x is fine row for row (a row is read whole before it is written)
+    const bool in_place = out->data == x->data && out->nb[1] == x->nb[1] && out->nb[2] == x->nb[2] && out->nb[3] == x->nb[3];
+    if (!in_place && overlaps(out, x)) return 0;
+    return 2;
+}
+
+void rms_norm_mul(const ggml_compute_params * p, const ggml_cpu_plan_op & op) {
+    const ggml_tensor * x = op.fusion.src[0], * w = op.fusion.src[1];
+    ggml_tensor * out = op.node;
+    const int64_t n = x->ne[0];
+    int64_t r0, r1;
+    ggml_cpu_split_rows(ggml_nrows(x), p->ith, p->nth, r0, r1);
+    const auto & v = ggml_cpu_vec();
+    const float * wr = (const float *) w->data;
+    float * normed = ggml_cpu_thread_scratch(0, (size_t) n);
+    for (int64_t r = r0; r < r1; ++r) {
+        const ggml_row_coord c = ggml_cpu_row_coord(x, r);
+        const float * xr = (const float *) ggml_cpu_row_ptr(x, c.i1, c.i2, c.i3);
+        float * y = (float *) ggml_cpu_row_ptr(out, c.i1, c.i2, c.i3);
+        // as ggml_cpu_op_rms_norm, then the mul
+        const float mean_sq = v.sum_sq(n, xr) / (float) n;
+        v.scale_bias(n, normed, xr, 1.0f / std::sqrt(mean_sq + op.fusion.eps), 0.0f);
+        v.mul(n, y, normed, wr);
+    }
 }
 
 // One token (token generation): one chunk, which reads the weights before it writes. A batch:
@@ -134,6 +173,16 @@ void ggml_cpu_fuse_graph(ggml_cgraph * graph, std::vector<ggml_cpu_plan_op> & op
             j += (size_t) len;
             continue;
         }
+        if (match_rms_norm_mul(nodes, j, uses)) {
+            ggml_cpu_plan_op op{ nodes[j + 1], {} };
+            op.fusion.kind = GGML_CPU_FUSION_RMS_NORM_MUL;
+            op.fusion.src[0] = nodes[j]->src[0];
+            op.fusion.src[1] = nodes[j + 1]->src[1];
+            op.fusion.eps = ggml_get_op_params_f32(nodes[j], 0);
+            ops.push_back(op);
+            j += 2;
+            continue;
+        }
         ops.push_back({ nodes[j], {} });
         ++j;
     }
@@ -143,6 +192,8 @@ ggml_cpu_op_sched ggml_cpu_fused_schedule(const ggml_cpu_plan_op & op, int nth) 
     switch (op.fusion.kind) {
         case GGML_CPU_FUSION_WEIGHTED_SUM:
             return weighted_sum_team(op, nth) ? ggml_cpu_op_sched{ GGML_CPU_OP_TEAM, nth } : ggml_cpu_op_sched{ GGML_CPU_OP_CHUNKED, 1 };
+        case GGML_CPU_FUSION_RMS_NORM_MUL:   // chunked as the element-wise mul it ends with
+            return ggml_cpu_op_schedule(op.node, nth);
         default: GGML_ABORT("CPU backend: unknown fusion %d", (int) op.fusion.kind);
     }
 }
@@ -157,6 +208,7 @@ size_t ggml_cpu_fused_work_size(const ggml_cpu_plan_op & op, int nth) {
 void ggml_cpu_compute_fused(const ggml_compute_params * p, const ggml_cpu_plan_op & op) {
     switch (op.fusion.kind) {
         case GGML_CPU_FUSION_WEIGHTED_SUM: weighted_sum(p, op); break;
+        case GGML_CPU_FUSION_RMS_NORM_MUL: rms_norm_mul(p, op); break;
         default: GGML_ABORT("CPU backend: unknown fusion %d", (int) op.fusion.kind);
     }
 }
