@@ -245,10 +245,10 @@ std::vector<moe_case> moe_cases() {
                     for (bool keep : { false, true }) v.push_back({ n_threads, shared, n_tokens, r, keep });
     // token generation through experts of 300 rows of 1 KB: several guided chunks and row tiles each
     for (int n_threads : { 1, 2, 3 })
-        for (bool shared : { false, true })
-            for (int64_t n_tokens : { 1, 3 })
-                for (routing r : { routing::mixed, routing::one_set })
-                    for (bool keep : { false, true }) v.push_back({ n_threads, shared, n_tokens, r, keep, 300 });
+        for (bool shared : { false, true }) {
+            v.push_back({ n_threads, shared, 1, routing::one_set, false, 300 });
+            v.push_back({ n_threads, shared, 3, routing::mixed, true, 300 });
+        }
     return v;
 }
 
