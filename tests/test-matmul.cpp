@@ -255,8 +255,16 @@ std::vector<moe_case> moe_cases() {
 INSTANTIATE_TEST_SUITE_P(Experts, MatMulId, ::testing::ValuesIn(moe_cases()), [](const auto & info) {
     const moe_case & c = info.param;
     const char * r = c.route == routing::mixed ? "mixed" : c.route == routing::one_set ? "oneset" : "single";
-    return "t" + std::to_string(c.n_threads) + (c.b_shared ? "_shared_" : "_perslot_") + "n" + std::to_string(c.n_tokens) +
-           "_" + r + (c.keep ? "_keep" : "") + (c.M > 100 ? "_tall" : "");
+    // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string
+    std::string name = "t";
+    name += std::to_string(c.n_threads);
+    name += c.b_shared ? "_shared_n" : "_perslot_n";
+    name += std::to_string(c.n_tokens);
+    name += "_";
+    name += r;
+    if (c.keep) name += "_keep";
+    if (c.M > 100) name += "_tall";
+    return name;
 });
 
 // The end of a MoE layer: the experts' outputs times their weights, summed over the slots
