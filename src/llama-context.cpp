@@ -595,9 +595,9 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
             rshapes[il] = {};
             for (const llama_layer_shard & s : model->shards[il]) {
                 if (s.n_head == 0) continue;
-                const int64_t d_v = hp.ssm_d_inner / hp.ssm_dt_rank, qk = 2 * (int64_t) hp.ssm_n_group * hp.ssm_d_state;
+                // the convolution window of the part's channels (its conv1d rows)
                 llama_recurrent_layer_shape part;
-                part.n_conv = (uint32_t) ((hp.ssm_d_conv - 1) * (qk + s.n_head * d_v));
+                part.n_conv = (uint32_t) ((hp.ssm_d_conv - 1) * s.w.ssm_conv1d->ne[1]);
                 part.n_ssm = whole.n_ssm / hp.ssm_dt_rank * s.n_head;
                 GGML_ASSERT(rshapes.size() == s.rs_slot);
                 rshapes.push_back(part);

@@ -115,8 +115,10 @@ ggml_tensor * llm_build_delta_net(llm_graph_context & g, int il, ggml_tensor * x
     const auto & hp = g.hp;
     const auto & l = g.layer(il);
     ggml_context * ctx = g.ctx0;
-    // a -sm graph part holds some of the value heads (and every key head)
-    const int64_t T = g.n_tokens, d_k = hp.ssm_d_state, n_kh = hp.ssm_n_group, n_vh = l.ssm_dt->ne[0];
+    // a -sm graph part holds some of the value heads: with qwen35's layout, and every key head; with
+    // qwen3next's, whole key heads with their value heads
+    const int64_t T = g.n_tokens, d_k = hp.ssm_d_state, n_vh = l.ssm_dt->ne[0];
+    const int64_t n_kh = lay == llm_delta_net_layout::qwen3next ? n_vh / (hp.ssm_dt_rank / hp.ssm_n_group) : hp.ssm_n_group;
     const int64_t d_v = head_v_dim(hp), n_ch = 2 * n_kh * d_k + n_vh * d_v;
     const int slot = g.shard ? (int) g.shard->rs_slot : il;
     const float eps = hp.f_norm_rms_eps;
@@ -137,7 +139,7 @@ ggml_tensor * llm_build_delta_net(llm_graph_context & g, int il, ggml_tensor * x
         };
         qkv = ggml_concat(ctx, ggml_concat(ctx, part(0, d_k), part(d_k, d_k), 0), part(2 * d_k, r * d_v), 0);
         qkv = ggml_reshape_2d(ctx, qkv, n_ch, T);
-        z = ggml_reshape_2d(ctx, part(2 * d_k + r * d_v, r * d_v), hp.ssm_d_inner, T);
+        z = ggml_reshape_2d(ctx, part(2 * d_k + r * d_v, r * d_v), n_vh * d_v, T);
         ggml_tensor * ba = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, l.ssm_ba, x), 2 * r, n_kh, T);
         beta = ggml_cont_2d(ctx, ggml_view_3d(ctx, ba, r, n_kh, T, ba->nb[1], ba->nb[2], 0), n_vh, T);
         alpha = ggml_cont_2d(ctx, ggml_view_3d(ctx, ba, r, n_kh, T, ba->nb[1], ba->nb[2], r * es), n_vh, T);

@@ -87,14 +87,30 @@ int64_t mla_step(const llama_hparams & hp, const llama_layer & l) {
     return 0;
 }
 
-// A delta-net layer (qwen35's layout) is cut by value heads, n_kh at a time so that each part's
+// A delta-net layer is cut by value heads. qwen35's layout: n_kh at a time so that each part's
 // first value head pairs with key head 0 as the kernel assumes (value head h reads key head
-// h % n_kh); every part computes all the key heads' q and k.
-bool is_delta_net(const llama_layer & l) { return l.ssm_conv1d && l.wqkv && l.wqkv_gate && l.ssm_out; }
+// h % n_kh); every part computes all the key heads' q and k. qwen3next's layout keeps a key head's
+// value heads together (ssm_in, ssm_ba grouped per key head): a part takes whole key heads with
+// their value heads, so it computes only its own q and k.
+bool is_qwen35_delta(const llama_layer & l) { return l.ssm_conv1d && l.wqkv && l.wqkv_gate && l.ssm_out; }
+bool is_qwen3next_delta(const llama_layer & l) { return l.ssm_conv1d && l.ssm_in && l.ssm_ba && l.ssm_out; }
+bool is_delta_net(const llama_layer & l) { return is_qwen35_delta(l) || is_qwen3next_delta(l); }
 
+// value heads per cut (0: cannot be cut)
 int64_t delta_step(const llama_hparams & hp, const llama_layer & l) {
-    const int64_t n_kh = hp.ssm_n_group, n_vh = hp.ssm_dt_rank, d_v = hp.ssm_d_inner / hp.ssm_dt_rank;
-    if (!rows_cut_ok(l.wqkv, 2 * n_kh * hp.ssm_d_state)) return 0;
+    const int64_t n_kh = hp.ssm_n_group, n_vh = hp.ssm_dt_rank, d_v = hp.ssm_d_inner / hp.ssm_dt_rank, d_k = hp.ssm_d_state;
+    if (is_qwen3next_delta(l)) {
+        const int64_t r = n_vh / n_kh;
+        for (int64_t kh = 1; kh <= n_kh; ++kh) {
+            if (n_kh % kh != 0) continue;
+            if (cols_cut_ok(l.ssm_out, kh * r * d_v) && rows_cut_ok(l.ssm_in, kh * (2 * d_k + 2 * r * d_v)) &&
+                rows_cut_ok(l.ssm_ba, kh * 2 * r)) {
+                return kh * r;
+            }
+        }
+        return 0;
+    }
+    if (!rows_cut_ok(l.wqkv, 2 * n_kh * d_k)) return 0;
     for (int64_t k = n_kh; k <= n_vh; k += n_kh) {
         if (n_vh % k != 0) continue;
         if (cols_cut_ok(l.ssm_out, k * d_v) && rows_cut_ok(l.wqkv, k * d_v) && rows_cut_ok(l.wqkv_gate, k * d_v) &&
@@ -163,14 +179,18 @@ struct slicer {
         return t;
     }
 
-    // rows [a0, a0 + na) then [b0, b0 + nb) of a matrix: a delta-net part's q/k channels (all of
-    // them) and its value heads' channels
-    ggml_tensor * rows2(const ggml_tensor * src, int64_t a0, int64_t na, int64_t b0, int64_t nb) {
+    // the row ranges (first row, count) of a matrix one after the other: a delta-net part's q, k
+    // and v channels of the convolution
+    ggml_tensor * row_ranges(const ggml_tensor * src, std::vector<std::pair<int64_t, int64_t>> ranges) {
         if (!src) return nullptr;
-        ggml_tensor * t = like(src, src->ne[0], na + nb);
-        fills.push_back([src, a0, na, b0, nb](char * base) {
-            std::memcpy(base, (const char *) src->data + a0 * src->nb[1], na * src->nb[1]);
-            std::memcpy(base + na * src->nb[1], (const char *) src->data + b0 * src->nb[1], nb * src->nb[1]);
+        int64_t n = 0;
+        for (const auto & r : ranges) n += r.second;
+        ggml_tensor * t = like(src, src->ne[0], n);
+        fills.push_back([src, ranges](char * base) {
+            for (const auto & [r0, nr] : ranges) {
+                std::memcpy(base, (const char *) src->data + r0 * src->nb[1], nr * src->nb[1]);
+                base += nr * src->nb[1];
+            }
         });
         return t;
     }
@@ -199,7 +219,7 @@ std::vector<const ggml_tensor *> llama_shard_part(const llama_layer & l, bool at
     if (attn) {
         return { l.wq, l.bq, l.wk, l.bk, l.wv, l.bv, l.wo, l.bo, l.attn_sinks, l.attn_q_norm, l.attn_k_norm,
                  l.wq_a, l.attn_q_a_norm, l.wq_b, l.wkv_a_mqa, l.attn_kv_a_norm, l.wkv_b, l.wk_b, l.wv_b,
-                 l.wqkv, l.ssm_conv1d, l.wqkv_gate, l.ssm_beta, l.ssm_alpha, l.ssm_dt, l.ssm_a, l.ssm_norm, l.ssm_out };
+                 l.wqkv, l.ssm_in, l.ssm_ba, l.ssm_conv1d, l.wqkv_gate, l.ssm_beta, l.ssm_alpha, l.ssm_dt, l.ssm_a, l.ssm_norm, l.ssm_out };
     }
     return { l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_inp,
              l.ffn_gate_inp_b, l.ffn_exp_probs_b, l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b,
@@ -294,14 +314,27 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
             sl.shard_index = (int) d;
             llama_layer & w = s.w;
             if (nkv > 0 && is_delta_net(l)) {
-                // value heads h0.. with their z, beta, alpha, decay and output columns; q and k of every key head
-                const int64_t d_v = hp.ssm_d_inner / hp.ssm_dt_rank, qk = 2 * (int64_t) hp.ssm_n_group * hp.ssm_d_state;
+                // value heads h0.. with their z, beta, alpha, decay and output columns
+                const int64_t d_v = hp.ssm_d_inner / hp.ssm_dt_rank, d_k = hp.ssm_d_state, n_kh = hp.ssm_n_group;
                 s.n_head = nkv;
-                w.wqkv = sl.rows2(l.wqkv, 0, qk, qk + h0 * d_v, nkv * d_v);
-                w.ssm_conv1d = sl.rows2(l.ssm_conv1d, 0, qk, qk + h0 * d_v, nkv * d_v);
-                w.wqkv_gate = sl.rows(l.wqkv_gate, h0 * d_v, nkv * d_v);
-                w.ssm_beta = sl.rows(l.ssm_beta, h0, nkv);
-                w.ssm_alpha = sl.rows(l.ssm_alpha, h0, nkv);
+                if (is_qwen3next_delta(l)) {
+                    // key heads k0.. with their value heads: contiguous rows of ssm_in and ssm_ba; the
+                    // convolution's channels are all q, all k, then all v (llm_build_delta_net's order)
+                    const int64_t r = hp.ssm_dt_rank / n_kh, k0 = h0 / r, nk = nkv / r;
+                    w.ssm_in = sl.rows(l.ssm_in, k0 * (2 * d_k + 2 * r * d_v), nk * (2 * d_k + 2 * r * d_v));
+                    w.ssm_ba = sl.rows(l.ssm_ba, k0 * 2 * r, nk * 2 * r);
+                    w.ssm_conv1d = sl.row_ranges(l.ssm_conv1d, { { k0 * d_k, nk * d_k },
+                                                                 { (n_kh + k0) * d_k, nk * d_k },
+                                                                 { 2 * n_kh * d_k + h0 * d_v, nkv * d_v } });
+                } else {
+                    // q and k of every key head
+                    const int64_t qk = 2 * n_kh * d_k;
+                    w.wqkv = sl.row_ranges(l.wqkv, { { 0, qk }, { qk + h0 * d_v, nkv * d_v } });
+                    w.ssm_conv1d = sl.row_ranges(l.ssm_conv1d, { { 0, qk }, { qk + h0 * d_v, nkv * d_v } });
+                    w.wqkv_gate = sl.rows(l.wqkv_gate, h0 * d_v, nkv * d_v);
+                    w.ssm_beta = sl.rows(l.ssm_beta, h0, nkv);
+                    w.ssm_alpha = sl.rows(l.ssm_alpha, h0, nkv);
+                }
                 w.ssm_dt = sl.rows(l.ssm_dt, h0, nkv);
                 w.ssm_a = sl.rows(l.ssm_a, h0, nkv);
                 w.ssm_norm = sl.copy(l.ssm_norm);

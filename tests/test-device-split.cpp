@@ -11,6 +11,7 @@
 #include "llama-model-placement.h"
 #include "model-handles.h"
 #include "sched-chain.h"
+#include "synth.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -21,9 +22,11 @@
 #include <cctype>
 #include <cmath>
 #include <regex>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -750,6 +753,106 @@ TEST_P(EveryModel, GraphModeWithExpertsOnTheHostMatchesTheHost) {
         for (const auto & s : parts) EXPECT_TRUE(s.w.ffn_up_exps == nullptr && s.w.ffn_down_exps == nullptr);
     }
     expect_host_logits(model.get(), path, 1e-3);
+}
+
+// The logits of every position of toks, decoded in pieces of `piece` tokens (1: token by token).
+std::vector<float> all_logits(llama_model * m, const std::vector<llama_token> & toks, int piece) {
+    kiln_test::context_ptr ctx = kiln_test::small_context(m, 64);
+    EXPECT_TRUE(ctx) << llama_last_error();
+    std::vector<float> out;
+    if (!ctx) return out;
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)), n = (int) toks.size();
+    for (int s = 0; s < n; s += piece) {
+        const int len = std::min(piece, n - s);
+        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, s, len, s), 0);
+        for (int i = 0; i < len; ++i) out.insert(out.end(), llama_get_logits_ith(ctx.get(), i), llama_get_logits_ith(ctx.get(), i) + n_vocab);
+    }
+    return out;
+}
+
+// qwen3next (no shared file: a synthesized tiny one, 2 key heads with 2 value heads each) cut by
+// -sm graph on 2, 3 and 4 devices with uneven shares: its delta-net layers by whole key heads
+// with their value heads (2 units, so 3 and 4 devices leave some without any), each part's
+// convolution window and delta-rule state on its device; the attention by KV heads, the experts
+// by columns. Every position's logits, for one batch and token by token, are the host's (KLD per
+// position), and -sm layer gives them too.
+TEST(GraphSplit, Qwen3NextDeltaNetCutByKeyHeads) {
+    const std::string path = "/tmp/kiln-test-split-qwen3next-" + std::to_string(getpid()) + ".gguf";
+    kiln_synth_options opt;
+    opt.preset = "tiny-qwen3next";
+    opt.type = GGML_TYPE_F32;
+    std::string err;
+    ASSERT_TRUE(kiln_synth_write(opt, path, err)) << err;
+    struct remove_at_end {
+        std::string p;
+        ~remove_at_end() { std::remove(p.c_str()); }
+    } cleanup{ path };
+    llama_model_params host = llama_model_default_params();
+    host.n_gpu_layers = 0;
+    kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
+    ASSERT_TRUE(one) << llama_last_error();
+    const auto & hp = one->hparams;
+    ASSERT_EQ(hp.ssm_dt_rank, 2 * hp.ssm_n_group) << "the preset pairs two value heads with each key head";
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(one.get()));
+    std::vector<llama_token> toks;
+    for (int i = 0; i < 20; ++i) toks.push_back((llama_token) ((i * 7919 + 11) % 4096));
+    const std::vector<float> ref_batch = all_logits(one.get(), toks, 20), ref_single = all_logits(one.get(), toks, 1);
+    ASSERT_EQ(ref_batch.size(), (size_t) 20 * n_vocab);
+
+    const std::vector<std::vector<float>> shares = { { 1, 3 }, { 2, 1, 1 }, { 1, 2, 3, 1 } };
+    for (const std::vector<float> & ts : shares) {
+        const int n_dev = (int) ts.size();
+        auto devs = first_devices(n_dev);
+        kiln_test::model_ptr model = load_graph_split(path, devs, ts);
+        ASSERT_TRUE(model) << llama_last_error();
+        kiln_test::context_ptr ctx = kiln_test::small_context(model.get(), 64);
+        ASSERT_TRUE(ctx) << llama_last_error();
+        const int64_t d_v = hp.ssm_d_inner / hp.ssm_dt_rank, r = hp.ssm_dt_rank / hp.ssm_n_group;
+        int n_recurrent = 0;
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            if (!hp.is_recurrent(il)) continue;
+            ++n_recurrent;
+            uint32_t heads = 0;
+            for (const auto & s : model->shards[il]) {
+                if (s.n_head == 0) continue;
+                EXPECT_EQ(s.n_head % r, 0) << "whole key heads";
+                heads += s.n_head;
+                const int64_t n_kh = s.n_head / r, n_ch = 2 * n_kh * hp.ssm_d_state + s.n_head * d_v;
+                EXPECT_EQ(s.w.ssm_in->ne[1], n_kh * (2 * hp.ssm_d_state + 2 * r * d_v));
+                EXPECT_EQ(s.w.ssm_conv1d->ne[1], n_ch);
+                const ggml_tensor * conv = ctx->rs.conv_l[s.rs_slot], * ssm = ctx->rs.ssm_l[s.rs_slot];
+                ASSERT_TRUE(conv && ssm);
+                EXPECT_EQ(conv->ne[0], (int64_t) (hp.ssm_d_conv - 1) * n_ch);
+                EXPECT_EQ(ssm->ne[0], (int64_t) hp.ssm_d_state * d_v * s.n_head);
+                for (const ggml_tensor * t : { conv, ssm, (const ggml_tensor *) s.w.ssm_in }) {
+                    EXPECT_EQ(ggml_backend_buffer_get_type(t->buffer), ggml_backend_dev_buffer_type(devs[s.device]));
+                }
+            }
+            EXPECT_EQ(heads, hp.ssm_dt_rank) << "layer " << il;
+            EXPECT_EQ(ctx->rs.ssm_l[il], nullptr) << "layer " << il << ": the whole layer's state is not kept";
+        }
+        EXPECT_EQ(n_recurrent, 3);
+        ctx.reset();
+        for (const int piece : { 20, 1 }) {
+            const std::vector<float> got = all_logits(model.get(), toks, piece);
+            const std::vector<float> & ref = piece == 1 ? ref_single : ref_batch;
+            ASSERT_EQ(got.size(), ref.size());
+            const auto [mean, worst] = kld_between(ref, got, n_vocab);
+            std::printf("qwen3next on %d devices, -sm graph, %s: KLD to one device mean %.3g, worst %.3g\n", n_dev,
+                        piece == 1 ? "token by token" : "one batch", mean, worst);
+            EXPECT_LE(worst, 1e-3) << n_dev << " devices, pieces of " << piece;
+            EXPECT_LE(kiln_test::logits_rel_diff(got.data(), ref.data(), (int) got.size()), 1e-3);
+        }
+        std::vector<float> padded = ts;
+        padded.resize(llama_max_devices(), 0.0f);
+        llama_model_params lp = llama_model_default_params();
+        lp.devices = devs.data();
+        lp.tensor_split = padded.data();
+        kiln_test::model_ptr layered(llama_model_load_from_file(path.c_str(), lp));
+        ASSERT_TRUE(layered) << llama_last_error();
+        const auto [mean, worst] = kld_between(ref_batch, all_logits(layered.get(), toks, 20), n_vocab);
+        EXPECT_LE(worst, 1e-3) << n_dev << " devices, -sm layer";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryModel,

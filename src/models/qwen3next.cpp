@@ -12,8 +12,12 @@ void create_tensors(llama_model_loader & ml, llama_model & m, ggml_context * ctx
 
 ggml_tensor * build_graph(llm_graph_context & g) { return llm_build_delta_net_moe(g, k_layout); }
 
-const int registered = (llm_arch_register({ "qwen3next", llm_load_delta_net_moe_hparams, create_tensors, build_graph,
-                                            llm_delta_net_kv_shapes, nullptr, llm_delta_net_recurrent_shapes }),
-                        0);
+llm_arch_impl arch_impl() {
+    llm_arch_impl impl{ "qwen3next", llm_load_delta_net_moe_hparams, create_tensors, build_graph, llm_delta_net_kv_shapes, nullptr,
+                        llm_delta_net_recurrent_shapes };
+    impl.tensor_parallel = true;
+    return impl;
+}
+const int registered = (llm_arch_register(arch_impl()), 0);
 
 } // namespace
