@@ -79,7 +79,9 @@ void fill_inputs(llama_context & lctx, llm_graph_context & g, const llama_ubatch
 bool llama_apply_kv_shift(llama_context & lctx) {
     const llama_hparams & hp = lctx.model.hparams;
     ggml_context * ctx = ggml_init({ lctx.graph_mem.size(), lctx.graph_mem.data(), true });
-    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * hp.n_layer + 16, false);
+    // a few nodes per cache entry: a -sm graph model has one per layer part besides the layers'
+    const size_t n_entries = lctx.kv.k_l.size() + lctx.kv_swa.k_l.size();
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8 * n_entries + 16, false);
     const float base = lctx.cparams.rope_freq_base > 0 ? lctx.cparams.rope_freq_base : hp.rope_freq_base;
     const float scale = lctx.cparams.rope_freq_scale > 0 ? lctx.cparams.rope_freq_scale : hp.rope_freq_scale;
     // every cache's cells carry their own pending shifts; multi-section RoPE takes (d, d, d, 0)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +23,21 @@ struct context_deleter {
 using model_ptr = std::unique_ptr<llama_model, model_deleter>;
 using context_ptr = std::unique_ptr<llama_context, context_deleter>;
 
+// KILN_TEST_SPLIT_MODE=layer|graph and KILN_TEST_TENSOR_SPLIT=a,b,... (with
+// KILN_VIRTUAL_CPU_DEVICES) run a suite's models split across devices: tests/CMakeLists.txt runs
+// test-decode's consistency checks that way.
 inline model_ptr load_shared_model(const std::string & name) {
-    return model_ptr(llama_model_load_from_file(shared_path("models/" + name).c_str(), llama_model_default_params()));
+    llama_model_params mp = llama_model_default_params();
+    const char * mode = std::getenv("KILN_TEST_SPLIT_MODE");
+    if (mode && std::string(mode) == "graph") mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+    static std::vector<float> shares;
+    if (const char * ts = std::getenv("KILN_TEST_TENSOR_SPLIT")) {
+        shares.assign(llama_max_devices(), 0.0f);
+        char * end = nullptr;
+        for (size_t i = 0; i < shares.size() && *ts; ++i, ts = *end ? end + 1 : end) shares[i] = std::strtof(ts, &end);
+        mp.tensor_split = shares.data();
+    }
+    return model_ptr(llama_model_load_from_file(shared_path("models/" + name).c_str(), mp));
 }
 
 // A context of n_ctx cells on n_threads threads (the other parameters at their defaults).

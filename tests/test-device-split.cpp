@@ -467,6 +467,15 @@ std::vector<std::tuple<const char *, int, bool, llama_split_mode>> split_cases()
         }
         ++turn;
     }
+    // and the counts the turns leave out for one model of each kind (dense, MoE, MLA, recurrent)
+    for (llama_split_mode mode : { LLAMA_SPLIT_MODE_LAYER, LLAMA_SPLIT_MODE_GRAPH }) {
+        out.emplace_back("stories260K", 4, true, mode);
+        out.emplace_back("synth-qwen3moe-f16", 2, true, mode);
+        out.emplace_back("synth-deepseek2-f16", 4, true, mode);
+        out.emplace_back("synth-qwen35-f16", 2, true, mode);
+    }
+    out.emplace_back("synth-qwen3-f16", 4, true, LLAMA_SPLIT_MODE_GRAPH);
+    out.emplace_back("synth-deepseek2-f16", 3, true, LLAMA_SPLIT_MODE_GRAPH);
     return out;
 }
 
