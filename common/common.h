@@ -105,9 +105,10 @@ struct common_params {
     std::string tensor_split;       // -ts as given: "3,1" or "3/1"
     int32_t main_gpu = 0;
     std::vector<std::string> devices;   // -dev: device names ("none": no device; empty: all)
-    std::string graph_reduce_type = "f32";
+    std::string graph_reduce_type = "f32";   // -grt: -sm graph's partial sums cross devices as f32, f16 or bf16
+    std::string graph_reduce_form = "gather";   // --graph-reduce-form: gather on -mg, or ring
     bool no_kv_offload = false;     // -nkvo: the KV cache in host memory
-    bool no_op_offload = false;     // --no-op-offload: prompt products of host weights stay on the CPU   // -grt: -sm graph's partial sums cross devices as f32, f16 or bf16
+    bool no_op_offload = false;     // --no-op-offload: prompt products of host weights stay on the CPU
     bool use_mmap      = true;
     bool use_mlock     = false;
     bool check_tensors = false;

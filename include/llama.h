@@ -46,6 +46,12 @@ enum llama_split_mode {
     LLAMA_SPLIT_MODE_GRAPH = 3,
 };
 
+// -sm graph: how the parts' partial sums are added up (src/llama-all-reduce.h)
+enum llama_graph_reduce_form {
+    LLAMA_GRAPH_REDUCE_GATHER = 0,   // every partial to the main device, summed there
+    LLAMA_GRAPH_REDUCE_RING   = 1,   // reduce-scatter around the devices, the summed chunks gathered
+};
+
 struct llama_model_params {
     // the devices to use (NULL-terminated; NULL: every device of ggml_backend_dev_count())
     ggml_backend_dev_t * devices;
@@ -100,6 +106,7 @@ struct llama_context_params {
     uint32_t n_ctx_checkpoints;
     // -sm graph: the type partial sums cross devices in (-grt: f32, f16 or bf16)
     enum ggml_type graph_reduce_type;
+    enum llama_graph_reduce_form graph_reduce_form;   // --graph-reduce-form gather|ring
     bool offload_kqv;          // the KV cache of offloaded layers on their device (-nkvo: false, host memory)
     // matrix products of prompt batches (>= 32 tokens) whose weights stay in host memory (experts
     // kept in RAM) run on the main device, the weights copied over (--no-op-offload: false)

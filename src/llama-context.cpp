@@ -479,6 +479,7 @@ llama_context_params llama_context_default_params(void) {
     p.mla = -1;
     p.fused_moe = true;
     p.graph_reduce_type = GGML_TYPE_F32;
+    p.graph_reduce_form = LLAMA_GRAPH_REDUCE_GATHER;
     p.offload_kqv = true;
     p.op_offload = true;
     return p;
@@ -508,6 +509,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         delete ctx;
         llama_set_last_error("graph_reduce_type must be f32, f16 or bf16");
         LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_type must be f32, f16 or bf16\n");
+        return nullptr;
+    }
+    cp.reduce_form = params.graph_reduce_form;
+    if (cp.reduce_form != LLAMA_GRAPH_REDUCE_GATHER && cp.reduce_form != LLAMA_GRAPH_REDUCE_RING) {
+        delete ctx;
+        llama_set_last_error("graph_reduce_form must be gather or ring");
+        LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_form must be gather or ring\n");
         return nullptr;
     }
     ctx->no_perf = params.no_perf;
@@ -620,6 +628,11 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     backends.push_back(ctx->cpu);
     ctx->set_threads(cp.n_threads);
     ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 96 * hp.n_layer + 256);
+    if (!model->shards.empty()) {
+        // two all-reduces per cut layer; the ring form takes about 8 nodes per device and chunk
+        const size_t P = model->devices.size();
+        ctx->graph_size += (size_t) hp.n_layer * 2 * 8 * P * P;
+    }
     ctx->sched = ggml_backend_sched_new(backends.data(), (int) backends.size(), ctx->graph_size);
     if (params.op_offload && !ctx->device_backends.empty()) {
         // the reference's hybrid rule: from 32 tokens on, copying an expert tensor to the GPU
@@ -632,6 +645,11 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
                    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.flash_attn ? 1 : 0, cp.n_seq_max);
+    if (!model->shards.empty() && model->main_device >= 0) {
+        LLAMA_LOG_INFO("llama_init_from_model: -sm graph: partial sums %s on %s, %s between devices\n",
+                       cp.reduce_form == LLAMA_GRAPH_REDUCE_RING ? "reduced around the ring and gathered" : "gathered and added",
+                       ggml_backend_dev_name(model->devices[model->main_device]), ggml_type_name(cp.reduce_type));
+    }
     if (hp.n_expert > 0) {
         if (cp.ser_n_min > 0) {
             LLAMA_LOG_INFO("llama_init_from_model: fused_moe = %d, smart expert reduction: at least %d of %u experts, "

@@ -1,5 +1,7 @@
 #include "llama-graph.h"
 
+#include "llama-all-reduce.h"
+
 #include <cmath>
 
 llm_graph_context::llm_graph_context(const llama_model & m, const llama_cparams & c, const llama_ubatch & u,
@@ -281,20 +283,11 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
 }
 
 ggml_tensor * llm_graph_context::build_all_reduce(const std::vector<std::pair<ggml_tensor *, int>> & partials) {
-    const bool convert = cp.reduce_type != GGML_TYPE_F32;
-    ggml_tensor * sum = nullptr;
-    for (const auto & p : partials) {
-        ggml_tensor * x = p.first;
-        if (convert) {
-            x = ggml_cast(ctx0, x, cp.reduce_type);
-            pinned.emplace_back(x, p.second);
-            x = ggml_cast(ctx0, x, GGML_TYPE_F32);
-            if (model.main_device >= 0) pinned.emplace_back(x, model.main_device);
-        }
-        sum = sum ? ggml_add(ctx0, sum, x) : x;
-        if (model.main_device >= 0 && sum != p.first) pinned.emplace_back(sum, model.main_device);
-    }
-    return sum;
+    llama_all_reduce_options opt;
+    opt.main_device = model.main_device;
+    opt.wire_type = cp.reduce_type;
+    opt.form = cp.reduce_form;
+    return llama_build_all_reduce(ctx0, partials, opt, pinned);
 }
 
 ggml_tensor * llm_graph_context::build_output(ggml_tensor * cur) {

@@ -28,6 +28,7 @@ struct llama_cparams {
     bool     swa_full = false;   // sliding-window layers keep every cell (--swa-full)
     bool     embeddings = false; // outputs are the final normalized hidden states, not logits
     ggml_type reduce_type = GGML_TYPE_F32;   // -grt: partial sums of -sm graph cross devices in this type
+    llama_graph_reduce_form reduce_form = LLAMA_GRAPH_REDUCE_GATHER;   // and how they are added up
 };
 
 // One micro-batch as the graph sees it.
@@ -81,9 +82,9 @@ struct llm_graph_context {
     // Layer il's tensors as the graph sees them: the shard's while one is being built.
     const llama_layer & layer(int il) const { return shard ? shard->w : model.layers[il]; }
     // The all-reduce of tensor parallelism: the sum of partial results [n_embd, n_tokens], one per
-    // device. Here each partial (converted to cp.reduce_type on its device) is added up on the main
-    // device, and the scheduler's copies bring the sum to the devices that read it next. A backend
-    // with a collective (NCCL) replaces this one function.
+    // device, on the main device (llama-all-reduce.h: gathered there or reduced around the ring,
+    // crossing devices in cp.reduce_type); the scheduler's copies bring the sum to the devices
+    // that read it next.
     ggml_tensor * build_all_reduce(const std::vector<std::pair<ggml_tensor *, int>> & partials);
     // f() (a layer's attention or FFN sub-block, reading g.layer(il)) built once per shard of layer
     // il that holds that part, the partial results reduced; f() as it is for a whole layer, or

@@ -46,6 +46,7 @@ struct golden_config {
     const float * tensor_split = nullptr;
     int main_gpu = 0;
     ggml_type reduce_type = GGML_TYPE_F32;   // -grt
+    llama_graph_reduce_form reduce_form = LLAMA_GRAPH_REDUCE_GATHER;   // --graph-reduce-form
 };
 
 inline golden_result run_golden(const std::string & model_path, const kld_base & base, const golden_config & cfg) {
@@ -77,6 +78,7 @@ inline golden_result run_golden(const std::string & model_path, const kld_base &
     cp.ser_n_min = cfg.ser_n_min;
     cp.ser_threshold = cfg.ser_threshold;
     cp.graph_reduce_type = cfg.reduce_type;
+    cp.graph_reduce_form = cfg.reduce_form;
     llama_context * ctx = llama_init_from_model(model, cp);
     EXPECT_NE(ctx, nullptr) << llama_last_error();
     if (!ctx) {

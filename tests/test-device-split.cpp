@@ -6,6 +6,7 @@
 #include "arg.h"
 #include "common.h"
 #include "golden-runner.h"
+#include "llama-all-reduce.h"
 #include "llama-context.h"
 #include "llama-memory-report.h"
 #include "llama-model-placement.h"
@@ -590,6 +591,124 @@ TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
     }
 }
 
+
+// The all-reduce on its own: partials [37, 5] computed on CPU0..CPU2, summed onto CPU1 (-mg) in
+// both forms and every wire type, against a double-precision sum. Gather copies the two other
+// partials to -mg; the ring copies each of the 3 chunks twice around the ring and the 2 chunks
+// summed elsewhere to -mg.
+TEST(AllReduce, BothFormsSumThePartialsOnTheMainDevice) {
+    const int P = 3, main = 1;
+    const int64_t n = 37, T = 5;
+    std::vector<ggml_backend_t> backends;
+    for (int d = 0; d < P; ++d) backends.push_back(ggml_backend_dev_init(ggml_backend_dev_get((size_t) d)));
+    backends.push_back(ggml_backend_cpu_init());
+    std::vector<ggml_context *> leaf_ctx;
+    std::vector<ggml_backend_buffer_t> bufs;
+    std::vector<ggml_tensor *> x;
+    std::vector<std::vector<float>> values;
+    for (int d = 0; d < P; ++d) {
+        leaf_ctx.push_back(ggml_init({ ggml_tensor_overhead() * 2, nullptr, true }));
+        x.push_back(ggml_new_tensor_2d(leaf_ctx.back(), GGML_TYPE_F32, n, T));
+        bufs.push_back(ggml_backend_alloc_tensors_from_buft(ggml_backend_dev_buffer_type(ggml_backend_dev_get((size_t) d)), &x.back(), 1));
+        ASSERT_NE(bufs.back(), nullptr);
+        values.push_back(kiln_test::random_floats((size_t) (n * T), 7 + d, -2.0f, 2.0f));
+        ggml_backend_tensor_set(x.back(), values.back().data(), 0, ggml_nbytes(x.back()));
+    }
+    std::vector<double> want((size_t) (n * T), 0.0);
+    for (int d = 0; d < P; ++d) {
+        for (size_t i = 0; i < want.size(); ++i) want[i] += (0.5 + d) * values[d][i];
+    }
+    for (const llama_graph_reduce_form form : { LLAMA_GRAPH_REDUCE_GATHER, LLAMA_GRAPH_REDUCE_RING }) {
+        for (const ggml_type wire : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 }) {
+            std::vector<char> mem(ggml_tensor_overhead() * 256 + ggml_graph_overhead());
+            ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
+            std::vector<std::pair<ggml_tensor *, int>> partials, pinned;
+            for (int d = 0; d < P; ++d) {
+                partials.emplace_back(ggml_scale(ctx, x[d], 0.5f + d), d);
+                pinned.emplace_back(partials.back());
+            }
+            llama_all_reduce_options opt;
+            opt.main_device = main;
+            opt.wire_type = wire;
+            opt.form = form;
+            ggml_tensor * sum = llama_build_all_reduce(ctx, partials, opt, pinned);
+            ggml_set_output(sum);
+            ggml_cgraph * gf = ggml_new_graph(ctx);
+            ggml_build_forward_expand(gf, sum);
+            ggml_backend_sched_t s = ggml_backend_sched_new(backends.data(), (int) backends.size(), 256);
+            for (const auto & [t, d] : pinned) ggml_backend_sched_set_tensor_backend(s, t, backends[d]);
+            ASSERT_TRUE(ggml_backend_sched_alloc_graph(s, gf));
+            ASSERT_EQ(ggml_backend_sched_graph_compute(s, gf), GGML_STATUS_SUCCESS);
+            EXPECT_EQ(ggml_backend_sched_get_tensor_backend(s, sum), backends[main]);
+            EXPECT_EQ(ggml_backend_sched_get_n_copies(s), form == LLAMA_GRAPH_REDUCE_RING ? P * (P - 1) + P - 1 : P - 1)
+                << llama_graph_reduce_form_name(form) << " " << ggml_type_name(wire);
+            ASSERT_EQ(sum->ne[0], n);
+            ASSERT_EQ(sum->ne[1], T);
+            std::vector<float> got((size_t) (n * T));
+            ggml_backend_tensor_get(sum, got.data(), 0, ggml_nbytes(sum));
+            // one rounding per hop in the wire type: 2^-8 relative for bf16, 2^-11 for f16
+            const double tol = wire == GGML_TYPE_F32 ? 1e-6 : wire == GGML_TYPE_F16 ? 4e-3 : 3e-2;
+            EXPECT_LT(kiln_test::max_rel_diff(got.data(), want.data(), got.size(), 1.0), tol)
+                << llama_graph_reduce_form_name(form) << " " << ggml_type_name(wire);
+            ggml_backend_sched_free(s);
+            ggml_free(ctx);
+        }
+    }
+    for (auto * b : bufs) ggml_backend_buffer_free(b);
+    for (auto * c : leaf_ctx) ggml_free(c);
+    for (auto * b : backends) ggml_backend_free(b);
+}
+
+// The ring form through whole models on 3 and 4 devices with uneven shares (dense, MoE, MLA,
+// recurrent): the single-device logits, in f32 and with f16 on the wire.
+TEST(AllReduce, RingFormMatchesOneDevice) {
+    for (const char * model : { "synth-qwen3-f16", "synth-qwen3moe-f16", "synth-deepseek2-f16", "synth-qwen35-f16" }) {
+        kiln_test::kld_base base;
+        ASSERT_TRUE(kiln_test::load_golden_base(model, base));
+        const kiln_test::golden_result & one = single_device(model, base, false);
+        ASSERT_TRUE(one.ok);
+        for (const int n_dev : { 3, 4 }) {
+            const float shares[2][4] = { { 2, 1, 1 }, { 1, 2, 3, 1 } };
+            auto devs = first_devices(n_dev);
+            kiln_test::golden_config cfg;
+            cfg.max_chunks = 1;
+            cfg.keep_logits = true;
+            cfg.devices = devs.data();
+            cfg.tensor_split = shares[n_dev - 3];
+            cfg.main_gpu = n_dev - 1;
+            cfg.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+            cfg.reduce_form = LLAMA_GRAPH_REDUCE_RING;
+            // bf16's 8 bits are too coarse for the synthetic MLA model's sharpest positions even when
+            // gathered (worst KLD 0.18 on 3 devices): f16 carries the half-precision case
+            cfg.reduce_type = n_dev == 4 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+            const kiln_test::golden_result r = run_golden(kiln_test::model_path(std::string(model) + ".gguf"), base, cfg);
+            ASSERT_TRUE(r.ok);
+            const auto [mean, worst] = kld_between(one.logits, r.logits, base.n_vocab);
+            std::printf("%s on %d devices, ring, -grt %s: KLD to one device mean %.3g, worst %.3g\n", model, n_dev,
+                        ggml_type_name(cfg.reduce_type), mean, worst);
+            EXPECT_LE(mean, 1e-3) << model << " on " << n_dev;
+            EXPECT_LE(worst, 1e-3) << model << " on " << n_dev;
+        }
+    }
+}
+
+// -grt takes f32, f16 or bf16 and nothing else, naming the flag; --graph-reduce-form gather or ring.
+TEST(AllReduce, FlagsTakeTheirChoicesOnly) {
+    common_params p;
+    ASSERT_EQ(common_params_parse_args({ "-grt", "bf16", "--graph-reduce-form", "ring" }, p, COMMON_TOOL_CLI).status,
+              common_parse_result::ok);
+    const llama_context_params cp = common_context_params_to_llama(p);
+    EXPECT_EQ(cp.graph_reduce_type, GGML_TYPE_BF16);
+    EXPECT_EQ(cp.graph_reduce_form, LLAMA_GRAPH_REDUCE_RING);
+    EXPECT_EQ(llama_context_default_params().graph_reduce_form, LLAMA_GRAPH_REDUCE_GATHER);
+    for (const std::vector<std::string> & bad : { std::vector<std::string>{ "-grt", "q8_0" }, { "--graph-reduce-form", "tree" } }) {
+        common_params q;
+        const common_parse_result r = common_params_parse_args(bad, q, COMMON_TOOL_CLI);
+        EXPECT_EQ(r.status, common_parse_result::error) << bad[0];
+        EXPECT_NE(r.message.find(bad[0]), std::string::npos) << r.message;
+        EXPECT_NE(r.message.find(bad[1]), std::string::npos) << r.message;
+    }
+}
 
 // The last logits after a batch of 8 tokens and 4 single ones.
 std::vector<float> last_logits(llama_model * m) {
