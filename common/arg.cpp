@@ -281,6 +281,10 @@ std::vector<common_arg> build_table() {
     t.push_back(val({ "-grt", "--graph-reduce-type" }, "{f32,f16,bf16}", ALL,
                     "-sm graph: the type partial results are summed across devices in: f32, f16, bf16 (default: f32)",
                     [](common_params & p, const std::string & v) { p.graph_reduce_type = parse_choice(v, { "f32", "f16", "bf16" }); }));
+    t.push_back(val({ "--moe-split" }, "{columns,experts}", ALL,
+                    "-sm graph: every device holds the same columns of every routed expert (columns), or whole experts "
+                    "by -ts shares (experts) (default: columns)",
+                    [](common_params & p, const std::string & v) { p.moe_split = parse_choice(v, { "columns", "experts" }); }));
     t.push_back(val({ "--graph-reduce-form" }, "{gather,ring}", ALL,
                     "-sm graph: add the partial results up on -mg (gather) or around the devices, then gather the summed pieces "
                     "(ring: less traffic on -mg's link, more copies) (default: gather)",

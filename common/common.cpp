@@ -105,6 +105,7 @@ bool common_model_params_to_llama(common_params & params, llama_model_params & o
                       : params.split_mode == "row"   ? LLAMA_SPLIT_MODE_ROW
                       : params.split_mode == "graph" ? LLAMA_SPLIT_MODE_GRAPH
                                                      : LLAMA_SPLIT_MODE_LAYER;
+    out.split_experts = params.moe_split == "experts";
 
     params.device_storage.clear();
     out.devices = nullptr;

@@ -62,6 +62,8 @@ struct llama_model_params {
     int32_t main_gpu;              // index in devices: split mode NONE's device, and where the
                                    // embeddings and the output head go
     const float * tensor_split;    // llama_max_devices() shares (NULL or all 0: by free memory)
+    bool    split_experts;   // -sm graph: routed experts go whole to the devices by -ts shares (--moe-split experts)
+                             // instead of every device holding the same columns of each expert
     bool    use_mmap;
     bool    use_mlock;
     bool    check_tensors;   // validate tensor data (NaN/inf) at load

@@ -518,6 +518,17 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_form must be gather or ring\n");
         return nullptr;
     }
+    for (const auto & parts : model->shards) {
+        for (const llama_layer_shard & s : parts) {
+            if (cp.ser_n_min > 0 && s.w.ffn_up_exps && s.w.ffn_up_exps->ne[2] < (int64_t) hp.n_expert) {
+                delete ctx;
+                llama_set_last_error("-ser (smart expert reduction) cannot be combined with experts split whole across devices "
+                                     "(--moe-split experts)");
+                LLAMA_LOG_ERROR("llama_init_from_model: %s\n", llama_last_error());
+                return nullptr;
+            }
+        }
+    }
     ctx->no_perf = params.no_perf;
     cp.embeddings = params.embeddings;
     ctx->cb_eval = params.cb_eval;

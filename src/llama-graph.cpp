@@ -211,10 +211,11 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
     if (gating == MOE_GATING_SOFTMAX_WEIGHT) {
         w = ggml_reshape_3d(ctx0, ggml_soft_max(ctx0, ggml_reshape_2d(ctx0, w, n_used, n_tokens)), 1, n_used, n_tokens);
     }
+    ggml_tensor * w_sum = nullptr;   // [1, n_tokens]: what norm_w divides by
     if (norm_w) {
         ggml_tensor * w2 = ggml_reshape_2d(ctx0, w, n_used, n_tokens);
-        ggml_tensor * sum = ggml_clamp(ctx0, ggml_sum_rows(ctx0, w2), 6.103515625e-5f, INFINITY);   // no 0/0
-        w = ggml_reshape_3d(ctx0, ggml_div(ctx0, w2, sum), 1, n_used, n_tokens);
+        w_sum = ggml_clamp(ctx0, ggml_sum_rows(ctx0, w2), 6.103515625e-5f, INFINITY);   // no 0/0
+        w = ggml_reshape_3d(ctx0, ggml_div(ctx0, w2, w_sum), 1, n_used, n_tokens);
     }
     if (w_scale != 0.0f && w_scale != 1.0f) w = ggml_scale(ctx0, w, w_scale);
 
@@ -241,6 +242,34 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
                                                        -(float) (n_used - cp.ser_n_min) - 0.5f));
         keep = ggml_clamp(ctx0, ggml_add(ctx0, keep_mass, keep_rank), 0.0f, 1.0f);
         w = ggml_mul(ctx0, w, ggml_reshape_3d(ctx0, keep, 1, n_used, n_tokens));
+    }
+    if (up_exps->ne[2] < n_expert) {
+        // A -sm graph part holding whole experts e0.. (--moe-split experts): of the experts the
+        // router chose (the n_used largest scores), those in its range are the largest scores of
+        // its range that reach the n_used-th score of all. Its ids are the top of its own range
+        // (local numbers), kept where they reach that score; their weights are normalized by
+        // the sum over all the chosen, as above. Pairs not kept weigh 0 and are not computed.
+        GGML_ASSERT(gating != MOE_GATING_SOFTMAX_WEIGHT && "an expert split needs weights that do not depend on the other chosen");
+        const int64_t e0 = shard ? shard->expert0 : 0, n_local = up_exps->ne[2], k = std::min(n_used, n_local);
+        auto local = [&](ggml_tensor * t) {   // rows e0.. of [n_expert, n_tokens] as [1, n_local, n_tokens]
+            return ggml_reshape_3d(ctx0, ggml_cont(ctx0, ggml_view_2d(ctx0, t, n_local, n_tokens, t->nb[1], e0 * t->nb[0])), 1,
+                                   n_local, n_tokens);
+        };
+        ggml_tensor * choice_l = local(choice);
+        ggml_tensor * ids_l = ggml_top_k(ctx0, ggml_reshape_2d(ctx0, choice_l, n_local, n_tokens), (int) k);   // [k, n_tokens]
+        ggml_tensor * chosen = ggml_get_rows(ctx0, ggml_reshape_3d(ctx0, choice, 1, n_expert, n_tokens), ids);   // [1, n_used, T]
+        ggml_tensor * last = ggml_cont(ctx0, ggml_view_3d(ctx0, chosen, 1, 1, n_tokens, chosen->nb[1], chosen->nb[2],
+                                                          (n_used - 1) * chosen->nb[1]));
+        ggml_tensor * margin = ggml_sub(ctx0, ggml_get_rows(ctx0, choice_l, ids_l), last);   // >= 0: chosen
+        ggml_tensor * kept = ggml_clamp(ctx0, ggml_scale_bias(ctx0, margin, 1e30f, 1.0f), 0.0f, 1.0f);   // [1, k, T]
+        ggml_tensor * w_l = ggml_get_rows(ctx0, local(probs), ids_l);
+        if (w_sum) w_l = ggml_div(ctx0, ggml_reshape_2d(ctx0, w_l, k, n_tokens), w_sum);
+        if (w_scale != 0.0f && w_scale != 1.0f) w_l = ggml_scale(ctx0, w_l, w_scale);
+        GGML_ASSERT(!keep && "smart expert reduction with an expert split is refused at context creation");
+        ids = ids_l;
+        n_used = k;
+        w = ggml_mul(ctx0, ggml_reshape_3d(ctx0, w_l, 1, k, n_tokens), kept);
+        keep = ggml_reshape_2d(ctx0, kept, k, n_tokens);
     }
     auto routed = [&](ggml_tensor * product) {
         if (keep) ggml_mul_mat_id_set_keep(product, keep);

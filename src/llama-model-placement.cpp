@@ -161,6 +161,10 @@ std::vector<llama_place_summary> llama_place_summaries(const llama_model & m) {
             r.cut.push_back(il);
             r.heads += s.n_head;
             const ggml_tensor * up = s.w.ffn_up_exps ? s.w.ffn_up_exps : s.w.ffn_up;
+            if (up && up == s.w.ffn_up_exps && up->ne[2] < (int64_t) m.hparams.n_expert) {
+                r.experts += (uint32_t) up->ne[2];
+                up = s.w.ffn_up_shexp;   // the shared expert is still cut by columns
+            }
             r.cols += up ? (uint32_t) up->ne[1] : 0;
         }
     }
@@ -175,7 +179,8 @@ std::vector<llama_place_summary> llama_place_summaries(const llama_model & m) {
 std::string llama_place_summary::describe_layers() const {
     std::string out = llama_format_layers(layers);
     if (!cut.empty()) {
-        out += llama_format(", parts of %s (%u query heads, %u FFN columns in all)", llama_format_layers(cut).c_str(), heads, cols);
+        out += llama_format(", parts of %s (%u heads, %u FFN columns%s in all)", llama_format_layers(cut).c_str(), heads, cols,
+                            experts ? llama_format(", %u whole experts", experts).c_str() : "");
     }
     return out;
 }

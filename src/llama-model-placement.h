@@ -46,9 +46,10 @@ struct llama_place_summary {
     ggml_backend_buffer_type_t buft = nullptr;
     std::vector<uint32_t> layers;   // whole layers
     std::vector<uint32_t> cut;      // layers it holds parts of
-    uint32_t heads = 0, cols = 0;   // query heads and FFN columns of those parts
+    uint32_t heads = 0, cols = 0;   // heads (query heads; a delta-net's value heads) and FFN columns of those parts
+    uint32_t experts = 0;           // routed experts held whole (--moe-split experts)
     size_t weights = 0;
-    std::string describe_layers() const;   // "0-3, parts of 4-9 (16 query heads, 2048 FFN columns in all)"
+    std::string describe_layers() const;   // "0-3, parts of 4-9 (16 heads, 2048 FFN columns in all)"
 };
 struct llama_model;
 // The host CPU first, then the model's devices in order.

@@ -1,5 +1,6 @@
 #include "llama-model-shards.h"
 
+#include "llama-graph.h"
 #include "llama-impl.h"
 
 #include <algorithm>
@@ -236,12 +237,13 @@ bool llama_shard_plan::in_whole_part(const llama_layer & l, uint32_t il, const g
     return false;
 }
 
-llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares,
+llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares, bool by_expert,
                                    const std::function<bool(const ggml_tensor *)> & pinned) {
     const llama_hparams & hp = m.hparams;
     llama_shard_plan plan;
     plan.heads_kv.resize(hp.n_layer);
     plan.ff.resize(hp.n_layer);
+    plan.by_expert.assign(hp.n_layer, false);
     if (!m.arch->tensor_parallel) return plan;
     auto any_pinned = [&](const llama_layer & l, bool attn) {
         for (const ggml_tensor * t : llama_shard_part(l, attn)) {
@@ -266,7 +268,16 @@ llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<doub
             plan.heads_kv[il] = divide((uint32_t) ((mla ? hp.n_head : delta ? hp.ssm_dt_rank : hp.n_head_kv) / k), shares);
             for (auto & h : plan.heads_kv[il]) h *= (uint32_t) k;
         }
-        if (!any_pinned(l, false)) plan.ff[il] = ff;
+        if (any_pinned(l, false)) continue;
+        // whole experts where the router's weights do not depend on which experts a part holds
+        const bool expert_biases = l.ffn_gate_exps_b || l.ffn_up_exps_b || l.ffn_down_exps_b;
+        if (by_expert && l.ffn_up_exps && !expert_biases &&
+            hp.expert_gating_func != llm_graph_context::MOE_GATING_SOFTMAX_WEIGHT) {
+            plan.ff[il] = divide(hp.n_expert, shares);
+            plan.by_expert[il] = true;
+        } else {
+            plan.ff[il] = ff;
+        }
     }
     return plan;
 }
@@ -383,9 +394,17 @@ void llama_make_shards(llama_model & m, const llama_shard_plan & plan) {
                 ggml_tensor ** g = moe ? &w.ffn_gate_exps : &w.ffn_gate;
                 ggml_tensor ** u = moe ? &w.ffn_up_exps : &w.ffn_up;
                 ggml_tensor ** dn = moe ? &w.ffn_down_exps : &w.ffn_down;
-                *g = sl.rows(gate, f0, nff);
-                *u = sl.rows(up, f0, nff);
-                *dn = sl.cols(down, f0, nff);
+                if (plan.by_expert[il]) {
+                    // experts f0.. whole
+                    s.expert0 = (uint32_t) f0;
+                    *g = sl.mats(gate, f0, nff);
+                    *u = sl.mats(up, f0, nff);
+                    *dn = sl.mats(down, f0, nff);
+                } else {
+                    *g = sl.rows(gate, f0, nff);
+                    *u = sl.rows(up, f0, nff);
+                    *dn = sl.cols(down, f0, nff);
+                }
                 w.ffn_gate_inp = sl.copy(l.ffn_gate_inp);
                 w.ffn_gate_inp_b = sl.copy(l.ffn_gate_inp_b);
                 w.ffn_exp_probs_b = sl.copy(l.ffn_exp_probs_b);

@@ -25,6 +25,7 @@
 struct llama_shard_plan {
     std::vector<std::vector<uint32_t>> heads_kv;   // [layer][device]: KV heads (empty: attention whole)
     std::vector<std::vector<uint32_t>> ff;         // [layer][device]: FFN columns, per expert (empty: FFN whole)
+    std::vector<bool> by_expert;                   // [layer]: ff counts whole routed experts instead
     bool attn_cut(uint32_t il) const { return il < heads_kv.size() && !heads_kv[il].empty(); }
     bool ffn_cut(uint32_t il) const { return il < ff.size() && !ff[il].empty(); }
     bool split(uint32_t il) const { return attn_cut(il) || ffn_cut(il); }
@@ -36,8 +37,10 @@ struct llama_shard_plan {
 // shards are cut or copied from.
 std::vector<const ggml_tensor *> llama_shard_part(const llama_layer & l, bool attn);
 
-// pinned(t): an -ot rule places t, so the part holding it is not cut
-llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares,
+// pinned(t): an -ot rule places t, so the part holding it is not cut. by_expert: routed experts
+// go whole to the devices (where the layer's router allows it: no per-expert biases, gating
+// other than gpt-oss's softmax over the chosen), the shared expert still by columns.
+llama_shard_plan llama_plan_shards(const llama_model & m, const std::vector<double> & shares, bool by_expert,
                                    const std::function<bool(const ggml_tensor *)> & pinned);
 
 // Create the shards of the planned layers in the devices' buffers and copy their slices from the

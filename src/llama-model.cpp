@@ -200,13 +200,13 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     llama_shard_plan cuts;
     bool any_cut = false;
     if (params.split_mode == LLAMA_SPLIT_MODE_GRAPH && !plan.devices.empty()) {
-        cuts = llama_plan_shards(model, plan.shares, [&](const ggml_tensor * t) {
+        cuts = llama_plan_shards(model, plan.shares, params.split_experts, [&](const ggml_tensor * t) {
             const llama_placement::rule * rule = nullptr;
             plan.buft_of(t->name, &rule);
             return rule != nullptr;
         });
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            if (plan.layer_device[il] < 0) cuts.heads_kv[il].clear(), cuts.ff[il].clear();
+            if (plan.layer_device[il] < 0) cuts.heads_kv[il].clear(), cuts.ff[il].clear(), cuts.by_expert[il] = false;
             any_cut |= cuts.split(il);
         }
     }
@@ -438,6 +438,7 @@ llama_model_params llama_model_default_params(void) {
     llama_model_params p{};
     p.n_gpu_layers = -1;
     p.split_mode = LLAMA_SPLIT_MODE_LAYER;
+    p.split_experts = false;
     p.use_mmap = true;
     return p;
 }

@@ -132,6 +132,7 @@ struct llama_layer_shard {
     uint32_t kv_slot = 0;      // its entry in the KV cache (after the model's own layers)
     uint32_t rs_slot = 0;      // a delta-net part's entry in the recurrent state, likewise
     bool has_ffn = false;
+    uint32_t expert0 = 0;      // experts split whole (--moe-split experts): the first it holds
 };
 
 // What one architecture contributes (src/models/<arch>.cpp registers one of these).

@@ -47,6 +47,7 @@ struct golden_config {
     int main_gpu = 0;
     ggml_type reduce_type = GGML_TYPE_F32;   // -grt
     llama_graph_reduce_form reduce_form = LLAMA_GRAPH_REDUCE_GATHER;   // --graph-reduce-form
+    bool split_experts = false;   // --moe-split experts
 };
 
 inline golden_result run_golden(const std::string & model_path, const kld_base & base, const golden_config & cfg) {
@@ -57,6 +58,7 @@ inline golden_result run_golden(const std::string & model_path, const kld_base &
     mp.n_gpu_layers = cfg.n_gpu_layers;
     mp.split_mode = cfg.split_mode;
     mp.tensor_split = cfg.tensor_split;
+    mp.split_experts = cfg.split_experts;
     mp.main_gpu = cfg.main_gpu;
     llama_model * model = llama_model_load_from_file(model_path.c_str(), mp);
     EXPECT_NE(model, nullptr) << llama_last_error();

@@ -49,6 +49,7 @@ template <class V> void visit_fields(common_params & p, V && v) {
     v("devices", p.devices);
     v("graph_reduce_type", p.graph_reduce_type);
     v("graph_reduce_form", p.graph_reduce_form);
+    v("moe_split", p.moe_split);
     v("no_kv_offload", p.no_kv_offload);
     v("use_mmap", p.use_mmap);
     v("use_mlock", p.use_mlock);
@@ -238,7 +239,7 @@ std::string temp_file(const std::string & name, const std::string & content) {
 std::vector<std::string> candidate_values(const common_arg & a) {
     if (a.kind == common_arg_kind::none) return { "" };
     const std::vector<std::string> values = { temp_file("any.txt", "x\n"), ::testing::TempDir(), "7", "0", "0.5", "q8_0", "4,0.5", "exps=CPU",
-                                              "blk=CUDA0", "bf16", "chatml", "http://a.example", "none", "layer", "graph", "ring", "deepseek", "jsonl", "csv", "off",
+                                              "blk=CUDA0", "bf16", "chatml", "http://a.example", "none", "layer", "graph", "ring", "experts", "deepseek", "jsonl", "csv", "off",
                                               "top_k;temp", "5+1", "root ::= \"x\"", "{\"type\": \"integer\"}",
                                               temp_file("any.gbnf", "root ::= \"x\"\n"), temp_file("any.json", "{\"type\": \"string\"}") };
     return values;

@@ -692,6 +692,93 @@ TEST(AllReduce, RingFormMatchesOneDevice) {
     }
 }
 
+// --moe-split experts: the routed experts of every MoE model dealt out whole by uneven -ts shares
+// (each part's experts contiguous, the counts adding up to all, the router copied), the logits
+// of one device on 2, 3 and 4 devices, whole chunks and one-token batches. gpt-oss's per-expert
+// biases and softmax over the chosen keep its experts cut by columns; -ser is refused.
+TEST(GraphSplit, ExpertsSplitWholeMatchOneDevice) {
+    const float shares[3][4] = { { 1, 3 }, { 2, 1, 1 }, { 1, 2, 3, 1 } };
+    int turn = 0;
+    for (const char * model : { "synth-qwen3moe-f16", "synth-deepseek2-f16", "synth-qwen35moe-f16", "synth-glm4moe-f16" }) {
+        kiln_test::kld_base base;
+        ASSERT_TRUE(kiln_test::load_golden_base(model, base));
+        const std::string path = kiln_test::model_path(std::string(model) + ".gguf");
+        for (int n_dev = 2; n_dev <= 4; ++n_dev) {
+            auto devs = first_devices(n_dev);
+            std::vector<float> ts(shares[n_dev - 2], shares[n_dev - 2] + n_dev);
+            llama_model_params mp = llama_model_default_params();
+            ts.resize(llama_max_devices(), 0.0f);
+            mp.devices = devs.data();
+            mp.tensor_split = ts.data();
+            mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+            mp.split_experts = true;
+            kiln_test::model_ptr m(llama_model_load_from_file(path.c_str(), mp));
+            ASSERT_TRUE(m) << llama_last_error();
+            int n_cut = 0;
+            for (uint32_t il = 0; il < m->hparams.n_layer; ++il) {
+                if (!m->layers[il].ffn_up_exps) continue;
+                uint32_t next = 0;
+                for (const auto & s : m->shards[il]) {
+                    if (!s.has_ffn) continue;
+                    ASSERT_NE(s.w.ffn_up_exps, nullptr);
+                    EXPECT_EQ(s.expert0, next) << model << " layer " << il;
+                    EXPECT_EQ(s.w.ffn_up_exps->ne[1], m->layers[il].ffn_up_exps->ne[1]) << "whole experts";
+                    EXPECT_EQ(s.w.ffn_gate_inp->ne[1], (int64_t) m->hparams.n_expert) << "the router copied";
+                    next += (uint32_t) s.w.ffn_down_exps->ne[2];
+                }
+                EXPECT_EQ(next, m->hparams.n_expert) << model << " layer " << il;
+                ++n_cut;
+            }
+            EXPECT_GT(n_cut, 0) << model;
+            for (const bool batch1 : { false, true }) {
+                if (batch1 && n_dev != 2 + turn % 3) continue;   // one-token batches on one count per model, in turn
+                const kiln_test::golden_result & one = single_device(model, base, batch1);
+                kiln_test::golden_config cfg;
+                cfg.max_chunks = 1;
+                cfg.keep_logits = true;
+                cfg.n_ubatch = batch1 ? 1 : 0;
+                cfg.devices = devs.data();
+                cfg.tensor_split = ts.data();
+                cfg.main_gpu = n_dev - 1;
+                cfg.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+                cfg.split_experts = true;
+                const kiln_test::golden_result r = run_golden(path, base, cfg);
+                ASSERT_TRUE(r.ok);
+                const auto [mean, worst] = kld_between(one.logits, r.logits, base.n_vocab);
+                std::printf("%s on %d devices, experts split whole%s: KLD to one device mean %.3g, worst %.3g\n", model, n_dev,
+                            batch1 ? ", batch 1" : "", mean, worst);
+                EXPECT_LE(worst, 1e-3) << model << " on " << n_dev;
+            }
+        }
+        ++turn;
+    }
+
+    auto devs = first_devices(2);
+    std::vector<float> ts(llama_max_devices(), 0.0f);
+    ts[0] = ts[1] = 1;
+    llama_model_params mp = llama_model_default_params();
+    mp.devices = devs.data();
+    mp.tensor_split = ts.data();
+    mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+    mp.split_experts = true;
+    kiln_test::model_ptr oss(llama_model_load_from_file(kiln_test::shared_path("models/synth-gpt-oss-f16.gguf").c_str(), mp));
+    ASSERT_TRUE(oss) << llama_last_error();
+    for (const auto & s : oss->shards[0]) {
+        if (s.w.ffn_up_exps) {
+            EXPECT_EQ(s.w.ffn_up_exps->ne[2], (int64_t) oss->hparams.n_expert) << "gpt-oss: cut by columns";
+        }
+    }
+    kiln_test::model_ptr moe(llama_model_load_from_file(kiln_test::shared_path("models/synth-qwen3moe-f16.gguf").c_str(), mp));
+    ASSERT_TRUE(moe) << llama_last_error();
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.ser_n_min = 1;
+    cp.ser_threshold = 0.5f;
+    kiln_test::context_ptr ctx(llama_init_from_model(moe.get(), cp));
+    EXPECT_EQ(ctx, nullptr);
+    EXPECT_NE(std::string(llama_last_error()).find("--moe-split experts"), std::string::npos) << llama_last_error();
+}
+
 // -grt takes f32, f16 or bf16 and nothing else, naming the flag; --graph-reduce-form gather or ring.
 TEST(AllReduce, FlagsTakeTheirChoicesOnly) {
     common_params p;
