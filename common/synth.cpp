@@ -128,6 +128,13 @@ const preset k_presets[] = {
       .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
       .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 2, .ssm_v_heads = 4, .ssm_head_dim = 32, .n_rot = 16,
       .n_ff_shexp = 64 },
+    { .name = "tiny-qwen3next-wide", .desc = "test model for qwen3next split across devices: tiny-qwen3next with 4 key heads "
+      "(8 value heads), so -sm graph has 4 units to share out",
+      .arch = "qwen3next", .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 64, .head_dim_v = 64,
+      .n_ff = 0, .n_vocab = 4104, .first_special = 4096, .tied_output = false, .rope_base = 1e7f, .n_ctx_train = 4096,
+      .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .gating_func = 1, .norm_is_post_attn = true, .router_f32 = true,
+      .full_attn_interval = 4, .ssm_d_conv = 4, .ssm_k_heads = 4, .ssm_v_heads = 8, .ssm_head_dim = 32, .n_rot = 16,
+      .n_ff_shexp = 64 },
     { .name = "tiny-qwen35", .desc = "test model with the shapes of synth-qwen35 (4 layers: 3 delta-net, 1 attention; n_embd 256)",
       .arch = "qwen35", .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim_k = 128, .head_dim_v = 128,
       .n_ff = 768, .n_vocab = 4104, .first_special = 4096, .tied_output = true, .rope_base = 1e7f, .n_ctx_train = 4096,

@@ -985,16 +985,16 @@ std::vector<float> all_logits(llama_model * m, const std::vector<llama_token> & 
     return out;
 }
 
-// qwen3next (no shared file: a synthesized tiny one, 2 key heads with 2 value heads each) cut by
+// qwen3next (no shared file: a synthesized one with 4 key heads of 2 value heads each) cut by
 // -sm graph on 2, 3 and 4 devices with uneven shares: its delta-net layers by whole key heads
-// with their value heads (2 units, so 3 and 4 devices leave some without any), each part's
-// convolution window and delta-rule state on its device; the attention by KV heads, the experts
-// by columns. Every position's logits, for one batch and token by token, are the host's (KLD per
-// position), and -sm layer gives them too.
+// with their value heads (4 units: 1/3, 2/1/1 and 1/1/2/0), each part's convolution window and
+// delta-rule state on its device; the attention by KV heads, the experts by columns, or whole
+// (--moe-split experts) on 3 devices. Every position's logits, for one batch and token by token,
+// are the host's (KLD per position), and -sm layer gives them too.
 TEST(GraphSplit, Qwen3NextDeltaNetCutByKeyHeads) {
     const std::string path = "/tmp/kiln-test-split-qwen3next-" + std::to_string(getpid()) + ".gguf";
     kiln_synth_options opt;
-    opt.preset = "tiny-qwen3next";
+    opt.preset = "tiny-qwen3next-wide";
     opt.type = GGML_TYPE_F32;
     std::string err;
     ASSERT_TRUE(kiln_synth_write(opt, path, err)) << err;
@@ -1015,10 +1015,19 @@ TEST(GraphSplit, Qwen3NextDeltaNetCutByKeyHeads) {
     ASSERT_EQ(ref_batch.size(), (size_t) 20 * n_vocab);
 
     const std::vector<std::vector<float>> shares = { { 1, 3 }, { 2, 1, 1 }, { 1, 2, 3, 1 } };
-    for (const std::vector<float> & ts : shares) {
+    const std::vector<std::vector<uint32_t>> want_heads = { { 2, 6 }, { 4, 2, 2 }, { 2, 2, 4 } };   // value heads per part
+    for (size_t c = 0; c < shares.size(); ++c) {
+        const std::vector<float> & ts = shares[c];
         const int n_dev = (int) ts.size();
         auto devs = first_devices(n_dev);
-        kiln_test::model_ptr model = load_graph_split(path, devs, ts);
+        std::vector<float> padded = ts;
+        padded.resize(llama_max_devices(), 0.0f);
+        llama_model_params gp = llama_model_default_params();
+        gp.devices = devs.data();
+        gp.tensor_split = padded.data();
+        gp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
+        gp.split_experts = n_dev == 3;
+        kiln_test::model_ptr model(llama_model_load_from_file(path.c_str(), gp));
         ASSERT_TRUE(model) << llama_last_error();
         kiln_test::context_ptr ctx = kiln_test::small_context(model.get(), 64);
         ASSERT_TRUE(ctx) << llama_last_error();
@@ -1028,8 +1037,10 @@ TEST(GraphSplit, Qwen3NextDeltaNetCutByKeyHeads) {
             if (!hp.is_recurrent(il)) continue;
             ++n_recurrent;
             uint32_t heads = 0;
+            std::vector<uint32_t> parts;
             for (const auto & s : model->shards[il]) {
                 if (s.n_head == 0) continue;
+                parts.push_back(s.n_head);
                 EXPECT_EQ(s.n_head % r, 0) << "whole key heads";
                 heads += s.n_head;
                 const int64_t n_kh = s.n_head / r, n_ch = 2 * n_kh * hp.ssm_d_state + s.n_head * d_v;
@@ -1044,6 +1055,10 @@ TEST(GraphSplit, Qwen3NextDeltaNetCutByKeyHeads) {
                 }
             }
             EXPECT_EQ(heads, hp.ssm_dt_rank) << "layer " << il;
+            EXPECT_EQ(parts, want_heads[c]) << n_dev << " devices";
+            if (gp.split_experts) {
+                EXPECT_LT(model->shards[il][0].w.ffn_up_exps->ne[2], (int64_t) hp.n_expert) << "experts whole";
+            }
             EXPECT_EQ(ctx->rs.ssm_l[il], nullptr) << "layer " << il << ": the whole layer's state is not kept";
         }
         EXPECT_EQ(n_recurrent, 3);
@@ -1058,8 +1073,6 @@ TEST(GraphSplit, Qwen3NextDeltaNetCutByKeyHeads) {
             EXPECT_LE(worst, 1e-3) << n_dev << " devices, pieces of " << piece;
             EXPECT_LE(kiln_test::logits_rel_diff(got.data(), ref.data(), (int) got.size()), 1e-3);
         }
-        std::vector<float> padded = ts;
-        padded.resize(llama_max_devices(), 0.0f);
         llama_model_params lp = llama_model_default_params();
         lp.devices = devs.data();
         lp.tensor_split = padded.data();
