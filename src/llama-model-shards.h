@@ -8,6 +8,10 @@
 // llm_graph_context::build_all_reduce). Biases added after a projection (attn_output.bias, the
 // experts' down biases) belong to the first shard only, so that the sum counts them once.
 //
+// A gated delta-net mixer is cut by value heads (qwen35's layout; qwen3next's by whole key heads
+// with their value heads), each part with its share of the recurrent state. With by_expert
+// (--moe-split experts) the routed experts go whole to the devices instead of by columns.
+//
 // Shares come from -ts; a device may get no heads or no columns of a layer. A layer whose shapes
 // cannot be cut on block boundaries of its weight types, or whose architecture builds its graph
 // without shards (llm_arch_impl::tensor_parallel false), goes whole to one device instead.

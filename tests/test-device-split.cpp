@@ -422,8 +422,8 @@ class SplitGolden : public ::testing::TestWithParam<std::tuple<const char *, int
 
 // Every architecture on 2, 3 and 4 devices with uneven shares, in both split modes, whole-chunk
 // and one-token batches: the logits equal the single-device run's (KLD per position, mean and
-// worst). In graph mode the architectures without tensor-parallel graphs (MLA, delta-net) keep
-// their layers whole, one device each.
+// worst). In graph mode every one of these architectures has its layers cut (MLA by query heads,
+// delta-net by value heads, experts by columns).
 TEST_P(SplitGolden, MatchesOneDevice) {
     const auto [model, n_dev, batch1, mode] = GetParam();
     kiln_test::kld_base base;
