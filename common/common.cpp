@@ -36,8 +36,8 @@ struct kv_type_name {
     enum ggml_type type;
 };
 
-// KV cache types the tools accept (llama.cpp's list plus ik_llama.cpp's q6_0). ik_llama.cpp's q8_KV
-// is not offered: its rows carry a per-row scale the cache does not lay out yet.
+// KV cache types the tools accept (llama.cpp's list plus ik_llama.cpp's q6_0 and q8_KV). q8_KV
+// keeps one f32 scale per (cell, head) row: the cache lays those rows out one per head.
 const kv_type_name kv_cache_types[] = {
     { "f32",    GGML_TYPE_F32 },
     { "f16",    GGML_TYPE_F16 },
@@ -49,6 +49,7 @@ const kv_type_name kv_cache_types[] = {
     { "q5_0",   GGML_TYPE_Q5_0 },
     { "q5_1",   GGML_TYPE_Q5_1 },
     { "q6_0",   GGML_TYPE_Q6_0 },
+    { "q8_KV",  GGML_TYPE_Q8_KV },
 };
 
 } // namespace

@@ -96,8 +96,11 @@ bool llama_apply_kv_shift(llama_context & lctx) {
             const llama_kv_layer_shape & sh = kv->shapes[il];
             ggml_tensor * k = kv->k_l[il];
             if (sh.n_rot == 0 || !k) continue;
-            // the RoPE'd leading part of every head, as [n_rot, n_head, cells]
-            ggml_tensor * kv3 = ggml_view_3d(ctx, k, sh.n_rot, sh.n_head_k, kv->size, ggml_row_size(k->type, sh.head_dim_k), k->nb[1], 0);
+            // the RoPE'd leading part of every head, as [n_rot, n_head, cells]; a type with a row
+            // header takes whole head rows, requantized with a new scale after the rotation
+            const int64_t n_view = llama_kv_per_head_rows(k->type) ? sh.head_dim_k : sh.n_rot;
+            ggml_tensor * kv3 = ggml_view_3d(ctx, k, n_view, sh.n_head_k, kv->size, ggml_row_size(k->type, sh.head_dim_k),
+                                             llama_kv_cell_bytes(k, kv->size), 0);
             ggml_tensor * f = ggml_cast(ctx, kv3, GGML_TYPE_F32);
             const bool swa = hp.is_swa((uint32_t) (sh.layer >= 0 ? sh.layer : (int) il));
             // each pair's angle is linear in its position, so rotating by the shift moves the key there

@@ -97,8 +97,18 @@ ggml_tensor * llm_graph_context::build_kv_store(ggml_tensor * cache, ggml_tensor
         ggml_set_input(inp_mask);
     }
     if (!ggml_is_contiguous(rows)) rows = ggml_cont(ctx0, rows);
-    ggml_tensor * written = ggml_set_rows(ctx0, cache, ggml_reshape_2d(ctx0, rows, cache->ne[0], n_tokens),
-                                          swa_cache ? inp_kv_idx_swa : inp_kv_idx);
+    ggml_tensor * idx = swa_cache ? inp_kv_idx_swa : inp_kv_idx;
+    ggml_tensor * written;
+    if (llama_kv_per_head_rows(cache->type)) {
+        // [head_dim, n_head, cells] as [head_dim, cells, n_head]: each head's row of a token is
+        // written (and quantized, header included) on its own, all heads at the token's cell
+        const int64_t hd = cache->ne[0], nh = cache->ne[1];
+        ggml_tensor * dst = ggml_view_3d(ctx0, cache, hd, cache->ne[2], nh, cache->nb[2], cache->nb[1], 0);
+        ggml_tensor * src = ggml_permute(ctx0, ggml_reshape_3d(ctx0, rows, hd, nh, n_tokens), 0, 2, 1, 3);
+        written = ggml_set_rows(ctx0, dst, src, idx);
+    } else {
+        written = ggml_set_rows(ctx0, cache, ggml_reshape_2d(ctx0, rows, cache->ne[0], n_tokens), idx);
+    }
     ggml_build_forward_expand(gf, written);
     return written;
 }
@@ -118,8 +128,11 @@ ggml_tensor * llm_graph_context::build_attn(int il, ggml_tensor * q, ggml_tensor
     // views of the written caches order the reads after the writes
     ggml_tensor * k_written = build_kv_store(k_cache, k, own_cache);
     ggml_tensor * v_written = build_kv_store(v_cache, v, own_cache);
-    ggml_tensor * kc = ggml_view_3d(ctx0, k_written, hd_k, n_cells, n_head_kv, k_cache->nb[1], ggml_row_size(k_cache->type, hd_k), 0);
-    ggml_tensor * vc = ggml_view_3d(ctx0, v_written, hd_v, n_cells, n_head_kv, v_cache->nb[1], ggml_row_size(v_cache->type, hd_v), 0);
+    const uint32_t size = cache.size;
+    ggml_tensor * kc = ggml_view_3d(ctx0, k_written, hd_k, n_cells, n_head_kv, llama_kv_cell_bytes(k_cache, size),
+                                    ggml_row_size(k_cache->type, hd_k), 0);
+    ggml_tensor * vc = ggml_view_3d(ctx0, v_written, hd_v, n_cells, n_head_kv, llama_kv_cell_bytes(v_cache, size),
+                                    ggml_row_size(v_cache->type, hd_v), 0);
     ggml_tensor * mask = nullptr;
     if (swa) {
         if (!inp_mask_swa) {

@@ -20,6 +20,20 @@ std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & 
     return std::vector<llama_kv_layer_shape>(hp.n_layer, s);
 }
 
+bool llama_kv_per_head_rows(ggml_type type) { return ggml_get_type_traits(type)->row_meta_size > 0; }
+
+size_t llama_kv_cell_bytes(const ggml_tensor * cache, uint32_t n_cells) { return ggml_nbytes(cache) / n_cells; }
+
+namespace {
+
+// One layer's K or V cache: per-head rows for a type with a row header, else one row per cell.
+ggml_tensor * new_cache_tensor(ggml_context * ctx, ggml_type type, uint32_t n_embd, uint32_t n_head, uint32_t size) {
+    if (llama_kv_per_head_rows(type)) return ggml_new_tensor_3d(ctx, type, n_embd / n_head, n_head, size);
+    return ggml_new_tensor_2d(ctx, type, n_embd, size);
+}
+
+} // namespace
+
 bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes, uint32_t n_ctx, uint32_t n_seq,
                           ggml_type tk, ggml_type tv, std::string & err,
                           const std::vector<ggml_backend_buffer_type_t> * layer_buft) {
@@ -46,6 +60,19 @@ bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes
                                ggml_type_name(tv), il, s.n_embd_k, s.n_embd_v);
             return false;
         }
+        if (s.n_embd_k == 0 || !(llama_kv_per_head_rows(tk) || llama_kv_per_head_rows(tv))) continue;
+        // a header per head row: the heads must split the rows evenly, and attention must read
+        // K and V as separate per-head rows (a latent row that V is a slice of has no header there)
+        if (s.n_embd_v == 0) {
+            err = llama_format("KV cache type %s is not supported for this model's latent (MLA) cache yet: use q8_0 or f16",
+                               ggml_type_name(llama_kv_per_head_rows(tk) ? tk : tv));
+            return false;
+        }
+        if (s.n_head_k == 0 || s.head_dim_k * s.n_head_k != s.n_embd_k || s.n_embd_v % s.n_head_k != 0) {
+            err = llama_format("KV cache types %s/%s: layer %zu's rows of %u/%u values do not split into %u heads",
+                               ggml_type_name(tk), ggml_type_name(tv), il, s.n_embd_k, s.n_embd_v, s.n_head_k);
+            return false;
+        }
     }
     ctx = ggml_init({ ggml_tensor_overhead() * (2 * shapes.size() + 4), nullptr, true });
     std::vector<ggml_tensor *> tensors;
@@ -57,13 +84,19 @@ bool llama_kv_cache::init(const std::vector<llama_kv_layer_shape> & layer_shapes
             continue;
         }
         const ggml_backend_buffer_type_t where = layer_buft && il < layer_buft->size() ? (*layer_buft)[il] : nullptr;
-        ggml_tensor * k = ggml_new_tensor_2d(ctx, tk, shapes[il].n_embd_k, size);
+        if (where && !ggml_backend_buft_is_host(where) && (llama_kv_per_head_rows(tk) || llama_kv_per_head_rows(tv))) {
+            // as in ik_llama.cpp, the type has CPU kernels only
+            err = llama_format("KV cache type %s has no GPU kernels: keep the KV cache in RAM (-nkvo) or use q8_0",
+                               ggml_type_name(llama_kv_per_head_rows(tk) ? tk : tv));
+            return false;
+        }
+        ggml_tensor * k = new_cache_tensor(ctx, tk, shapes[il].n_embd_k, shapes[il].n_head_k, size);
         ggml_format_name(k, "cache_k_l%zu", il);
         tensors.push_back(k);
         bufts.push_back(where);
         ggml_tensor * v = nullptr;
         if (shapes[il].n_embd_v > 0) {
-            v = ggml_new_tensor_2d(ctx, tv, shapes[il].n_embd_v, size);
+            v = new_cache_tensor(ctx, tv, shapes[il].n_embd_v, shapes[il].n_head_k, size);
             ggml_format_name(v, "cache_v_l%zu", il);
             tensors.push_back(v);
             bufts.push_back(where);

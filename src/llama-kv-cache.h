@@ -36,6 +36,14 @@ struct llama_kv_layer_shape {
 // Plain attention: per-head K and V as the hyper-parameters say.
 std::vector<llama_kv_layer_shape> llama_kv_default_shapes(const llama_hparams & hp);
 
+// Whether a cache tensor keeps one row per (cell, head), [head_dim, n_head, size], instead of one
+// row per cell, [n_embd, size]. Types with a per-row header (q8_KV: f32 scale, i32 sum) need it:
+// a head's view must be a row of its type, header first. Both layouts hold a cell's heads one
+// after another, so only the cell stride (llama_kv_cell_bytes) tells them apart to readers.
+bool llama_kv_per_head_rows(ggml_type type);
+// Bytes of one cell (all its heads) in a K or V cache tensor of n_cells cells.
+size_t llama_kv_cell_bytes(const ggml_tensor * cache, uint32_t n_cells);
+
 struct llama_kv_cell {
     llama_pos pos = -1;
     llama_pos delta = 0;          // pending RoPE shift
@@ -51,7 +59,9 @@ struct llama_kv_cache {
     uint32_t seq_words = 1;             // 64-bit words of sequence bits per cell
     std::vector<uint64_t> seq_bits;     // [size][seq_words]
     std::vector<llama_kv_layer_shape> shapes;
-    std::vector<ggml_tensor *> k_l, v_l;   // [n_embd_k, size], [n_embd_v, size] per layer (NULL: none)
+    // per layer (NULL: none): [n_embd_k, size], [n_embd_v, size], or per head (llama_kv_per_head_rows)
+    // [head_dim_k, n_head_k, size], [n_embd_v / n_head_k, n_head_k, size]
+    std::vector<ggml_tensor *> k_l, v_l;
     ggml_context * ctx = nullptr;
     std::vector<ggml_backend_buffer_t> bufs;   // one per device holding layers
     bool has_shift = false;

@@ -126,7 +126,7 @@ void save_cache(file_writer & w, const llama_kv_cache & kv, llama_seq_id seq) {
     for (size_t il = 0; il < kv.k_l.size(); ++il) {
         if (!kv.k_l[il]) continue;
         for (ggml_tensor * t : { kv.k_l[il], il < kv.v_l.size() ? kv.v_l[il] : nullptr }) {
-            const uint64_t row_bytes = t ? t->nb[1] : 0;
+            const uint64_t row_bytes = t ? llama_kv_cell_bytes(t, kv.size) : 0;
             w.value(row_bytes);
             row.resize(row_bytes);
             for (uint32_t c : cells) {
@@ -163,7 +163,7 @@ void read_cache(file_reader & r, llama_kv_cache & kv, std::vector<llama_pos> & p
         if (!kv.k_l[il]) continue;
         for (ggml_tensor * t : { kv.k_l[il], il < kv.v_l.size() ? kv.v_l[il] : nullptr }) {
             const uint64_t row_bytes = r.value<uint64_t>();
-            if (row_bytes != (t ? (uint64_t) t->nb[1] : 0)) throw llama_error("the file's K/V row sizes do not match this context's");
+            if (row_bytes != (t ? (uint64_t) llama_kv_cell_bytes(t, kv.size) : 0)) throw llama_error("the file's K/V row sizes do not match this context's");
             if (!t) continue;
             if (!cells) {
                 if (row_bytes > 0 && n_cells > (r.size - r.n) / row_bytes) r.need(SIZE_MAX);

@@ -141,7 +141,7 @@ TEST(Args, CacheTypes) {
     const common_params p = parse_ok({ "-ctk", "q8_0", "-ctv", "q4_0" });
     EXPECT_EQ(p.cache_type_k, "q8_0");
     EXPECT_EQ(p.cache_type_v, "q4_0");
-    for (const char * t : { "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1", "q6_0" }) {
+    for (const char * t : { "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1", "q6_0", "q8_KV" }) {
         EXPECT_EQ(parse_ok({ "--cache-type-k", t }).cache_type_k, t);
         EXPECT_EQ(parse_ok({ "--cache-type-v", t }).cache_type_v, t);
     }
@@ -149,7 +149,9 @@ TEST(Args, CacheTypes) {
     EXPECT_EQ(common_kv_cache_type_from_str("bf16"), GGML_TYPE_BF16);
     EXPECT_EQ(common_kv_cache_type_from_str("q4_K"), GGML_TYPE_COUNT);
     // offered only where the cache can hold it (test-model-load makes a context with each)
-    EXPECT_NE(parse_err({ "-ctk", "q8_KV" }).find("unknown cache type"), std::string::npos);
+    EXPECT_EQ(common_kv_cache_type_from_str("q8_KV"), GGML_TYPE_Q8_KV);
+    EXPECT_EQ(common_kv_cache_type_from_str("q8_kv"), GGML_TYPE_Q8_KV);   // ik_llama.cpp spells it q8_KV; case is free
+    EXPECT_NE(parse_err({ "-ctk", "q8_KV_r8" }).find("unknown cache type"), std::string::npos);
     const std::string msg = parse_err({ "-ctk", "q4_K" });
     EXPECT_NE(msg.find("-ctk"), std::string::npos);
     EXPECT_NE(msg.find("q4_K"), std::string::npos);

@@ -67,7 +67,7 @@ TEST(DenseGolden, QuantizedKvCache) {
     kiln_test::kld_base base;
     std::string err;
     ASSERT_TRUE(base.load(golden("synth-qwen3-f16.kld"), err)) << err;
-    for (ggml_type t : { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 }) {
+    for (ggml_type t : { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q8_KV }) {
         for (int ubatch : { 0, 1 }) {
             golden_config cfg;
             cfg.flash_attn = true;
@@ -81,8 +81,13 @@ TEST(DenseGolden, QuantizedKvCache) {
             ASSERT_TRUE(r.ok);
             // measured: q8_0 KLD 1.4e-4 / 1.6e-4 with 97.8% / 97.6% same top (this random model's
             // distributions are flat); q4_0 0.037 / 0.042 with 91% / 90%. A misread block is far off.
-            EXPECT_LE(r.mean_kld, t == GGML_TYPE_Q8_0 ? 5e-4 : 6e-2) << ggml_type_name(t) << " ub " << ubatch;
-            EXPECT_GE(r.same_top, t == GGML_TYPE_Q8_0 ? 0.96 : 0.85) << ggml_type_name(t) << " ub " << ubatch;
+            // q8_KV holds q8_0's bound: the same 8-bit steps, one scale per 128-value head row
+            // instead of per 32 values, so the step grows by the ratio of the row's max to a
+            // block's (about 1.2 for bell-shaped values) and the KLD, quadratic in the error, by
+            // about 1.5 (measured 1.7e-4 / 1.9e-4, 99% / 100% same top).
+            const bool q4 = t == GGML_TYPE_Q4_0;
+            EXPECT_LE(r.mean_kld, q4 ? 6e-2 : 5e-4) << ggml_type_name(t) << " ub " << ubatch;
+            EXPECT_GE(r.same_top, q4 ? 0.85 : 0.96) << ggml_type_name(t) << " ub " << ubatch;
         }
     }
 }

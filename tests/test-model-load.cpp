@@ -177,6 +177,34 @@ TEST(ModelLoad, EveryOfferedCacheTypeMakesAContext) {
     llama_model_free(m);
 }
 
+// q8_KV keeps a header per head row; an MLA latent row, which V is a slice of, cannot give V one:
+// refused by name with MLA, accepted by the same model's plain attention (-mla 0).
+TEST(ModelLoad, Q8KvCacheOnALatentCacheIsRefusedByName) {
+    llama_model * m = llama_model_load_from_file(kiln_test::shared_path("models/synth-deepseek2-f16.gguf").c_str(),
+                                                 llama_model_default_params());
+    ASSERT_NE(m, nullptr);
+    for (int mla : { 0, 3 }) {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 64;
+        cp.mla = mla;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        cp.type_k = cp.type_v = GGML_TYPE_Q8_KV;
+        llama_context * ctx = llama_init_from_model(m, cp);
+        if (mla == 0) {
+            ASSERT_NE(ctx, nullptr) << llama_last_error();
+            llama_token t = 1;
+            EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&t, 1)), 0);
+            llama_free(ctx);
+        } else {
+            EXPECT_EQ(ctx, nullptr);
+            const std::string err = llama_last_error();
+            EXPECT_NE(err.find("q8_KV"), std::string::npos) << err;
+            EXPECT_NE(err.find("MLA"), std::string::npos) << err;
+        }
+    }
+    llama_model_free(m);
+}
+
 TEST(ModelLoad, NoPerfLeavesTheCountersAtZero) {
     llama_model_params mp = llama_model_default_params();
     llama_model * m = llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp);

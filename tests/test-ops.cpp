@@ -721,6 +721,7 @@ struct fa_case {
     int64_t mask_ne2 = 1;  // mask dims 2 and 3 (broadcast over heads and sequences by modulo)
     int64_t mask_ne3 = 1;
     bool sinks = false;    // a sink logit per head (gpt-oss)
+    bool cell_major = false;   // K/V as the KV cache lays them out: a cell's heads adjacent (nb1 > nb2)
 };
 
 std::string fa_name(const fa_case & c) {
@@ -729,8 +730,7 @@ std::string fa_name(const fa_case & c) {
                   (long long) c.D, (long long) c.Dv, (long long) c.n_q, (long long) c.n_kv, (long long) c.n_head,
                   (long long) c.n_head_kv, (long long) c.n_seq, ggml_type_name(c.kv_type),
                   c.mask_type == GGML_TYPE_COUNT ? "none" : ggml_type_name(c.mask_type), c.max_bias, c.softcap, c.q_permuted);
-    if (c.sinks) return std::string(buf) + " sinks";
-    return buf;
+    return std::string(buf) + (c.sinks ? " sinks" : "") + (c.cell_major ? " cell-major" : "");
 }
 
 void fill_kv(ggml_tensor * t, uint32_t seed) {
@@ -785,6 +785,14 @@ TEST_F(Ops, FlashAttention) {
         { 576, 512, 5, 37, 4, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.07f, 0.0f, 0.0f, true, false },
         // q4_0 through the decoded tiles (prefill)
         { 64, 64, 21, 50, 8, 2, 1, GGML_TYPE_Q4_0, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true },
+        // q8_KV (a per-row scale in a row header): in place and through decoded tiles, laid out as
+        // the cache does (one row per cell and head, a cell's heads adjacent) and head-major
+        { 128, 128, 1, 95, 8, 2, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, false, 1, 1, false, true },
+        { 96, 96, 1, 57, 4, 2, 2, GGML_TYPE_Q8_KV, GGML_TYPE_F16, 0.1f, 0.0f, 20.0f, true, false, 1, 2, false, true },
+        { 64, 64, 1, 77, 4, 1, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, false, false },
+        { 64, 64, 3, 29, 4, 2, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true, 1, 1, true, true },
+        { 64, 64, 21, 50, 8, 2, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true, 1, 1, false, true },
+        { 128, 128, 9, 40, 16, 1, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, false },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {
@@ -797,10 +805,18 @@ TEST_F(Ops, FlashAttention) {
             q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, c.D, c.n_q, c.n_head, c.n_seq);
         }
         fill_random(q, seed++);
-        ggml_tensor * k = ggml_new_tensor_4d(ctx, c.kv_type, c.D, c.n_kv, c.n_head_kv, c.n_seq);
-        ggml_tensor * v = ggml_new_tensor_4d(ctx, c.kv_type, c.Dv, c.n_kv, c.n_head_kv, c.n_seq);
-        fill_kv(k, seed++);
-        fill_kv(v, seed++);
+        auto new_kv = [&](int64_t d) {
+            if (!c.cell_major) {
+                ggml_tensor * t = ggml_new_tensor_4d(ctx, c.kv_type, d, c.n_kv, c.n_head_kv, c.n_seq);
+                fill_kv(t, seed++);
+                return t;
+            }
+            ggml_tensor * t = ggml_new_tensor_4d(ctx, c.kv_type, d, c.n_head_kv, c.n_kv, c.n_seq);
+            fill_kv(t, seed++);
+            return ggml_permute(ctx, t, 0, 2, 1, 3);
+        };
+        ggml_tensor * k = new_kv(c.D);
+        ggml_tensor * v = new_kv(c.Dv);
         ggml_tensor * mask = nullptr;
         if (c.mask_type != none) {
             mask = ggml_new_tensor_4d(ctx, c.mask_type, c.n_kv, c.n_q + 5, c.mask_ne2, c.mask_ne3);

@@ -192,6 +192,27 @@ TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
     }
 }
 
+// mxfp4_r8's bytes as the reference's kernels read them (its CUDA vec_dot_mxfp4_r8_q8_1 takes
+// row r's exponent from e[r] and 32-bit words qs[4 r + 32 j] holding values 4 j.. (low nibbles)
+// and 16 + 4 j.. (high)): 8 exponents, then per quarter j the four qs bytes of rows 0..7.
+TEST(InterleavedBytes, Mxfp4R8IsEightExponentsThenFourByteRunsOfEachRow) {
+    const int64_t ncols = 64;   // two blocks per row
+    const size_t row = ggml_row_size(GGML_TYPE_MXFP4, ncols);
+    std::vector<uint8_t> rows(8 * row);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = (uint8_t) (i * 37 + 11);
+    std::vector<uint8_t> woven(8 * ggml_row_size(GGML_TYPE_MXFP4_R8, ncols));
+    ASSERT_EQ(ggml_repack_rows(GGML_TYPE_MXFP4_R8, rows.data(), woven.data(), 8, ncols), woven.size());
+    for (int64_t ib = 0; ib < ncols / 32; ++ib) {
+        const uint8_t * g = woven.data() + 136 * ib;
+        for (int k = 0; k < 8; ++k) {
+            const uint8_t * b = rows.data() + k * row + 17 * ib;   // e, then qs[16]
+            EXPECT_EQ(g[k], b[0]) << "block " << ib << " row " << k;
+            for (int j = 0; j < 4; ++j)
+                for (int i = 0; i < 4; ++i) EXPECT_EQ(g[8 + 32 * j + 4 * k + i], b[1 + 4 * j + i]) << ib << " " << k << " " << j;
+        }
+    }
+}
+
 std::string type_param_name(const ::testing::TestParamInfo<ggml_type> & info) { return ggml_type_name(info.param); }
 
 INSTANTIATE_TEST_SUITE_P(AllInterleaved, InterleavedLayout, ::testing::ValuesIn(interleaved_types(false)), type_param_name);

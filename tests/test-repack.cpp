@@ -176,6 +176,35 @@ TEST(QuantizeRepack, RepacksEveryWeightWithATwinAndKeepsTheLogits) {
     std::remove(out.c_str());
 }
 
+// MXFP4 (gpt-oss's experts) -> mxfp4_r8: quantized here first, then repacked; decoded by the
+// scalar path of the woven layout (no SIMD kernel yet), the logits must not move.
+TEST(QuantizeRepack, Mxfp4RepacksToMxfp4R8AndKeepsTheLogits) {
+    const std::string src = kiln_test::shared_path("models/synth-gpt-oss-f16.gguf");
+    const std::string q = ::testing::TempDir() + "kiln-test-repack-mxfp4.gguf";
+    const std::string out = ::testing::TempDir() + "kiln-test-repack-mxfp4-r8.gguf";
+    llama_quant_params qp;
+    qp.ftype = LLAMA_FT_MXFP4;
+    qp.pure = true;
+    llama_quant_model(src, q, qp);
+    llama_quant_params params;
+    params.repack = true;
+    llama_quant_model(q, out, params);
+    const auto before = tensor_types(q), after = tensor_types(out);
+    int n_r8 = 0;
+    for (const auto & [name, type] : before) {
+        if (type != GGML_TYPE_MXFP4) continue;
+        if (after.at(name) == GGML_TYPE_MXFP4_R8) ++n_r8;
+    }
+    EXPECT_GT(n_r8, 4);
+    int nv0 = 0, nv1 = 0;
+    const std::vector<float> ref = run_logits(q, false, nv0);
+    const std::vector<float> got = run_logits(out, false, nv1);
+    ASSERT_EQ(ref.size(), got.size());
+    EXPECT_LE(mean_kld(ref, got, nv0), 1e-4);
+    std::remove(q.c_str());
+    std::remove(out.c_str());
+}
+
 TEST(QuantizeRepack, PatternsSelectTheTensors) {
     const std::string in = kiln_test::shared_path("models/synth-qwen3-Q4_K_M.gguf");
     const std::string out = ::testing::TempDir() + "kiln-test-repack-pattern.gguf";

@@ -46,7 +46,13 @@ void write_bytes(const std::string & path, const std::string & bytes) { std::ofs
 } // namespace
 
 TEST(StateFile, SavedSequenceContinuesIdenticallyInAFreshContext) {
-    for (const char * name : { "stories260K.gguf", "synth-qwen3-f16.gguf", "synth-gemma3-f16.gguf" }) {
+    // q8_KV: a cell's K is one row per head, each with its header (llama_kv_per_head_rows)
+    const std::pair<const char *, ggml_type> runs[] = { { "stories260K.gguf", GGML_TYPE_F16 },
+                                                        { "synth-qwen3-f16.gguf", GGML_TYPE_F16 },
+                                                        { "synth-gemma3-f16.gguf", GGML_TYPE_F16 },
+                                                        { "synth-qwen3-f16.gguf", GGML_TYPE_Q8_KV } };
+    for (const auto & [name, tk] : runs) {
+        SCOPED_TRACE(std::string(name) + " K " + ggml_type_name(tk));
         model_ptr m = kiln_test::load_shared_model(name);
         ASSERT_TRUE(m) << name;
         const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
@@ -54,7 +60,7 @@ TEST(StateFile, SavedSequenceContinuesIdenticallyInAFreshContext) {
         const std::string path = temp_path("seq.bin");
 
         // the original: 30 tokens in sequence 1 (sequence 0 holds other tokens), then 10 more
-        context_ptr a = make_ctx(m.get());
+        context_ptr a = make_ctx(m.get(), 2, tk);
         ASSERT_TRUE(a) << name;
         ASSERT_EQ(kiln_test::decode_tokens(a.get(), toks, 20, 20, 0, 0), 0);
         ASSERT_EQ(kiln_test::decode_tokens(a.get(), toks, 0, 30, 0, 1), 0);
@@ -64,7 +70,7 @@ TEST(StateFile, SavedSequenceContinuesIdenticallyInAFreshContext) {
         std::vector<float> want(llama_get_logits_ith(a.get(), 9), llama_get_logits_ith(a.get(), 9) + n_vocab);
 
         // restored into sequence 0 of a new context, after something else was there
-        context_ptr b = make_ctx(m.get());
+        context_ptr b = make_ctx(m.get(), 2, tk);
         ASSERT_EQ(kiln_test::decode_tokens(b.get(), toks, 5, 12, 0, 0), 0);
         std::vector<llama_token> got(64);
         size_t n_got = 0;
@@ -79,7 +85,7 @@ TEST(StateFile, SavedSequenceContinuesIdenticallyInAFreshContext) {
         EXPECT_LT(kiln_test::logits_rel_diff(llama_get_logits_ith(b.get(), 9), want.data(), n_vocab), 1e-5) << name;
 
         // control: without the restore the continuation differs (the test can fail)
-        context_ptr c = make_ctx(m.get());
+        context_ptr c = make_ctx(m.get(), 2, tk);
         ASSERT_EQ(kiln_test::decode_tokens(c.get(), toks, 30, 10, 30, 0), 0);
         EXPECT_GT(kiln_test::logits_rel_diff(llama_get_logits_ith(c.get(), 9), want.data(), n_vocab), 1e-3) << name;
         std::remove(path.c_str());

@@ -135,14 +135,17 @@ int main(int argc, char ** argv) {
         { "decode", 1, 16384, 128, 32, 8, GGML_TYPE_F16, false },
         { "decode", 1, 4096, 128, 32, 8, GGML_TYPE_F32, false },
         { "decode", 1, 4096, 128, 32, 8, GGML_TYPE_Q8_0, false },
+        { "decode", 1, 4096, 128, 32, 8, GGML_TYPE_Q8_KV, false },
         { "prompt", 512, 512, 128, 32, 8, GGML_TYPE_F16, true },
         { "prompt", 512, 4096, 128, 32, 8, GGML_TYPE_F16, true },
         // Qwen3-0.6B (16/8 heads) and Qwen3-30B-A3B (32/4) layers at sweep-bench's deepest step
         { "decode", 1, 2048, 128, 16, 8, GGML_TYPE_F16, false },
         { "decode", 1, 2048, 128, 16, 8, GGML_TYPE_Q8_0, false },
+        { "decode", 1, 2048, 128, 16, 8, GGML_TYPE_Q8_KV, false },
         { "decode", 1, 2048, 128, 32, 4, GGML_TYPE_F16, false },
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_F16, true },
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_Q8_0, true },
+        { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_Q8_KV, true },
     };
     std::printf("flash attention (GQA heads q/kv, D = head size)\n");
     std::printf("| %-6s | %5s | %6s | %4s | %6s | %-5s | %9s | %9s | %8s | %8s |\n", "shape", "n_q", "n_kv", "D", "heads",

@@ -1,4 +1,4 @@
-// Attention kernels that read the KV cache in its own type (f16, bf16, q8_0, q4_0): the rows are
+// Attention kernels that read the KV cache in its own type (f16, bf16, q8_0, q4_0, q8_KV): the rows are
 // widened to f32 in registers as they are used, so a decode step streams the cache once and
 // writes nothing back (no f32 copy of a tile). Used by ops-attention.cpp when few query rows
 // share a tile (token generation): with many rows a tile decoded once to f32 is cheaper.
@@ -20,7 +20,8 @@
 
 namespace {
 
-// One W-lane chunk of a cache row, starting at value i (a multiple of W), as f32.
+// One W-lane chunk of a cache row, starting at value i (a multiple of W), as f32. A row pointer
+// is where the row starts, its header (q8_KV's scale) included.
 template <typename I> struct cache_f16 {
     static typename I::vf load(const void * row, int64_t i) { return I::load_f16((const uint16_t *) row + i); }
 };
@@ -31,6 +32,11 @@ template <typename I> struct cache_q8_0 {   // value = d * q
     static typename I::vf load(const void * row, int64_t i) {
         const block_q8_0 * b = (const block_q8_0 *) row + i / QK8_0;
         return I::mul(I::set1(_cvtsh_ss(b->d)), I::load_i8(b->qs + i % QK8_0));
+    }
+};
+template <typename I> struct cache_q8_KV {   // row = f32 d, i32 sum of q, int8 q[n]; value = d * q
+    static typename I::vf load(const void * row, int64_t i) {
+        return I::mul(I::set1(*(const float *) row), I::load_i8((const int8_t *) row + 8 + i));
     }
 };
 template <typename I> struct cache_q4_0 {   // value = d * (q - 8); values 0..15 low nibbles, 16..31 high
@@ -128,7 +134,11 @@ void pv_cache_rows(int64_t n, float * const * y, const float * p, int64_t ps, in
     }
 }
 
-// Calls f with the row reader of the cache type. Types other than these four never reach here
+// The types beyond ggml_cpu_attn_cache_type's base four that these kernels read (the table's
+// cache_reads_more).
+bool cache_reads_more(ggml_type type) { return type == GGML_TYPE_Q8_KV; }
+
+// Calls f with the row reader of the cache type. Other types never reach here
 // (ggml_cpu_attn_cache_type decides in ops-attention.cpp).
 template <typename I, typename F>
 void with_cache_reader(ggml_type type, F f) {
@@ -137,6 +147,7 @@ void with_cache_reader(ggml_type type, F f) {
         case GGML_TYPE_BF16: f(cache_bf16<I>()); break;
         case GGML_TYPE_Q8_0: f(cache_q8_0<I>()); break;
         case GGML_TYPE_Q4_0: f(cache_q4_0<I>()); break;
+        case GGML_TYPE_Q8_KV: f(cache_q8_KV<I>()); break;
         default: break;
     }
 }

@@ -43,10 +43,12 @@ ggml_from_float_t ggml_cpu_from_float_at(ggml_type type, ggml_cpu_isa isa);
 
 // The trellis (KT) quantizers' seed search: err[s] = sum_m w[m] (t[m] - cb[m * count + s])^2
 // for every seed s of a codebook of small integers stored run-position major (n rows of count
-// int8, count a multiple of 32); returns the smallest err. The rounding is the kernel's own: the
-// quantizer re-checks the near-best seeds with its plain expression, so every path picks the
-// same seed.
-typedef float (*ggml_kt_errors_t)(const int8_t * cb, int count, int n, const float * t, const float * w, float * err);
+// int8, count a multiple of 32); also group_min[g] = the smallest err of seeds 32 g .. 32 g + 31,
+// so that the quantizer finds the near-best seeds without a scalar pass over all of err; returns
+// the smallest err. The rounding is the kernel's own: the quantizer re-checks the near-best seeds
+// with its plain expression, so every path picks the same seed.
+typedef float (*ggml_kt_errors_t)(const int8_t * cb, int count, int n, const float * t, const float * w, float * err,
+                                  float * group_min);
 void ggml_cpu_register_kt_errors(ggml_cpu_isa isa, ggml_kt_errors_t fn);
 // The best kernel at or below the ISA cap; NULL where none (the quantizer then searches in plain code).
 ggml_kt_errors_t ggml_cpu_kt_errors();

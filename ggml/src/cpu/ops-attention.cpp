@@ -69,7 +69,7 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.split_kv = nth > 1 && (p.n_units < nth || uneven);
     const auto & vec = ggml_cpu_vec();
     auto in_place = [&](const ggml_tensor * t, int64_t n) {
-        return vec.qk_cache && p.R <= k_direct_rows && ggml_cpu_attn_cache_type(t->type, n) &&
+        return vec.qk_cache && p.R <= k_direct_rows && ggml_cpu_attn_cache_type(vec, t->type, n) &&
                t->nb[0] == ggml_type_size(t->type);
     };
     p.direct_k = in_place(k, p.D);

@@ -48,19 +48,22 @@ struct ggml_cpu_vec_fns {
     // adjacent pairing over n (even) values: y = x*cc + swap_pairs(x)*ss, where cc holds each
     // cos twice and ss holds (-sin, +sin) per pair
     void (*rope_norm)(int64_t n, float * y, const float * x, const float * cc, const float * ss);
-    // qk_block / pv_block on KV-cache rows kept in their own type (f16, bf16, q8_0, q4_0; see
-    // ggml_cpu_attn_cache_type), widened in registers: nq, ny any count; n a multiple of 16.
+    // qk_block / pv_block on KV-cache rows kept in their own type (f16, bf16, q8_0, q4_0, and what
+    // cache_reads_more adds; see ggml_cpu_attn_cache_type), widened in registers: nq, ny any count; n a multiple of 16.
     // NULL at the scalar level (attention then decodes tiles to f32).
     void (*qk_cache)(ggml_type type, int64_t n, const float * const * q, int64_t nq, const void * const * k,
                      int64_t nk, float * out, int64_t out_stride);
     void (*pv_cache)(ggml_type type, int64_t n, float * const * y, const float * p, int64_t p_stride, int64_t ny,
                      const void * const * v, int64_t nt);
+    // Whether this level's qk_cache / pv_cache also read rows of a type beyond those four (q8_KV
+    // on x86); NULL: the four only.
+    bool (*cache_reads_more)(ggml_type type);
 };
 
-// Whether the qk_cache / pv_cache kernels read rows of this type and length.
-static inline bool ggml_cpu_attn_cache_type(ggml_type type, int64_t n) {
-    return (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) &&
-           n % 16 == 0;
+// Whether the table's qk_cache / pv_cache kernels read rows of this type and length.
+static inline bool ggml_cpu_attn_cache_type(const ggml_cpu_vec_fns & vec, ggml_type type, int64_t n) {
+    const bool base = type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
+    return (base || (vec.cache_reads_more && vec.cache_reads_more(type))) && n % 16 == 0;
 }
 
 // Entries an ISA level provides (NULL entries fall back to the next lower level). A level may

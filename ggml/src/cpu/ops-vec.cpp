@@ -95,6 +95,7 @@ constexpr ggml_cpu_vec_fns k_scalar_fns = {
     max_ref, exp_sum_ref, dot_ref, axpy_ref, dot_rows_ref, axpy_rows_ref, nullptr, nullptr, f16_to_f32_ref, f32_to_f16_ref, bf16_to_f32_ref, rope_neox_ref,
     rope_norm_ref,
     nullptr, nullptr,   // qk_cache, pv_cache: the scalar level decodes cache tiles to f32 instead
+    nullptr,            // cache_reads_more
 };
 
 constexpr int k_n_fns = sizeof(ggml_cpu_vec_fns) / sizeof(void *);

@@ -23,15 +23,28 @@ const Block & at(const char * const * rows, int k, int64_t i, size_t meta = 0) {
 // ---------------------------------------------------------------------------------------------
 // 32-value legacy blocks
 
-void weave_q4_0_r8(const char * const * rows, int64_t n, char * group) {
-    auto * y = (q4_0_r8_block *) group;
-    for (int64_t ib = 0; ib < n / QK4_0; ++ib) {
+// q4_0_r8 / mxfp4_r8: a 32-value block's 16 nibble bytes in four 4-byte runs, row k's at 4 k of
+// each 32-byte quarter; the row scale (fp16 d, e8m0 e) goes to slot k.
+template <typename Twin, typename Woven, typename Scale>
+void weave_nibbles_r8(const char * const * rows, int64_t n, char * group, Scale scale) {
+    auto * y = (Woven *) group;
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
         for (int k = 0; k < 8; ++k) {
-            const auto & b = at<block_q4_0>(rows, k, ib);
-            y[ib].d[k] = b.d;
+            const auto & b = at<Twin>(rows, k, ib);
+            scale(y[ib], k, b);
             for (int l = 0; l < 4; ++l) std::memcpy(y[ib].qs + 32 * l + 4 * k, b.qs + 4 * l, 4);
         }
     }
+}
+
+void weave_q4_0_r8(const char * const * rows, int64_t n, char * group) {
+    weave_nibbles_r8<block_q4_0, q4_0_r8_block>(rows, n, group,
+                                                [](q4_0_r8_block & y, int k, const block_q4_0 & b) { y.d[k] = b.d; });
+}
+
+void weave_mxfp4_r8(const char * const * rows, int64_t n, char * group) {
+    weave_nibbles_r8<block_mxfp4, mxfp4_r8_block>(rows, n, group,
+                                                  [](mxfp4_r8_block & y, int k, const block_mxfp4 & b) { y.e[k] = b.e; });
 }
 
 void weave_q8_0_r8(const char * const * rows, int64_t n, char * group) {
@@ -422,6 +435,7 @@ void weave_q8_KV_r8(const char * const * rows, int64_t n, char * group) {
 
 void register_interleaved_quantizers() {
     register_weave<GGML_TYPE_Q4_0_R8, weave_q4_0_r8>();
+    register_weave<GGML_TYPE_MXFP4_R8, weave_mxfp4_r8>();
     register_weave<GGML_TYPE_Q8_0_R8, weave_q8_0_r8>();
     register_weave<GGML_TYPE_IQ4_NL_R4, weave_iq4_nl_r4>();
     register_weave<GGML_TYPE_IQ4_XS_R8, weave_iq4_xs_r8>();

@@ -168,22 +168,36 @@ void iq4_xs_r8_to_float(const void * vx, float * y, int64_t n) {
     }
 }
 
-void q4_0_r8_to_float(const void * vx, float * y, int64_t n) {
+// q4_0_r8 and mxfp4_r8: per 32-value block, a scale per row, then four quarters of 32 bytes, row
+// k's four bytes at 4 k; byte i of quarter l holds values 4 l + i (low nibble) and 16 + 4 l + i.
+template <typename Block, typename Scale, typename Value>
+void r8_nibbles_to_float(const void * vx, float * y, int64_t n, Scale scale, Value value) {
     const int64_t npr = n / 8;
-    const auto * x = (const q4_0_r8_block *) vx;
+    const auto * x = (const Block *) vx;
     for (int64_t ib = 0; ib < npr / 32; ++ib) {
         for (int k = 0; k < 8; ++k) {
-            const float d = GGML_FP16_TO_FP32(x[ib].d[k]);
+            const float d = scale(x[ib], k);
             float * yr = y + k * npr + 32 * ib;
             for (int l = 0; l < 4; ++l) {
                 for (int i = 0; i < 4; ++i) {
                     const uint8_t q = x[ib].qs[32 * l + 4 * k + i];
-                    yr[4 * l + i]      = d * ((q & 0xF) - 8);
-                    yr[4 * l + i + 16] = d * ((q >> 4) - 8);
+                    yr[4 * l + i]      = d * value(q & 0xF);
+                    yr[4 * l + i + 16] = d * value(q >> 4);
                 }
             }
         }
     }
+}
+
+void q4_0_r8_to_float(const void * vx, float * y, int64_t n) {
+    r8_nibbles_to_float<q4_0_r8_block>(
+        vx, y, n, [](const q4_0_r8_block & b, int k) { return GGML_FP16_TO_FP32(b.d[k]); }, [](int q) { return q - 8; });
+}
+
+void mxfp4_r8_to_float(const void * vx, float * y, int64_t n) {
+    r8_nibbles_to_float<mxfp4_r8_block>(
+        vx, y, n, [](const mxfp4_r8_block & b, int k) { return e8m0_to_fp32_half(b.e[k]); },
+        [](int q) { return (int) kvalues_mxfp4[q]; });
 }
 
 void q8_0_r8_to_float(const void * vx, float * y, int64_t n) {
@@ -423,6 +437,7 @@ void register_interleaved_types() {
     register_float_path<GGML_TYPE_IQ4_NL_R4>(iq4_nl_r4_to_float);
     register_float_path<GGML_TYPE_IQ4_XS_R8>(iq4_xs_r8_to_float);
     register_float_path<GGML_TYPE_Q4_0_R8>(q4_0_r8_to_float);
+    register_float_path<GGML_TYPE_MXFP4_R8>(mxfp4_r8_to_float);
     register_float_path<GGML_TYPE_Q8_0_R8>(q8_0_r8_to_float);
     register_float_path<GGML_TYPE_Q4_K_R4>(q4_k_r4_to_float);
     register_float_path<GGML_TYPE_Q5_K_R4>(q5_k_r4_to_float);

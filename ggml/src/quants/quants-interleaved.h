@@ -22,6 +22,8 @@
 struct iq4_nl_r4_block { ggml_fp16_t d[4]; uint8_t qs[64]; };
 struct q4_0_r8_block   { ggml_fp16_t d[8]; uint8_t qs[128]; };
 struct q8_0_r8_block   { ggml_fp16_t d[8]; int8_t qs[256]; };
+// mxfp4_r8: q4_0_r8's nibble layout under eight e8m0 row exponents (the reference's block_mxfp4_r8)
+struct mxfp4_r8_block  { uint8_t e[8]; uint8_t qs[128]; };
 struct iq5_k_r4_block  { ggml_fp16_t d[4]; uint8_t extra[8]; uint8_t scales_h[16]; uint8_t scales_l[32]; uint8_t qs[512]; uint8_t qh[128]; };
 struct iq4_xs_r8_block { ggml_fp16_t d[8]; uint8_t scales_h[16]; uint8_t scales_l[32]; uint8_t qs[1024]; };
 // d[k] the scale of row k, d[k + 4] its min factor
@@ -35,6 +37,7 @@ struct iq2_k_r4_block  { ggml_fp16_t d[4]; uint8_t extra[8]; uint8_t scales[32];
 struct iq3_k_r4_block  { ggml_fp16_t d[4]; uint8_t extra[8]; uint8_t scales_h[8]; uint8_t scales_l[32]; uint8_t qs[256]; uint8_t qh[128]; };
 static_assert(sizeof(iq2_k_r4_block) == 4 * 76 && sizeof(iq3_k_r4_block) == 4 * 110, "r layouts");
 static_assert(sizeof(iq4_nl_r4_block) == 72 && sizeof(q4_0_r8_block) == 144 && sizeof(q8_0_r8_block) == 272, "r layouts");
+static_assert(sizeof(mxfp4_r8_block) == 8 * sizeof(block_mxfp4), "r layouts");
 static_assert(sizeof(iq5_k_r4_block) == 704 && sizeof(iq4_xs_r8_block) == 1088, "r layouts");
 static_assert(sizeof(q4_k_r4_block) == 576 && sizeof(q5_k_r4_block) == 704 && sizeof(q6_k_r4_block) == 840, "r layouts");
 

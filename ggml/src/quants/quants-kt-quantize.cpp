@@ -75,14 +75,20 @@ int best_seed(const kt_codebook & cb, const float * t, const float * w) {
     float best = INFINITY;
     int bs = 0;
     if (const ggml_kt_errors_t errors = ggml_cpu_kt_errors()) {
-        thread_local std::vector<float> err;
+        // only the groups of 32 seeds whose minimum is near the best are read again: a scalar
+        // pass over every err cost as much as the SIMD search itself
+        thread_local std::vector<float> err, group_min;
         err.resize(cb.count);
-        const float mn = errors(cb.by_pos.data(), cb.count, N, t, w, err.data());
+        group_min.resize(cb.count / 32);
+        const float mn = errors(cb.by_pos.data(), cb.count, N, t, w, err.data(), group_min.data());
         const float thr = mn * (1 + 1e-5f) + 1e-30f;
-        for (int s = 0; s < cb.count; ++s) {
-            if (err[s] > thr) continue;
-            const float e = run_error<N>(cb.at(s), t, w);
-            if (e < best) { best = e; bs = s; }
+        for (int g = 0; g < cb.count / 32; ++g) {
+            if (group_min[g] > thr) continue;
+            for (int s = 32 * g; s < 32 * g + 32; ++s) {
+                if (err[s] > thr) continue;
+                const float e = run_error<N>(cb.at(s), t, w);
+                if (e < best) { best = e; bs = s; }
+            }
         }
         return bs;
     }

@@ -9,23 +9,32 @@
 
 namespace {
 
-float kt_errors_avx2(const int8_t * cb, int count, int n, const float * t, const float * w, float * err) {
-    __m256 mn = _mm256_set1_ps(__builtin_inff());
-    for (int s = 0; s < count; s += 8) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int m = 0; m < n; ++m) {
-            const __m128i c8 = _mm_loadl_epi64((const __m128i *) (cb + (size_t) m * count + s));
-            const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8));
-            const __m256 d = _mm256_sub_ps(_mm256_set1_ps(t[m]), c);
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[m]), d), d, acc);
-        }
-        _mm256_storeu_ps(err + s, acc);
-        mn = _mm256_min_ps(mn, acc);
-    }
-    __m128 m4 = _mm_min_ps(_mm256_castps256_ps128(mn), _mm256_extractf128_ps(mn, 1));
+float hmin(__m256 v) {
+    __m128 m4 = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m4 = _mm_min_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_min_ss(m4, _mm_movehdup_ps(m4));
     return _mm_cvtss_f32(m4);
+}
+
+float kt_errors_avx2(const int8_t * cb, int count, int n, const float * t, const float * w, float * err, float * group_min) {
+    __m256 mn = _mm256_set1_ps(__builtin_inff());
+    for (int s0 = 0; s0 < count; s0 += 32) {
+        __m256 gm = _mm256_set1_ps(__builtin_inff());
+        for (int s = s0; s < s0 + 32; s += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int m = 0; m < n; ++m) {
+                const __m128i c8 = _mm_loadl_epi64((const __m128i *) (cb + (size_t) m * count + s));
+                const __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8));
+                const __m256 d = _mm256_sub_ps(_mm256_set1_ps(t[m]), c);
+                acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(w[m]), d), d, acc);
+            }
+            _mm256_storeu_ps(err + s, acc);
+            gm = _mm256_min_ps(gm, acc);
+        }
+        group_min[s0 / 32] = hmin(gm);
+        mn = _mm256_min_ps(mn, gm);
+    }
+    return hmin(mn);
 }
 
 } // namespace

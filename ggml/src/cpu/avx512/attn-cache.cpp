@@ -1,5 +1,5 @@
-// AVX512 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 cache rows
-// directly (attn-cache-kernels.h): 16 lanes, 4 key rows x 4 query rows per score pass (16
+// AVX512 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 / q8_KV cache
+// rows directly (attn-cache-kernels.h): 16 lanes, 4 key rows x 4 query rows per score pass (16
 // accumulators), 4 vectors x 4 output rows per value pass.
 #include "attn-cache-kernels.h"
 #include "avx512/register.h"
@@ -38,5 +38,6 @@ void ggml_cpu_register_attn_cache_avx512() {
     ggml_cpu_vec_fns f = {};
     f.qk_cache = qk_cache<isa_avx512>;
     f.pv_cache = pv_cache<isa_avx512>;
+    f.cache_reads_more = cache_reads_more;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }

@@ -8,7 +8,7 @@
 
 namespace {
 
-float kt_errors_avx512(const int8_t * cb, int count, int n, const float * t, const float * w, float * err) {
+float kt_errors_avx512(const int8_t * cb, int count, int n, const float * t, const float * w, float * err, float * group_min) {
     __m512 mn = _mm512_set1_ps(__builtin_inff());
     for (int s = 0; s < count; s += 32) {
         __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -23,7 +23,9 @@ float kt_errors_avx512(const int8_t * cb, int count, int n, const float * t, con
         }
         _mm512_storeu_ps(err + s, acc0);
         _mm512_storeu_ps(err + s + 16, acc1);
-        mn = _mm512_min_ps(mn, _mm512_min_ps(acc0, acc1));
+        const __m512 m = _mm512_min_ps(acc0, acc1);
+        group_min[s / 32] = _mm512_reduce_min_ps(m);
+        mn = _mm512_min_ps(mn, m);
     }
     return _mm512_reduce_min_ps(mn);
 }
