@@ -50,6 +50,17 @@ inline int32_t sum_bytes32(const int8_t * q) {
     return _mm_cvtsi128_si32(t);
 }
 
+// Weight rows are short (K values: a few cache lines to a few KB) and a packer reads several at a
+// time, so the hardware prefetcher hardly starts on a row before the packer has moved on, and the
+// packs wait on memory (most of their time, measured). So each step of a pack fetches the
+// matching slice (chunk i of nchunks) of rows [r0, r1) it will read later.
+inline void prefetch_row_slice(const uint8_t * w, size_t w_stride, int r0, int r1, int64_t i, int64_t nchunks) {
+    const size_t b0 = w_stride * i / nchunks / 64 * 64, b1 = w_stride * (i + 1) / nchunks;
+    for (int r = r0; r < r1; ++r) {
+        for (size_t b = b0; b < b1; b += 64) _mm_prefetch((const char *) (w + r * w_stride + b), _MM_HINT_T0);
+    }
+}
+
 // Activation concept A: sub(xrow, sb, &qs, &d, &sum): sub-block sb (S values) of a row:
 // pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
 // kSuper consecutive sub-blocks share the scale d).

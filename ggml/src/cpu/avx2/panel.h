@@ -68,12 +68,14 @@ inline void transpose8(const __m256i * v, __m256i * out) {
 //   kBias      whether any sub-block has a non-zero bias
 //   decode(row, i, v, scale, bias): chunk i of a row -> kChunk / 32 vectors of levels (natural
 //   order) and kChunk / kSub scales and biases.
+// rows_avail: rows readable from w (this group's and the next ones'), for prefetching.
 template <typename D>
-void pack_weights(const uint8_t * w, size_t w_stride, int rows, int64_t n, uint8_t * out) {
+void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, uint8_t * out) {
     constexpr int S = D::kSub, V = D::kChunk / 32, NS = D::kChunk / S;
     constexpr size_t rec = w_record<S>;
     const int64_t nchunks = n / D::kChunk;
     for (int64_t i = 0; i < nchunks; ++i) {
+        prefetch_row_slice(w, w_stride, kRows, std::min(2 * kRows, rows_avail), i, nchunks);
         __m256i v[V][kRows];
         float sc[kRows][NS], bi[kRows][NS];
         for (int r = 0; r < kRows; ++r) {

@@ -4,15 +4,17 @@
 // Each weight block is brought into registers once per column tile as eight vectors of 32
 // signed levels plus eight vectors of 16-bit sub-block scales, then reused for every column:
 // |w| x sign(a, w) with vpmaddubsw (no saturation: |w|, |a| <= 127), scales with vpmaddwd,
-// int32 accumulation. The integer block sums equal the scalar kernel's exactly and the float
-// accumulation is the same expression, so results match the scalar path bit for bit.
+// int32 accumulation. The integer block sums equal the scalar kernel's exactly; the float
+// accumulation runs per lane (one horizontal sum per row), so results differ from the scalar
+// path only by float rounding.
 //
 // Calls with many activation columns (prompt processing) go to the panel gemm (panel.h) with the
 // same decoders: signed levels, one scale per 16 values.
 //
-// The 4-bit types and iq5_k decode with vpshufb table lookups (the level table sits in a
-// register; the shifted-grid bit of a sub-block picks one of two table registers, or adds the
-// grid's constant shift); the others decode through the scalar common-form decoder.
+// The 4-bit types, iq2_k, iq3_k, iq5_k, iq5_ks and iq6_k decode with vpshufb table lookups (the
+// level table sits in registers; the shifted-grid bit of a sub-block picks one of two table
+// registers, or adds the grid's constant shift); the others decode through the scalar
+// common-form decoder (about 10x slower per block).
 #include "avx2/register.h"
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
@@ -21,6 +23,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace {
@@ -142,25 +145,76 @@ struct iq5_tables {
           hi(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (ik_iq5nl_values + 16)))) {}
 };
 
-KILN_DECODE_INLINE void decode_iq5_k_avx2(const void * vb, float, simd_block & sb) {
+// The levels of an iq5_k / iq5_ks block before any grid shift (plain grid).
+KILN_DECODE_INLINE void iq5_levels(const uint8_t * qs128, const uint8_t * qh32, __m256i * q) {
     static const iq5_tables tables;
-    const auto & b = *(const block_iq5_k *) vb;
     const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *) b.qh);
-    __m256i shift[8];
-    half_offsets_all(b.extra, 2, shift);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *) qh32);
     for (int ib64 = 0; ib64 < 4; ++ib64) {
-        const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * ib64));
+        const __m256i qs = _mm256_loadu_si256((const __m256i *) (qs128 + 32 * ib64));
         for (int h = 0; h < 2; ++h) {
             const int ib = 2 * ib64 + h;
             const __m256i idx = _mm256_and_si256(h ? _mm256_srli_epi16(qs, 4) : qs, m4);
             const __m256i bit = _mm256_set1_epi8((char) (1 << ib));
             const __m256i fifth = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-            const __m256i v = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.lo, idx), _mm256_shuffle_epi8(tables.hi, idx), fifth);
-            sb.q[ib] = _mm256_add_epi8(v, shift[ib]);
+            q[ib] = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.lo, idx), _mm256_shuffle_epi8(tables.hi, idx), fifth);
         }
     }
+}
+
+KILN_DECODE_INLINE void decode_iq5_k_avx2(const void * vb, float, simd_block & sb) {
+    const auto & b = *(const block_iq5_k *) vb;
+    iq5_levels(b.qs, b.qh, sb.q);
+    __m256i shift[8];
+    half_offsets_all(b.extra, 2, shift);
+    for (int ib = 0; ib < 8; ++ib) sb.q[ib] = _mm256_add_epi8(sb.q[ib], shift[ib]);
     scales_6bit_all(b.scales_l, b.scales_h, sb.sc);
+    sb.d = GGML_FP16_TO_FP32(b.d);
+}
+
+// iq5_ks: iq5_k's levels; one scale byte per 32 values as iq4_ks (bit 0: the shifted grid, +2).
+KILN_DECODE_INLINE void decode_iq5_ks_avx2(const void * vb, float row_d, simd_block & sb) {
+    const auto & b = *(const block_iq5_ks *) vb;
+    iq5_levels(b.qs, b.qh, sb.q);
+    for (int ib = 0; ib < 8; ++ib) {
+        sb.q[ib] = _mm256_add_epi8(sb.q[ib], _mm256_set1_epi8((char) (2 * (b.scales[ib] & 1))));
+        sb.sc[ib] = _mm256_set1_epi16((short) ((b.scales[ib] & 254) - 127));
+    }
+    sb.d = row_d;
+}
+
+// iq6_k: a 6-bit index per value into a 64-entry grid (the shifted grid is the plain one + 1):
+// four vpshufb over the 16-entry quarters, the index's bits 4 and 5 pick among them. 32-block
+// ib = 2 ib64 + h: nibble h of qs[32 ib64 + j]; bits 4 (ib64 % 2) + 2 h, +1 of qh[32 (ib64 / 2) + j].
+struct iq6_tables {
+    __m256i t[4];
+    iq6_tables() {
+        for (int i = 0; i < 4; ++i) t[i] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (ik_iq6nl_values + 16 * i)));
+    }
+};
+
+KILN_DECODE_INLINE void decode_iq6_k_avx2(const void * vb, float, simd_block & sb) {
+    static const iq6_tables tables;
+    const auto & b = *(const block_iq6_k *) vb;
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
+    __m256i shift[8];
+    half_offsets_all(b.extra, 1, shift);
+    for (int ib64 = 0; ib64 < 4; ++ib64) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * ib64));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *) (b.qh + 32 * (ib64 / 2)));
+        for (int h = 0; h < 2; ++h) {
+            const int ib = 2 * ib64 + h;
+            const __m256i idx = _mm256_and_si256(h ? _mm256_srli_epi16(qs, 4) : qs, m4);
+            // bits 4, 5 of the index at bits 0, 1 of each byte (a 16-bit shift by <= 6 leaves them in place)
+            const __m256i hb = _mm256_srli_epi16(qh, 4 * (ib64 % 2) + 2 * h);
+            const __m256i b4 = _mm256_cmpeq_epi8(_mm256_and_si256(hb, one), one);
+            const __m256i b5 = _mm256_cmpeq_epi8(_mm256_and_si256(hb, two), two);
+            const __m256i r01 = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.t[0], idx), _mm256_shuffle_epi8(tables.t[1], idx), b4);
+            const __m256i r23 = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.t[2], idx), _mm256_shuffle_epi8(tables.t[3], idx), b4);
+            sb.q[ib] = _mm256_add_epi8(_mm256_blendv_epi8(r01, r23, b5), shift[ib]);
+        }
+    }
+    spread_scale_pairs(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) b.scales)), sb.sc);
     sb.d = GGML_FP16_TO_FP32(b.d);
 }
 
@@ -215,13 +269,19 @@ void decode_generic(const void * vb, float row_d, simd_block & sb) {
     from_decoded(db, sb);
 }
 
-inline int32_t block_dot(const simd_block & sb, const int8_t * a) {
+// The scaled integer dot of a block with 256 activations, in 8 int32 lanes.
+inline __m256i block_dot_lanes(const simd_block & sb, const int8_t * a) {
     __m256i acc = _mm256_setzero_si256();
     for (int k = 0; k < 8; ++k) {
         const __m256i av = _mm256_loadu_si256((const __m256i *) (a + 32 * k));
         const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(sb.q[k], sb.q[k]), _mm256_sign_epi8(av, sb.q[k]));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sb.sc[k]));
     }
+    return acc;
+}
+
+inline int32_t block_dot(const simd_block & sb, const int8_t * a) {
+    const __m256i acc = block_dot_lanes(sb, a);
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
@@ -246,6 +306,54 @@ struct panel_decoder {
     }
 };
 
+inline float hsum_ps(__m256 v) {
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// Token generation and small batches: one row at a time against C columns, each block decoded
+// once and its int32 dot per column converted and accumulated lane-wise; one horizontal sum per
+// row and column (summing per block went through a scalar and dst every block: 20-25% of an
+// iq5_k row's time, measured). RowBlocks(row, rb): the row's scale and first block.
+template <int C, void (*decode)(const void *, float, simd_block &), typename RowBlocks>
+void rows_small(int64_t nb, size_t block_bytes, const char * w, size_t w_stride, const char * x, size_t x_stride, float * dst,
+                size_t dst_stride, int nr, RowBlocks row_blocks) {
+    simd_block sb;
+    for (int r = 0; r < nr; ++r) {
+        float row_d;
+        const char * blocks = row_blocks(w + r * w_stride, row_d);
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; ++i) {
+            decode(blocks + i * block_bytes, row_d, sb);
+            for (int c = 0; c < C; ++c) {
+                const auto & a = ((const block_q8_K *) (x + c * x_stride))[i];
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot_lanes(sb, a.qs)), _mm256_set1_ps(sb.d * a.d), acc[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = hsum_ps(acc[c]);
+    }
+}
+
+// rows_small over the columns in tiles of up to 4.
+template <void (*decode)(const void *, float, simd_block &), typename RowBlocks>
+void gemm_small(int64_t n, size_t block_bytes, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                size_t dst_stride, int nr, int nc, RowBlocks row_blocks) {
+    const int64_t nb = n / QK_K;
+    const auto * wb = (const char *) w;
+    for (int c0 = 0; c0 < nc; c0 += 4) {
+        const char * xc = (const char *) x + c0 * x_stride;
+        float * dc = dst + c0 * dst_stride;
+        switch (std::min(4, nc - c0)) {
+            case 1: rows_small<1, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+            case 2: rows_small<2, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+            case 3: rows_small<3, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+            default: rows_small<4, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+        }
+    }
+}
+
 template <ggml_type T, void (*decode)(const void *, float, simd_block &)>
 void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
@@ -255,42 +363,20 @@ void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
         return;
     }
     const ik_row_format & f = *ik_get_row_format(T);
-    const int64_t nb = n / QK_K;
-    simd_block sb;
-    for (int r = 0; r < nr; ++r) {
-        const char * row = (const char *) w + r * w_stride;
-        const float row_d = ik_row_scale_value(f, row);
-        const char * blocks = row + f.row_scale;
-        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-            decode(blocks + i * f.block_bytes, row_d, sb);
-            for (int c = 0; c < nc; ++c) {
-                const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
-                dst[c * dst_stride + r] += (sb.d * a.d) * (float) block_dot(sb, a.qs);
-            }
-        }
-    }
+    gemm_small<decode>(n, f.block_bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, [&f](const char * row, float & row_d) {
+        row_d = ik_row_scale_value(f, row);
+        return row + f.row_scale;
+    });
 }
 
 // Trellis types (f32 row scale, values generated by the common-form decoder).
 template <ik_decode_t Decode, size_t Bytes>
 void gemm_kt_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
-    const int64_t nb = n / QK_K;
-    simd_block sb;
-    for (int r = 0; r < nr; ++r) {
-        const char * row = (const char *) w + r * w_stride;
-        float row_d;
+    gemm_small<decode_generic<Decode>>(n, Bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, [](const char * row, float & row_d) {
         std::memcpy(&row_d, row, 4);
-        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-            decode_generic<Decode>(row + 4 + i * Bytes, row_d, sb);
-            for (int c = 0; c < nc; ++c) {
-                const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
-                dst[c * dst_stride + r] += (sb.d * a.d) * (float) block_dot(sb, a.qs);
-            }
-        }
-    }
+        return row + 4;
+    });
 }
 
 // Row k of a 4-row interleaved 32-block: the four 4-byte pieces of the row, nibbles split and
@@ -384,10 +470,10 @@ void ggml_cpu_register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_K, decode_iq2_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_K, decode_iq3_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_K, decode_iq5_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ6_K, decode_generic<ik_decode_iq6_k>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ6_K, decode_iq6_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_KS, decode_generic<ik_decode_iq2_ks>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_KS, decode_generic<ik_decode_iq3_ks>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_KS, decode_generic<ik_decode_iq5_ks>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_KS, decode_iq5_ks_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_KSS, decode_generic<ik_decode_iq4_kss>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_KL, decode_generic<ik_decode_iq2_kl>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_kt_avx2<ik_decode_iq1_kt, sizeof(block_iq1_kt)>);

@@ -58,8 +58,9 @@ template <int L> inline void store_lane(uint8_t * p, __m512i v) {
 //   decode(row, i, n, v, scale, bias): chunk i of a row of n values -> kChunk / 64 vectors of
 //   unsigned levels (natural order) and kChunk / kSub scales and biases. A chunk may run past n
 //   only for 32-value blocks with an odd count; those sub-blocks are dropped.
+// rows_avail: rows readable from w (this group's and the next ones'), for prefetching.
 template <typename D>
-void pack_weights(const uint8_t * w, size_t w_stride, int rows, int64_t n, uint8_t * out) {
+void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, uint8_t * out) {
     constexpr int S = D::kSub, V = D::kChunk / 64, NS = D::kChunk / S, KV = S / 4;
     constexpr size_t rec = w_record<S>;
     const int64_t nsb = n / S;
@@ -67,6 +68,7 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int64_t n, uint8
     for (int g4 = 0; 4 * g4 < rows; ++g4) {
         // lanes of rows past `rows` are never stored to dst; they only must not read memory
         for (int64_t i = 0; i < nchunks; ++i) {
+            prefetch_row_slice(w, w_stride, 4 * g4 + 4, std::min(4 * g4 + 8, rows_avail), i, nchunks);
             __m512i v[4][V];
             float sc[4][NS], bi[4][NS];
             for (int q = 0; q < 4; ++q) {
