@@ -64,18 +64,23 @@ inline void decode_q4_K(const void * vb, decoded & out) {
     out.dm = _cvtsh_ss(x->dmin);
 }
 
+// Bit j of every byte of v moved to bit 4 (others cleared). The 16-bit shifts stay inside each
+// byte for the bit kept, so the mask drops whatever crossed; j is a constant after unrolling.
+inline __m256i bit_to_16(__m256i v, int j) {
+    const __m256i moved = j <= 4 ? _mm256_slli_epi16(v, 4 - j) : _mm256_srli_epi16(v, j - 4);
+    return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
+}
+
 // q5_K: as q4_K plus the fifth bit of value 32k + l in bit k of qh[l].
 inline void decode_q5_K(const void * vb, decoded & out) {
     const auto * x = (const block_q5_K *) vb;
-    const __m256i m4 = _mm256_set1_epi8(0xF), b4 = _mm256_set1_epi8(0x10);
+    const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i qh = _mm256_loadu_si256((const __m256i *) x->qh);
     for (int c = 0; c < 4; ++c) {
         const __m256i q = _mm256_loadu_si256((const __m256i *) (x->qs + 32 * c));
         for (int h = 0; h < 2; ++h) {
-            const __m256i bit = _mm256_set1_epi8((char) (1 << (2 * c + h)));
-            const __m256i fifth = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), b4);
             const __m256i low = _mm256_and_si256(h ? _mm256_srli_epi16(q, 4) : q, m4);
-            out.w[2 * c + h] = _mm256_or_si256(low, fifth);
+            out.w[2 * c + h] = _mm256_or_si256(low, bit_to_16(qh, 2 * c + h));
         }
     }
     q4_K_scales(x->scales, out);
