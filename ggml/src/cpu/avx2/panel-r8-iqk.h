@@ -13,7 +13,7 @@ namespace kiln_panel {
 // scale is split_scale6 slot 8j + k (stored + 32).
 template <bool kSigned>
 struct grp_iq4_xs_r8 : grid_traits<iq4_xs_r8_block, 8, 32, QK_K, kSigned> {
-    static void decode(const iq4_xs_r8_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const iq4_xs_r8_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const iq4_xs_r8_block * b = blk[0];
         // split_scale6 slots 8j .. 8j+7 at once: low nibbles from scales_l, top 2 bits from scales_h
         __m128i lo, hi;
@@ -25,7 +25,7 @@ struct grp_iq4_xs_r8 : grid_traits<iq4_xs_r8_block, 8, 32, QK_K, kSigned> {
         const __m256i ls = _mm256_sub_epi32(_mm256_cvtepu8_epi32(l6), _mm256_set1_epi32(32));
         const __m256 s = _mm256_mul_ps(fp16x8(b->d), _mm256_cvtepi32_ps(ls));
         store_signed_coefs<kSigned>(s, scale, bias);
-        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) kvalues_iq4nl));
+        const __m256i table = grid16(kIq4Grid);
         const __m256i m4 = _mm256_set1_epi8(0x0F);
         const uint8_t * qs = b->qs + 128 * j;
         for (int l = 0; l < 4; ++l) {
@@ -47,14 +47,13 @@ inline __m256i grid_shift(const uint8_t * a, const uint8_t * b, int bit, int ste
 
 // A 32-entry grid as two vpshufb tables (entries 0..15 and 16..31); bit 7 of `upper` picks the second.
 inline __m256i lookup32(const int8_t * grid, __m256i idx4, __m256i upper) {
-    const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) grid));
-    const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (grid + 16)));
+    const __m256i lo = grid16(grid), hi = grid16(grid + 16);
     return _mm256_blendv_epi8(_mm256_shuffle_epi8(lo, idx4), _mm256_shuffle_epi8(hi, idx4), upper);
 }
 
 // The shifted iq5 grid (entries 32..63) is the plain one plus a constant (+2): a shifted row
 // adds it after the lookup.
-inline int iq5_grid_shift() { return ik_iq5nl_values[32] - ik_iq5nl_values[0]; }
+constexpr int kIq5GridShift = kIq5Grid[32] - kIq5Grid[0];
 
 // iq5_k_r4: 16-value sub-blocks j = 2 ib + half. Row k's 6-bit scale (stored + 32) in split_scale6
 // slot 8 ib + 4 half + k; its shifted-grid bit is bit ib of extra[4 half + k]; the low 4 bits of
@@ -62,18 +61,18 @@ inline int iq5_grid_shift() { return ik_iq5nl_values[32] - ik_iq5nl_values[0]; }
 // iq5_k_r4_hbit of the 16-byte run at qh + 16 ib. A value is d (sc - 32) grid[index].
 template <bool kSigned>
 struct grp_iq5_k_r4 : grid_traits<iq5_k_r4_block, 4, 16, QK_K, kSigned> {
-    static void decode(const iq5_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const iq5_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         const iq5_k_r4_block * a = blk[0], * b = blk[1];
         const __m256i sc = _mm256_sub_epi32(split_scales6_x4(a->scales_l, a->scales_h, b->scales_l, b->scales_h, 8 * ib + 4 * half),
                                             _mm256_set1_epi32(32));
         store_signed_coefs<kSigned>(_mm256_mul_ps(fp16x4x2(a->d, b->d), _mm256_cvtepi32_ps(sc)), scale, bias);
-        const __m256i shift = grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, iq5_grid_shift());
+        const __m256i shift = grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, kIq5GridShift);
         __m256i q[4];
         r4_nibble_half(a->qs + 64 * ib, b->qs + 64 * ib, half, q);
         const __m256i h = pair16(a->qh + 16 * ib, b->qh + 16 * ib);
         for (int i = 0; i < 4; ++i) {
-            const __m256i v = lookup32(ik_iq5nl_values, q[i], move_bits<1>(h, iq5_k_r4_hbit(16 * half + 4 * i), 7));
+            const __m256i v = lookup32(kIq5Grid, q[i], move_bits<1>(h, iq5_k_r4_hbit(16 * half + 4 * i), 7));
             store_levels<kSigned>(out + i * vs, _mm256_add_epi8(v, shift));
         }
     }
@@ -85,19 +84,19 @@ struct grp_iq5_k_r4 : grid_traits<iq5_k_r4_block, 4, 16, QK_K, kSigned> {
 template <bool kSigned>
 struct grp_iq5_ks_r4 : grid_traits<iq5_ks_r4_block, 4, 32, QK_K, kSigned> {
     static constexpr bool kRowScales = true;
-    static void decode(const iq5_ks_r4_block * const * blk, const float * const * rs, int j, uint8_t * out, size_t vs, float * scale,
+    KILN_GROUP_DECODE decode(const iq5_ks_r4_block * const * blk, const float * const * rs, int j, uint8_t * out, size_t vs, float * scale,
                        float * bias) {
         const iq5_ks_r4_block * a = blk[0], * b = blk[1];
         const __m256i s = pair4_epu8(a->scales + 4 * j, b->scales + 4 * j);
         const __m256i sc = _mm256_sub_epi32(_mm256_and_si256(s, _mm256_set1_epi32(254)), _mm256_set1_epi32(127));
         const __m256 d = _mm256_set_m128(_mm_loadu_ps(rs[1]), _mm_loadu_ps(rs[0]));
         store_signed_coefs<kSigned>(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)), scale, bias);
-        const __m256i shift = grid_shift(a->scales + 4 * j, b->scales + 4 * j, 0, iq5_grid_shift());
+        const __m256i shift = grid_shift(a->scales + 4 * j, b->scales + 4 * j, 0, kIq5GridShift);
         __m256i q[8];
         r4_nibbles(a->qs + 64 * j, b->qs + 64 * j, q);
         const __m256i h = pair16(a->qh + 16 * j, b->qh + 16 * j);
         for (int k = 0; k < 8; ++k) {
-            const __m256i v = lookup32(ik_iq5nl_values, q[k], move_bits<1>(h, iq5_k_r4_hbit(4 * k), 7));
+            const __m256i v = lookup32(kIq5Grid, q[k], move_bits<1>(h, iq5_k_r4_hbit(4 * k), 7));
             store_levels<kSigned>(out + k * vs, _mm256_add_epi8(v, shift));
         }
     }
@@ -113,21 +112,14 @@ inline __m256i nibble_slots_x4(const uint8_t * a, const uint8_t * b, int is0) {
                             _mm256_set1_epi32(0xF));
 }
 
-template <int N>
-inline __m256i small_grid(const int8_t * values) {
-    int8_t v[16] = {};
-    for (int i = 0; i < N; ++i) v[i] = values[i];
-    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) v));
-}
-
 template <bool kSigned>
 struct grp_iq2_k_r4 : grid_traits<iq2_k_r4_block, 4, 16, QK_K, kSigned> {
-    static void decode(const iq2_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const iq2_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         const iq2_k_r4_block * a = blk[0], * b = blk[1];
         const __m256i sc = _mm256_sub_epi32(nibble_slots_x4(a->scales, b->scales, 8 * ib + 4 * half), _mm256_set1_epi32(8));
         store_signed_coefs<kSigned>(_mm256_mul_ps(fp16x4x2(a->d, b->d), _mm256_cvtepi32_ps(sc)), scale, bias);
-        const __m256i grid = small_grid<8>(ik_iq2nl_values);
+        const __m256i grid = grid16(kIq2Grid);
         const __m256i shift = grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, 4);
         __m256i q[4];
         r4_crumb_half(a->qs + 32 * ib, b->qs + 32 * ib, half, q);
@@ -137,7 +129,7 @@ struct grp_iq2_k_r4 : grid_traits<iq2_k_r4_block, 4, 16, QK_K, kSigned> {
 
 template <bool kSigned>
 struct grp_iq3_k_r4 : grid_traits<iq3_k_r4_block, 4, 16, QK_K, kSigned> {
-    static void decode(const iq3_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const iq3_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         const iq3_k_r4_block * a = blk[0], * b = blk[1];
         const __m256i m = _mm256_add_epi32(_mm256_slli_epi32(nibble_slots_x4(a->scales_l, b->scales_l, 8 * ib + 4 * half), 1),
@@ -145,7 +137,7 @@ struct grp_iq3_k_r4 : grid_traits<iq3_k_r4_block, 4, 16, QK_K, kSigned> {
         const __m256i neg = grid_shift(a->scales_h + 4 * half, b->scales_h + 4 * half, ib, -1);   // all ones where negative
         const __m256i sc = _mm256_sub_epi32(_mm256_xor_si256(m, neg), neg);                      // -m where negative
         store_signed_coefs<kSigned>(_mm256_mul_ps(fp16x4x2(a->d, b->d), _mm256_cvtepi32_ps(sc)), scale, bias);
-        const __m256i grid = small_grid<16>(ik_iq3nl_values);
+        const __m256i grid = grid16(kIq3Grid);
         const __m256i shift = grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, 8);
         __m256i q[4];
         r4_crumb_half(a->qs + 32 * ib, b->qs + 32 * ib, half, q);

@@ -25,7 +25,7 @@ inline void k4_r4_coefs(const Block * a, const Block * b, int ib, float * scale,
 
 // q4_k_r4: per 32-value sub-block ib, the 64-byte r4 nibble runs at qs + 64 ib.
 struct grp_q4_k_r4 : group_traits<q4_k_r4_block, 4, 32, QK_K, 15, true> {
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         k4_r4_coefs(blk[0], blk[1], j, scale, bias);
         __m256i q[8];
         r4_nibbles(blk[0]->qs + 64 * j, blk[1]->qs + 64 * j, q);
@@ -35,7 +35,7 @@ struct grp_q4_k_r4 : group_traits<q4_k_r4_block, 4, 32, QK_K, 15, true> {
 
 // q5_k_r4: q4_k_r4 plus the fifth bit of quarter Q in the 16-byte run at qh + 16 ib, bit q5_k_r4_hbit.
 struct grp_q5_k_r4 : group_traits<q5_k_r4_block, 4, 32, QK_K, 31, true> {
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         k4_r4_coefs(blk[0], blk[1], j, scale, bias);
         __m256i q[8];
         r4_nibbles(blk[0]->qs + 64 * j, blk[1]->qs + 64 * j, q);
@@ -50,7 +50,7 @@ struct grp_q5_k_r4 : group_traits<q5_k_r4_block, 4, 32, QK_K, 31, true> {
 // top 2 bits of quarter Q in the 16-byte run at qh + 32 ib + q6_k_r4_hoff at q6_k_r4_hshift; row
 // k's int8 scale at scales[8 ib + k + 4 half]. A value is d sc (u - 32).
 struct grp_q6_k_r4 : group_traits<q6_k_r4_block, 4, 16, QK_K, 63, true> {
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         int32_t s0, s1;
         std::memcpy(&s0, blk[0]->scales + 8 * ib + 4 * half, 4);
@@ -70,7 +70,7 @@ struct grp_q6_k_r4 : group_traits<q6_k_r4_block, 4, 16, QK_K, 63, true> {
 // q2_k_r4: 16-value sub-blocks j = 2 ib + half; the q2_K scale (low nibble) and min (high) byte
 // of row k at scales[4 j + k]; 2-bit levels as crumbs at qs + 32 ib. A value is d sc u - dmin mn.
 struct grp_q2_k_r4 : group_traits<q2_k_r4_block, 4, 16, QK_K, 3, true> {
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         const __m256i sm = pair4_epu8(blk[0]->scales + 4 * j, blk[1]->scales + 4 * j);
         const __m256i sc = _mm256_and_si256(sm, _mm256_set1_epi32(0xF));
@@ -87,7 +87,7 @@ struct grp_q2_k_r4 : group_traits<q2_k_r4_block, 4, 16, QK_K, 3, true> {
 // slot 8 ib + 4 half + k; 2-bit crumbs at qs + 32 ib and the third bit of quarter Q at bit Q of
 // the 16-byte run at qh + 16 ib. A value is d (sc - 32) (u - 4).
 struct grp_q3_k_r4 : group_traits<q3_k_r4_block, 4, 16, QK_K, 7, true> {
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+    KILN_GROUP_DECODE decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         const Block * a = blk[0], * b = blk[1];
         const __m256i sc = _mm256_sub_epi32(split_scales6_x4(a->scales_l, a->scales_h, b->scales_l, b->scales_h, 8 * ib + 4 * half),

@@ -19,6 +19,7 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
     reg(GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq4_nl_r4<s>, q8_0>);
     reg(GGML_TYPE_Q5_0_R4, GGML_TYPE_Q8_0, gemm_r8<grp_q5_0_r4, q8_0>);
     reg(GGML_TYPE_Q6_0_R4, GGML_TYPE_Q8_0, gemm_r8<grp_q6_0_r4, q8_0>);
+    reg(GGML_TYPE_Q8_K_R8, GGML_TYPE_Q8_K, gemm_r8<grp_q8_k_r8<s>, act_q8_K<32>>);
     reg(GGML_TYPE_Q2_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q2_k_r4, act_q8_K<16>>);
     reg(GGML_TYPE_Q3_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q3_k_r4, act_q8_K<16>>);
     reg(GGML_TYPE_Q4_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q4_k_r4, act_q8_K<32>>);

@@ -37,6 +37,9 @@ namespace kiln_panel {
 //   (a value is scale * level + bias). Lanes of rows past the end are never stored to dst, so
 //   whatever a zero group decodes to there is harmless.
 
+// Decoders are inlined into pack_groups: a call per sub-block costs as much as a small decode.
+#define KILN_GROUP_DECODE static inline __attribute__((always_inline)) void
+
 template <typename G> constexpr bool has_row_scales() {
     if constexpr (requires { G::kRowScales; }) return G::kRowScales;
     else return false;
@@ -127,6 +130,14 @@ inline void store_offset_coefs(__m256 s, float offset, float * scale, float * bi
     _mm256_storeu_ps(bias, _mm256_mul_ps(s, _mm256_set1_ps(offset)));
 }
 
+// The non-linear grids as constant data, so that their vpshufb tables are built once per call
+// (an extern table could change under the decoders' stores, as far as the compiler knows).
+alignas(16) constexpr int8_t kIq2Grid[16] = KILN_IQ2NL_VALUES;
+alignas(16) constexpr int8_t kIq3Grid[16] = KILN_IQ3NL_VALUES;
+alignas(16) constexpr int8_t kIq4Grid[32] = KILN_IQ4K_VALUES;
+alignas(16) constexpr int8_t kIq5Grid[64] = KILN_IQ5NL_VALUES;
+inline __m256i grid16(const int8_t * g) { return _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *) g)); }
+
 // Signed levels for the AVX512 panel's unsigned products: offset by 128, folded into the bias.
 template <bool kSigned>
 inline void store_levels(uint8_t * out, __m256i v) {
@@ -146,7 +157,7 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
     using Block = typename G::Block;
     constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, NG = 8 / R;
     constexpr size_t rec = w_record<S>, head = has_row_scales<G>() ? R * sizeof(float) : 0;
-    static_assert(head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");
+    static_assert(R == 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8: whole lanes
     const int64_t nblocks = b1 - b0;
     const size_t row_size = (head + (size_t) (n / G::kBlockValues) * sizeof(Block)) / R;
     for (int h = 0; h < kRows / 8; ++h) {
@@ -176,6 +187,16 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
         }
         const float * rs[NG];
         for (int q = 0; q < NG; ++q) rs[q] = (const float *) grp[q];
+        // token generation walks kRows / R groups side by side, a slice at a time, with the decode
+        // and product in between: the prefetchers alone then leave the next slice's loads waiting
+        // on memory. Ask for it now (a prefetch past the tensor's end does not fault).
+        if (b1 < n / G::kBlockValues) {
+            for (int q = 0; q < NG; ++q) {
+                if (past[q]) continue;
+                const uint8_t * next = grp[q] + head + (b1) * sizeof(Block);
+                for (size_t off = 0; off < nblocks * sizeof(Block); off += 64) _mm_prefetch((const char *) next + off, _MM_HINT_T0);
+            }
+        }
         for (int64_t b = 0; b < nblocks; ++b) {
             const Block * blk[NG];
             for (int q = 0; q < NG; ++q) blk[q] = (const Block *) (grp[q] + head) + (past[q] ? 0 : b0 + b);
