@@ -131,6 +131,11 @@ static_assert(sizeof(iq2_xxs_r4_block) == 4 * 66 && sizeof(iq2_xs_r4_block) == 4
 static_assert(sizeof(iq2_s_r4_block) == 4 * 82 && sizeof(iq3_xxs_r4_block) == 4 * 98, "r layouts");
 static_assert(sizeof(iq3_s_r4_block) == 4 * 110, "r layouts");
 
+// The 4-bit scale of an iq2_xxs_r4 / iq3_xxs_r4 sas word (bit 0 of each byte).
+static inline int r4_sas_scale(uint32_t sas) {
+    return (int) ((sas & 1) | ((sas >> 7) & 2) | ((sas >> 14) & 4) | ((sas >> 21) & 8));
+}
+
 // The 7 sign bits of an 8-value group (the eighth is their parity) stored so that t ^ (t << 1)
 // gives all eight: t is the running xor of the bits (bit j = s_0 ^ ... ^ s_j).
 static inline uint8_t scrambled_sign(uint8_t s) {

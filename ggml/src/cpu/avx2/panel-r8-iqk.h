@@ -70,9 +70,10 @@ struct grp_iq5_k_r4 : grid_traits<iq5_k_r4_block, 4, 16, QK_K, kSigned> {
         const __m256i shift = grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, kIq5GridShift);
         __m256i q[4];
         r4_nibble_half(a->qs + 64 * ib, b->qs + 64 * ib, half, q);
-        const __m256i h = pair16(a->qh + 16 * ib, b->qh + 16 * ib);
+        // the fifth bits of the second half sit 2 bits above the first half's (iq5_k_r4_hbit)
+        const __m256i h = _mm256_srl_epi16(pair16(a->qh + 16 * ib, b->qh + 16 * ib), _mm_cvtsi32_si128(2 * half));
         for (int i = 0; i < 4; ++i) {
-            const __m256i v = lookup32(kIq5Grid, q[i], move_bits<1>(h, iq5_k_r4_hbit(16 * half + 4 * i), 7));
+            const __m256i v = lookup32(kIq5Grid, q[i], move_bits<1>(h, iq5_k_r4_hbit(4 * i), 7));
             store_levels<kSigned>(out + i * vs, _mm256_add_epi8(v, shift));
         }
     }
@@ -141,9 +142,9 @@ struct grp_iq3_k_r4 : grid_traits<iq3_k_r4_block, 4, 16, QK_K, kSigned> {
         const __m256i shift = grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, 8);
         __m256i q[4];
         r4_crumb_half(a->qs + 32 * ib, b->qs + 32 * ib, half, q);
-        const __m256i h = pair16(a->qh + 16 * ib, b->qh + 16 * ib);
+        const __m256i h = _mm256_srl_epi16(pair16(a->qh + 16 * ib, b->qh + 16 * ib), _mm_cvtsi32_si128(4 * half));
         for (int i = 0; i < 4; ++i) {
-            const __m256i idx = _mm256_or_si256(_mm256_or_si256(q[i], move_bits<1>(h, 4 * half + i, 2)), shift);
+            const __m256i idx = _mm256_or_si256(_mm256_or_si256(q[i], move_bits<1>(h, i, 2)), shift);
             store_levels<kSigned>(out + i * vs, _mm256_shuffle_epi8(grid, idx));
         }
     }

@@ -61,7 +61,7 @@ struct grp_q6_k_r4 : group_traits<q6_k_r4_block, 4, 16, QK_K, 63, true> {
         r4_nibble_half(blk[0]->ql + 64 * ib, blk[1]->ql + 64 * ib, half, q);
         const __m256i h = pair16(blk[0]->qh + 32 * ib + 16 * half, blk[1]->qh + 32 * ib + 16 * half);
         for (int i = 0; i < 4; ++i) {
-            const __m256i top = move_bits<2>(h, q6_k_r4_hshift(16 * half + 4 * i), 4);
+            const __m256i top = move_bits<2>(h, q6_k_r4_hshift(4 * i), 4);   // the same shifts in both halves
             _mm256_store_si256((__m256i *) (out + i * vs), _mm256_or_si256(q[i], top));
         }
     }
@@ -95,9 +95,9 @@ struct grp_q3_k_r4 : group_traits<q3_k_r4_block, 4, 16, QK_K, 7, true> {
         store_offset_coefs(_mm256_mul_ps(fp16x4x2(a->d, b->d), _mm256_cvtepi32_ps(sc)), -4.0f, scale, bias);
         __m256i q[4];
         r4_crumb_half(a->qs + 32 * ib, b->qs + 32 * ib, half, q);
-        const __m256i h = pair16(a->qh + 16 * ib, b->qh + 16 * ib);
+        const __m256i h = _mm256_srl_epi16(pair16(a->qh + 16 * ib, b->qh + 16 * ib), _mm_cvtsi32_si128(4 * half));
         for (int i = 0; i < 4; ++i) {
-            _mm256_store_si256((__m256i *) (out + i * vs), _mm256_or_si256(q[i], move_bits<1>(h, 4 * half + i, 2)));
+            _mm256_store_si256((__m256i *) (out + i * vs), _mm256_or_si256(q[i], move_bits<1>(h, i, 2)));
         }
     }
 };

@@ -3,6 +3,7 @@
 // (q8_0, q8_K), so the products equal the plain model's up to float summation order.
 #pragma once
 
+#include "avx2/panel-r8-iq.h"
 #include "avx2/panel-r8-iqk.h"
 #include "avx2/panel-r8-k.h"
 #include "avx2/panel-r8-legacy.h"
@@ -26,6 +27,11 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
     reg(GGML_TYPE_Q5_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q5_k_r4, act_q8_K<32>>);
     reg(GGML_TYPE_Q6_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q6_k_r4, act_q8_K<16>>);
     reg(GGML_TYPE_IQ4_XS_R8, GGML_TYPE_Q8_K, gemm_r8<grp_iq4_xs_r8<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_IQ2_XXS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_xxs_r4<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_IQ2_XS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_xs_r4<s>, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ2_S_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_s_r4<s>, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ3_XXS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq3_xxs_r4<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_IQ3_S_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq3_s_r4<s>, act_q8_K<32>>);
     reg(GGML_TYPE_IQ2_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_k_r4<s>, act_q8_K<16>>);
     reg(GGML_TYPE_IQ3_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq3_k_r4<s>, act_q8_K<16>>);
     reg(GGML_TYPE_IQ5_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq5_k_r4<s>, act_q8_K<16>>);
