@@ -188,9 +188,10 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
         const float * rs[NG];
         for (int q = 0; q < NG; ++q) rs[q] = (const float *) grp[q];
         // token generation walks kRows / R groups side by side, a slice at a time, with the decode
-        // and product in between: the prefetchers alone then leave the next slice's loads waiting
-        // on memory. Ask for it now (a prefetch past the tensor's end does not fault).
-        if (b1 < n / G::kBlockValues) {
+        // and product in between: with 4 such streams (r4 groups on AVX512) the prefetchers alone
+        // left the next slice's loads waiting on memory, so ask for it now. With 2 streams they
+        // keep up, and the extra requests only slowed q8_0_r8 (1.0 -> 1.6 ms at 4096 x 4096).
+        if (kRows / R >= 4 && b1 < n / G::kBlockValues) {
             for (int q = 0; q < NG; ++q) {
                 if (past[q]) continue;
                 const uint8_t * next = grp[q] + head + (b1) * sizeof(Block);
