@@ -95,7 +95,9 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 // The -rtr policy, in one place: per ISA level, the interleaved layouts whose kernels at that
 // level are at least as fast as the plain twin's at batch 1 and at batch 512 (kiln-bench-matmul
 // -t 1, CPU time; batch 1 at K = M = 4096, batch 512 at K = M = 1024; Zen 4, AVX2 by
-// KILN_CPU_ISA=avx2; measured on a busy machine, where single batch-1 figures scatter by 10-30%).
+// KILN_CPU_ISA=avx2; measured on a busy machine, where single batch-1 figures of the woven
+// layouts scattered by up to 2x: medians of 2 to 5 runs decided, and iq4_nl_r4 on AVX2 stays
+// out until a quiet machine shows it either way).
 // Not listed (r4 = the 4-row layouts of the same family):
 //  - slower at batch 1, as fast or faster in batches: q4_k_r4 / q5_k_r4 / q6_k_r4 everywhere,
 //    q2_k_r4 / iq2_k_r4 / iq3_k_r4 / iq5_k_r4 and iq4_xs_r8 on AVX512, q8_0_r8 on AVX2. Token
