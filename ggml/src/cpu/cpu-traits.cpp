@@ -93,19 +93,38 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 }
 
 // The -rtr policy, in one place: per ISA level, the interleaved layouts whose kernels at that
-// level are at least as fast as the plain twin's at batch 1 and 512 (kiln-bench-matmul -t 1,
-// CPU time; batch 1 at K = M = 4096 and at K = 1024, M = 3072; batch 512 at K = M = 1024; Zen 4).
-// Not listed: slower at batch 1 so far (q8_0_r8 on AVX2 at 4096 rows, iq4_xs_r8 on AVX512 and
-// q4_k_r4 / q6_k_r4 everywhere decode more per weight byte than the plain streaming kernels; their batch
-// products are as fast as the plain ones), or without kernels of their own (the rest: unwoven
-// back to the twin, or decoded floats).
+// level are at least as fast as the plain twin's at batch 1 and at batch 512 (kiln-bench-matmul
+// -t 1, CPU time; batch 1 at K = M = 4096, batch 512 at K = M = 1024; Zen 4, AVX2 by
+// KILN_CPU_ISA=avx2; measured on a busy machine, where single batch-1 figures of the woven
+// layouts scattered by up to 2x: medians of 2 to 5 runs decided, and iq4_nl_r4 on AVX2 stays
+// out until a quiet machine shows it either way).
+// Not listed (r4 = the 4-row layouts of the same family):
+//  - slower at batch 1, as fast or faster in batches: q4_k_r4 / q5_k_r4 / q6_k_r4 everywhere,
+//    q2_k_r4 / iq2_k_r4 / iq3_k_r4 / iq5_k_r4 and iq4_xs_r8 on AVX512, q8_0_r8 on AVX2. Token
+//    generation decodes the woven groups into the panel layout before the product, which costs
+//    more than the plain streaming kernels (1.2x to 2x, most for 16-value sub-blocks);
+//  - the lattice r4 types (iq2_xxs_r4 .. iq3_s_r4): about 6x faster than the plain kernels at
+//    batch 512 but 1.5x to 2x slower at batch 1 (grid entries are scattered row by row);
+//  - without x86 kernels of their own: iq1_s_r4, iq1_m_r4, q8_k_r16, q8_KV_r8, mxfp4_r8 (q8_k_r8
+//    has one, but no plain q8_K weights exist to repack).
 bool ggml_cpu_repack_pays(ggml_type interleaved) {
+    static constexpr ggml_type k_avx512[] = {
+        GGML_TYPE_Q4_0_R8,  GGML_TYPE_Q8_0_R8, GGML_TYPE_Q5_0_R4,   GGML_TYPE_Q6_0_R4, GGML_TYPE_IQ4_NL_R4,
+        GGML_TYPE_Q3_K_R4,  GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16,
+    };
+    static constexpr ggml_type k_avx2[] = {
+        GGML_TYPE_Q4_0_R8,  GGML_TYPE_IQ4_XS_R8, GGML_TYPE_Q5_0_R4,  GGML_TYPE_Q6_0_R4,  GGML_TYPE_Q2_K_R4,
+        GGML_TYPE_Q3_K_R4,  GGML_TYPE_IQ2_K_R4,  GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16,
+    };
+    auto listed = [interleaved](const auto & types) {
+        for (ggml_type t : types) {
+            if (t == interleaved) return true;
+        }
+        return false;
+    };
     switch (ggml_cpu_get_isa()) {
-        case GGML_CPU_ISA_AVX512:
-            return interleaved == GGML_TYPE_Q4_0_R8 || interleaved == GGML_TYPE_Q8_0_R8;
-        case GGML_CPU_ISA_AVX2:
-            return interleaved == GGML_TYPE_Q4_0_R8 || interleaved == GGML_TYPE_IQ4_XS_R8;
-        default:
-            return false;
+        case GGML_CPU_ISA_AVX512: return listed(k_avx512);
+        case GGML_CPU_ISA_AVX2:   return listed(k_avx2);
+        default:                  return false;
     }
 }

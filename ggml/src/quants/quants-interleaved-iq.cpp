@@ -25,11 +25,8 @@ inline uint32_t load_u32(const uint8_t * p) {
     return v;
 }
 
-// sas word of iq2_xxs_r4 / iq3_xxs_r4: the 4-bit scale spread over bit 0 of each byte.
-inline int sas_scale(uint32_t sas) {
-    return (int) ((sas & 1) | ((sas >> 7) & 2) | ((sas >> 14) & 4) | ((sas >> 21) & 8));
-}
-// ... and built from the plain types' word: 4 x 7 sign bits, then the scale in bits 28..31.
+// The sas word of iq2_xxs_r4 / iq3_xxs_r4 (r4_sas_scale) built from the plain types' word: 4 x 7
+// sign bits, then the scale in bits 28..31.
 inline uint32_t make_sas(uint32_t plain) {
     const uint32_t scale = plain >> 28;
     uint32_t out = 0;
@@ -58,7 +55,7 @@ void decode_r4(const void * vx, float * y, int64_t n, float d_factor, Decode dec
 void iq2_xxs_r4_to_float(const void * vx, float * y, int64_t n) {
     decode_r4<iq2_xxs_r4_block>(vx, y, n, 0.125f, [](const iq2_xxs_r4_block & b, int k, int ib, float d, float * out) {
         const uint32_t sas = load_u32(b.sas + 4 * (4 * ib + k));
-        const float dl = d * (2 * sas_scale(sas) + 1);
+        const float dl = d * (2 * r4_sas_scale(sas) + 1);
         for (int i = 0; i < 4; ++i) {
             const uint8_t signs = unscramble_signs((uint8_t) ((sas >> (8 * i + 1)) & 127));
             put_group8(out + 8 * i, dl, grid_bytes(iq2xxs_grid, b.qs[16 * ib + 4 * k + i]), signs);
@@ -91,7 +88,7 @@ void iq2_s_r4_to_float(const void * vx, float * y, int64_t n) {
 void iq3_xxs_r4_to_float(const void * vx, float * y, int64_t n) {
     decode_r4<iq3_xxs_r4_block>(vx, y, n, 0.25f, [](const iq3_xxs_r4_block & b, int k, int ib, float d, float * out) {
         const uint32_t sas = load_u32(b.sas + 4 * (4 * ib + k));
-        const float dl = d * (2 * sas_scale(sas) + 1);
+        const float dl = d * (2 * r4_sas_scale(sas) + 1);
         for (int i = 0; i < 8; ++i) {
             // 4-value groups: two per sign byte
             const uint8_t signs = unscramble_signs((uint8_t) ((sas >> (8 * (i / 2) + 1)) & 127)) >> 4 * (i % 2);

@@ -7,9 +7,10 @@
 // the R rows one after another. A gemm of such a type is called with nr a multiple of R and w at
 // the start of a group (the CPU backend's chunking respects ggml_cpu_type_traits::rows_per_call).
 //
-// Decoders follow the reference's index arithmetic and float expressions exactly. Products go
-// through r_gemm_decoded (quants-interleaved.h): back to the twin's rows and its kernel, or
-// decoded floats for the layouts that cannot be unwoven. Correct, not yet fast.
+// Decoders follow the reference's index arithmetic and float expressions exactly. The scalar
+// products go through r_gemm_decoded (quants-interleaved.h): back to the twin's rows and its
+// kernel, or decoded floats for the layouts that cannot be unwoven; they are the reference the
+// x86 kernels (cpu/avx2/panel-r8*.h, gemm-float.cpp) and the NEON ones are tested against.
 #include "quants-interleaved.h"
 
 #include "cpu-traits.h"

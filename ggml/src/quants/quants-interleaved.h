@@ -134,6 +134,11 @@ static_assert(sizeof(iq2_xxs_r4_block) == 4 * 66 && sizeof(iq2_xs_r4_block) == 4
 static_assert(sizeof(iq2_s_r4_block) == 4 * 82 && sizeof(iq3_xxs_r4_block) == 4 * 98, "r layouts");
 static_assert(sizeof(iq3_s_r4_block) == 4 * 110, "r layouts");
 
+// The 4-bit scale of an iq2_xxs_r4 / iq3_xxs_r4 sas word (bit 0 of each byte).
+static inline int r4_sas_scale(uint32_t sas) {
+    return (int) ((sas & 1) | ((sas >> 7) & 2) | ((sas >> 14) & 4) | ((sas >> 21) & 8));
+}
+
 // The 7 sign bits of an 8-value group (the eighth is their parity) stored so that t ^ (t << 1)
 // gives all eight: t is the running xor of the bits (bit j = s_0 ^ ... ^ s_j).
 static inline uint8_t scrambled_sign(uint8_t s) {
@@ -159,6 +164,8 @@ static_assert(sizeof(iq1_s_r4_block) == 24 && sizeof(iq1_m_r4_block) == 28, "r l
 
 // q8_k_r8 / q8_k_r16: per 256 values an fp16 scale per row, then 4-value runs of the R rows
 // (row k's values 4 j .. 4 j + 3 at R * 4 j + 4 k); q8_k_r16 stores each int8 plus 128.
+struct q8_k_r8_block { ggml_fp16_t d[8]; int8_t qs[8 * QK_K]; };
+static_assert(sizeof(q8_k_r8_block) == 8 * 258, "r layouts");
 // q8_KV_r8: 8 f32 row scales lead the group, then per 16 values 4-value runs of the 8 rows.
 
 // ---------------------------------------------------------------------------------------------
@@ -175,10 +182,11 @@ inline const char * group_bytes(const void * w, size_t w_stride, size_t row_size
 
 // The activation type a layout's products take: its plain twin's (q8_0 for 32-value blocks, q8_K
 // for 256-value ones, bf16 for bf16), so that a repacked model sees the activations rounded as
-// the original does and gives its logits; f32 for the q8 twins, which have no kernel of their own.
+// the original does and gives its logits. The q8 twins have no kernel of their own: q8_k_r8 /
+// q8_k_r16 take q8_K (the int8 x int8 product their SIMD kernels make), q8_KV_r8 f32.
 inline ggml_type decoded_gemm_activation_type(ggml_type base) {
     if (base == GGML_TYPE_BF16) return GGML_TYPE_BF16;
-    if (base == GGML_TYPE_Q8_K || base == GGML_TYPE_Q8_KV) return GGML_TYPE_F32;
+    if (base == GGML_TYPE_Q8_KV) return GGML_TYPE_F32;
     return ggml_blck_size(base) == QK_K ? GGML_TYPE_Q8_K : GGML_TYPE_Q8_0;
 }
 

@@ -1,10 +1,12 @@
 // AVX2 gemm kernels for f32, f16 and bf16 weights: tiles of up to 4 weight rows x 2 columns
-// (8 accumulators; AVX2 has 16 vector registers).
+// (8 accumulators; AVX2 has 16 vector registers); bf16_r16: 16 woven rows x 3 columns.
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "ggml-impl.h"
 
 #include <immintrin.h>
+
+#include <cstring>
 
 namespace {
 
@@ -72,6 +74,58 @@ void gemm(int64_t n, const void * wv, size_t ws, const void * xv, size_t xs, flo
     for (; r < nr; ++r) row_block<L, LX, 1>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
 }
 
+// bf16_r16 weights: 16 rows woven by column pairs (pair i of row k at bf16 32 i + 2 k). Per pair
+// of columns the group holds two vectors of 8 rows x (even, odd) bf16; widened to f32 (even: the
+// low half of each lane shifted up, odd: the high half masked) they multiply broadcast activation
+// values with lane k accumulating row k, so one weight load serves a tile of C columns and no
+// horizontal sum is needed.
+template <int C>
+void r16_tile(int64_t n, const char * g, const char * x, size_t xs, float * dst, size_t ds) {
+    const __m256i hi = _mm256_set1_epi32((int) 0xFFFF0000u);
+    __m256 acc[2][C];
+    for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < C; ++c) acc[h][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 2; ++i) {
+        __m256 we[2], wo[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m256i wv = _mm256_loadu_si256((const __m256i *) (g + 64 * i + 32 * h));
+            we[h] = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16));
+            wo[h] = _mm256_castsi256_ps(_mm256_and_si256(wv, hi));
+        }
+        for (int c = 0; c < C; ++c) {
+            uint32_t p;
+            std::memcpy(&p, x + c * xs + 4 * i, 4);
+            const __m256 xe = _mm256_castsi256_ps(_mm256_set1_epi32((int) (p << 16)));
+            const __m256 xo = _mm256_castsi256_ps(_mm256_set1_epi32((int) (p & 0xFFFF0000u)));
+            for (int h = 0; h < 2; ++h) {
+                acc[h][c] = _mm256_fmadd_ps(we[h], xe, acc[h][c]);
+                acc[h][c] = _mm256_fmadd_ps(wo[h], xo, acc[h][c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; ++c)
+        for (int h = 0; h < 2; ++h) _mm256_storeu_ps(dst + c * ds + 8 * h, acc[h][c]);
+}
+
+// nr a multiple of 16 (whole groups), n even (the weaver pairs columns).
+void gemm_bf16_r16(int64_t n, const void * wv, size_t ws, const void * xv, size_t xs, float * dst, size_t ds, int nr, int nc) {
+    GGML_ASSERT(nr % 16 == 0 && n % 2 == 0 && "bf16_r16 gemm: whole row groups and column pairs");
+    const size_t row_size = (size_t) n * 2;
+    const char * x = (const char *) xv;
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const char * g = (const char *) wv + r0 * ws;
+        if (ws != row_size) {
+            char * buf = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 16 * row_size);
+            for (int k = 0; k < 16; ++k) std::memcpy(buf + k * row_size, g + k * ws, row_size);
+            g = buf;
+        }
+        int c = 0;
+        for (; c + 3 <= nc; c += 3) r16_tile<3>(n, g, x + c * xs, xs, dst + c * ds + r0, ds);
+        if (nc - c == 2) r16_tile<2>(n, g, x + c * xs, xs, dst + c * ds + r0, ds);
+        if (nc - c == 1) r16_tile<1>(n, g, x + c * xs, xs, dst + c * ds + r0, ds);
+    }
+}
+
 void f32_to_f16_row(const float * x, void * yv, int64_t n) {
     uint16_t * y = (uint16_t *) yv;
     int64_t i = 0;
@@ -88,5 +142,6 @@ void ggml_cpu_register_float_gemm_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_F32, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, gemm<load_f32>);
     ggml_cpu_register_gemm(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, gemm<load_f16, load_f32>);
     ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX2, GGML_TYPE_BF16, gemm<load_bf16>);
+    ggml_cpu_register_gemm(GGML_TYPE_BF16_R16, GGML_CPU_ISA_AVX2, GGML_TYPE_BF16, gemm_bf16_r16);
     ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX2, f32_to_f16_row);
 }

@@ -1,12 +1,14 @@
-// Products of the row-interleaved layouts q4_0_r8, q8_0_r8, iq4_xs_r8, q4_k_r4 and q6_k_r4 on the panel
-// gemms, read from their woven blocks directly: no unweaving back to the plain rows.
+// Products of the row-interleaved layouts (_r4 / _r8) on the panel gemms, read from their woven
+// blocks directly: no unweaving back to the plain rows. This file is the driver and the helpers
+// the group decoders share; the decoders are in panel-r8-legacy.h (32-value blocks), panel-r8-k.h
+// (k-quants) and panel-r8-iqk.h (the non-linear ik types), registered by panel-r8-types.h.
 //
 // Why it is cheap: these layouts already hold, per run of 32 (r8) or 16 (r4) bytes, 4
 // consecutive values of each row of a group, which is one panel vector [row 0..7][4 levels]
 // (two r4 runs side by side). Decoding is therefore a handful of loads (q8_0_r8), nibble splits
-// (q4_0_r8, q4_k_r4) or one table lookup (iq4_xs_r8) per vector, with no transpose; an AVX512
-// panel (16 lanes) takes two such 8-lane decodes. The fp16 row scales of an r8 block arrive as
-// one 8-wide conversion.
+// (q4_0_r8, q4_k_r4), bit merges (the fifth and sixth bits of q5_0_r4 .. q6_k_r4) or a table
+// lookup (the non-linear grids) per vector, with no transpose; an AVX512 panel (16 lanes) takes
+// two such 8-lane decodes. The fp16 row scales of a group arrive as one 8-wide conversion.
 //
 // Batches pack all their row groups once per call (like the plain types) and run the shared
 // column tiles. Few columns (token generation) decode 256-value slices of one row group into L1
@@ -28,186 +30,136 @@ namespace kiln_panel {
 //   Block, kR, kBlockValues  the woven block of one group of kR (4 or 8) rows and how many
 //                            values of each row it holds;
 //   kSubs                    sub-blocks (kSub values each) per block;
-//   decode(blocks, j, out, vs, scale, bias): sub-block j of 8 rows (blocks[0 .. 8 / kR - 1], one
-//   per group; nullptr: rows past the end, decoded as zeros) -> kSub / 4 vectors of 32 bytes
-//   ([row 0..7][4 levels], natural value order) at out + k * vs, 8 scales and 8 biases.
+//   kRowScales (optional)    the group starts with kR f32 row scales (iq5_ks_r4);
+//   decode(blocks, [row_scales,] j, out, vs, scale, bias): sub-block j of 8 rows (blocks[0 ..
+//   8 / kR - 1], one per group; rows past the end read a zero group) -> kSub / 4 vectors of 32
+//   bytes ([row 0..7][4 levels], natural value order) at out + k * vs, 8 scales and 8 biases
+//   (a value is scale * level + bias). Lanes of rows past the end are never stored to dst, so
+//   whatever a zero group decodes to there is harmless.
+
+// Decoders are inlined into pack_groups: a call per sub-block costs as much as a small decode.
+#define KILN_GROUP_DECODE static inline __attribute__((always_inline)) void
+
+template <typename G> constexpr bool has_row_scales() {
+    if constexpr (requires { G::kRowScales; }) return G::kRowScales;
+    else return false;
+}
+
+// What rows past the end of a call read: a zeroed group (large enough for every layout here).
+alignas(64) constexpr uint8_t kZeroGroup[2048] = {};
 
 inline __m256 fp16x8(const ggml_fp16_t * h) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) h)); }
 
-// q8_0_r8: qs run k holds values 4k..4k+3 of the 8 rows, all 8 runs in order.
+// The 4 fp16 row scales of two 4-row groups as 8 floats (group a in lanes 0..3).
+inline __m256 fp16x4x2(const ggml_fp16_t * a, const ggml_fp16_t * b) {
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *) a), _mm_loadl_epi64((const __m128i *) b)));
+}
+
+// 16 bytes of each of two 4-row groups side by side (a: bytes 0..15, b: 16..31).
+inline __m256i pair16(const uint8_t * a, const uint8_t * b) {
+    return _mm256_loadu2_m128i((const __m128i *) b, (const __m128i *) a);
+}
+
+// 4 bytes of each of two groups widened to 8 int32 lanes.
+inline __m256i pair4_epu8(const uint8_t * a, const uint8_t * b) {
+    int32_t x, y;
+    std::memcpy(&x, a, 4);
+    std::memcpy(&y, b, 4);
+    return _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(_mm_cvtsi32_si128(x), _mm_cvtsi32_si128(y)));
+}
+
+// kWidth bits starting at bit `from` of every byte of h, moved to bit `to` (other bits cleared).
+// The 16-bit shift moves a neighbour byte's bits in only where the mask clears them.
+template <int kWidth>
+inline __m256i move_bits(__m256i h, int from, int to) {
+    const __m256i t = from >= to ? _mm256_srl_epi16(h, _mm_cvtsi32_si128(from - to)) : _mm256_sll_epi16(h, _mm_cvtsi32_si128(to - from));
+    return _mm256_and_si256(t, _mm256_set1_epi8((char) (((1 << kWidth) - 1) << to)));
+}
+
+// The 4-bit levels of half `half` (quarters 4 half .. 4 half + 3, values 16 half ..) of a 32-value
+// sub-block of two 4-row groups, whose 64-byte nibble runs (r4_nibble) start at a and b: quarter
+// 4h + i in q[i]. Quarters 4h and 4h + 2 are the low and high nibbles of the run at 16 h, 4h + 1
+// and 4h + 3 those of the run at 32 + 16 h.
+inline void r4_nibble_half(const uint8_t * a, const uint8_t * b, int half, __m256i * q) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i x = pair16(a + 16 * half, b + 16 * half), y = pair16(a + 32 + 16 * half, b + 32 + 16 * half);
+    q[0] = _mm256_and_si256(x, m4);
+    q[1] = _mm256_and_si256(y, m4);
+    q[2] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+    q[3] = _mm256_and_si256(_mm256_srli_epi16(y, 4), m4);
+}
+
+inline void r4_nibbles(const uint8_t * a, const uint8_t * b, __m256i * q) {
+    r4_nibble_half(a, b, 0, q);
+    r4_nibble_half(a, b, 1, q + 4);
+}
+
+// The 2-bit levels of half `half` of a 32-value sub-block of two 4-row groups whose 32-byte
+// crumb runs (r4_crumb_byte) start at a and b: quarter 4 half + i (bits 2i of the run) in q[i].
+inline void r4_crumb_half(const uint8_t * a, const uint8_t * b, int half, __m256i * q) {
+    const __m256i x = pair16(a + 16 * half, b + 16 * half), m3 = _mm256_set1_epi8(3);
+    q[0] = _mm256_and_si256(x, m3);
+    q[1] = _mm256_and_si256(_mm256_srli_epi16(x, 2), m3);
+    q[2] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m3);
+    q[3] = _mm256_and_si256(_mm256_srli_epi16(x, 6), m3);
+}
+
+// split_scale6 slots is0 .. is0 + 3 (is0 a multiple of 4) of two groups, as 8 int32 (0..63).
+inline __m256i split_scales6_x4(const uint8_t * sla, const uint8_t * sha, const uint8_t * slb, const uint8_t * shb, int is0) {
+    const __m256i lo = _mm256_srl_epi32(pair4_epu8(sla + is0 % 32, slb + is0 % 32), _mm_cvtsi32_si128(4 * (is0 / 32)));
+    const __m256i hi = _mm256_srl_epi32(pair4_epu8(sha + is0 % 16, shb + is0 % 16), _mm_cvtsi32_si128(2 * (is0 / 16)));
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xF)), _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(3)), 4));
+}
+
+// The constants of a group decoder: blocks of kR rows holding kBlockValues values of each, in
+// kSub-value sub-blocks; levels up to kMaxLevel (0: signed bytes), with or without a bias.
+template <typename B, int R, int Sub, int BlockValues, int MaxLevel, bool Bias>
+struct group_traits {
+    using Block = B;
+    static constexpr int kR = R, kSub = Sub, kSubs = BlockValues / Sub, kBlockValues = BlockValues, kMaxLevel = MaxLevel;
+    static constexpr bool kBias = Bias;
+};
+// Grid values (signed levels): kept signed where the panel takes signed bytes (AVX2), offset by
+// 128 into the bias where it multiplies unsigned ones (AVX512, see store_levels).
+template <typename B, int R, int Sub, int BlockValues, bool kSigned>
+using grid_traits = group_traits<B, R, Sub, BlockValues, kSigned ? 0 : 255, !kSigned>;
+
+// Sub-block scales s and biases s * offset (levels stored with an offset added: value = s (u + offset)).
+inline void store_offset_coefs(__m256 s, float offset, float * scale, float * bias) {
+    _mm256_storeu_ps(scale, s);
+    _mm256_storeu_ps(bias, _mm256_mul_ps(s, _mm256_set1_ps(offset)));
+}
+
+// The non-linear grids as constant data, so that their vpshufb tables are built once per call
+// (an extern table could change under the decoders' stores, as far as the compiler knows).
+alignas(16) constexpr int8_t kIq2Grid[16] = KILN_IQ2NL_VALUES;
+alignas(16) constexpr int8_t kIq3Grid[16] = KILN_IQ3NL_VALUES;
+alignas(16) constexpr int8_t kIq4Grid[32] = KILN_IQ4K_VALUES;
+alignas(16) constexpr int8_t kIq5Grid[64] = KILN_IQ5NL_VALUES;
+inline __m256i grid16(const int8_t * g) { return _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *) g)); }
+
+// Signed levels for the AVX512 panel's unsigned products: offset by 128, folded into the bias.
 template <bool kSigned>
-struct grp_q8_0_r8 {
-    using Block = q8_0_r8_block;
-    static constexpr int kR = 8, kSub = 32, kSubs = 1, kBlockValues = 32;
-    static constexpr int kMaxLevel = kSigned ? 0 : 255;
-    static constexpr bool kBias = !kSigned;
-    static void decode(const Block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
-        const Block * b = blk[0];
-        const __m256 d = fp16x8(b->d);
-        _mm256_storeu_ps(scale, d);
-        _mm256_storeu_ps(bias, kSigned ? _mm256_setzero_ps() : _mm256_mul_ps(d, _mm256_set1_ps(-128.0f)));
-        const __m256i flip = _mm256_set1_epi8(kSigned ? 0 : (char) 0x80);
-        for (int k = 0; k < 8; ++k) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *) (b->qs + 32 * k));
-            _mm256_store_si256((__m256i *) (out + k * vs), _mm256_xor_si256(v, flip));
-        }
-    }
-};
-
-// q4_0_r8: run l (0..3) holds values 4l..4l+3 of the 8 rows in its low nibbles and values
-// 16+4l.. in its high nibbles; a value is d * (level - 8).
-struct grp_q4_0_r8 {
-    using Block = q4_0_r8_block;
-    static constexpr int kR = 8, kSub = 32, kSubs = 1, kBlockValues = 32;
-    static constexpr int kMaxLevel = 15;
-    static constexpr bool kBias = true;
-    static void decode(const Block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
-        const Block * b = blk[0];
-        const __m256 d = fp16x8(b->d);
-        _mm256_storeu_ps(scale, d);
-        _mm256_storeu_ps(bias, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f)));
-        const __m256i m4 = _mm256_set1_epi8(0x0F);
-        for (int l = 0; l < 4; ++l) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *) (b->qs + 32 * l));
-            _mm256_store_si256((__m256i *) (out + l * vs), _mm256_and_si256(v, m4));
-            _mm256_store_si256((__m256i *) (out + (4 + l) * vs), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        }
-    }
-};
-
-// iq4_xs_r8: per 32-value sub-block j, run l (0..3) holds values 8l..8l+3 of the 8 rows in its
-// low nibbles and 8l+4.. in its high nibbles, as indices into the iq4_nl table; row k's 6-bit
-// scale is split_scale6 slot 8j + k (stored + 32).
+inline void store_levels(uint8_t * out, __m256i v) {
+    _mm256_store_si256((__m256i *) out, kSigned ? v : _mm256_xor_si256(v, _mm256_set1_epi8((char) 0x80)));
+}
 template <bool kSigned>
-struct grp_iq4_xs_r8 {
-    using Block = iq4_xs_r8_block;
-    static constexpr int kR = 8, kSub = 32, kSubs = 8, kBlockValues = QK_K;
-    static constexpr int kMaxLevel = kSigned ? 0 : 255;
-    static constexpr bool kBias = !kSigned;
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
-        const Block * b = blk[0];
-        // split_scale6 slots 8j .. 8j+7 at once: low nibbles from scales_l, top 2 bits from scales_h
-        __m128i lo, hi;
-        std::memcpy(&lo, b->scales_l + (8 * j) % 32, 8);   // only the low 8 bytes are used
-        std::memcpy(&hi, b->scales_h + (8 * j) % 16, 8);
-        lo = _mm_and_si128(_mm_srl_epi16(lo, _mm_cvtsi32_si128(4 * (j / 4))), _mm_set1_epi8(0x0F));
-        hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(2 * (j / 2))), _mm_set1_epi8(0x03));
-        const __m128i l6 = _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
-        const __m256i ls = _mm256_sub_epi32(_mm256_cvtepu8_epi32(l6), _mm256_set1_epi32(32));
-        const __m256 s = _mm256_mul_ps(fp16x8(b->d), _mm256_cvtepi32_ps(ls));
-        _mm256_storeu_ps(scale, s);
-        _mm256_storeu_ps(bias, kSigned ? _mm256_setzero_ps() : _mm256_mul_ps(s, _mm256_set1_ps(-128.0f)));
-        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) kvalues_iq4nl));
-        const __m256i m4 = _mm256_set1_epi8(0x0F);
-        const __m256i flip = _mm256_set1_epi8(kSigned ? 0 : (char) 0x80);
-        const uint8_t * qs = b->qs + 128 * j;
-        for (int l = 0; l < 4; ++l) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *) (qs + 32 * l));
-            const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
-            const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-            _mm256_store_si256((__m256i *) (out + (2 * l) * vs), _mm256_xor_si256(lo, flip));
-            _mm256_store_si256((__m256i *) (out + (2 * l + 1) * vs), _mm256_xor_si256(hi, flip));
-        }
-    }
-};
-
-// q4_k_r4: two 4-row groups per 8 lanes. Per 32-value sub-block ib, the 64 bytes of a group
-// hold 16-byte runs (4 values x 4 rows) of the eight quarters (values 4Q..4Q+3): bytes 0..15
-// quarters 0 (low nibbles) and 2 (high), 16..31 quarters 4 and 6, 32..47 quarters 1 and 3, 48..63
-// quarters 5 and 7. Row k's 6-bit scale and min of sub-block ib: slot 4 ib + k, low 4 bits in
-// scales_l (scale: low nibble, min: high), top 2 in scales_h; a value is d sc u - dmin mn.
-struct grp_q4_k_r4 {
-    using Block = q4_k_r4_block;
-    static constexpr int kR = 4, kSub = 32, kSubs = 8, kBlockValues = QK_K;
-    static constexpr int kMaxLevel = 15;
-    static constexpr bool kBias = true;
-    static __m128i run(const Block * b, int j, int off) {
-        return b ? _mm_loadu_si128((const __m128i *) (b->qs + 64 * j + off)) : _mm_setzero_si128();
-    }
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
-        for (int q = 0; q < 2; ++q) {
-            const Block * b = blk[q];
-            if (!b) {
-                _mm_storeu_ps(scale + 4 * q, _mm_setzero_ps());
-                _mm_storeu_ps(bias + 4 * q, _mm_setzero_ps());
-                continue;
-            }
-            // slots 4j .. 4j+3 (rows 0..3): 4 low bytes, 4 high bytes shifted by 4 (j / 4)
-            int32_t lo4, hi4;
-            std::memcpy(&lo4, b->scales_l + 4 * j, 4);
-            std::memcpy(&hi4, b->scales_h + (4 * j) % 16, 4);
-            const __m128i lo = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(lo4));
-            const __m128i hi = _mm_srl_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(hi4)), _mm_cvtsi32_si128(4 * (j / 4)));
-            const __m128i sc = _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi32(0xF)), _mm_slli_epi32(_mm_and_si128(hi, _mm_set1_epi32(3)), 4));
-            const __m128i mn = _mm_or_si128(_mm_srli_epi32(lo, 4), _mm_slli_epi32(_mm_and_si128(hi, _mm_set1_epi32(0xC)), 2));
-            const __m256 dm = fp16x8(b->d);   // d of rows 0..3, then their dmin
-            _mm_storeu_ps(scale + 4 * q, _mm_mul_ps(_mm256_castps256_ps128(dm), _mm_cvtepi32_ps(sc)));
-            _mm_storeu_ps(bias + 4 * q, _mm_sub_ps(_mm_setzero_ps(), _mm_mul_ps(_mm256_extractf128_ps(dm, 1), _mm_cvtepi32_ps(mn))));
-        }
-        const __m256i m4 = _mm256_set1_epi8(0x0F);
-        // byte offset of the run pair and the quarters of its low and high nibbles
-        static constexpr int kOff[4] = { 0, 16, 32, 48 }, kLo[4] = { 0, 4, 1, 5 }, kHi[4] = { 2, 6, 3, 7 };
-        for (int c = 0; c < 4; ++c) {
-            const __m256i v = _mm256_set_m128i(run(blk[1], j, kOff[c]), run(blk[0], j, kOff[c]));
-            _mm256_store_si256((__m256i *) (out + kLo[c] * vs), _mm256_and_si256(v, m4));
-            _mm256_store_si256((__m256i *) (out + kHi[c] * vs), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        }
-    }
-};
-
-// q6_k_r4: two 4-row groups per 8 lanes, 16-value sub-blocks j = 2 ib + half. Low 4 bits as
-// q4_k_r4's nibble runs (half 0: quarters 0..3 from the runs at 0 and 32, half 1: quarters 4..7
-// from 16 and 48), the top 2 bits of quarter Q in the 16-byte run at qh + 32 ib + 16 half, at
-// bit 0, 4, 2, 6 for its four quarters; row k's int8 scale at scales[8 ib + k + 4 half].
-// A value is d sc (u - 32).
-struct grp_q6_k_r4 {
-    using Block = q6_k_r4_block;
-    static constexpr int kR = 4, kSub = 16, kSubs = 16, kBlockValues = QK_K;
-    static constexpr int kMaxLevel = 63;
-    static constexpr bool kBias = true;
-    static __m256i runs(const Block * const * blk, const uint8_t * (*at)(const Block *, int), int arg) {
-        auto one = [&](const Block * b) { return b ? _mm_loadu_si128((const __m128i *) at(b, arg)) : _mm_setzero_si128(); };
-        return _mm256_set_m128i(one(blk[1]), one(blk[0]));
-    }
-    static void decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
-        const int ib = j / 2, half = j % 2;
-        for (int q = 0; q < 2; ++q) {
-            const Block * b = blk[q];
-            __m128 sc = _mm_setzero_ps();
-            if (b) {
-                int32_t s4;
-                std::memcpy(&s4, b->scales + 8 * ib + 4 * half, 4);
-                const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b->d));
-                sc = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(s4))));
-            }
-            _mm_storeu_ps(scale + 4 * q, sc);
-            _mm_storeu_ps(bias + 4 * q, _mm_mul_ps(sc, _mm_set1_ps(-32.0f)));
-        }
-        auto ql = [](const Block * b, int off) { return (const uint8_t *) b->ql + off; };
-        auto qh = [](const Block * b, int off) { return (const uint8_t *) b->qh + off; };
-        const __m256i a = runs(blk, ql, 64 * ib + 16 * half), c = runs(blk, ql, 64 * ib + 32 + 16 * half);
-        const __m256i h = runs(blk, qh, 32 * ib + 16 * half);
-        const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x30);
-        auto top = [&](int shift) {   // bits shift, shift+1 of h moved to bits 4, 5
-            return _mm256_and_si256(shift >= 4 ? _mm256_srli_epi16(h, shift - 4) : _mm256_slli_epi16(h, 4 - shift), m3);
-        };
-        const __m256i v[4] = { _mm256_or_si256(_mm256_and_si256(a, m4), top(0)),
-                               _mm256_or_si256(_mm256_and_si256(c, m4), top(4)),
-                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), top(2)),
-                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), top(6)) };
-        for (int k = 0; k < 4; ++k) _mm256_store_si256((__m256i *) (out + k * vs), v[k]);
-    }
-};
+inline void store_signed_coefs(__m256 s, float * scale, float * bias) {
+    _mm256_storeu_ps(scale, s);
+    _mm256_storeu_ps(bias, kSigned ? _mm256_setzero_ps() : _mm256_mul_ps(s, _mm256_set1_ps(-128.0f)));
+}
 
 // The panel records of blocks b0 .. b1 - 1 of kRows rows starting at w, 8 lanes (one decode:
 // 8 / G::kR woven groups) at a time: lanes past `rows` are zero. A woven group whose rows are
 // not contiguous (w_stride != the row size) is gathered first.
 template <typename G>
 void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_t b0, int64_t b1, uint8_t * out) {
+    using Block = typename G::Block;
     constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, NG = 8 / R;
-    constexpr size_t rec = w_record<S>;
+    constexpr size_t rec = w_record<S>, head = has_row_scales<G>() ? R * sizeof(float) : 0;
+    static_assert(R == 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8: whole lanes
     const int64_t nblocks = b1 - b0;
-    const size_t row_size = (size_t) (n / G::kBlockValues) * sizeof(typename G::Block) / R;
+    const size_t row_size = (head + (size_t) (n / G::kBlockValues) * sizeof(Block)) / R;
     for (int h = 0; h < kRows / 8; ++h) {
         if (8 * h >= rows) {
             for (int64_t sb = 0; sb < nblocks * G::kSubs; ++sb) {
@@ -219,25 +171,41 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
             }
             continue;
         }
-        // the woven groups of these 8 lanes (nullptr: past `rows`, decoded as zeros)
-        const typename G::Block * grp[NG];
+        // the woven groups of these 8 lanes (past `rows`: the zero group, block 0 for every b)
+        const uint8_t * grp[NG];
+        bool past[NG];
         for (int q = 0; q < NG; ++q) {
             const int r0 = 8 * h + R * q;
-            const uint8_t * g = r0 < rows ? w + r0 * w_stride : nullptr;
-            if (g && w_stride != row_size) {
+            past[q] = r0 >= rows;
+            const uint8_t * g = past[q] ? kZeroGroup : w + r0 * w_stride;
+            if (!past[q] && w_stride != row_size) {
                 auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 8 * row_size) + q * R * row_size;
                 for (int k = 0; k < R; ++k) std::memcpy(buf + k * row_size, g + k * w_stride, row_size);
                 g = buf;
             }
-            grp[q] = g ? (const typename G::Block *) g + b0 : nullptr;
+            grp[q] = g;
+        }
+        const float * rs[NG];
+        for (int q = 0; q < NG; ++q) rs[q] = (const float *) grp[q];
+        // token generation walks kRows / R groups side by side, a slice at a time, with the decode
+        // and product in between: with 4 such streams (r4 groups on AVX512) the prefetchers alone
+        // left the next slice's loads waiting on memory, so ask for it now. With 2 streams they
+        // keep up, and the extra requests only slowed q8_0_r8 (1.0 -> 1.6 ms at 4096 x 4096).
+        if (kRows / R >= 4 && b1 < n / G::kBlockValues) {
+            for (int q = 0; q < NG; ++q) {
+                if (past[q]) continue;
+                const uint8_t * next = grp[q] + head + (b1) * sizeof(Block);
+                for (size_t off = 0; off < nblocks * sizeof(Block); off += 64) _mm_prefetch((const char *) next + off, _MM_HINT_T0);
+            }
         }
         for (int64_t b = 0; b < nblocks; ++b) {
+            const Block * blk[NG];
+            for (int q = 0; q < NG; ++q) blk[q] = (const Block *) (grp[q] + head) + (past[q] ? 0 : b0 + b);
             for (int j = 0; j < G::kSubs; ++j) {
                 uint8_t * o = out + (b * G::kSubs + j) * rec;
                 float * f = (float *) (o + KV * VB);
-                const typename G::Block * blk[NG];
-                for (int q = 0; q < NG; ++q) blk[q] = grp[q] ? grp[q] + b : nullptr;
-                G::decode(blk, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
+                if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
+                else G::decode(blk, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
             }
         }
     }
@@ -301,15 +269,6 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
             }
         }
     }
-}
-
-// The registrations, the same in both folders (each instantiates its own panel).
-inline void register_r8_gemms(ggml_cpu_isa isa) {
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_0_R8, isa, GGML_TYPE_Q8_0, gemm_r8<grp_q4_0_r8, act_q8_32<false>>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q8_0_R8, isa, GGML_TYPE_Q8_0, gemm_r8<grp_q8_0_r8<kSignedLevels>, act_q8_32<false>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_XS_R8, isa, GGML_TYPE_Q8_K, gemm_r8<grp_iq4_xs_r8<kSignedLevels>, act_q8_K<32>>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_K, gemm_r8<grp_q4_k_r4, act_q8_K<32>>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_r8<grp_q6_k_r4, act_q8_K<16>>);
 }
 
 } // namespace kiln_panel

@@ -1,10 +1,13 @@
-// AVX512 gemm kernels for f32, f16 and bf16 weights: register tiles of up to 4 weight rows x
-// 4 activation columns, 16 accumulators, each weight and activation vector loaded once per tile.
+// AVX512 gemm kernels for f32, f16, bf16 and bf16_r16 weights: register tiles of up to 4 weight
+// rows x 4 activation columns, 16 accumulators, each weight and activation vector loaded once per
+// tile (bf16_r16: 16 woven rows x 8 columns).
 #include "avx512/register.h"
 #include "cpu-traits.h"
 #include "ggml-impl.h"
 
 #include <immintrin.h>
+
+#include <cstring>
 
 namespace {
 
@@ -118,6 +121,77 @@ void gemm_bf16dp(int64_t n, const void * wv, size_t ws, const void * xv, size_t 
     for (; r < nr; ++r) row_block_bf16dp<1>(n, w + r * ws, ws, x, xs, dst + r, ds, nc);
 }
 
+// bf16_r16 weights: 16 rows woven by column pairs (pair i of row k at bf16 32 i + 2 k), which
+// is exactly a 16-row operand of vdpbf16ps: one 64-byte load per pair of columns serves every
+// activation column (its pair broadcast as one 32-bit element), lane k accumulates row k, and no
+// horizontal sum is needed. Without AVX512-BF16 the pair is widened to two f32 vectors (even
+// and odd columns) and multiplied with FMA. A tile is the 16 rows of one group times C columns.
+inline __m512i bcast_pair(const char * x, int64_t i) {
+    int32_t v;
+    std::memcpy(&v, x + 4 * i, 4);
+    return _mm512_set1_epi32(v);
+}
+
+template <int C>
+__attribute__((target("avx512bf16")))
+void r16_tile_dp(int64_t npairs, const char * g, const char * x, size_t xs, __m512 * acc) {
+    for (int64_t i = 0; i < npairs; ++i) {
+        const __m512bh wv = (__m512bh) _mm512_loadu_si512(g + 64 * i);
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], wv, (__m512bh) bcast_pair(x + c * xs, i));
+    }
+}
+
+template <int C>
+void r16_tile_fma(int64_t npairs, const char * g, const char * x, size_t xs, __m512 * acc) {
+    const __m512i hi = _mm512_set1_epi32((int) 0xFFFF0000u);
+    for (int64_t i = 0; i < npairs; ++i) {
+        const __m512i wv = _mm512_loadu_si512(g + 64 * i);
+        const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), wo = _mm512_castsi512_ps(_mm512_and_si512(wv, hi));
+        for (int c = 0; c < C; ++c) {
+            const __m512i xp = bcast_pair(x + c * xs, i);
+            acc[c] = _mm512_fmadd_ps(we, _mm512_castsi512_ps(_mm512_slli_epi32(xp, 16)), acc[c]);
+            acc[c] = _mm512_fmadd_ps(wo, _mm512_castsi512_ps(_mm512_and_si512(xp, hi)), acc[c]);
+        }
+    }
+}
+
+template <bool kDp, int C>
+void r16_tile(int64_t n, const char * g, const char * x, size_t xs, float * dst, size_t ds) {
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    if constexpr (kDp) r16_tile_dp<C>(n / 2, g, x, xs, acc);
+    else r16_tile_fma<C>(n / 2, g, x, xs, acc);
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(dst + c * ds, acc[c]);
+}
+
+template <bool kDp, int C>
+inline void r16_columns_tail(int rem, int64_t n, const char * g, const char * x, size_t xs, float * dst, size_t ds) {
+    if constexpr (C > 0) {
+        if (rem == C) r16_tile<kDp, C>(n, g, x, xs, dst, ds);
+        else r16_columns_tail<kDp, C - 1>(rem, n, g, x, xs, dst, ds);
+    }
+}
+
+// nr a multiple of 16 (whole groups), n even (the weaver pairs columns).
+template <bool kDp>
+void gemm_bf16_r16(int64_t n, const void * wv, size_t ws, const void * xv, size_t xs, float * dst, size_t ds, int nr, int nc) {
+    constexpr int kCols = 8;
+    GGML_ASSERT(nr % 16 == 0 && n % 2 == 0 && "bf16_r16 gemm: whole row groups and column pairs");
+    const size_t row_size = (size_t) n * 2;
+    const char * x = (const char *) xv;
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const char * g = (const char *) wv + r0 * ws;
+        if (ws != row_size) {
+            char * buf = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 16 * row_size);
+            for (int k = 0; k < 16; ++k) std::memcpy(buf + k * row_size, g + k * ws, row_size);
+            g = buf;
+        }
+        int c = 0;
+        for (; c + kCols <= nc; c += kCols) r16_tile<kDp, kCols>(n, g, x + c * xs, xs, dst + c * ds + r0, ds);
+        r16_columns_tail<kDp, kCols - 1>(nc - c, n, g, x + c * xs, xs, dst + c * ds + r0, ds);
+    }
+}
+
 // activation encoders
 void f32_to_f16_row(const float * x, void * yv, int64_t n) {
     uint16_t * y = (uint16_t *) yv;
@@ -137,7 +211,9 @@ void ggml_cpu_register_float_gemm_avx512() {
     ggml_cpu_register_from_float(GGML_TYPE_F16, GGML_CPU_ISA_AVX512, f32_to_f16_row);
     if (ggml_cpu_has_avx512_bf16()) {
         ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX512, GGML_TYPE_BF16, gemm_bf16dp);
+        ggml_cpu_register_gemm(GGML_TYPE_BF16_R16, GGML_CPU_ISA_AVX512, GGML_TYPE_BF16, gemm_bf16_r16<true>);
     } else {
+        ggml_cpu_register_gemm(GGML_TYPE_BF16_R16, GGML_CPU_ISA_AVX512, GGML_TYPE_BF16, gemm_bf16_r16<false>);
         ggml_cpu_register_gemm(GGML_TYPE_BF16, GGML_CPU_ISA_AVX512, GGML_TYPE_BF16, gemm<load_bf16>);
     }
 }

@@ -1,0 +1,42 @@
+// The interleaved layouts the panel gemm reads directly (panel-r8.h), registered the same way
+// in both ISA folders (each instantiates its own panel). Activations are the plain twins'
+// (q8_0, q8_K), so the products equal the plain model's up to float summation order.
+#pragma once
+
+#include "avx2/panel-r8-iq.h"
+#include "avx2/panel-r8-iqk.h"
+#include "avx2/panel-r8-k.h"
+#include "avx2/panel-r8-legacy.h"
+
+namespace {
+namespace kiln_panel {
+
+inline void register_r8_gemms(ggml_cpu_isa isa) {
+    constexpr bool s = kSignedLevels;
+    using q8_0 = act_q8_32<false>;
+    auto reg = [isa](ggml_type t, ggml_type act, ggml_gemm_t fn) { ggml_cpu_register_gemm(t, isa, act, fn); };
+    reg(GGML_TYPE_Q4_0_R8, GGML_TYPE_Q8_0, gemm_r8<grp_q4_0_r8, q8_0>);
+    reg(GGML_TYPE_Q8_0_R8, GGML_TYPE_Q8_0, gemm_r8<grp_q8_0_r8<s>, q8_0>);
+    reg(GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq4_nl_r4<s>, q8_0>);
+    reg(GGML_TYPE_Q5_0_R4, GGML_TYPE_Q8_0, gemm_r8<grp_q5_0_r4, q8_0>);
+    reg(GGML_TYPE_Q6_0_R4, GGML_TYPE_Q8_0, gemm_r8<grp_q6_0_r4, q8_0>);
+    reg(GGML_TYPE_Q8_K_R8, GGML_TYPE_Q8_K, gemm_r8<grp_q8_k_r8<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_Q2_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q2_k_r4, act_q8_K<16>>);
+    reg(GGML_TYPE_Q3_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q3_k_r4, act_q8_K<16>>);
+    reg(GGML_TYPE_Q4_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q4_k_r4, act_q8_K<32>>);
+    reg(GGML_TYPE_Q5_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q5_k_r4, act_q8_K<32>>);
+    reg(GGML_TYPE_Q6_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q6_k_r4, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ4_XS_R8, GGML_TYPE_Q8_K, gemm_r8<grp_iq4_xs_r8<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_IQ2_XXS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_xxs_r4<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_IQ2_XS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_xs_r4<s>, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ2_S_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_s_r4<s>, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ3_XXS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq3_xxs_r4<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_IQ3_S_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq3_s_r4<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_IQ2_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq2_k_r4<s>, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ3_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq3_k_r4<s>, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ5_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq5_k_r4<s>, act_q8_K<16>>);
+    reg(GGML_TYPE_IQ5_KS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq5_ks_r4<s>, act_q8_K<32>>);
+}
+
+} // namespace kiln_panel
+} // namespace
