@@ -133,9 +133,9 @@ void group_tile(int64_t nb, const typename L::block * wb, const char * x, size_t
 template <typename L>
 struct legacy_r8 {
     using block = typename L::block;
-    static constexpr int R = 8, QK = 32;
+    static constexpr int R = 8, QK = 32, header = 0;
     template <int C>
-    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+    static void tile(int64_t nb, const float *, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
         group_tile<L, C>(nb, wb, x, xs, dst, ds);
     }
 };
@@ -159,9 +159,9 @@ void split_scales6(const Block & b, int8_t * sc) {
 // 32 * 127 * 127, times |scale| <= 32, times 8 sub-blocks: below 2^31) and converted once.
 struct iq4_xs_r8_kernel {
     using block = iq4_xs_r8_block;
-    static constexpr int R = 8, QK = QK_K;
+    static constexpr int R = 8, QK = QK_K, header = 0;
     template <int C>
-    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+    static void tile(int64_t nb, const float *, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
         const int8x16_t grid = vld1q_s8(ik_iq4k_values);   // the iq4_nl levels: the first 16 entries
         const uint8x16_t m4 = vdupq_n_u8(0xF);
         float32x4_t acc[C][2];
@@ -218,7 +218,7 @@ inline int32x4_t widen4(const uint8_t * p) {
 template <typename Block, bool FifthBit>
 struct k45_r4_kernel {
     using block = Block;
-    static constexpr int R = 4, QK = QK_K;
+    static constexpr int R = 4, QK = QK_K, header = 0;
     // slot 4 ib + row: low nibbles in scales_l (scale low, min high), top two bits of each in
     // nibble is / 16 of scales_h[is % 16] (scale bits 0-1, min bits 2-3).
     static void scales(const block & b, uint8_t * sc, uint8_t * mn) {
@@ -232,7 +232,7 @@ struct k45_r4_kernel {
         }
     }
     template <int C>
-    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+    static void tile(int64_t nb, const float *, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
         float32x4_t acc[C];
         for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
         for (int64_t ibl = 0; ibl < nb; ++ibl) {
@@ -272,16 +272,17 @@ struct k45_r4_kernel {
 };
 
 // 4-row 256-value layouts with a signed scale per 16 values (slot 8 ib + row, + 4 for the second
-// half) against q8_K (q6_k_r4, iq4_k_r4): each half keeps its own int32 sum (|sum| <= 16 * 128 *
-// 127 * 128 * 16: below 2^31). The level decoder D gives the block's scales and the 8 signed runs
-// of a sub-block; with D::mins also a min per 16 values (times d[row + 4]), applied to q8_K's
-// per-16 sums.
+// half) against q8_K (q2_k_r4 .. q6_k_r4, iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4): each half
+// keeps its own int32 sum (|sum| <= 16 * 128 * 127 * 128 * 16: below 2^31). The level decoder D
+// gives the rows' scales (fp16 in the block, or the f32 header of the ks layouts), the block's
+// scales and the 8 signed runs of a sub-block; with D::mins also a min per 16 values (times
+// d[row + 4]), applied to q8_K's per-16 sums.
 template <typename D>
 struct r4_halves_kernel {
     using block = typename D::block;
-    static constexpr int R = 4, QK = QK_K;
+    static constexpr int R = 4, QK = QK_K, header = D::header;
     template <int C>
-    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+    static void tile(int64_t nb, const float * rd, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
         float32x4_t acc[C];
         for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
         for (int64_t ibl = 0; ibl < nb; ++ibl) {
@@ -311,7 +312,7 @@ struct r4_halves_kernel {
                     }
                 }
             }
-            const float32x4_t d = scales4(b.d);
+            const float32x4_t d = D::row_scales(b, rd);
             for (int c = 0; c < C; ++c) {
                 const float xd = ((const block_q8_K *) (x + c * xs))[ibl].d;
                 acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(isum[c]), vmulq_n_f32(d, xd));
@@ -322,23 +323,150 @@ struct r4_halves_kernel {
     }
 };
 
-// Scale parts of the level decoders: no mins; 6-bit split scales (minus 32).
+// Parts of the level decoders. Rows' scales: fp16 d[0..3] in the block, or the group's f32
+// header (the ks layouts); no mins.
+struct fp16_rows {
+    static constexpr int header = 0;
+    template <typename B> static float32x4_t row_scales(const B & b, const float *) { return scales4(b.d); }
+};
+struct f32_header_rows {
+    static constexpr int header = 4 * sizeof(float);
+    template <typename B> static float32x4_t row_scales(const B &, const float * rd) { return vld1q_f32(rd); }
+};
 struct no_mins {
     static constexpr bool mins = false;
     template <typename B> static const int8_t * min_scales(const B &, int8_t *) { return nullptr; }
 };
-template <typename Block>
-struct split6_scales : no_mins {
-    using block = Block;
-    static const int8_t * scales(const Block & b, int8_t * tmp) {
+
+// Sub-block scales in the 64 slots 8 ib + row (+ 4 for the second half), from 6-bit split arrays
+// (minus 32).
+struct split6_scales : no_mins, fp16_rows {
+    template <typename B> static const int8_t * scales(const B & b, int8_t * tmp) {
         split_scales6(b, tmp);
         return tmp;
     }
 };
+// ... from 4-bit nibbles: slot is in byte is % 32, low nibble for slots 0..31; iq2_k_r4 stores
+// them plus 8, iq3_k_r4 the magnitude (2 n + 1) with a sign bit of slot is at bit is / 8 of
+// scales_h[is % 8].
+inline uint8x16_t slot_nibbles(const uint8_t * s, int j) {   // slots 16 j .. 16 j + 15
+    const uint8x16_t v = vld1q_u8(s + 16 * (j % 2));
+    return j < 2 ? vandq_u8(v, vdupq_n_u8(0xF)) : vshrq_n_u8(v, 4);
+}
+struct iq2_k_r4_scales : no_mins, fp16_rows {
+    static const int8_t * scales(const iq2_k_r4_block & b, int8_t * tmp) {
+        for (int j = 0; j < 4; ++j) vst1q_s8(tmp + 16 * j, vsubq_s8(vreinterpretq_s8_u8(slot_nibbles(b.scales, j)), vdupq_n_s8(8)));
+        return tmp;
+    }
+};
+struct iq3_k_r4_scales : no_mins, fp16_rows {
+    static const int8_t * scales(const iq3_k_r4_block & b, int8_t * tmp) {
+        const uint8x8_t h8 = vld1_u8(b.scales_h);
+        const uint8x16_t h = vcombine_u8(h8, h8), one = vdupq_n_u8(1);
+        for (int j = 0; j < 4; ++j) {
+            const int8x16_t m = vreinterpretq_s8_u8(vaddq_u8(vshlq_n_u8(slot_nibbles(b.scales_l, j), 1), one));
+            const int8x16_t to = vcombine_s8(vdup_n_s8((int8_t) (-2 * j)), vdup_n_s8((int8_t) (-2 * j - 1)));
+            const uint8x16_t neg = vtstq_u8(vshlq_u8(h, to), one);
+            vst1q_s8(tmp + 16 * j, vbslq_s8(neg, vnegq_s8(m), m));
+        }
+        return tmp;
+    }
+};
+
+// Grid offsets of sub-block ib: the bytes of row k's lanes in half h get the grid size where bit
+// ib of extra[k + 4 h] picks the shifted grid (iq2_k_r4 .. iq5_k_r4).
+struct extra_offsets {
+    template <typename B> static void offsets(const B & b, int ib, uint8_t size, uint8x16_t (&o)[2]) {
+        uint8_t bits[8];
+        for (int k = 0; k < 8; ++k) bits[k] = (uint8_t) ((b.extra[k] >> ib) & 1);
+        const uint8x8_t v = vmul_u8(vld1_u8(bits), vdup_n_u8(size));   // row k of half h at byte k + 4 h
+        const uint8x16_t idx = { 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3 };
+        const uint8x16_t v2 = vcombine_u8(v, v);
+        o[0] = vqtbl1q_u8(v2, idx);
+        o[1] = vqtbl1q_u8(v2, vaddq_u8(idx, vdupq_n_u8(4)));
+    }
+};
+
+// iq4_ks_r4 / iq5_ks_r4: the iq4_ks / iq5_ks scale byte of sub-block ib and row k at
+// scales[4 ib + k]: (s & 254) - 127 for both halves, bit 0 the shifted grid.
+struct ks_r4_scales : no_mins, f32_header_rows {
+    template <typename B> static const int8_t * scales(const B & b, int8_t * tmp) {
+        for (int h = 0; h < 2; ++h) {   // sub-blocks 4 h .. 4 h + 3, one u32 lane each
+            const uint8x16_t s = vld1q_u8(b.scales + 16 * h);
+            const uint32x4_t v = vreinterpretq_u32_u8(vsubq_u8(vandq_u8(s, vdupq_n_u8(254)), vdupq_n_u8(127)));
+            vst1q_u32((uint32_t *) (tmp + 32 * h), vzip1q_u32(v, v));
+            vst1q_u32((uint32_t *) (tmp + 32 * h + 16), vzip2q_u32(v, v));
+        }
+        return tmp;
+    }
+    template <typename B> static void offsets(const B & b, int ib, uint8_t size, uint8x16_t (&o)[2]) {
+        uint32_t s;
+        std::memcpy(&s, b.scales + 4 * ib, 4);
+        const uint8x16_t idx = { 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3 };
+        const uint8x16_t v = vqtbl1q_u8(vreinterpretq_u8_u32(vdupq_n_u32(s)), idx);
+        o[0] = o[1] = vmulq_u8(vandq_u8(v, vdupq_n_u8(1)), vdupq_n_u8(size));
+    }
+};
+
+// The 8 unsigned level runs of sub-block ib, Bits 2..5: crumbs (+ the third bit of run j at bit
+// j of the sub-block's 16 qh bytes) or nibbles (+ the fifth bit of run j at bit
+// iq5_k_r4_hbit(4 j)).
+template <int Bits, typename Block>
+inline void level_runs(const Block & b, int ib, uint8x16_t (&u)[8]) {
+    if constexpr (Bits <= 3) {
+        r4_crumb_runs(b.qs + 32 * ib, u);
+        if constexpr (Bits == 3) {
+            const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m4 = vdupq_n_u8(4);
+            for (int j = 0; j < 8; ++j) u[j] = or_high(u[j], qh, (int8_t) (2 - j), m4);
+        }
+    } else {
+        r4_runs(b.qs + 64 * ib, u);
+        if constexpr (Bits == 5) {
+            static const int8_t to_bit4[8] = { 4, 0, 3, -1, 2, -2, 1, -3 };   // 4 - hbit
+            const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m16 = vdupq_n_u8(0x10);
+            for (int j = 0; j < 8; ++j) u[j] = or_high(u[j], qh, to_bit4[j], m16);
+        }
+    }
+}
+
+// The levels of the ik grids (2^Bits plain entries, then the shifted ones) by table lookup of
+// level + offset; runs 0-3 are the first half of the sub-block, 4-7 the second.
+template <int Bits>
+inline void grid_levels(const uint8x16_t (&u)[8], const uint8x16_t (&o)[2], int8x16_t (&w)[8]) {
+    if constexpr (Bits <= 3) {
+        int8_t t[16] = {};   // iq2_k: 8 entries, the rest never indexed
+        std::memcpy(t, Bits == 2 ? ik_iq2nl_values : ik_iq3nl_values, 2 << Bits);
+        const int8x16_t g = vld1q_s8(t);
+        for (int j = 0; j < 8; ++j) w[j] = vqtbl1q_s8(g, vaddq_u8(u[j], o[j / 4]));
+    } else if constexpr (Bits == 4) {
+        const int8x16x2_t g = { { vld1q_s8(ik_iq4k_values), vld1q_s8(ik_iq4k_values + 16) } };
+        for (int j = 0; j < 8; ++j) w[j] = vqtbl2q_s8(g, vaddq_u8(u[j], o[j / 4]));
+    } else {
+        const int8x16x4_t g = { { vld1q_s8(ik_iq5nl_values), vld1q_s8(ik_iq5nl_values + 16), vld1q_s8(ik_iq5nl_values + 32),
+                                  vld1q_s8(ik_iq5nl_values + 48) } };
+        for (int j = 0; j < 8; ++j) w[j] = vqtbl4q_s8(g, vaddq_u8(u[j], o[j / 4]));
+    }
+}
+
+// The ik r4 layouts: levels of Bits bits through the plain or shifted grid per row and half;
+// Scales gives the sub-block scales, the rows' scales and the grid offsets.
+template <typename Block, int Bits, typename Scales, typename Offsets = Scales>
+struct ik_r4_levels : Scales {
+    using block = Block;
+    static void levels(const Block & b, int ib, int8x16_t (&w)[8]) {
+        uint8x16_t u[8], o[2];
+        level_runs<Bits>(b, ib, u);
+        Offsets::offsets(b, ib, (uint8_t) (1 << Bits), o);
+        grid_levels<Bits>(u, o, w);
+    }
+};
+struct split6_extra : split6_scales, extra_offsets {};
+struct iq2_k_r4_extra : iq2_k_r4_scales, extra_offsets {};
+struct iq3_k_r4_extra : iq3_k_r4_scales, extra_offsets {};
 
 // q6_k_r4: low nibbles as q4_k_r4, the two high bits of runs 0-3 / 4-7 in the sub-block's first /
 // second 16 qh bytes at bits 0, 4, 2, 6 (q6_k_r4_hshift), levels minus 32; int8 scales as stored.
-struct q6_k_r4_levels : no_mins {
+struct q6_k_r4_levels : no_mins, fp16_rows {
     using block = q6_k_r4_block;
     static const int8_t * scales(const block & b, int8_t *) { return b.scales; }
     static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
@@ -352,37 +480,10 @@ struct q6_k_r4_levels : no_mins {
     }
 };
 
-// iq4_k_r4 / iq5_k_r4: 6-bit split scales; each row's half picks the plain or the shifted grid
-// (bit ib of extra[row] / extra[row + 4]): the grid size (16 / 32) is added to the levels of those
-// rows' lanes and the joint table (32 / 64 entries) looked up at once. iq5_k_r4's fifth bit of
-// run j is bit iq5_k_r4_hbit(4 j) of the sub-block's 16 qh bytes.
-template <typename Block, bool FifthBit>
-struct ik_r4_levels : split6_scales<Block> {
-    static void levels(const Block & b, int ib, int8x16_t (&w)[8]) {
-        constexpr uint32_t shift4 = FifthBit ? 0x20202020u : 0x10101010u;   // grid size in each byte
-        uint32_t off[2][4];
-        for (int h = 0; h < 2; ++h)
-            for (int k = 0; k < 4; ++k) off[h][k] = ((b.extra[k + 4 * h] >> ib) & 1) * shift4;
-        const uint8x16_t o[2] = { vreinterpretq_u8_u32(vld1q_u32(off[0])), vreinterpretq_u8_u32(vld1q_u32(off[1])) };
-        uint8x16_t u[8];
-        r4_runs(b.qs + 64 * ib, u);
-        if constexpr (FifthBit) {
-            static const int8_t to_bit4[8] = { 4, 0, 3, -1, 2, -2, 1, -3 };   // 4 - hbit
-            const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m16 = vdupq_n_u8(0x10);
-            const int8x16x4_t grid = { { vld1q_s8(ik_iq5nl_values), vld1q_s8(ik_iq5nl_values + 16),
-                                         vld1q_s8(ik_iq5nl_values + 32), vld1q_s8(ik_iq5nl_values + 48) } };
-            for (int j = 0; j < 8; ++j) w[j] = vqtbl4q_s8(grid, vaddq_u8(or_high(u[j], qh, to_bit4[j], m16), o[j / 4]));
-        } else {
-            const int8x16x2_t grid = { { vld1q_s8(ik_iq4k_values), vld1q_s8(ik_iq4k_values + 16) } };
-            for (int j = 0; j < 8; ++j) w[j] = vqtbl2q_s8(grid, vaddq_u8(u[j], o[j / 4]));
-        }
-    }
-};
-
 // q2_k_r4: per 16 values of a row a byte (scale low nibble, min high nibble) at slot 8 ib + row
 // (+ 4); 2-bit levels as crumbs: the sub-block's first / second 16 bytes hold runs 0-3 / 4-7 at
 // bits 0, 2, 4, 6 (r4_crumb_byte, r4_crumb_shift).
-struct q2_k_r4_levels {
+struct q2_k_r4_levels : fp16_rows {
     using block = q2_k_r4_block;
     static constexpr bool mins = true;
     static const int8_t * scales(const block & b, int8_t * tmp) {
@@ -400,14 +501,14 @@ struct q2_k_r4_levels {
     }
 };
 
-// q3_k_r4: q2_k_r4's crumbs plus a third bit (bit j of the sub-block's 16 qh bytes for run j),
-// levels minus 4; 6-bit split scales (minus 32) at slot 8 ib + row (+ 4).
-struct q3_k_r4_levels : split6_scales<q3_k_r4_block> {
+// q3_k_r4: q2_k_r4's crumbs plus a third bit (as iq3_k_r4), levels minus 4; 6-bit split scales
+// (minus 32) at slot 8 ib + row (+ 4).
+struct q3_k_r4_levels : split6_scales {
+    using block = q3_k_r4_block;
     static void levels(const block & b, int ib, int8x16_t (&w)[8]) {
         uint8x16_t u[8];
-        r4_crumb_runs(b.qs + 32 * ib, u);
-        const uint8x16_t qh = vld1q_u8(b.qh + 16 * ib), m4 = vdupq_n_u8(4);
-        for (int j = 0; j < 8; ++j) w[j] = vsubq_s8(vreinterpretq_s8_u8(or_high(u[j], qh, (int8_t) (2 - j), m4)), vdupq_n_s8(4));
+        level_runs<3>(b, ib, u);
+        for (int j = 0; j < 8; ++j) w[j] = vsubq_s8(vreinterpretq_s8_u8(u[j]), vdupq_n_s8(4));
     }
 };
 
@@ -416,9 +517,9 @@ struct q3_k_r4_levels : split6_scales<q3_k_r4_block> {
 template <typename D>
 struct r4_q8_0_kernel {
     using block = typename D::block;
-    static constexpr int R = 4, QK = 32;
+    static constexpr int R = 4, QK = 32, header = 0;
     template <int C>
-    static void tile(int64_t nb, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
+    static void tile(int64_t nb, const float *, const block * wb, const char * x, size_t xs, float * dst, size_t ds) {
         float32x4_t acc[C];
         for (int c = 0; c < C; ++c) acc[c] = vdupq_n_f32(0.0f);
         for (int64_t ib = 0; ib < nb; ++ib) {
@@ -464,35 +565,7 @@ struct q6_0_r4_levels {   // high bits of run j: qh[16 (j / 4) ..] at bits 2 (j 
     }
 };
 
-// nr is a multiple of K::R (rows_per_call); a group whose rows are not contiguous (w_stride
-// larger than a row) is gathered first. Columns in tiles of 4, then the remainder.
-template <typename K>
-void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
-          int nr, int nc) {
-    using block = typename K::block;
-    constexpr int R = K::R;
-    const int64_t nb = n / K::QK;
-    const size_t row_size = nb * sizeof(block) / R;
-    const char * xb = (const char *) x;
-    for (int r0 = 0; r0 < nr; r0 += R) {
-        const char * group = (const char *) w + r0 * w_stride;
-        if (w_stride != row_size) {
-            char * gather = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, R * row_size);
-            for (int k = 0; k < R; ++k) std::memcpy(gather + k * row_size, group + k * w_stride, row_size);
-            group = gather;
-        }
-        const auto * wb = (const block *) group;
-        float * d = dst + r0;
-        int c = 0;
-        for (; c + 4 <= nc; c += 4) K::template tile<4>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride);
-        switch (nc - c) {
-            case 3: K::template tile<3>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
-            case 2: K::template tile<2>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
-            case 1: K::template tile<1>(nb, wb, xb + c * x_stride, x_stride, d + c * dst_stride, dst_stride); break;
-            default: break;
-        }
-    }
-}
+#include "neon/gemm-interleaved-loop.inc"
 
 } // namespace sdot
 KILN_NEON_DOTPROD_END
@@ -517,8 +590,12 @@ void ggml_cpu_register_interleaved_neon() {
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q6_k_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q2_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q2_k_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q3_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::q3_k_r4_levels>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq4_k_r4_block, false>>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq5_k_r4_block, true>>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq4_k_r4_block, 4, sdot::split6_extra>>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq5_k_r4_block, 5, sdot::split6_extra>>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq2_k_r4_block, 2, sdot::iq2_k_r4_extra>>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_K_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq3_k_r4_block, 3, sdot::iq3_k_r4_extra>>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq4_ks_r4_block, 4, sdot::ks_r4_scales>>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS_R4, isa, GGML_TYPE_Q8_K, gemm_dotprod<sdot::r4_halves_kernel<sdot::ik_r4_levels<iq5_ks_r4_block, 5, sdot::ks_r4_scales>>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_NL_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::iq4_nl_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q5_0_r4_levels>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_0_R4, isa, GGML_TYPE_Q8_0, gemm_dotprod<sdot::r4_q8_0_kernel<sdot::q6_0_r4_levels>>);
