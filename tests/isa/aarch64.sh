@@ -68,6 +68,8 @@ for k in f32/neon f16/neon bf16/neon q8_0/neon q4_0/dotprod q8_0/dotprod q4_K/do
          iq1_kt/neon iq2_kt/dotprod iq3_kt/dotprod iq4_kt/dotprod iq2_kt/i8mm iq4_kt/i8mm q4_0_r8/dotprod q8_0_r8/dotprod \
          iq4_xs_r8/dotprod q4_k_r4/dotprod q5_k_r4/dotprod q6_k_r4/dotprod iq4_nl_r4/dotprod \
          q5_0_r4/dotprod q6_0_r4/dotprod iq4_k_r4/dotprod iq5_k_r4/dotprod q2_k_r4/dotprod q3_k_r4/dotprod \
+         iq2_k_r4/dotprod iq3_k_r4/dotprod iq4_ks_r4/dotprod iq5_ks_r4/dotprod q8_k_r8/neon q8_KV_r8/neon \
+         bf16_r16/neon bf16_r16/dotprod \
          iq2_xxs/dotprod iq2_xs/dotprod iq2_s/i8mm iq3_xxs/dotprod iq3_s/dotprod iq1_s/neon iq1_m/dotprod; do
     compared_has max "$k" 1
 done
@@ -81,6 +83,7 @@ suite cortex-a53 test-quants-simd
 cp "$TMP/suite.out" "$TMP/simd-cortex-a53.out"
 compared_has cortex-a53 q4_K/neon 1
 compared_has cortex-a53 iq4_k/neon 1
+compared_has cortex-a53 bf16_r16/neon 1
 compared_has cortex-a53 /dotprod 0   # not registered without HWCAP_ASIMDDP
 compared_has cortex-a53 /i8mm 0
 suite cortex-a53 test-matmul 'Float/*'
