@@ -69,27 +69,30 @@ struct col_pairs {
             }
         }
     }
-    // octets o0 .. o1 - 1 against columns x0 and x1 (pointers at value 0 of the 32): one int32 per
-    // row of each row vector, for each column
+    // octets o0 .. o1 - 1 (an even count) against columns x0 and x1 (pointers at value 0 of the
+    // 32): one int32 per row of each row vector, for each column
     template <int V>
     static void pair_sums(const int8x16_t (&z)[4][V][2], const int8_t * x0, const int8_t * x1, int o0, int o1,
                           int32x4_t (&s0)[V], int32x4_t (&s1)[V]) {
-        for (int v = 0; v < V; ++v) {
-            int32x4_t s01 = vdupq_n_s32(0), s23 = vdupq_n_s32(0);   // (row, column): 00 01 10 11; 20 21 30 31
-            for (int o = o0; o < o1; ++o) {
-                const int8x16_t xx = vcombine_s8(vld1_s8(x0 + 8 * o), vld1_s8(x1 + 8 * o));
-                s01 = vmmlaq_s32(s01, z[o][v][0], xx);
-                s23 = vmmlaq_s32(s23, z[o][v][1], xx);
+        int32x4_t s01[V], s23[V];   // (row, column): 00 01 10 11 and 20 21 30 31 of row vector v
+        for (int v = 0; v < V; ++v) s01[v] = s23[v] = vdupq_n_s32(0);
+        for (int o = o0; o < o1; o += 2) {   // 16 values of each column: two octets of both
+            const int64x2_t a = vreinterpretq_s64_s8(vld1q_s8(x0 + 8 * o)), b = vreinterpretq_s64_s8(vld1q_s8(x1 + 8 * o));
+            const int8x16_t lo = vreinterpretq_s8_s64(vzip1q_s64(a, b)), hi = vreinterpretq_s8_s64(vzip2q_s64(a, b));
+            for (int v = 0; v < V; ++v) {
+                s01[v] = vmmlaq_s32(vmmlaq_s32(s01[v], z[o][v][0], lo), z[o + 1][v][0], hi);
+                s23[v] = vmmlaq_s32(vmmlaq_s32(s23[v], z[o][v][1], lo), z[o + 1][v][1], hi);
             }
-            s0[v] = vuzp1q_s32(s01, s23);
-            s1[v] = vuzp2q_s32(s01, s23);
+        }
+        for (int v = 0; v < V; ++v) {
+            s0[v] = vuzp1q_s32(s01[v], s23[v]);
+            s1[v] = vuzp2q_s32(s01[v], s23[v]);
         }
     }
 };
 #include "neon/quants-interleaved-kernels.inc"
 } // namespace mm
 KILN_NEON_I8MM_END
-
 
 template <typename K>
 __attribute__((target(KILN_NEON_DOTPROD_TARGET))) void gemm_dotprod(int64_t n, const void * w, size_t ws, const void * x,
