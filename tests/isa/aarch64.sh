@@ -8,7 +8,8 @@
 # (each walks every level the CPU runs, so -cpu max compares neon, dotprod and i8mm with scalar);
 # the per-ISA object rules (isa/symbols.sh on the NEON objects); stories260K's golden perplexity
 # (-c 128, 8 chunks, within 0.05%) and its first chunk at every KILN_CPU_ISA cap; one chunk of
-# KL-divergence for synth-qwen3 (f16 against the reference's base; Q4_K_M per level against scalar).
+# KL-divergence for synth-qwen3 (f16 against the reference's base; Q4_K_M per level against scalar,
+# and with -rtr at dotprod and i8mm).
 # Emulated speed means nothing: nothing here is timed.
 # Usage: aarch64.sh <cross build dir> <shared dir>
 set -u
@@ -81,6 +82,8 @@ suite max test-matmul
 suite max test-quants-k '-*Bench*'
 suite max test-quants-iq
 suite max test-quants-ik
+# the -rtr policy's Arm rows name only layouts with a kernel at that level
+for isa in neon dotprod i8mm; do KILN_CPU_ISA=$isa suite max test-repack 'RunTimeRepackPolicy.*'; done
 suite cortex-a53 test-quants-simd
 cp "$TMP/suite.out" "$TMP/simd-cortex-a53.out"
 compared_has cortex-a53 q4_K/neon 1
@@ -125,9 +128,9 @@ done
 # q8_K activations) at the plain NEON and best levels equal to the scalar level's KLD within 2%.
 mean_kld() { sed -n 's/^Mean    KLD: *\([0-9.e+-]*\).*/\1/p' "$1" | head -1; }
 same_top() { sed -n 's/^Same top p: *\([0-9.]*\).*/\1/p' "$1" | head -1; }
-kld_run() {   # model cap -> $TMP/kld.out
+kld_run() {   # model cap [extra flags] -> $TMP/kld.out
     KILN_CPU_ISA="$2" emu max "$BIN/llama-perplexity" -m "$SHARED/models/$1.gguf" --kl-divergence-base "$SHARED/golden/ppl/synth-qwen3-f16.kld" \
-        --kl-divergence --chunks 1 -t 2 >"$TMP/kld.out" 2>"$TMP/kld.err" || { fail "$1 KILN_CPU_ISA=$2 --kl-divergence: $(tail -c 300 "$TMP/kld.err")"; return 1; }
+        --kl-divergence --chunks 1 -t 2 "${@:3}" >"$TMP/kld.out" 2>"$TMP/kld.err" || { fail "$1 KILN_CPU_ISA=$2 ${*:3} --kl-divergence: $(tail -c 300 "$TMP/kld.err")"; return 1; }
 }
 if kld_run synth-qwen3-f16 i8mm; then
     k=$(mean_kld "$TMP/kld.out"); t=$(same_top "$TMP/kld.out")
@@ -141,6 +144,17 @@ if kld_run synth-qwen3-Q4_K_M scalar; then
         k=$(mean_kld "$TMP/kld.out")
         [ -n "$k" ] && awk -v k="$k" -v r="$ref" 'BEGIN { d = k - r; if (d < 0) d = -d; exit !(r > 0 && d <= 0.02 * r) }' && pass ||
             fail "synth-qwen3-Q4_K_M KILN_CPU_ISA=$isa: mean KLD '$k', scalar level '$ref'"
+    done
+    # -rtr on Arm (ggml_cpu_repack_pays' Arm rows): q4_K / q6_K repacked into q4_k_r4 / q6_k_r4 at
+    # dotprod and i8mm, read in place by their kernels, the same KLD within 2%
+    for isa in dotprod i8mm; do
+        kld_run synth-qwen3-Q4_K_M $isa -rtr || continue
+        for m in "q4_K tensors -> q4_k_r4" "q6_K tensors -> q6_k_r4"; do
+            grep -q -- "-rtr: [0-9]* $m" "$TMP/kld.err" && pass || fail "synth-qwen3-Q4_K_M -rtr KILN_CPU_ISA=$isa: no '$m' in the log"
+        done
+        k=$(mean_kld "$TMP/kld.out")
+        [ -n "$k" ] && awk -v k="$k" -v r="$ref" 'BEGIN { d = k - r; if (d < 0) d = -d; exit !(r > 0 && d <= 0.02 * r) }' && pass ||
+            fail "synth-qwen3-Q4_K_M -rtr KILN_CPU_ISA=$isa: mean KLD '$k', scalar level '$ref'"
     done
 fi
 

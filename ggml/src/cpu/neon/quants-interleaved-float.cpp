@@ -1,8 +1,8 @@
 // NEON gemm kernels of the row-interleaved layouts whose products take float activations:
 // q8_k_r8 and q8_KV_r8 against f32 (their activation type, decoded_gemm_activation_type: the
-// plain q8 twins have no product of their own to match) and bf16_r16 against bf16. Registered at
-// the neon level; bf16_r16 also in a BFDOT form at the dotprod level where the CPU has FEAT_BF16
-// (HWCAP2_BF16), which the levels above fall back to.
+// plain q8 twins have no product of their own to match) and bf16_r16 against bf16. Plain Advanced
+// SIMD at every level; bf16_r16 in a BFDOT form at the dotprod and i8mm levels where the CPU has
+// FEAT_BF16 (HWCAP2_BF16).
 //
 // Layouts (quants-interleaved.h, quants-interleaved.cpp):
 //  - q8_k_r8: per 256 values the 8 rows' fp16 scales, then 4-value runs of the 8 rows (row k's
@@ -165,14 +165,16 @@ __attribute__((target(KILN_NEON_BF16_TARGET))) void gemm_bf16_r16_bfdot(int64_t 
 
 } // namespace
 
-// Called by ggml_cpu_register_neon() (register.cpp).
+// Called by ggml_cpu_register_neon() (register.cpp). Registered at every level the CPU runs (the
+// same code above neon, BFDOT for bf16_r16 where the CPU has it), so that each level names its
+// kernel (the -rtr policy lists these layouts at every Arm level).
 void ggml_cpu_register_interleaved_float_neon() {
-    const ggml_cpu_isa isa = GGML_CPU_ISA_NEON;
-    ggml_cpu_register_gemm(GGML_TYPE_Q8_K_R8, isa, GGML_TYPE_F32, gemm_neon<plain::q8_r8_kernel<q8_k_r8_layout>>);
-    ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, isa, GGML_TYPE_F32, gemm_neon<plain::q8_r8_kernel<q8_KV_r8_layout>>);
-    ggml_cpu_register_gemm(GGML_TYPE_BF16_R16, isa, GGML_TYPE_BF16, gemm_neon<plain::bf16_r16_kernel>);
-    // FEAT_BF16 implies dotprod (Armv8.6); the dotprod level is the lowest one above neon
-    if (ggml_cpu_has_arm_bf16() && ggml_cpu_isa_runs_here(GGML_CPU_ISA_NEON_DOTPROD)) {
-        ggml_cpu_register_gemm(GGML_TYPE_BF16_R16, GGML_CPU_ISA_NEON_DOTPROD, GGML_TYPE_BF16, gemm_bf16_r16_bfdot);
+    const bool bfdot = ggml_cpu_has_arm_bf16() && ggml_cpu_isa_runs_here(GGML_CPU_ISA_NEON_DOTPROD);   // FEAT_BF16 implies dotprod
+    for (ggml_cpu_isa isa : { GGML_CPU_ISA_NEON, GGML_CPU_ISA_NEON_DOTPROD, GGML_CPU_ISA_NEON_I8MM }) {
+        if (!ggml_cpu_isa_runs_here(isa)) continue;
+        ggml_cpu_register_gemm(GGML_TYPE_Q8_K_R8, isa, GGML_TYPE_F32, gemm_neon<plain::q8_r8_kernel<q8_k_r8_layout>>);
+        ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, isa, GGML_TYPE_F32, gemm_neon<plain::q8_r8_kernel<q8_KV_r8_layout>>);
+        ggml_cpu_register_gemm(GGML_TYPE_BF16_R16, isa, GGML_TYPE_BF16,
+                               bfdot && isa != GGML_CPU_ISA_NEON ? gemm_bf16_r16_bfdot : gemm_neon<plain::bf16_r16_kernel>);
     }
 }
