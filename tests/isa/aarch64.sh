@@ -43,16 +43,16 @@ done
 # ---- SIMD versus scalar. Filters keep the emulated time to a few minutes: the benchmarks (their
 # timings mean nothing here) and the x86 golden-file runs are left out, every comparison stays.
 suite() {   # cpu binary [gtest filter]
-    local cpu="$1" exe="$BIN/$2" filter="${3:-*}"
+    local cpu="$1" exe="$BIN/$2" filter="${3:-*}" cap="${KILN_CPU_ISA:+ KILN_CPU_ISA=$KILN_CPU_ISA}"
     [ -x "$exe" ] || { fail "$2 not built"; return; }
     local t0=$SECONDS
     if emu "$cpu" "$exe" --gtest_filter="$filter" --gtest_brief=1 >"$TMP/suite.out" 2>&1; then
         pass
     else
-        fail "$2 on $cpu:"; grep -E '^\[  FAILED|Failure|error' "$TMP/suite.out" | head -20 | sed 's/^/    /'
+        fail "$2 on $cpu$cap:"; grep -E '^\[  FAILED|Failure|error' "$TMP/suite.out" | head -20 | sed 's/^/    /'
     fi
     local n; n=$(grep -o '^\[  PASSED  \] [0-9]*' "$TMP/suite.out" | grep -o '[0-9]*$')
-    echo "  $2 on $cpu: ${n:-0} tests passed ($((SECONDS - t0)) s)"
+    echo "  $2 on $cpu$cap: ${n:-0} tests passed ($((SECONDS - t0)) s)"
 }
 # the comparisons really reach each level's kernels: test-quants-simd lists what it compared
 compared_has() {   # cpu pattern expected(1|0)
