@@ -69,7 +69,7 @@ stage "fuzz"
 # Arm64: the kernel and op suites and llama-perplexity cross-built for aarch64 and run under
 # qemu-aarch64 on emulated CPUs with and without dotprod/i8mm (tests/isa/aarch64.sh).
 arm="${KILN_AARCH64_BUILD_DIR:-$root/build-aarch64}"
-arm_targets=(test-ops test-ops-recurrent test-matmul test-quants-simd test-quants-k test-quants-iq test-quants-ik llama-perplexity)
+arm_targets=(test-ops test-ops-recurrent test-matmul test-quants-simd test-quants-k test-quants-iq test-quants-ik test-repack llama-perplexity)
 if [ ! -f "$arm/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$arm" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" >/dev/null

@@ -117,8 +117,9 @@ void make_activations(ggml_type vdt, ggml_from_float_t enc, int64_t nc, int64_t 
 
 TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
     // 768: a multiple of every block size (32 and 256); 800: 25 blocks of 32, which leaves a
-    // partial slice of K where a kernel walks K in slices of 256 (the AVX2 batch kernels)
-    const int64_t lengths[] = { 768, 800 };
+    // partial slice of K where a kernel walks K in slices of 256 (the AVX2 batch kernels); 778
+    // (types of 1-value blocks only): tails shorter than a vector, 389 column pairs for bf16_r16
+    const int64_t lengths[] = { 768, 800, 778 };
     const int row_counts[] = { 1, 3, 13, 37 };
     // batch kernels tile columns by 4 (AVX2) or 8 (AVX512): every remainder of both appears;
     // token generation (below 6 columns) and several whole tiles (40) take different paths

@@ -8,7 +8,8 @@
 # (each walks every level the CPU runs, so -cpu max compares neon, dotprod and i8mm with scalar);
 # the per-ISA object rules (isa/symbols.sh on the NEON objects); stories260K's golden perplexity
 # (-c 128, 8 chunks, within 0.05%) and its first chunk at every KILN_CPU_ISA cap; one chunk of
-# KL-divergence for synth-qwen3 (f16 against the reference's base; Q4_K_M per level against scalar).
+# KL-divergence for synth-qwen3 (f16 against the reference's base; Q4_K_M per level against scalar,
+# and with -rtr at dotprod and i8mm).
 # Emulated speed means nothing: nothing here is timed.
 # Usage: aarch64.sh <cross build dir> <shared dir>
 set -u
@@ -42,16 +43,16 @@ done
 # ---- SIMD versus scalar. Filters keep the emulated time to a few minutes: the benchmarks (their
 # timings mean nothing here) and the x86 golden-file runs are left out, every comparison stays.
 suite() {   # cpu binary [gtest filter]
-    local cpu="$1" exe="$BIN/$2" filter="${3:-*}"
+    local cpu="$1" exe="$BIN/$2" filter="${3:-*}" cap="${KILN_CPU_ISA:+ KILN_CPU_ISA=$KILN_CPU_ISA}"
     [ -x "$exe" ] || { fail "$2 not built"; return; }
     local t0=$SECONDS
     if emu "$cpu" "$exe" --gtest_filter="$filter" --gtest_brief=1 >"$TMP/suite.out" 2>&1; then
         pass
     else
-        fail "$2 on $cpu:"; grep -E '^\[  FAILED|Failure|error' "$TMP/suite.out" | head -20 | sed 's/^/    /'
+        fail "$2 on $cpu$cap:"; grep -E '^\[  FAILED|Failure|error' "$TMP/suite.out" | head -20 | sed 's/^/    /'
     fi
     local n; n=$(grep -o '^\[  PASSED  \] [0-9]*' "$TMP/suite.out" | grep -o '[0-9]*$')
-    echo "  $2 on $cpu: ${n:-0} tests passed ($((SECONDS - t0)) s)"
+    echo "  $2 on $cpu$cap: ${n:-0} tests passed ($((SECONDS - t0)) s)"
 }
 # the comparisons really reach each level's kernels: test-quants-simd lists what it compared
 compared_has() {   # cpu pattern expected(1|0)
@@ -68,6 +69,10 @@ for k in f32/neon f16/neon bf16/neon q8_0/neon q4_0/dotprod q8_0/dotprod q4_K/do
          iq1_kt/neon iq2_kt/dotprod iq3_kt/dotprod iq4_kt/dotprod iq2_kt/i8mm iq4_kt/i8mm q4_0_r8/dotprod q8_0_r8/dotprod \
          iq4_xs_r8/dotprod q4_k_r4/dotprod q5_k_r4/dotprod q6_k_r4/dotprod iq4_nl_r4/dotprod \
          q5_0_r4/dotprod q6_0_r4/dotprod iq4_k_r4/dotprod iq5_k_r4/dotprod q2_k_r4/dotprod q3_k_r4/dotprod \
+         iq2_k_r4/dotprod iq3_k_r4/dotprod iq4_ks_r4/dotprod iq5_ks_r4/dotprod q8_k_r8/neon q8_KV_r8/neon \
+         bf16_r16/neon bf16_r16/dotprod q4_0_r8/i8mm q8_0_r8/i8mm iq4_nl_r4/i8mm q5_0_r4/i8mm q6_0_r4/i8mm \
+         iq4_xs_r8/i8mm q2_k_r4/i8mm q3_k_r4/i8mm q4_k_r4/i8mm q5_k_r4/i8mm q6_k_r4/i8mm iq2_k_r4/i8mm \
+         iq3_k_r4/i8mm iq4_k_r4/i8mm iq5_k_r4/i8mm iq4_ks_r4/i8mm iq5_ks_r4/i8mm \
          iq2_xxs/dotprod iq2_xs/dotprod iq2_s/i8mm iq3_xxs/dotprod iq3_s/dotprod iq1_s/neon iq1_m/dotprod; do
     compared_has max "$k" 1
 done
@@ -77,10 +82,13 @@ suite max test-matmul
 suite max test-quants-k '-*Bench*'
 suite max test-quants-iq
 suite max test-quants-ik
+# the -rtr policy's Arm rows name only layouts with a kernel at that level
+for isa in neon dotprod i8mm; do KILN_CPU_ISA=$isa suite max test-repack 'RunTimeRepackPolicy.*'; done
 suite cortex-a53 test-quants-simd
 cp "$TMP/suite.out" "$TMP/simd-cortex-a53.out"
 compared_has cortex-a53 q4_K/neon 1
 compared_has cortex-a53 iq4_k/neon 1
+compared_has cortex-a53 bf16_r16/neon 1
 compared_has cortex-a53 /dotprod 0   # not registered without HWCAP_ASIMDDP
 compared_has cortex-a53 /i8mm 0
 suite cortex-a53 test-matmul 'Float/*'
@@ -120,9 +128,9 @@ done
 # q8_K activations) at the plain NEON and best levels equal to the scalar level's KLD within 2%.
 mean_kld() { sed -n 's/^Mean    KLD: *\([0-9.e+-]*\).*/\1/p' "$1" | head -1; }
 same_top() { sed -n 's/^Same top p: *\([0-9.]*\).*/\1/p' "$1" | head -1; }
-kld_run() {   # model cap -> $TMP/kld.out
+kld_run() {   # model cap [extra flags] -> $TMP/kld.out
     KILN_CPU_ISA="$2" emu max "$BIN/llama-perplexity" -m "$SHARED/models/$1.gguf" --kl-divergence-base "$SHARED/golden/ppl/synth-qwen3-f16.kld" \
-        --kl-divergence --chunks 1 -t 2 >"$TMP/kld.out" 2>"$TMP/kld.err" || { fail "$1 KILN_CPU_ISA=$2 --kl-divergence: $(tail -c 300 "$TMP/kld.err")"; return 1; }
+        --kl-divergence --chunks 1 -t 2 "${@:3}" >"$TMP/kld.out" 2>"$TMP/kld.err" || { fail "$1 KILN_CPU_ISA=$2 ${*:3} --kl-divergence: $(tail -c 300 "$TMP/kld.err")"; return 1; }
 }
 if kld_run synth-qwen3-f16 i8mm; then
     k=$(mean_kld "$TMP/kld.out"); t=$(same_top "$TMP/kld.out")
@@ -136,6 +144,17 @@ if kld_run synth-qwen3-Q4_K_M scalar; then
         k=$(mean_kld "$TMP/kld.out")
         [ -n "$k" ] && awk -v k="$k" -v r="$ref" 'BEGIN { d = k - r; if (d < 0) d = -d; exit !(r > 0 && d <= 0.02 * r) }' && pass ||
             fail "synth-qwen3-Q4_K_M KILN_CPU_ISA=$isa: mean KLD '$k', scalar level '$ref'"
+    done
+    # -rtr on Arm (ggml_cpu_repack_pays' Arm rows): q4_K / q6_K repacked into q4_k_r4 / q6_k_r4 at
+    # dotprod and i8mm, read in place by their kernels, the same KLD within 2%
+    for isa in dotprod i8mm; do
+        kld_run synth-qwen3-Q4_K_M $isa -rtr || continue
+        for m in "q4_K tensors -> q4_k_r4" "q6_K tensors -> q6_k_r4"; do
+            grep -q -- "-rtr: [0-9]* $m" "$TMP/kld.err" && pass || fail "synth-qwen3-Q4_K_M -rtr KILN_CPU_ISA=$isa: no '$m' in the log"
+        done
+        k=$(mean_kld "$TMP/kld.out")
+        [ -n "$k" ] && awk -v k="$k" -v r="$ref" 'BEGIN { d = k - r; if (d < 0) d = -d; exit !(r > 0 && d <= 0.02 * r) }' && pass ||
+            fail "synth-qwen3-Q4_K_M -rtr KILN_CPU_ISA=$isa: mean KLD '$k', scalar level '$ref'"
     done
 fi
 

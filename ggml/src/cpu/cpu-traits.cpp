@@ -107,6 +107,45 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 //    batch 512 but 1.5x to 2x slower at batch 1 (grid entries are scattered row by row);
 //  - without x86 kernels of their own: iq1_s_r4, iq1_m_r4, q8_k_r16, q8_KV_r8, mxfp4_r8 (q8_k_r8
 //    has one, but no plain q8_K weights exist to repack).
+//
+// Arm64 (arm_repack_pays): speed is unmeasured, the Arm stage runs under emulation. The rows come
+// from instructions executed in the kernels under qemu-aarch64 (-d in_asm,exec,nochain, -dfilter
+// on the NEON objects' text and the scalar k-quant decoders the plain K kernels call; two products
+// of kiln-bench-matmul -t 1 -K 1024 -M 64; setup runs outside that text, or is cancelled by
+// differencing -r 1 and -r 3 where it runs inside): per weight and column, plain twin ->
+// interleaved, batch 1 / batch 64.
+//   dotprod: q4_0 1.47 -> 0.39 / 0.91 -> 0.28, q8_0 1.33 -> 0.31 / 0.86 -> 0.25, iq4_nl, q5_0,
+//     q6_0, iq4_xs, iq2_k .. iq5_k, iq4_ks, iq5_ks at 0.23 .. 0.67 of the plain count at both
+//     batches; q2_K .. q6_K (their plain kernels decode each block with the scalar decoder) at
+//     0.28 .. 0.43 / 0.34 .. 0.42; bf16 1.28 -> 0.32 / 0.71 -> 0.19 (BFDOT).
+//   i8mm: the plain q8_K kernels take column pairs through SMMLA as well; iq4_k_r4 (0.415 -> 0.40)
+//     and iq4_ks_r4 (0.367 -> 0.352) are then level at batch 64 and stay plain; the rest at 0.23
+//     .. 0.43 of the plain count at batch 1 and 0.34 .. 0.76 at batch 64.
+//   neon: only bf16_r16 has a kernel (shifts and FMA; 1.28 -> 0.74 / 0.71 -> 0.49).
+//   q8_k_r8 / q8_KV_r8 at every level: their twins have no NEON product (decoded floats).
+// Fewer instructions for the same weight bytes is taken to mean no slower; a listed type that turns
+// out slower on a real Arm core should come off its row.
+namespace {
+bool arm_repack_pays(ggml_type t, ggml_cpu_isa isa) {
+    switch (t) {
+        case GGML_TYPE_Q8_K_R8:
+        case GGML_TYPE_Q8_KV_R8:
+        case GGML_TYPE_BF16_R16:
+            return true;
+        case GGML_TYPE_IQ4_K_R4:
+        case GGML_TYPE_IQ4_KS_R4:
+            return isa == GGML_CPU_ISA_NEON_DOTPROD;
+        case GGML_TYPE_Q4_0_R8: case GGML_TYPE_Q8_0_R8: case GGML_TYPE_IQ4_NL_R4: case GGML_TYPE_Q5_0_R4:
+        case GGML_TYPE_Q6_0_R4: case GGML_TYPE_IQ4_XS_R8: case GGML_TYPE_Q2_K_R4: case GGML_TYPE_Q3_K_R4:
+        case GGML_TYPE_Q4_K_R4: case GGML_TYPE_Q5_K_R4: case GGML_TYPE_Q6_K_R4: case GGML_TYPE_IQ2_K_R4:
+        case GGML_TYPE_IQ3_K_R4: case GGML_TYPE_IQ5_K_R4: case GGML_TYPE_IQ5_KS_R4:
+            return isa == GGML_CPU_ISA_NEON_DOTPROD || isa == GGML_CPU_ISA_NEON_I8MM;
+        default:
+            return false;
+    }
+}
+} // namespace
+
 bool ggml_cpu_repack_pays(ggml_type interleaved) {
     static constexpr ggml_type k_avx512[] = {
         GGML_TYPE_Q4_0_R8,  GGML_TYPE_Q8_0_R8, GGML_TYPE_Q5_0_R4,   GGML_TYPE_Q6_0_R4, GGML_TYPE_IQ4_NL_R4,
@@ -125,6 +164,10 @@ bool ggml_cpu_repack_pays(ggml_type interleaved) {
     switch (ggml_cpu_get_isa()) {
         case GGML_CPU_ISA_AVX512: return listed(k_avx512);
         case GGML_CPU_ISA_AVX2:   return listed(k_avx2);
+        case GGML_CPU_ISA_NEON:
+        case GGML_CPU_ISA_NEON_DOTPROD:
+        case GGML_CPU_ISA_NEON_I8MM:
+            return arm_repack_pays(interleaved, ggml_cpu_get_isa());
         default:                  return false;
     }
 }

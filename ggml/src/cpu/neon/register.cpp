@@ -12,4 +12,5 @@ void ggml_cpu_register_neon() {
     ggml_cpu_register_ik_neon();
     ggml_cpu_register_kt_neon();
     ggml_cpu_register_interleaved_neon();
+    ggml_cpu_register_interleaved_float_neon();
 }

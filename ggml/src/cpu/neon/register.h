@@ -23,3 +23,4 @@ void ggml_cpu_register_iq_neon();
 void ggml_cpu_register_ik_neon();
 void ggml_cpu_register_kt_neon();
 void ggml_cpu_register_interleaved_neon();
+void ggml_cpu_register_interleaved_float_neon();

@@ -23,6 +23,10 @@
 #define KILN_NEON_I8MM_TARGET "arch=armv8.2-a+dotprod+i8mm"
 #define KILN_NEON_I8MM_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"arch=armv8.2-a+dotprod+i8mm\")")
 #define KILN_NEON_I8MM_END _Pragma("GCC pop_options")
+// BFDOT code (FEAT_BF16, HWCAP2_BF16; registered at the dotprod level, which such CPUs have).
+#define KILN_NEON_BF16_TARGET "arch=armv8.2-a+dotprod+bf16"
+#define KILN_NEON_BF16_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"arch=armv8.2-a+dotprod+bf16\")")
+#define KILN_NEON_BF16_END _Pragma("GCC pop_options")
 
 // Tails shorter than a vector go through a zero-padded copy, so every element takes the same
 // arithmetic as the body and nothing past the end is read or written.
