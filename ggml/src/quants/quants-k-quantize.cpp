@@ -7,6 +7,7 @@
 // The searches are the published llama.cpp algorithms (make_qx_quants, make_qkx2/3_quants,
 // make_qp_quants); files quantized here decode like llama.cpp's and score the same.
 #include "quants-k.h"
+#include "quants-rows.h"
 #include "quants-search.h"
 
 #include <algorithm>
@@ -604,9 +605,7 @@ template <typename Block, typename Encode>
 size_t quantize_rows(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix,
                      Encode encode) {
     GGML_ASSERT(n_per_row % QK_K == 0 && "k-quants need rows that are a multiple of 256 values");
-    for (int64_t i = 0; i < nrows * n_per_row; ++i) {
-        if (!std::isfinite(src[i])) return 0;
-    }
+    if (!rows_finite(src, nrows * n_per_row)) return 0;
     const int64_t nb = n_per_row / QK_K;
     auto * y = (Block *) dst;
     for (int64_t r = 0; r < nrows; ++r) {

@@ -3,6 +3,7 @@
 // make_qx_quants / make_qkx3_quants, so that files come out alike), and the scalar gemm kernels
 // that define what the SIMD kernels must compute.
 #include "quants-legacy.h"
+#include "quants-rows.h"
 #include "quants-search.h"
 
 #include "cpu-traits.h"
@@ -267,21 +268,6 @@ void quantize_row_asymmetric(const float * x, const float * imatrix, int64_t n, 
         std::memcpy(blk + 2, &mh, sizeof(mh));
         pack(L, blk + qs_off, qh_off ? blk + qh_off : nullptr);
     }
-}
-
-bool rows_finite(const float * x, int64_t count) {
-    for (int64_t i = 0; i < count; ++i) {
-        if (!std::isfinite(x[i])) return false;
-    }
-    return true;
-}
-
-template <typename Row>
-size_t quantize_rows(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row, Row row) {
-    if (!rows_finite(src, nrows * n_per_row)) return 0;
-    const size_t row_size = ggml_row_size(type, n_per_row);
-    for (int64_t r = 0; r < nrows; ++r) row(src + r * n_per_row, (uint8_t *) dst + r * row_size);
-    return nrows * row_size;
 }
 
 size_t quantize_q4_0(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
