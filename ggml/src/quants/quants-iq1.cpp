@@ -122,6 +122,21 @@ bool place_on_grid(const search_grid & g, const float * xb, const float * weight
     return all_on;
 }
 
+// After place_on_grid moved some groups, the scale is refitted (weighted least squares) to the
+// levels actually stored; xx[k] are the shifted values of group k of 8. Shared by iq1_s (one
+// shift per block: the same table for every group) and iq1_m (one per half). Keeps `scale` when
+// the fit is degenerate.
+float refit_scale(const float * xb, const float * weight, const float * const * xx, const int8_t * L, int n,
+                  float scale) {
+    float sumqx = 0, sumq2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const float q = xx[i / 8][L[i]];
+        sumqx += weight[i] * q * xb[i];
+        sumq2 += weight[i] * q * q;
+    }
+    return sumqx > 0 && sumq2 > 0 ? sumqx / sumq2 : scale;
+}
+
 // One 32-weight IQ1_S block: the exact ternary split (sorted prefix sums, every pair of
 // boundaries, both shift signs), then the off-grid groups moved to grid neighbours. Writes the
 // four grid indices and the shift (+1 / -1); returns the block scale (0: nothing to fit).
@@ -166,15 +181,7 @@ float iq1_s_block(const search_grid & g, const float * xb, const float * weight,
     }
     const float * xx = best_shift == 1 ? kPlus : kMinus;
     const float * xxs[4] = { xx, xx, xx, xx };
-    if (!place_on_grid(g, xb, weight, scale, xxs, bs / 8, L, idx)) {
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < bs; ++i) {
-            const float q = xx[L[i]];
-            sumqx += weight[i] * q * xb[i];
-            sumq2 += weight[i] * q * q;
-        }
-        if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
-    }
+    if (!place_on_grid(g, xb, weight, scale, xxs, bs / 8, L, idx)) scale = refit_scale(xb, weight, xxs, L, bs, scale);
     shift = best_shift;
     return scale;
 }
@@ -275,15 +282,7 @@ float iq1_m_block(const search_grid & g, const float * xb, const float * weight,
         best_k = 3 - best_k;   // both halves flip their shift sign
     }
     const float * xxs[2] = { iq1m_shift_values(best_k, 0), iq1m_shift_values(best_k, 1) };
-    if (!place_on_grid(g, xb, weight, scale, xxs, 2, L, idx)) {
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < bs; ++i) {
-            const float q = xxs[i / 8][L[i]];
-            sumqx += weight[i] * q * xb[i];
-            sumq2 += weight[i] * q * q;
-        }
-        if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
-    }
+    if (!place_on_grid(g, xb, weight, scale, xxs, 2, L, idx)) scale = refit_scale(xb, weight, xxs, L, bs, scale);
     shift_k = best_k;
     return scale;
 }
