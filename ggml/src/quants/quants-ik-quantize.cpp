@@ -6,6 +6,7 @@
 //   3. re-pick every level with the final scales, then refit the super-block (or row) scale by
 //      weighted least squares (times a small type-specific boost where the reference uses one).
 #include "quants-ik.h"
+#include "quants-rows.h"
 
 #include <algorithm>
 #include <array>
@@ -35,13 +36,6 @@ inline int best_index(const V * values, int n, float x) {
         if (x < values[mid]) hi = mid; else lo = mid;
     }
     return x - values[lo] < values[hi] - x ? lo : hi;
-}
-
-bool all_finite(const float * x, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-        if (!std::isfinite(x[i])) return false;
-    }
-    return true;
 }
 
 // Importance weights of a row: the imatrix, except that blocks where it (or the data) is
@@ -261,7 +255,7 @@ size_t quantize_rows(const float * src, void * dst, int64_t nrows, int64_t n_per
     std::vector<float> wbuf;
     for (int64_t r = 0; r < nrows; ++r) {
         const float * x = src + r * n_per_row;
-        if (!all_finite(x, n_per_row)) return 0;
+        if (!rows_finite(x, n_per_row)) return 0;
         const float * qw = row_importance(imatrix, x, n_per_row, weight_block, wbuf);
         char * out = (char *) dst + r * row_size;
         std::memset(out, 0, row_size);

@@ -7,6 +7,7 @@
 // as llama.cpp does, then move off-grid groups to the best neighbouring grid point. For the dot
 // products a weight is taken as 8*grid + shift sign (exact small integers), times d*(2s+1)/8.
 #include "quants-iq.h"
+#include "quants-iq-scalar.h"
 #include "quants-interleaved.h"
 #include "cpu-traits.h"
 
@@ -122,6 +123,21 @@ bool place_on_grid(const search_grid & g, const float * xb, const float * weight
     return all_on;
 }
 
+// After place_on_grid moved some groups, the scale is refitted (weighted least squares) to the
+// levels actually stored; xx[k] are the shifted values of group k of 8. Shared by iq1_s (one
+// shift per block: the same table for every group) and iq1_m (one per half). Keeps `scale` when
+// the fit is degenerate.
+float refit_scale(const float * xb, const float * weight, const float * const * xx, const int8_t * L, int n,
+                  float scale) {
+    float sumqx = 0, sumq2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const float q = xx[i / 8][L[i]];
+        sumqx += weight[i] * q * xb[i];
+        sumq2 += weight[i] * q * q;
+    }
+    return sumqx > 0 && sumq2 > 0 ? sumqx / sumq2 : scale;
+}
+
 // One 32-weight IQ1_S block: the exact ternary split (sorted prefix sums, every pair of
 // boundaries, both shift signs), then the off-grid groups moved to grid neighbours. Writes the
 // four grid indices and the shift (+1 / -1); returns the block scale (0: nothing to fit).
@@ -166,15 +182,7 @@ float iq1_s_block(const search_grid & g, const float * xb, const float * weight,
     }
     const float * xx = best_shift == 1 ? kPlus : kMinus;
     const float * xxs[4] = { xx, xx, xx, xx };
-    if (!place_on_grid(g, xb, weight, scale, xxs, bs / 8, L, idx)) {
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < bs; ++i) {
-            const float q = xx[L[i]];
-            sumqx += weight[i] * q * xb[i];
-            sumq2 += weight[i] * q * q;
-        }
-        if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
-    }
+    if (!place_on_grid(g, xb, weight, scale, xxs, bs / 8, L, idx)) scale = refit_scale(xb, weight, xxs, L, bs, scale);
     shift = best_shift;
     return scale;
 }
@@ -275,15 +283,7 @@ float iq1_m_block(const search_grid & g, const float * xb, const float * weight,
         best_k = 3 - best_k;   // both halves flip their shift sign
     }
     const float * xxs[2] = { iq1m_shift_values(best_k, 0), iq1m_shift_values(best_k, 1) };
-    if (!place_on_grid(g, xb, weight, scale, xxs, 2, L, idx)) {
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < bs; ++i) {
-            const float q = xxs[i / 8][L[i]];
-            sumqx += weight[i] * q * xb[i];
-            sumq2 += weight[i] * q * q;
-        }
-        if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
-    }
+    if (!place_on_grid(g, xb, weight, scale, xxs, 2, L, idx)) scale = refit_scale(xb, weight, xxs, L, bs, scale);
     shift_k = best_k;
     return scale;
 }
@@ -349,21 +349,11 @@ void quantize_row_iq1_m(const float * x, block_iq1_m * y, int64_t n, const float
     }
 }
 
-template <typename Block, void (*row_fn)(const float *, Block *, int64_t, const float *)>
-size_t quantize_rows(const char * name, const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    if (!check_rows(name, src, nrows, n_per_row)) return 0;
-    const size_t row_size = (size_t) (n_per_row / QK_K) * sizeof(Block);
-    for (int64_t r = 0; r < nrows; ++r) {
-        row_fn(src + r * n_per_row, (Block *) ((char *) dst + r * row_size), n_per_row, imatrix);
-    }
-    return (size_t) nrows * row_size;
-}
-
 size_t quantize_iq1_s(const float * s, void * d, int64_t nr, int64_t np, const float * im) {
-    return quantize_rows<block_iq1_s, quantize_row_iq1_s>("iq1_s", s, d, nr, np, im);
+    return quantize_iq_rows<block_iq1_s, quantize_row_iq1_s>("iq1_s", s, d, nr, np, im);
 }
 size_t quantize_iq1_m(const float * s, void * d, int64_t nr, int64_t np, const float * im) {
-    return quantize_rows<block_iq1_m, quantize_row_iq1_m>("iq1_m", s, d, nr, np, im);
+    return quantize_iq_rows<block_iq1_m, quantize_row_iq1_m>("iq1_m", s, d, nr, np, im);
 }
 void iq1_s_from_float(const float * x, void * y, int64_t n) { quantize_row_iq1_s(x, (block_iq1_s *) y, n, nullptr); }
 void iq1_m_from_float(const float * x, void * y, int64_t n) { quantize_row_iq1_m(x, (block_iq1_m *) y, n, nullptr); }
@@ -524,23 +514,7 @@ int32_t block_dot_iq1_m(const block_iq1_m & b, const block_q8_K & a) {
     return sum;
 }
 
-inline float block_d(const block_iq1_s & b) { return GGML_FP16_TO_FP32(b.d); }
-inline float block_d(const block_iq1_m & b) { return iq1_m_super_scale(b); }
-
-template <typename Block, int32_t (*dot)(const Block &, const block_q8_K &)>
-void gemm_scalar(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride,
-                 float * dst, size_t dst_stride, int nr, int nc) {
-    const int64_t nb = n / QK_K;
-    for (int c = 0; c < nc; ++c) {
-        const auto * a = (const block_q8_K *) ((const char *) x + c * x_stride);
-        for (int r = 0; r < nr; ++r) {
-            const auto * b = (const Block *) ((const char *) w + r * w_stride);
-            float sum = 0;
-            for (int64_t i = 0; i < nb; ++i) sum = std::fma(block_d(b[i]) * a[i].d, (float) dot(b[i], a[i]), sum);
-            dst[c * dst_stride + r] = IQ1_DOT_FACTOR * sum;
-        }
-    }
-}
+float iq1_m_block_d(const block_iq1_m & b) { return iq1_m_super_scale(b); }
 
 void register_iq1_types() {
     auto * s = ggml_type_traits_mut(GGML_TYPE_IQ1_S);
@@ -548,13 +522,13 @@ void register_iq1_types() {
     s->from_float_ref = iq1_s_from_float;
     s->quantize = quantize_iq1_s;
     s->requires_imatrix = true;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, gemm_scalar<block_iq1_s, block_dot_iq1_s>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, gemm_iq_scalar<block_iq1_s, block_dot_iq1_s, fp16_block_d<block_iq1_s>, IQ1_DOT_FACTOR>);
     auto * m = ggml_type_traits_mut(GGML_TYPE_IQ1_M);
     m->to_float = iq1_m_to_float;
     m->from_float_ref = iq1_m_from_float;
     m->quantize = quantize_iq1_m;
     m->requires_imatrix = false;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, gemm_scalar<block_iq1_m, block_dot_iq1_m>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, gemm_iq_scalar<block_iq1_m, block_dot_iq1_m, iq1_m_block_d, IQ1_DOT_FACTOR>);
 }
 GGML_REGISTER(register_iq1_types);
 

@@ -6,6 +6,7 @@
 // weighted lattice search (same trials, same tie-breaking), and the scalar gemm against q8_K is
 // the reference the SIMD kernels are tested against. The lattice search shared with IQ3 lives here.
 #include "quants-iq.h"
+#include "quants-iq-scalar.h"
 #include "cpu-traits.h"
 
 #include <algorithm>
@@ -425,27 +426,17 @@ void quantize_row_iq2_16(const float * x, void * vy, int64_t n, const float * im
     }
 }
 
-template <typename Block, void (*row_fn)(const float *, Block *, int64_t, const float *)>
-size_t quantize_rows(const char * name, const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    if (!check_rows(name, src, nrows, n_per_row)) return 0;
-    const size_t row_size = (size_t) (n_per_row / QK_K) * sizeof(Block);
-    for (int64_t r = 0; r < nrows; ++r) {
-        row_fn(src + r * n_per_row, (Block *) ((char *) dst + r * row_size), n_per_row, imatrix);
-    }
-    return (size_t) nrows * row_size;
-}
-
 void row_iq2_xs(const float * x, block_iq2_xs * y, int64_t n, const float * im) { quantize_row_iq2_16<false>(x, y, n, im); }
 void row_iq2_s(const float * x, block_iq2_s * y, int64_t n, const float * im) { quantize_row_iq2_16<true>(x, y, n, im); }
 
 size_t quantize_iq2_xxs(const float * s, void * d, int64_t nr, int64_t np, const float * im) {
-    return quantize_rows<block_iq2_xxs, quantize_row_iq2_xxs>("iq2_xxs", s, d, nr, np, im);
+    return quantize_iq_rows<block_iq2_xxs, quantize_row_iq2_xxs>("iq2_xxs", s, d, nr, np, im);
 }
 size_t quantize_iq2_xs(const float * s, void * d, int64_t nr, int64_t np, const float * im) {
-    return quantize_rows<block_iq2_xs, row_iq2_xs>("iq2_xs", s, d, nr, np, im);
+    return quantize_iq_rows<block_iq2_xs, row_iq2_xs>("iq2_xs", s, d, nr, np, im);
 }
 size_t quantize_iq2_s(const float * s, void * d, int64_t nr, int64_t np, const float * im) {
-    return quantize_rows<block_iq2_s, row_iq2_s>("iq2_s", s, d, nr, np, im);
+    return quantize_iq_rows<block_iq2_s, row_iq2_s>("iq2_s", s, d, nr, np, im);
 }
 void iq2_xxs_from_float(const float * x, void * y, int64_t n) { quantize_row_iq2_xxs(x, (block_iq2_xxs *) y, n, nullptr); }
 void iq2_xs_from_float(const float * x, void * y, int64_t n) { row_iq2_xs(x, (block_iq2_xs *) y, n, nullptr); }
@@ -504,34 +495,15 @@ int32_t block_dot_iq2_s(const block_iq2_s & b, const block_q8_K & a) {
     return sum;
 }
 
-inline float block_d(const block_iq2_xxs & b) { return GGML_FP16_TO_FP32(b.d); }
-inline float block_d(const block_iq2_xs & b) { return GGML_FP16_TO_FP32(b.d); }
-inline float block_d(const block_iq2_s & b) { return GGML_FP16_TO_FP32(b.d); }
-
-template <typename Block, int32_t (*dot)(const Block &, const block_q8_K &)>
-void gemm_scalar(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride,
-                 float * dst, size_t dst_stride, int nr, int nc) {
-    const int64_t nb = n / QK_K;
-    for (int c = 0; c < nc; ++c) {
-        const auto * a = (const block_q8_K *) ((const char *) x + c * x_stride);
-        for (int r = 0; r < nr; ++r) {
-            const auto * b = (const Block *) ((const char *) w + r * w_stride);
-            float sum = 0;
-            for (int64_t i = 0; i < nb; ++i) sum = std::fma(block_d(b[i]) * a[i].d, (float) dot(b[i], a[i]), sum);
-            dst[c * dst_stride + r] = IQ2_DOT_FACTOR * sum;
-        }
-    }
-}
-
 void register_iq2_types() {
     struct entry { ggml_type t; ggml_to_float_t dq; ggml_from_float_t ref; ggml_quantize_rows_t q; bool need_im; ggml_gemm_t gemm; };
     const entry entries[] = {
         { GGML_TYPE_IQ2_XXS, iq2_xxs_to_float, iq2_xxs_from_float, quantize_iq2_xxs, true,
-          gemm_scalar<block_iq2_xxs, block_dot_iq2_xxs> },
+          gemm_iq_scalar<block_iq2_xxs, block_dot_iq2_xxs, fp16_block_d<block_iq2_xxs>, IQ2_DOT_FACTOR> },
         { GGML_TYPE_IQ2_XS, iq2_xs_to_float, iq2_xs_from_float, quantize_iq2_xs, true,
-          gemm_scalar<block_iq2_xs, block_dot_iq2_xs> },
+          gemm_iq_scalar<block_iq2_xs, block_dot_iq2_xs, fp16_block_d<block_iq2_xs>, IQ2_DOT_FACTOR> },
         { GGML_TYPE_IQ2_S, iq2_s_to_float, iq2_s_from_float, quantize_iq2_s, false,
-          gemm_scalar<block_iq2_s, block_dot_iq2_s> },
+          gemm_iq_scalar<block_iq2_s, block_dot_iq2_s, fp16_block_d<block_iq2_s>, IQ2_DOT_FACTOR> },
     };
     for (const auto & e : entries) {
         auto * tt = ggml_type_traits_mut(e.t);

@@ -6,6 +6,7 @@
 // Decoders reproduce llama.cpp's float arithmetic exactly; the quantizers use the lattice search
 // of quants-iq2.cpp with llama.cpp's parameters; the scalar gemm is the SIMD kernels' reference.
 #include "quants-iq.h"
+#include "quants-iq-scalar.h"
 #include "cpu-traits.h"
 
 #include <algorithm>
@@ -189,21 +190,11 @@ void quantize_row_iq3_s(const float * x, block_iq3_s * y, int64_t n, const float
     }
 }
 
-template <typename Block, void (*row_fn)(const float *, Block *, int64_t, const float *)>
-size_t quantize_rows(const char * name, const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix) {
-    if (!check_rows(name, src, nrows, n_per_row)) return 0;
-    const size_t row_size = (size_t) (n_per_row / QK_K) * sizeof(Block);
-    for (int64_t r = 0; r < nrows; ++r) {
-        row_fn(src + r * n_per_row, (Block *) ((char *) dst + r * row_size), n_per_row, imatrix);
-    }
-    return (size_t) nrows * row_size;
-}
-
 size_t quantize_iq3_xxs(const float * s, void * d, int64_t nr, int64_t np, const float * im) {
-    return quantize_rows<block_iq3_xxs, quantize_row_iq3_xxs>("iq3_xxs", s, d, nr, np, im);
+    return quantize_iq_rows<block_iq3_xxs, quantize_row_iq3_xxs>("iq3_xxs", s, d, nr, np, im);
 }
 size_t quantize_iq3_s(const float * s, void * d, int64_t nr, int64_t np, const float * im) {
-    return quantize_rows<block_iq3_s, quantize_row_iq3_s>("iq3_s", s, d, nr, np, im);
+    return quantize_iq_rows<block_iq3_s, quantize_row_iq3_s>("iq3_s", s, d, nr, np, im);
 }
 void iq3_xxs_from_float(const float * x, void * y, int64_t n) { quantize_row_iq3_xxs(x, (block_iq3_xxs *) y, n, nullptr); }
 void iq3_s_from_float(const float * x, void * y, int64_t n) { quantize_row_iq3_s(x, (block_iq3_s *) y, n, nullptr); }
@@ -248,24 +239,6 @@ int32_t block_dot_iq3_s(const block_iq3_s & b, const block_q8_K & a) {
     return sum;
 }
 
-template <typename Block, int32_t (*dot)(const Block &, const block_q8_K &), int factor_num, int factor_den>
-void gemm_scalar(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride,
-                 float * dst, size_t dst_stride, int nr, int nc) {
-    const int64_t nb = n / QK_K;
-    const float factor = (float) factor_num / factor_den;
-    for (int c = 0; c < nc; ++c) {
-        const auto * a = (const block_q8_K *) ((const char *) x + c * x_stride);
-        for (int r = 0; r < nr; ++r) {
-            const auto * b = (const Block *) ((const char *) w + r * w_stride);
-            float sum = 0;
-            for (int64_t i = 0; i < nb; ++i) {
-                sum = std::fma(GGML_FP16_TO_FP32(b[i].d) * a[i].d, (float) dot(b[i], a[i]), sum);
-            }
-            dst[c * dst_stride + r] = factor * sum;
-        }
-    }
-}
-
 void register_iq3_types() {
     auto * xxs = ggml_type_traits_mut(GGML_TYPE_IQ3_XXS);
     xxs->to_float = iq3_xxs_to_float;
@@ -273,14 +246,14 @@ void register_iq3_types() {
     xxs->quantize = quantize_iq3_xxs;
     xxs->requires_imatrix = false;
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_XXS, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K,
-                           gemm_scalar<block_iq3_xxs, block_dot_iq3_xxs, 1, 4>);
+                           gemm_iq_scalar<block_iq3_xxs, block_dot_iq3_xxs, fp16_block_d<block_iq3_xxs>, IQ3XXS_DOT_FACTOR>);
     auto * s = ggml_type_traits_mut(GGML_TYPE_IQ3_S);
     s->to_float = iq3_s_to_float;
     s->from_float_ref = iq3_s_from_float;
     s->quantize = quantize_iq3_s;
     s->requires_imatrix = false;
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_S, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K,
-                           gemm_scalar<block_iq3_s, block_dot_iq3_s, 1, 1>);
+                           gemm_iq_scalar<block_iq3_s, block_dot_iq3_s, fp16_block_d<block_iq3_s>, IQ3S_DOT_FACTOR>);
 }
 GGML_REGISTER(register_iq3_types);
 

@@ -7,6 +7,7 @@
 // The searches are the published llama.cpp algorithms (make_qx_quants, make_qkx2/3_quants,
 // make_qp_quants); files quantized here decode like llama.cpp's and score the same.
 #include "quants-k.h"
+#include "quants-rows.h"
 #include "quants-search.h"
 
 #include <algorithm>
@@ -423,6 +424,18 @@ void q2_K_block_ref(const float * x, block_q2_K & y) {
     requantize_q2_K(x, y, L);
 }
 
+// The imatrix-weighted fits of q2_K .. q5_K weigh each value of a scale group by
+// qw * sqrt(sigma2 + x^2) (sigma2 from the superblock's mean square, whose factor differs per
+// type) and weigh the group's scale by the sum: one loop so the types cannot drift apart.
+float group_weights(const float * x, const float * qw, float sigma2, int n, float * weight) {
+    float sumw = 0;
+    for (int l = 0; l < n; ++l) {
+        weight[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+        sumw += weight[l];
+    }
+    return sumw;
+}
+
 void q2_K_block_weighted(const float * x, block_q2_K & y, const float * qw) {
     uint8_t L[QK_K], Laux[16], Ls[16], Lm[16];
     float weight[16], mins[16], scales[16], sw[16];
@@ -430,11 +443,7 @@ void q2_K_block_weighted(const float * x, block_q2_K & y, const float * qw) {
     for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
     const float sigma2 = sumx2 / QK_K;
     for (int j = 0; j < 16; ++j) {
-        sw[j] = 0;
-        for (int l = 0; l < 16; ++l) {
-            weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
-            sw[j] += weight[l];
-        }
+        sw[j] = group_weights(x + 16 * j, qw + 16 * j, sigma2, 16, weight);
         scales[j] = fit_scale_min(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
     }
     const float dm = fit_positive(16, 15, scales, Ls, sw);
@@ -477,12 +486,7 @@ void q3_K_block_weighted(const float * x, block_q3_K & y, const float * qw) {
     for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
     const float sigma2 = 2 * sumx2 / QK_K;
     for (int j = 0; j < 16; ++j) {
-        float sumw = 0;
-        for (int l = 0; l < 16; ++l) {
-            weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
-            sumw += weight[l];
-        }
-        sw[j] = sumw;
+        sw[j] = group_weights(x + 16 * j, qw + 16 * j, sigma2, 16, weight);
         scales[j] = fit_symmetric(16, 4, x + 16 * j, L + 16 * j, weight);
     }
     std::memset(y.scales, 0, 12);
@@ -530,12 +534,7 @@ void k4_block_weighted(const float * x, Block & y, const float * qw, uint8_t * L
     for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
     const float sigma2 = 2 * sum_x2 / QK_K;
     for (int j = 0; j < 8; ++j) {
-        float sumw = 0;
-        for (int l = 0; l < 32; ++l) {
-            weights[l] = qw[32 * j + l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
-            sumw += weights[l];
-        }
-        sw[j] = sumw;
+        sw[j] = group_weights(x + 32 * j, qw + 32 * j, sigma2, 32, weights);
         scales[j] = fit_scale_min(32, Nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
     }
     const float d_block = fit_positive(8, 63, scales, Ls, sw);
@@ -604,9 +603,7 @@ template <typename Block, typename Encode>
 size_t quantize_rows(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix,
                      Encode encode) {
     GGML_ASSERT(n_per_row % QK_K == 0 && "k-quants need rows that are a multiple of 256 values");
-    for (int64_t i = 0; i < nrows * n_per_row; ++i) {
-        if (!std::isfinite(src[i])) return 0;
-    }
+    if (!rows_finite(src, nrows * n_per_row)) return 0;
     const int64_t nb = n_per_row / QK_K;
     auto * y = (Block *) dst;
     for (int64_t r = 0; r < nrows; ++r) {

@@ -5,6 +5,7 @@
 #include "cpu-traits.h"
 
 #include <cstring>
+#include <type_traits>
 
 // ---------------------------------------------------------------------------------------------
 // Dequantization. The float expressions follow the reference's order of operations exactly
@@ -162,12 +163,20 @@ void k_decode_q3_K(const void * vb, k_block_decoded & out) {
     out.dm = out.d;
 }
 
-void k_decode_q4_K(const void * vb, k_block_decoded & out) {
-    const auto * x = (const block_q4_K *) vb;
+// q4_K and q5_K are one layout (nibbles in 64-value chunks, 6-bit scale/min pairs per 32, d and
+// dmin) except for q5_K's fifth bit per value from qh: one decoder keeps the two from drifting.
+template <typename Block>
+void k_decode_q45_K(const void * vb, k_block_decoded & out) {
+    const auto * x = (const Block *) vb;
     for (int c = 0; c < 4; ++c) {
         for (int l = 0; l < 32; ++l) {
-            out.u[64 * c + l]      = x->qs[32 * c + l] & 0xF;
-            out.u[64 * c + 32 + l] = x->qs[32 * c + l] >> 4;
+            uint8_t lo = x->qs[32 * c + l] & 0xF, hi = x->qs[32 * c + l] >> 4;
+            if constexpr (std::is_same_v<Block, block_q5_K>) {
+                lo |= ((x->qh[l] >> (2 * c)) & 1) << 4;
+                hi |= ((x->qh[l] >> (2 * c + 1)) & 1) << 4;
+            }
+            out.u[64 * c + l]      = lo;
+            out.u[64 * c + 32 + l] = hi;
         }
     }
     for (int j = 0; j < 8; ++j) {
@@ -180,23 +189,8 @@ void k_decode_q4_K(const void * vb, k_block_decoded & out) {
     out.dm = GGML_FP16_TO_FP32(x->dmin);
 }
 
-void k_decode_q5_K(const void * vb, k_block_decoded & out) {
-    const auto * x = (const block_q5_K *) vb;
-    for (int c = 0; c < 4; ++c) {
-        for (int l = 0; l < 32; ++l) {
-            out.u[64 * c + l]      = (x->qs[32 * c + l] & 0xF) | (((x->qh[l] >> (2 * c)) & 1) << 4);
-            out.u[64 * c + 32 + l] = (x->qs[32 * c + l] >> 4) | (((x->qh[l] >> (2 * c + 1)) & 1) << 4);
-        }
-    }
-    for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        k4_scale_min(j, x->scales, sc, m);
-        out.s[2 * j] = out.s[2 * j + 1] = sc;
-        out.mi[2 * j] = out.mi[2 * j + 1] = m;
-    }
-    out.d  = GGML_FP16_TO_FP32(x->d);
-    out.dm = GGML_FP16_TO_FP32(x->dmin);
-}
+void k_decode_q4_K(const void * vb, k_block_decoded & out) { k_decode_q45_K<block_q4_K>(vb, out); }
+void k_decode_q5_K(const void * vb, k_block_decoded & out) { k_decode_q45_K<block_q5_K>(vb, out); }
 
 void k_decode_q6_K(const void * vb, k_block_decoded & out) {
     const auto * x = (const block_q6_K *) vb;

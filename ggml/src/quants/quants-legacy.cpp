@@ -3,6 +3,7 @@
 // make_qx_quants / make_qkx3_quants, so that files come out alike), and the scalar gemm kernels
 // that define what the SIMD kernels must compute.
 #include "quants-legacy.h"
+#include "quants-rows.h"
 #include "quants-search.h"
 
 #include "cpu-traits.h"
@@ -46,17 +47,24 @@ inline uint32_t load_u32(const uint8_t * p) {
     return v;
 }
 
+// q5_0 and q5_1 are one 5-bit layout (value j's low nibble in qs[j % 16], low half first; its
+// fifth bit is bit j of the 32-bit qh): one unpacker serves both decoders and dot products.
+template <typename Block>
+void q5_levels(const Block & b, int * q) {
+    const uint32_t qh = load_u32(b.qh);
+    for (int j = 0; j < 16; ++j) {
+        q[j]      = (b.qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+        q[j + 16] = (b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+    }
+}
+
 void q5_0_to_float(const void * vx, float * y, int64_t n) {
     const auto * x = (const block_q5_0 *) vx;
     for (int64_t ib = 0; ib < n / QK5_0; ++ib, y += QK5_0) {
         const float d = GGML_FP16_TO_FP32(x[ib].d);
-        const uint32_t qh = load_u32(x[ib].qh);
-        for (int j = 0; j < 16; ++j) {
-            const int q0 = (x[ib].qs[j] & 0xF) | (((qh >> j) & 1) << 4);
-            const int q1 = (x[ib].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
-            y[j]      = (q0 - 16) * d;
-            y[j + 16] = (q1 - 16) * d;
-        }
+        int q[32];
+        q5_levels(x[ib], q);
+        for (int j = 0; j < 32; ++j) y[j] = (q[j] - 16) * d;
     }
 }
 
@@ -65,13 +73,9 @@ void q5_1_to_float(const void * vx, float * y, int64_t n) {
     for (int64_t ib = 0; ib < n / QK5_1; ++ib, y += QK5_1) {
         const float d = GGML_FP16_TO_FP32(x[ib].d);
         const float m = GGML_FP16_TO_FP32(x[ib].m);
-        const uint32_t qh = load_u32(x[ib].qh);
-        for (int j = 0; j < 16; ++j) {
-            const int q0 = (x[ib].qs[j] & 0xF) | (((qh >> j) & 1) << 4);
-            const int q1 = (x[ib].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
-            y[j]      = q0 * d + m;
-            y[j + 16] = q1 * d + m;
-        }
+        int q[32];
+        q5_levels(x[ib], q);
+        for (int j = 0; j < 32; ++j) y[j] = q[j] * d + m;
     }
 }
 
@@ -269,21 +273,6 @@ void quantize_row_asymmetric(const float * x, const float * imatrix, int64_t n, 
     }
 }
 
-bool rows_finite(const float * x, int64_t count) {
-    for (int64_t i = 0; i < count; ++i) {
-        if (!std::isfinite(x[i])) return false;
-    }
-    return true;
-}
-
-template <typename Row>
-size_t quantize_rows(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row, Row row) {
-    if (!rows_finite(src, nrows * n_per_row)) return 0;
-    const size_t row_size = ggml_row_size(type, n_per_row);
-    for (int64_t r = 0; r < nrows; ++r) row(src + r * n_per_row, (uint8_t *) dst + r * row_size);
-    return nrows * row_size;
-}
-
 size_t quantize_q4_0(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
     return quantize_rows(GGML_TYPE_Q4_0, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
         if (!imatrix) return q4_0_from_float(x, y, n);
@@ -353,13 +342,9 @@ struct dot_q5_0 {
     using wblock = block_q5_0;
     using xblock = block_q8_0;
     static float block(const wblock & w, const xblock & x) {
-        const uint32_t qh = load_u32(w.qh);
-        int sum = 0;
-        for (int j = 0; j < 16; ++j) {
-            const int q0 = ((w.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
-            const int q1 = ((w.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
-            sum += q0 * x.qs[j] + q1 * x.qs[j + 16];
-        }
+        int q[32], sum = 0;
+        q5_levels(w, q);
+        for (int j = 0; j < 32; ++j) sum += (q[j] - 16) * x.qs[j];
         return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d);
     }
 };
@@ -368,13 +353,9 @@ struct dot_q5_1 {
     using wblock = block_q5_1;
     using xblock = block_q8_1;
     static float block(const wblock & w, const xblock & x) {
-        const uint32_t qh = load_u32(w.qh);
-        int sum = 0;
-        for (int j = 0; j < 16; ++j) {
-            const int q0 = (w.qs[j] & 0xF) | (((qh >> j) & 1) << 4);
-            const int q1 = (w.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
-            sum += q0 * x.qs[j] + q1 * x.qs[j + 16];
-        }
+        int q[32], sum = 0;
+        q5_levels(w, q);
+        for (int j = 0; j < 32; ++j) sum += q[j] * x.qs[j];
         return sum * GGML_FP16_TO_FP32(w.d) * GGML_FP16_TO_FP32(x.d) + GGML_FP16_TO_FP32(w.m) * GGML_FP16_TO_FP32(x.s);
     }
 };

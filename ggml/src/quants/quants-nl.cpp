@@ -2,6 +2,7 @@
 // same grid with 6-bit sub-block scales in 256-value super-blocks) and mxfp4 (e2m1 values with a
 // power-of-two e8m0 block scale). Decoders, quantizers and scalar gemm kernels.
 #include "quants-legacy.h"
+#include "quants-rows.h"
 #include "quants-search.h"
 
 #include "cpu-traits.h"
@@ -252,21 +253,6 @@ void mxfp4_quantize_row(const float * x, void * vy, int64_t n, const float * ima
 }
 
 // ---------------------------------------------------------------------------------------------
-
-bool rows_finite(const float * x, int64_t count) {
-    for (int64_t i = 0; i < count; ++i) {
-        if (!std::isfinite(x[i])) return false;
-    }
-    return true;
-}
-
-template <typename Row>
-size_t quantize_rows(ggml_type type, const float * src, void * dst, int64_t nrows, int64_t n_per_row, Row row) {
-    if (!rows_finite(src, nrows * n_per_row)) return 0;
-    const size_t row_size = ggml_row_size(type, n_per_row);
-    for (int64_t r = 0; r < nrows; ++r) row(src + r * n_per_row, (uint8_t *) dst + r * row_size);
-    return nrows * row_size;
-}
 
 size_t quantize_iq4_nl(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
     return quantize_rows(GGML_TYPE_IQ4_NL, src, dst, nrows, n,
