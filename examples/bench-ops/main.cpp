@@ -3,7 +3,7 @@
 //
 //   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe]
 //
-// Attention rows print the time per call, GFLOP/s (2 flops per multiply-add in q·k and p·v,
+// Attention rows (L: layers, one op each) print the time per call, GFLOP/s (2 flops per multiply-add in q·k and p·v,
 // counting only unmasked pairs) and the KV bytes read per second.
 #include "bench-moe.h"
 #include "ggml-backend.h"
@@ -87,6 +87,9 @@ struct attn_shape {
     int64_t n_q, n_kv, D, n_head, n_head_kv;
     ggml_type kv;
     bool causal;
+    int layers = 1;   // > 1: a model's layers, each its own cache laid out as llama's KV cache
+                      // (the heads of a cell side by side, f32 mask), so the caches of all
+                      // layers together exceed the CPU caches as they do in a real decode step
 };
 
 } // namespace
@@ -146,44 +149,65 @@ int main(int argc, char ** argv) {
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_F16, true },
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_Q8_0, true },
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_Q8_KV, true },
+        // the same Qwen3-0.6B step through all 28 layers' caches at depth 1536 (sweep-bench's last row)
+        { "decode", 1, 1600, 128, 16, 8, GGML_TYPE_F16, false, 28 },
+        { "decode", 1, 1600, 128, 16, 8, GGML_TYPE_Q8_0, false, 28 },
+        { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_F16, true, 28 },
     };
     std::printf("flash attention (GQA heads q/kv, D = head size)\n");
-    std::printf("| %-6s | %5s | %6s | %4s | %6s | %-5s | %9s | %9s | %8s | %8s |\n", "shape", "n_q", "n_kv", "D", "heads",
-                "kv", "ms", "cpu ms", "GFLOP/s", "KV GB/s");
-    std::printf("|--------|-------|--------|------|--------|-------|-----------|-----------|----------|----------|\n");
+    std::printf("| %-6s | %5s | %6s | %4s | %6s | %-5s | %2s | %9s | %9s | %8s | %8s |\n", "shape", "n_q", "n_kv", "D", "heads",
+                "kv", "L", "ms", "cpu ms", "GFLOP/s", "KV GB/s");
+    std::printf("|--------|-------|--------|------|--------|-------|----|-----------|-----------|----------|----------|\n");
     for (const attn_shape & s : shapes) {
         if (!only.empty() && only != s.what) continue;
-        const size_t kv_bytes = 2 * ggml_row_size(s.kv, s.D) * s.n_kv * s.n_head_kv;
-        ggml_init_params ip = { kv_bytes + (size_t) s.n_q * s.D * s.n_head * 8 + s.n_kv * s.n_q * 4 + (64 << 20), nullptr, false };
+        const size_t kv_bytes = 2 * ggml_row_size(s.kv, s.D) * s.n_kv * s.n_head_kv * s.layers;
+        ggml_init_params ip = { kv_bytes + (size_t) s.n_q * s.D * s.n_head * 8 + s.n_kv * s.n_q * 4 + (64 << 20) +
+                                    (size_t) s.layers * (s.n_q * s.D * s.n_head * 4 + 4096), nullptr, false };
         ggml_context * ctx = ggml_init(ip);
         ggml_tensor * q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, s.D, s.n_q, s.n_head, 1);
-        ggml_tensor * k = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
-        ggml_tensor * v = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
         fill(q, rng);
-        fill(k, rng);
-        fill(v, rng);
         ggml_tensor * mask = nullptr;
         double pairs = (double) s.n_q * s.n_kv;
         if (s.causal) {
-            mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, s.n_kv, s.n_q);
+            const bool f32 = s.layers > 1;   // the model's mask is f32
+            mask = ggml_new_tensor_2d(ctx, f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, s.n_kv, s.n_q);
             pairs = 0;
             for (int64_t iq = 0; iq < s.n_q; ++iq) {
                 const int64_t last = s.n_kv - s.n_q + iq;
                 for (int64_t j = 0; j < s.n_kv; ++j) {
-                    ((ggml_fp16_t *) mask->data)[iq * s.n_kv + j] = ggml_fp32_to_fp16(j > last ? -INFINITY : 0.0f);
+                    const float m = j > last ? -INFINITY : 0.0f;
+                    if (f32) ((float *) mask->data)[iq * s.n_kv + j] = m;
+                    else ((ggml_fp16_t *) mask->data)[iq * s.n_kv + j] = ggml_fp32_to_fp16(m);
                 }
                 pairs += last + 1;
             }
         }
-        ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, 1.0f / std::sqrt((float) s.D), 0.0f, 0.0f);
         ggml_cgraph * g = ggml_new_graph(ctx);
-        ggml_build_forward_expand(g, out);
+        for (int l = 0; l < s.layers; ++l) {
+            ggml_tensor * k, * v;
+            if (s.layers == 1) {
+                k = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
+                v = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
+                fill(k, rng);
+                fill(v, rng);
+            } else {
+                ggml_tensor * kc = ggml_new_tensor_2d(ctx, s.kv, s.D * s.n_head_kv, s.n_kv);
+                ggml_tensor * vc = ggml_new_tensor_2d(ctx, s.kv, s.D * s.n_head_kv, s.n_kv);
+                fill(kc, rng);
+                fill(vc, rng);
+                const size_t hs = ggml_row_size(s.kv, s.D);
+                k = ggml_view_3d(ctx, kc, s.D, s.n_kv, s.n_head_kv, kc->nb[1], hs, 0);
+                v = ggml_view_3d(ctx, vc, s.D, s.n_kv, s.n_head_kv, vc->nb[1], hs, 0);
+            }
+            ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, 1.0f / std::sqrt((float) s.D), 0.0f, 0.0f);
+            ggml_build_forward_expand(g, out);
+        }
         const timing tm = time_graph(be, g, reps);
         const double ms = tm.wall_ms;
-        const double flops = 4.0 * pairs * s.D * s.n_head;
-        std::printf("| %-6s | %5lld | %6lld | %4lld | %3lld/%-2lld | %-5s | %9.3f | %9.3f | %8.1f | %8.2f |\n", s.what,
+        const double flops = 4.0 * pairs * s.D * s.n_head * s.layers;
+        std::printf("| %-6s | %5lld | %6lld | %4lld | %3lld/%-2lld | %-5s | %2d | %9.3f | %9.3f | %8.1f | %8.2f |\n", s.what,
                     (long long) s.n_q, (long long) s.n_kv, (long long) s.D, (long long) s.n_head, (long long) s.n_head_kv,
-                    ggml_type_name(s.kv), ms, tm.cpu_ms, flops / ms / 1e6, kv_bytes / ms / 1e6);
+                    ggml_type_name(s.kv), s.layers, ms, tm.cpu_ms, flops / ms / 1e6, kv_bytes / ms / 1e6);
         ggml_free(ctx);
     }
 

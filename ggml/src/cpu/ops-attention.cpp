@@ -11,7 +11,7 @@
 // Each query row keeps an online-softmax state (running max M, running sum S, unnormalised
 // output acc).
 //
-// Threads: the (sequence, kv head, query block) units are dealt out to the threads when they
+// Threads: the (sequence, kv head group, query block) units are dealt out to the threads when they
 // share out evenly; otherwise (fewer units than threads, e.g. MLA's single KV head, or a decode
 // step whose units do not divide evenly) the KV length is split instead, every thread producing
 // partial states that are merged after a barrier (max-rescaled sums, as in split-K softmax).
@@ -35,7 +35,10 @@ struct fa_plan {
     int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, n_seq;
     int64_t G;        // query heads per kv head
     int64_t QB;       // queries per unit
-    int64_t R;        // query rows per unit (G * QB)
+    int64_t HU;       // kv heads per unit (consecutive; > 1 only when the cache is read in place)
+    int64_t RH;       // query rows per kv head of a unit (G * QB)
+    int64_t R;        // query rows per unit (RH * HU)
+    int64_t n_hg;     // kv head groups (n_head_kv / HU)
     int64_t n_qb, n_units;
     bool    split_kv;
     bool    direct_k, direct_v;   // K / V rows read in place (qk_cache / pv_cache)
@@ -59,21 +62,32 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.n_seq = q->ne[3];
     p.G = p.n_head / p.n_head_kv;
     p.QB = std::min(p.n_q, std::max<int64_t>(1, k_rows_target / p.G));
-    p.R = p.G * p.QB;
+    p.RH = p.G * p.QB;
     p.n_qb = (p.n_q + p.QB - 1) / p.QB;
-    p.n_units = p.n_seq * p.n_head_kv * p.n_qb;
+    const auto & vec = ggml_cpu_vec();
+    auto in_place = [&](const ggml_tensor * t, int64_t n) {
+        return vec.qk_cache && p.RH <= k_direct_rows && ggml_cpu_attn_cache_type(vec, t->type, n) &&
+               t->nb[0] == ggml_type_size(t->type);
+    };
+    p.direct_k = in_place(k, p.D);
+    p.direct_v = in_place(v, p.Dv);
+    // A decode step read in place is a stream of the cache: a unit takes several consecutive kv
+    // heads and walks their tiles together, so a thread reads the heads of a cell side by side
+    // (one contiguous run per cell in llama's cache) instead of one head's 256 bytes every few
+    // KB, once per head. The heads are dealt out in equal blocks when they divide evenly, else
+    // every thread takes all of them over its own share of the KV length.
+    p.HU = 1;
+    if (p.n_q == 1 && p.direct_k && p.direct_v) {
+        p.HU = p.n_head_kv % nth == 0 ? p.n_head_kv / nth : p.n_head_kv;
+    }
+    p.R = p.RH * p.HU;
+    p.n_hg = p.n_head_kv / p.HU;
+    p.n_units = p.n_seq * p.n_hg * p.n_qb;
     // One query: every unit costs the same, so whole units dealt out evenly need no merge and no
     // second barrier (each barrier can cost a time slice on a busy machine); the KV length is
     // split only when the units cannot be shared out evenly.
     const bool uneven = p.n_q == 1 && p.n_units % nth != 0 && p.n_units < 8 * nth;
     p.split_kv = nth > 1 && (p.n_units < nth || uneven);
-    const auto & vec = ggml_cpu_vec();
-    auto in_place = [&](const ggml_tensor * t, int64_t n) {
-        return vec.qk_cache && p.R <= k_direct_rows && ggml_cpu_attn_cache_type(vec, t->type, n) &&
-               t->nb[0] == ggml_type_size(t->type);
-    };
-    p.direct_k = in_place(k, p.D);
-    p.direct_v = in_place(v, p.Dv);
     p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + 2 * floats(k_group * k_tile) +
                    floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
                    ggml_pad(p.R * 2 * sizeof(void *), 64) + floats(p.R);
@@ -118,124 +132,145 @@ struct fa_args {
     float scale, max_bias, softcap;
 };
 
-// Online softmax over kv rows [kv0, kv1) for the query rows of one unit: queries [iq0, iq1)
-// of every head of kv head hk in sequence sq. Leaves (acc, M, S) per row in sc.state.
-void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t iq0,
-                 int64_t iq1, int64_t kv0, int64_t kv1) {
+// Query row ri of a unit (head group hg, queries from iq0, nq of them): rows are kv-head-major,
+// then query-major, the G heads of one query adjacent (they share its mask row).
+struct fa_row {
+    int64_t h, iq;
+};
+fa_row unit_row(const fa_plan & p, int64_t hg, int64_t iq0, int64_t nq, int64_t ri) {
+    const int64_t per_head = nq * p.G;
+    const int64_t hk = hg * p.HU + ri / per_head;
+    const int64_t r = ri % per_head;
+    return { hk * p.G + r % p.G, iq0 + r / p.G };
+}
+
+// One KV tile [j0, j0 + nt) of kv head hk for the unit's rows [r0, r1) (all of that kv head).
+void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t r0,
+                 int64_t r1, int64_t j0, int64_t nt) {
     const auto & vec = ggml_cpu_vec();
+    const int64_t stride = p.Dv + 2;
+    // the tile is decoded when the first row needs it: tiles that every row masks out
+    // entirely (causal prefill, padding) are never read
+    bool decoded = false;
+    int64_t ri = r0;
+    // the heads of one query share its mask row (rows ri are query-major): a row whose mask
+    // is the one just seen reuses its conversion, or its verdict that all keys are masked
+    const char * masked_row = nullptr;
+    while (ri < r1) {
+        // gather up to k_group rows that see at least one key of this tile
+        int64_t grp[k_group];
+        const float * mv[k_group];
+        int64_t ng = 0;
+        for (; ri < r1 && ng < k_group; ++ri) {
+            const float * m = nullptr;
+            if (sc.mrow[ri] && sc.mrow[ri] == masked_row) continue;
+            if (sc.mrow[ri] && ng > 0 && sc.mrow[ri] == sc.mrow[grp[ng - 1]]) {
+                m = mv[ng - 1];
+            } else if (sc.mrow[ri]) {
+                if (a.mask->type == GGML_TYPE_F16) {
+                    float * dst = sc.mvals + ng * k_tile;
+                    vec.f16_to_f32(nt, dst, (const uint16_t *) sc.mrow[ri] + j0);
+                    m = dst;
+                } else {
+                    m = (const float *) sc.mrow[ri] + j0;
+                }
+                if (vec.max(nt, m) == -INFINITY) {
+                    masked_row = sc.mrow[ri];
+                    continue;
+                }
+            }
+            grp[ng] = ri;
+            mv[ng] = m;
+            ++ng;
+        }
+        if (ng == 0) break;
+        if (!decoded) {
+            for (int64_t t = 0; t < nt; ++t) {
+                sc.krow[t] = p.direct_k ? (const void *) ggml_cpu_row_ptr(a.k, j0 + t, hk, sq)
+                                        : ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
+                sc.vrow[t] = p.direct_v ? (const void *) ggml_cpu_row_ptr(a.v, j0 + t, hk, sq)
+                                        : ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
+            }
+            decoded = true;
+        }
+        const float * qs[k_group];
+        float * acc[k_group];
+        for (int64_t g = 0; g < ng; ++g) {
+            qs[g] = sc.qrow[grp[g]];
+            acc[g] = sc.state + grp[g] * stride;
+        }
+        const float * const * kf = (const float * const *) sc.krow;
+        if (p.direct_k) {
+            vec.qk_cache(a.k->type, p.D, qs, ng, sc.krow, nt, sc.scores, k_tile);
+        } else if (vec.qk_block) {
+            vec.qk_block(p.D, qs, ng, kf, nt, sc.scores, k_tile);
+        } else {
+            for (int64_t g = 0; g < ng; ++g) vec.dot_rows(p.D, qs[g], kf, nt, sc.scores + g * k_tile);
+        }
+        // online softmax update per row; rows with nothing visible get zero weights
+        for (int64_t g = 0; g < ng; ++g) {
+            float * sg = sc.scores + g * k_tile;
+            if (a.softcap > 0.0f) {
+                for (int64_t t = 0; t < nt; ++t) sg[t] = a.softcap * std::tanh(sg[t] * a.scale / a.softcap);
+            } else {
+                vec.scale_bias(nt, sg, sg, a.scale, 0.0f);
+            }
+            // slopes are positive, so a -inf mask value keeps its key at -inf
+            if (mv[g]) vec.axpy(nt, sg, sc.slope[grp[g]], mv[g]);
+            const float tile_max = vec.max(nt, sg);
+            float * st = acc[g];
+            float & M = st[p.Dv];
+            float & S = st[p.Dv + 1];
+            if (tile_max == -INFINITY) {
+                std::memset(sg, 0, nt * sizeof(float));
+                continue;
+            }
+            if (tile_max > M) {
+                if (M != -INFINITY) {
+                    const float r = std::exp(M - tile_max);
+                    S *= r;
+                    vec.scale_bias(p.Dv, st, st, r, 0.0f);
+                }
+                M = tile_max;
+            }
+            S += vec.exp_sum(nt, sg, sg, M);
+        }
+        const float * const * vf = (const float * const *) sc.vrow;
+        if (p.direct_v) {
+            vec.pv_cache(a.v->type, p.Dv, acc, sc.scores, k_tile, ng, sc.vrow, nt);
+        } else if (vec.pv_block) {
+            vec.pv_block(p.Dv, acc, sc.scores, k_tile, ng, vf, nt);
+        } else {
+            for (int64_t g = 0; g < ng; ++g) vec.axpy_rows(p.Dv, acc[g], sc.scores + g * k_tile, vf, nt);
+        }
+    }
+}
+
+// Online softmax over kv rows [kv0, kv1) for the query rows of one unit: queries [iq0, iq1)
+// of every head of kv head group hg in sequence sq. Leaves (acc, M, S) per row in sc.state.
+void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hg, int64_t iq0,
+                 int64_t iq1, int64_t kv0, int64_t kv1) {
     const int64_t nq = iq1 - iq0;
-    const int64_t rows = nq * p.G;
+    const int64_t per_head = nq * p.G;
     const int64_t stride = p.Dv + 2;
 
-    for (int64_t ri = 0; ri < rows; ++ri) {
-        const int64_t iq = iq0 + ri / p.G;
-        const int64_t h = hk * p.G + ri % p.G;
-        sc.qrow[ri] = ggml_cpu_load_row(a.q, iq, h, sq, sc.q + ri * p.D);
-        sc.mrow[ri] = a.mask ? ggml_cpu_row_ptr(a.mask, iq, h % a.mask->ne[2], sq % a.mask->ne[3]) : nullptr;
+    for (int64_t ri = 0; ri < per_head * p.HU; ++ri) {
+        const fa_row r = unit_row(p, hg, iq0, nq, ri);
+        sc.qrow[ri] = ggml_cpu_load_row(a.q, r.iq, r.h, sq, sc.q + ri * p.D);
+        sc.mrow[ri] = a.mask ? ggml_cpu_row_ptr(a.mask, r.iq, r.h % a.mask->ne[2], sq % a.mask->ne[3]) : nullptr;
         // kept above zero so that slope * -inf stays -inf (a masked key) in the vector update
-        sc.slope[ri] = a.mask ? std::max(ggml_cpu_alibi_slope(a.max_bias, p.n_head, h), FLT_MIN) : 1.0f;
+        sc.slope[ri] = a.mask ? std::max(ggml_cpu_alibi_slope(a.max_bias, p.n_head, r.h), FLT_MIN) : 1.0f;
         float * st = sc.state + ri * stride;
         std::memset(st, 0, p.Dv * sizeof(float));
         st[p.Dv] = -INFINITY;
         st[p.Dv + 1] = 0.0f;
     }
 
+    // tile-major over the unit's kv heads: the cells of a tile are read once, all heads together
     for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
         const int64_t nt = std::min(k_tile, kv1 - j0);
-        // the tile is decoded when the first row needs it: tiles that every row masks out
-        // entirely (causal prefill, padding) are never read
-        bool decoded = false;
-        int64_t ri = 0;
-        // the heads of one query share its mask row (rows ri are query-major): a row whose mask
-        // is the one just seen reuses its conversion, or its verdict that all keys are masked
-        const char * masked_row = nullptr;
-        while (ri < rows) {
-            // gather up to k_group rows that see at least one key of this tile
-            int64_t grp[k_group];
-            const float * mv[k_group];
-            int64_t ng = 0;
-            for (; ri < rows && ng < k_group; ++ri) {
-                const float * m = nullptr;
-                if (sc.mrow[ri] && sc.mrow[ri] == masked_row) continue;
-                if (sc.mrow[ri] && ng > 0 && sc.mrow[ri] == sc.mrow[grp[ng - 1]]) {
-                    m = mv[ng - 1];
-                } else if (sc.mrow[ri]) {
-                    if (a.mask->type == GGML_TYPE_F16) {
-                        float * dst = sc.mvals + ng * k_tile;
-                        vec.f16_to_f32(nt, dst, (const uint16_t *) sc.mrow[ri] + j0);
-                        m = dst;
-                    } else {
-                        m = (const float *) sc.mrow[ri] + j0;
-                    }
-                    if (vec.max(nt, m) == -INFINITY) {
-                        masked_row = sc.mrow[ri];
-                        continue;
-                    }
-                }
-                grp[ng] = ri;
-                mv[ng] = m;
-                ++ng;
-            }
-            if (ng == 0) break;
-            if (!decoded) {
-                for (int64_t t = 0; t < nt; ++t) {
-                    sc.krow[t] = p.direct_k ? (const void *) ggml_cpu_row_ptr(a.k, j0 + t, hk, sq)
-                                            : ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
-                    sc.vrow[t] = p.direct_v ? (const void *) ggml_cpu_row_ptr(a.v, j0 + t, hk, sq)
-                                            : ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
-                }
-                decoded = true;
-            }
-            const float * qs[k_group];
-            float * acc[k_group];
-            for (int64_t g = 0; g < ng; ++g) {
-                qs[g] = sc.qrow[grp[g]];
-                acc[g] = sc.state + grp[g] * stride;
-            }
-            const float * const * kf = (const float * const *) sc.krow;
-            if (p.direct_k) {
-                vec.qk_cache(a.k->type, p.D, qs, ng, sc.krow, nt, sc.scores, k_tile);
-            } else if (vec.qk_block) {
-                vec.qk_block(p.D, qs, ng, kf, nt, sc.scores, k_tile);
-            } else {
-                for (int64_t g = 0; g < ng; ++g) vec.dot_rows(p.D, qs[g], kf, nt, sc.scores + g * k_tile);
-            }
-            // online softmax update per row; rows with nothing visible get zero weights
-            for (int64_t g = 0; g < ng; ++g) {
-                float * sg = sc.scores + g * k_tile;
-                if (a.softcap > 0.0f) {
-                    for (int64_t t = 0; t < nt; ++t) sg[t] = a.softcap * std::tanh(sg[t] * a.scale / a.softcap);
-                } else {
-                    vec.scale_bias(nt, sg, sg, a.scale, 0.0f);
-                }
-                // slopes are positive, so a -inf mask value keeps its key at -inf
-                if (mv[g]) vec.axpy(nt, sg, sc.slope[grp[g]], mv[g]);
-                const float tile_max = vec.max(nt, sg);
-                float * st = acc[g];
-                float & M = st[p.Dv];
-                float & S = st[p.Dv + 1];
-                if (tile_max == -INFINITY) {
-                    std::memset(sg, 0, nt * sizeof(float));
-                    continue;
-                }
-                if (tile_max > M) {
-                    if (M != -INFINITY) {
-                        const float r = std::exp(M - tile_max);
-                        S *= r;
-                        vec.scale_bias(p.Dv, st, st, r, 0.0f);
-                    }
-                    M = tile_max;
-                }
-                S += vec.exp_sum(nt, sg, sg, M);
-            }
-            const float * const * vf = (const float * const *) sc.vrow;
-            if (p.direct_v) {
-                vec.pv_cache(a.v->type, p.Dv, acc, sc.scores, k_tile, ng, sc.vrow, nt);
-            } else if (vec.pv_block) {
-                vec.pv_block(p.Dv, acc, sc.scores, k_tile, ng, vf, nt);
-            } else {
-                for (int64_t g = 0; g < ng; ++g) vec.axpy_rows(p.Dv, acc[g], sc.scores + g * k_tile, vf, nt);
-            }
+        for (int64_t hl = 0; hl < p.HU; ++hl) {
+            attend_tile(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
         }
     }
 }
@@ -291,12 +326,13 @@ void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * params, ggml_tensor 
         // units dealt round-robin: later query blocks of a causal mask cost more
         for (int64_t u = ith; u < p.n_units; u += nth) {
             const int64_t qb = u % p.n_qb;
-            const int64_t hk = (u / p.n_qb) % p.n_head_kv;
-            const int64_t sq = u / (p.n_qb * p.n_head_kv);
+            const int64_t hg = (u / p.n_qb) % p.n_hg;
+            const int64_t sq = u / (p.n_qb * p.n_hg);
             const int64_t iq0 = qb * p.QB, iq1 = std::min(p.n_q, iq0 + p.QB);
-            attend_unit(p, a, sc, sq, hk, iq0, iq1, 0, p.n_kv);
-            for (int64_t ri = 0; ri < (iq1 - iq0) * p.G; ++ri) {
-                write_output(p, dst, sc.state + ri * stride, hk * p.G + ri % p.G, iq0 + ri / p.G, sq);
+            attend_unit(p, a, sc, sq, hg, iq0, iq1, 0, p.n_kv);
+            for (int64_t ri = 0; ri < (iq1 - iq0) * p.G * p.HU; ++ri) {
+                const fa_row r = unit_row(p, hg, iq0, iq1 - iq0, ri);
+                write_output(p, dst, sc.state + ri * stride, r.h, r.iq, sq);
             }
         }
         return;
@@ -310,12 +346,13 @@ void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * params, ggml_tensor 
     ggml_cpu_split_rows(p.n_kv, ith, nth, kv0, kv1);
     for (int64_t u = 0; u < p.n_units; ++u) {
         const int64_t qb = u % p.n_qb;
-        const int64_t hk = (u / p.n_qb) % p.n_head_kv;
-        const int64_t sq = u / (p.n_qb * p.n_head_kv);
+        const int64_t hg = (u / p.n_qb) % p.n_hg;
+        const int64_t sq = u / (p.n_qb * p.n_hg);
         const int64_t iq0 = qb * p.QB, iq1 = std::min(p.n_q, iq0 + p.QB);
-        attend_unit(p, a, sc, sq, hk, iq0, iq1, kv0, kv1);
-        for (int64_t ri = 0; ri < (iq1 - iq0) * p.G; ++ri) {
-            const int64_t g = global_row(sq, iq0 + ri / p.G, hk * p.G + ri % p.G);
+        attend_unit(p, a, sc, sq, hg, iq0, iq1, kv0, kv1);
+        for (int64_t ri = 0; ri < (iq1 - iq0) * p.G * p.HU; ++ri) {
+            const fa_row r = unit_row(p, hg, iq0, iq1 - iq0, ri);
+            const int64_t g = global_row(sq, r.iq, r.h);
             std::memcpy(partial + (ith * rows_total + g) * stride, sc.state + ri * stride, stride * sizeof(float));
         }
     }
