@@ -30,6 +30,7 @@ constexpr int64_t k_tile = 32;          // KV rows per tile
 constexpr int64_t k_rows_target = 128;  // query rows (heads x queries) sharing a tile (one tile conversion each)
 constexpr int64_t k_group = 4;          // query rows computed together (register tile)
 constexpr int64_t k_direct_rows = 8;    // read the cache in place when at most this many rows share a tile
+constexpr int64_t k_bf16_rows = 16;     // bf16 products when at least this many rows share a decoded tile
 
 struct fa_plan {
     int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, n_seq;
@@ -42,11 +43,19 @@ struct fa_plan {
     int64_t n_qb, n_units;
     bool    split_kv;
     bool    direct_k, direct_v;   // K / V rows read in place (qk_cache / pv_cache)
+    bool    bf16;                 // decoded tiles packed to bf16 for the bf16 products (qk_bf16 / pv_bf16)
+    int64_t SR;                   // score rows of the scratch (rows computed together)
     size_t  per_thread;   // bytes of each thread's private scratch
     size_t  partial;      // bytes of the shared partial states (split_kv)
 };
 
 size_t floats(int64_t n) { return ggml_pad(n * sizeof(float), 64); }
+
+size_t bf16_bytes(const fa_plan & p) {
+    return ggml_pad(p.R * p.D * sizeof(uint16_t), 64) + ggml_pad(p.D / 2 * k_tile * sizeof(uint32_t), 64) +
+           ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64) + 3 * ggml_pad(p.R * sizeof(void *), 64) +
+           floats(p.R);
+}
 
 fa_plan make_plan(const ggml_tensor * dst, int nth) {
     const ggml_tensor * q = dst->src[0];
@@ -81,6 +90,11 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
         p.HU = p.n_head_kv % nth == 0 ? p.n_head_kv / nth : p.n_head_kv;
     }
     p.R = p.RH * p.HU;
+    // Many rows per decoded tile (prompt processing): bf16 products where the CPU has them, at
+    // twice the f32 rate. Not for an f32 cache: whoever keeps f32 keys asked for f32 scores.
+    p.bf16 = vec.qk_bf16 && !p.direct_k && !p.direct_v && p.R >= k_bf16_rows && p.D % 16 == 0 && p.Dv % 16 == 0 &&
+             k->type != GGML_TYPE_F32 && v->type != GGML_TYPE_F32;
+    p.SR = p.bf16 ? p.R : k_group;
     p.n_hg = p.n_head_kv / p.HU;
     p.n_units = p.n_seq * p.n_hg * p.n_qb;
     // One query: every unit costs the same, so whole units dealt out evenly need no merge and no
@@ -88,9 +102,10 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     // split only when the units cannot be shared out evenly.
     const bool uneven = p.n_q == 1 && p.n_units % nth != 0 && p.n_units < 8 * nth;
     p.split_kv = nth > 1 && (p.n_units < nth || uneven);
-    p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + 2 * floats(k_group * k_tile) +
+    p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + 2 * floats(p.SR * k_tile) +
                    floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
                    ggml_pad(p.R * 2 * sizeof(void *), 64) + floats(p.R);
+    if (p.bf16) p.per_thread += bf16_bytes(p);
     p.partial = p.split_kv ? floats((int64_t) nth * p.n_seq * p.n_q * p.n_head * (p.Dv + 2)) : 0;
     return p;
 }
@@ -108,22 +123,39 @@ struct fa_scratch {
     const float ** qrow;    // R
     const char ** mrow;     // R (mask rows, NULL without mask)
     float * slope;          // R
+    // bf16 path (p.bf16) only
+    uint16_t * qb;          // R rows of D, bf16
+    uint32_t * kt;          // packed key tile [D/2][k_tile]
+    uint32_t * vt;          // packed value tile [k_tile/2][Dv]
+    const uint16_t ** qbp;  // R: the rows of a tile's pass
+    float ** accp;          // R
+    const float ** mvp;     // R
+    float * slp;            // R
 };
 
 fa_scratch carve(const fa_plan & p, char * base) {
-    fa_scratch s;
+    fa_scratch s = {};
     auto take = [&](size_t bytes) { char * r = base; base += bytes; return r; };
     s.q = (float *) take(floats(p.R * p.D));
     s.ktile = (float *) take(floats(k_tile * p.D));
     s.vtile = (float *) take(floats(k_tile * p.Dv));
-    s.scores = (float *) take(floats(k_group * k_tile));
-    s.mvals = (float *) take(floats(k_group * k_tile));
+    s.scores = (float *) take(floats(p.SR * k_tile));
+    s.mvals = (float *) take(floats(p.SR * k_tile));
     s.state = (float *) take(floats(p.R * (p.Dv + 2)));
     s.krow = (const void **) take(ggml_pad(2 * k_tile * sizeof(void *), 64));
     s.vrow = s.krow + k_tile;
     s.qrow = (const float **) take(ggml_pad(p.R * 2 * sizeof(void *), 64));
     s.mrow = (const char **) (s.qrow + p.R);
     s.slope = (float *) take(floats(p.R));
+    if (p.bf16) {
+        s.qb = (uint16_t *) take(ggml_pad(p.R * p.D * sizeof(uint16_t), 64));
+        s.kt = (uint32_t *) take(ggml_pad(p.D / 2 * k_tile * sizeof(uint32_t), 64));
+        s.vt = (uint32_t *) take(ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64));
+        s.qbp = (const uint16_t **) take(ggml_pad(p.R * sizeof(void *), 64));
+        s.accp = (float **) take(ggml_pad(p.R * sizeof(void *), 64));
+        s.mvp = (const float **) take(ggml_pad(p.R * sizeof(void *), 64));
+        s.slp = (float *) take(floats(p.R));
+    }
     return s;
 }
 
@@ -142,6 +174,86 @@ fa_row unit_row(const fa_plan & p, int64_t hg, int64_t iq0, int64_t nq, int64_t 
     const int64_t hk = hg * p.HU + ri / per_head;
     const int64_t r = ri % per_head;
     return { hk * p.G + r % p.G, iq0 + r / p.G };
+}
+
+// Online softmax update of ng rows on their scores of one tile (rows of k_tile, nt valid):
+// the scores become the rows' weights exp(x - M) and each row's (acc, M, S) is rescaled to a
+// new max. Rows with nothing visible get zero weights.
+void softmax_update(const fa_plan & p, const fa_args & a, int64_t ng, int64_t nt, float * scores, float * const * acc,
+                    const float * const * mv, const float * slope) {
+    const auto & vec = ggml_cpu_vec();
+    for (int64_t g = 0; g < ng; ++g) {
+        float * sg = scores + g * k_tile;
+        if (a.softcap > 0.0f) {
+            for (int64_t t = 0; t < nt; ++t) sg[t] = a.softcap * std::tanh(sg[t] * a.scale / a.softcap);
+        } else {
+            vec.scale_bias(nt, sg, sg, a.scale, 0.0f);
+        }
+        // slopes are positive, so a -inf mask value keeps its key at -inf
+        if (mv[g]) vec.axpy(nt, sg, slope[g], mv[g]);
+        const float tile_max = vec.max(nt, sg);
+        float * st = acc[g];
+        float & M = st[p.Dv];
+        float & S = st[p.Dv + 1];
+        if (tile_max == -INFINITY) {
+            std::memset(sg, 0, nt * sizeof(float));
+            continue;
+        }
+        if (tile_max > M) {
+            if (M != -INFINITY) {
+                const float r = std::exp(M - tile_max);
+                S *= r;
+                vec.scale_bias(p.Dv, st, st, r, 0.0f);
+            }
+            M = tile_max;
+        }
+        S += vec.exp_sum(nt, sg, sg, M);
+    }
+}
+
+// The tile for the bf16 path: every row of [r0, r1) that sees a key of it is computed in one
+// pass (one packing of K and V, shared by all of them).
+void attend_tile_bf16(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t r0,
+                      int64_t r1, int64_t j0, int64_t nt) {
+    const auto & vec = ggml_cpu_vec();
+    const int64_t stride = p.Dv + 2;
+    int64_t na = 0;
+    // consecutive rows of one query share its mask row: its conversion and verdict are reused
+    const char * last = nullptr;
+    const float * last_m = nullptr;
+    for (int64_t ri = r0; ri < r1; ++ri) {
+        const float * m = nullptr;
+        if (sc.mrow[ri]) {
+            if (sc.mrow[ri] != last) {
+                last = sc.mrow[ri];
+                if (a.mask->type == GGML_TYPE_F16) {
+                    float * dst = sc.mvals + na * k_tile;
+                    vec.f16_to_f32(nt, dst, (const uint16_t *) last + j0);
+                    last_m = dst;
+                } else {
+                    last_m = (const float *) last + j0;
+                }
+                if (vec.max(nt, last_m) == -INFINITY) last_m = nullptr;   // every key masked
+            }
+            if (!last_m) continue;
+            m = last_m;
+        }
+        sc.qbp[na] = sc.qb + ri * p.D;
+        sc.accp[na] = sc.state + ri * stride;
+        sc.mvp[na] = m;
+        sc.slp[na] = sc.slope[ri];
+        ++na;
+    }
+    if (na == 0) return;   // the tile is never read
+    for (int64_t t = 0; t < nt; ++t) {
+        sc.krow[t] = ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
+        sc.vrow[t] = ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
+    }
+    vec.pack_k_bf16(p.D, (const float * const *) sc.krow, nt, sc.kt);
+    vec.pack_v_bf16(p.Dv, (const float * const *) sc.vrow, nt, sc.vt);
+    vec.qk_bf16(p.D, sc.qbp, na, sc.kt, sc.scores, k_tile);
+    softmax_update(p, a, na, nt, sc.scores, sc.accp, sc.mvp, sc.slp);
+    vec.pv_bf16(p.Dv, sc.accp, sc.scores, k_tile, na, sc.vt, nt);
 }
 
 // One KV tile [j0, j0 + nt) of kv head hk for the unit's rows [r0, r1) (all of that kv head).
@@ -207,34 +319,9 @@ void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
         } else {
             for (int64_t g = 0; g < ng; ++g) vec.dot_rows(p.D, qs[g], kf, nt, sc.scores + g * k_tile);
         }
-        // online softmax update per row; rows with nothing visible get zero weights
-        for (int64_t g = 0; g < ng; ++g) {
-            float * sg = sc.scores + g * k_tile;
-            if (a.softcap > 0.0f) {
-                for (int64_t t = 0; t < nt; ++t) sg[t] = a.softcap * std::tanh(sg[t] * a.scale / a.softcap);
-            } else {
-                vec.scale_bias(nt, sg, sg, a.scale, 0.0f);
-            }
-            // slopes are positive, so a -inf mask value keeps its key at -inf
-            if (mv[g]) vec.axpy(nt, sg, sc.slope[grp[g]], mv[g]);
-            const float tile_max = vec.max(nt, sg);
-            float * st = acc[g];
-            float & M = st[p.Dv];
-            float & S = st[p.Dv + 1];
-            if (tile_max == -INFINITY) {
-                std::memset(sg, 0, nt * sizeof(float));
-                continue;
-            }
-            if (tile_max > M) {
-                if (M != -INFINITY) {
-                    const float r = std::exp(M - tile_max);
-                    S *= r;
-                    vec.scale_bias(p.Dv, st, st, r, 0.0f);
-                }
-                M = tile_max;
-            }
-            S += vec.exp_sum(nt, sg, sg, M);
-        }
+        float sl[k_group];
+        for (int64_t g = 0; g < ng; ++g) sl[g] = sc.slope[grp[g]];
+        softmax_update(p, a, ng, nt, sc.scores, acc, mv, sl);
         const float * const * vf = (const float * const *) sc.vrow;
         if (p.direct_v) {
             vec.pv_cache(a.v->type, p.Dv, acc, sc.scores, k_tile, ng, sc.vrow, nt);
@@ -254,7 +341,8 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     const int64_t per_head = nq * p.G;
     const int64_t stride = p.Dv + 2;
 
-    for (int64_t ri = 0; ri < per_head * p.HU; ++ri) {
+    const int64_t rows = per_head * p.HU;
+    for (int64_t ri = 0; ri < rows; ++ri) {
         const fa_row r = unit_row(p, hg, iq0, nq, ri);
         sc.qrow[ri] = ggml_cpu_load_row(a.q, r.iq, r.h, sq, sc.q + ri * p.D);
         sc.mrow[ri] = a.mask ? ggml_cpu_row_ptr(a.mask, r.iq, r.h % a.mask->ne[2], sq % a.mask->ne[3]) : nullptr;
@@ -266,11 +354,17 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
         st[p.Dv + 1] = 0.0f;
     }
 
+    if (p.bf16) ggml_cpu_vec().rows_bf16(p.D, sc.qrow, rows, sc.qb);
+
     // tile-major over the unit's kv heads: the cells of a tile are read once, all heads together
     for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
         const int64_t nt = std::min(k_tile, kv1 - j0);
         for (int64_t hl = 0; hl < p.HU; ++hl) {
-            attend_tile(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
+            if (p.bf16) {
+                attend_tile_bf16(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
+            } else {
+                attend_tile(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
+            }
         }
     }
 }

@@ -58,6 +58,20 @@ struct ggml_cpu_vec_fns {
     // Whether this level's qk_cache / pv_cache also read rows of a type beyond those four (q8_KV
     // on x86); NULL: the four only.
     bool (*cache_reads_more)(ggml_type type);
+    // Prompt attention in bf16 products over packed tiles of 32 keys (avx512/attn-tile.cpp; NULL
+    // where the CPU has no bf16 dot product). Row lengths n are multiples of 16.
+    // nr f32 rows -> bf16, stored one after another
+    void (*rows_bf16)(int64_t n, const float * const * x, int64_t nr, uint16_t * y);
+    // nk <= 32 key rows -> kt[n/2][32]: pairs (k[t][d], k[t][d+1]), zero past nk
+    void (*pack_k_bf16)(int64_t n, const float * const * k, int64_t nk, uint32_t * kt);
+    // nv <= 32 value rows -> vt[16][n]: pairs (v[t][i], v[t+1][i]), zero past nv
+    void (*pack_v_bf16)(int64_t n, const float * const * v, int64_t nv, uint32_t * vt);
+    // out[r*out_stride + t] = dot(q[r], k[t]) for r < nq, the 32 keys of kt (q rows in bf16)
+    void (*qk_bf16)(int64_t n, const uint16_t * const * q, int64_t nq, const uint32_t * kt, float * out,
+                    int64_t out_stride);
+    // y[r] += sum over t < nt of p[r*p_stride + t] * v[t] for r < ny (p rounded to bf16)
+    void (*pv_bf16)(int64_t n, float * const * y, const float * p, int64_t p_stride, int64_t ny, const uint32_t * vt,
+                    int64_t nt);
 };
 
 // Whether the table's qk_cache / pv_cache kernels read rows of this type and length.

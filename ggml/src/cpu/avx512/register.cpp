@@ -6,6 +6,7 @@ void ggml_cpu_register_avx512() {
     ggml_cpu_register_float_gemm_avx512();
     ggml_cpu_register_vec_avx512();
     ggml_cpu_register_attn_cache_avx512();
+    ggml_cpu_register_attn_tile_avx512();
     ggml_cpu_register_ik_avx512();
     ggml_cpu_register_iq_avx512();
     ggml_cpu_register_k_avx512();
