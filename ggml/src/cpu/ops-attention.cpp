@@ -245,14 +245,23 @@ void attend_tile_bf16(const fa_plan & p, const fa_args & a, fa_scratch & sc, int
         ++na;
     }
     if (na == 0) return;   // the tile is never read
-    for (int64_t t = 0; t < nt; ++t) {
-        sc.krow[t] = ggml_cpu_load_row(a.k, j0 + t, hk, sq, sc.ktile + t * p.D);
-        sc.vrow[t] = ggml_cpu_load_row(a.v, j0 + t, hk, sq, sc.vtile + t * p.Dv);
-    }
-    vec.pack_k_bf16(p.D, (const float * const *) sc.krow, nt, sc.kt);
-    vec.pack_v_bf16(p.Dv, (const float * const *) sc.vrow, nt, sc.vt);
+    // half-float rows are packed straight from the cache; other types are decoded to f32 first
+    auto rows = [&](const ggml_tensor * t, float * tile, int64_t n, const void ** out) {
+        const bool half = (t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16) && t->nb[0] == ggml_type_size(t->type);
+        for (int64_t i = 0; i < nt; ++i) {
+            out[i] = half ? (const void *) ggml_cpu_row_ptr(t, j0 + i, hk, sq)
+                          : (const void *) ggml_cpu_load_row(t, j0 + i, hk, sq, tile + i * n);
+        }
+        return half ? t->type : GGML_TYPE_F32;
+    };
+    vec.pack_k_bf16(rows(a.k, sc.ktile, p.D, sc.krow), p.D, sc.krow, nt, sc.kt);
+    vec.pack_v_bf16(rows(a.v, sc.vtile, p.Dv, sc.vrow), p.Dv, sc.vrow, nt, sc.vt);
     vec.qk_bf16(p.D, sc.qbp, na, sc.kt, sc.scores, k_tile);
-    softmax_update(p, a, na, nt, sc.scores, sc.accp, sc.mvp, sc.slp);
+    if (a.softcap > 0.0f) {
+        softmax_update(p, a, na, nt, sc.scores, sc.accp, sc.mvp, sc.slp);
+    } else {
+        vec.softmax_bf16(na, nt, sc.scores, sc.accp, p.Dv, sc.mvp, sc.slp, a.scale);
+    }
     vec.pv_bf16(p.Dv, sc.accp, sc.scores, k_tile, na, sc.vt, nt);
 }
 

@@ -12,8 +12,10 @@
 // The functions carry target("avx512bf16") and are registered only when cpuid reports the set
 // (the folder itself is built without it; see ggml/CMakeLists.txt).
 #include "avx512/register.h"
+#include "avx512/simd.h"
 #include "ops-common.h"
 
+#include <cmath>
 #include <immintrin.h>
 
 namespace {
@@ -36,8 +38,21 @@ __attribute__((target("avx512bf16"))) void rows_bf16(int64_t n, const float * co
     }
 }
 
+// 16 values of a row of the cache's float type from value i, as f32
+template <ggml_type T> inline __m512 load16(const void * row, int64_t i) {
+    if constexpr (T == GGML_TYPE_F16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) ((const uint16_t *) row + i)));
+    } else if constexpr (T == GGML_TYPE_BF16) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) ((const uint16_t *) row + i)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    } else {
+        return _mm512_loadu_ps((const float *) row + i);
+    }
+}
+
 // nk <= 32 key rows of n values -> kt[n/2][32] pairs; keys past nk are zero
-__attribute__((target("avx512bf16"))) void pack_k(int64_t n, const float * const * k, int64_t nk, uint32_t * kt) {
+template <ggml_type T>
+__attribute__((target("avx512bf16"))) void pack_k_t(int64_t n, const void * const * k, int64_t nk, uint32_t * kt) {
     alignas(64) uint16_t row[2 * 16];
     for (int64_t t = 0; t < k_keys; ++t) {
         if (t >= nk) {
@@ -46,7 +61,7 @@ __attribute__((target("avx512bf16"))) void pack_k(int64_t n, const float * const
         }
         // 16 values at a time: 8 pairs, scattered to their pair rows
         for (int64_t i = 0; i < n; i += 16) {
-            _mm256_store_si256((__m256i *) row, (__m256i) _mm512_cvtneps_pbh(_mm512_loadu_ps(k[t] + i)));
+            _mm256_store_si256((__m256i *) row, (__m256i) _mm512_cvtneps_pbh(load16<T>(k[t], i)));
             const uint32_t * pr = (const uint32_t *) row;
             uint32_t * dst = kt + (i / 2) * k_keys + t;
             for (int j = 0; j < 8; ++j) dst[j * k_keys] = pr[j];
@@ -55,14 +70,74 @@ __attribute__((target("avx512bf16"))) void pack_k(int64_t n, const float * const
 }
 
 // nv <= 32 value rows of n values (n % 16 == 0) -> vt[16][n] pairs; rows past nv are zero
-__attribute__((target("avx512bf16"))) void pack_v(int64_t n, const float * const * v, int64_t nv, uint32_t * vt) {
+template <ggml_type T>
+__attribute__((target("avx512bf16"))) void pack_v_t(int64_t n, const void * const * v, int64_t nv, uint32_t * vt) {
     for (int64_t tp = 0; tp < k_keys / 2; ++tp, vt += n) {
         const int64_t t = 2 * tp;
         for (int64_t i = 0; i < n; i += 16) {
-            const __m512i lo = t < nv ? bf16_lanes(_mm512_loadu_ps(v[t] + i)) : _mm512_setzero_si512();
-            const __m512i hi = t + 1 < nv ? bf16_lanes(_mm512_loadu_ps(v[t + 1] + i)) : _mm512_setzero_si512();
+            const __m512i lo = t < nv ? bf16_lanes(load16<T>(v[t], i)) : _mm512_setzero_si512();
+            const __m512i hi = t + 1 < nv ? bf16_lanes(load16<T>(v[t + 1], i)) : _mm512_setzero_si512();
             _mm512_storeu_si512(vt + i, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
         }
+    }
+}
+
+void pack_k(ggml_type type, int64_t n, const void * const * k, int64_t nk, uint32_t * kt) {
+    switch (type) {
+        case GGML_TYPE_F16: pack_k_t<GGML_TYPE_F16>(n, k, nk, kt); break;
+        case GGML_TYPE_BF16: pack_k_t<GGML_TYPE_BF16>(n, k, nk, kt); break;
+        default: pack_k_t<GGML_TYPE_F32>(n, k, nk, kt); break;
+    }
+}
+
+void pack_v(ggml_type type, int64_t n, const void * const * v, int64_t nv, uint32_t * vt) {
+    switch (type) {
+        case GGML_TYPE_F16: pack_v_t<GGML_TYPE_F16>(n, v, nv, vt); break;
+        case GGML_TYPE_BF16: pack_v_t<GGML_TYPE_BF16>(n, v, nv, vt); break;
+        default: pack_v_t<GGML_TYPE_F32>(n, v, nv, vt); break;
+    }
+}
+
+// The online-softmax step of nr rows in one pass each (two vectors of scores): scale, mask,
+// the tile's max, the rescale of the row's state (acc[dv], M, S) when the max grows, then the
+// weights exp(x - M) in place of the scores and their sum added to S.
+void softmax_rows(int64_t nr, int64_t nt, float * s, float * const * state, int64_t dv, const float * const * mask,
+                  const float * slope, float scale) {
+    const __mmask16 m0 = first_lanes(nt), m1 = first_lanes(nt - 16);
+    const __m512 vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    for (int64_t r = 0; r < nr; ++r, s += k_keys) {
+        __m512 x0 = _mm512_mask_mul_ps(ninf, m0, _mm512_loadu_ps(s), vs);
+        __m512 x1 = _mm512_mask_mul_ps(ninf, m1, _mm512_loadu_ps(s + 16), vs);
+        if (mask[r]) {
+            // slopes are positive, so a -inf mask value keeps its key at -inf
+            const __m512 sl = _mm512_set1_ps(slope[r]);
+            // (lanes past nt stay -inf: their mask reads as 0)
+            x0 = _mm512_fmadd_ps(sl, _mm512_maskz_loadu_ps(m0, mask[r]), x0);
+            x1 = _mm512_fmadd_ps(sl, _mm512_maskz_loadu_ps(m1, mask[r] + 16), x1);
+        }
+        const float tile_max = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
+        float * st = state[r];
+        float & M = st[dv];
+        float & S = st[dv + 1];
+        if (tile_max == -INFINITY) {   // nothing visible: zero weights
+            _mm512_storeu_ps(s, _mm512_setzero_ps());
+            _mm512_storeu_ps(s + 16, _mm512_setzero_ps());
+            continue;
+        }
+        if (tile_max > M) {
+            if (M != -INFINITY) {
+                const float f = std::exp(M - tile_max);
+                S *= f;
+                const __m512 vf = _mm512_set1_ps(f);
+                for (int64_t i = 0; i < dv; i += 16) _mm512_storeu_ps(st + i, _mm512_mul_ps(vf, _mm512_loadu_ps(st + i)));
+            }
+            M = tile_max;
+        }
+        const __m512 vm = _mm512_set1_ps(M);
+        const __m512 e0 = exp16(_mm512_sub_ps(x0, vm)), e1 = exp16(_mm512_sub_ps(x1, vm));
+        _mm512_storeu_ps(s, e0);
+        _mm512_storeu_ps(s + 16, e1);
+        S += _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
     }
 }
 
@@ -163,6 +238,7 @@ void ggml_cpu_register_attn_tile_avx512() {
     f.pack_k_bf16 = pack_k;
     f.pack_v_bf16 = pack_v;
     f.qk_bf16 = qk_bf16;
+    f.softmax_bf16 = softmax_rows;
     f.pv_bf16 = pv_bf16;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }

@@ -11,26 +11,6 @@ namespace {
 
 inline __mmask16 tail(int64_t rem) { return (__mmask16) ((1u << rem) - 1); }
 
-// e^x as in the AVX2 version: n*ln2 + r split, degree-6 polynomial, exponent via scalef.
-inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.37626f);
-    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512 y = _mm512_scalef_ps(p, n);
-    y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), y);   // below range (and -inf): 0
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), _mm512_set1_ps(INFINITY));
-}
-
 inline __m512 silu16(__m512 x) {
     const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
     return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
