@@ -793,6 +793,12 @@ TEST_F(Ops, FlashAttention) {
         { 64, 64, 3, 29, 4, 2, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true, 1, 1, true, true },
         { 64, 64, 21, 50, 8, 2, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true, 1, 1, false, true },
         { 128, 128, 9, 40, 16, 1, 1, GGML_TYPE_Q8_KV, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, false },
+        // bf16 products (bf16 / quantized caches, many rows per tile): two query blocks, a dead
+        // row, odd and partial last tiles, ALiBi, a head size of 96 (a 64-value chunk and two of 16
+        // in the value pass), softcap (the generic softmax step) with sinks
+        { 128, 128, 40, 77, 8, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, true },
+        { 96, 96, 24, 61, 4, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.11f, 4.0f, 0.0f, false, false },
+        { 64, 64, 19, 45, 8, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F16, 0.125f, 0.0f, 30.0f, true, false, 1, 1, true },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {
@@ -869,17 +875,18 @@ TEST_F(Ops, FlashAttention) {
                         for (int64_t d = 0; d < c.Dv; ++d) o[d] += sc[j] / sum * kv_v[((s * c.n_head_kv + hk) * c.n_kv + j) * c.Dv + d];
                     }
                 }
-        // Many query rows per decoded tile (G heads x up to 128/G queries, at least 16 rows) take
-        // the bf16 products at the AVX512 level on CPUs with AVX512-BF16, for half and quantized
-        // caches: q, k, v and the weights p are rounded to 8-bit mantissas (relative error up to
-        // 2^-9 each, 2^-8 for a product) and summed in f32, so an output is off by about 2^-8 of
-        // its magnitude: measured here, mean errors 1.4-2.2e-4 on mean |values| of 0.06-0.09 and
-        // at most 1.1e-3. 2.5e-3 + 1e-2 relative leaves twice that while a wrong row, key or
-        // weight (errors of the order of the values, 0.01-1) still fails. Heads over 256 values
-        // (MLA) keep f32 products.
+        // Many query rows per decoded tile (G heads x up to 128/G queries, at least 16 rows) of a
+        // bf16 or quantized cache take the bf16 products at the AVX512 level on CPUs with
+        // AVX512-BF16: q, k, v and the weights p are rounded to 8-bit mantissas (relative error
+        // up to 2^-9 each, 2^-8 for a product) and summed in f32, so an output is off by about
+        // 2^-8 of its magnitude: measured on these cases (f16 ones included while they took this
+        // path), mean errors 1.4-2.2e-4 on mean |values| of 0.06-0.09, at most 1.1e-3.
+        // 2.5e-3 + 1e-2 relative leaves twice that while a wrong row, key or weight (errors of
+        // the order of the values, 0.01-1) still fails. f16/f32 caches and heads over 256 values
+        // (MLA) keep f32 products and the tight bound.
         const int64_t rows_per_tile = G * std::min<int64_t>(c.n_q, std::max<int64_t>(1, 128 / G));
-        const bool bf16_case = c.kv_type != GGML_TYPE_F32 && rows_per_tile >= 16 && c.D % 16 == 0 && c.Dv % 16 == 0 &&
-                               c.D <= 256 && c.Dv <= 256;
+        const bool bf16_case = c.kv_type != GGML_TYPE_F32 && c.kv_type != GGML_TYPE_F16 && rows_per_tile >= 16 &&
+                               c.D % 16 == 0 && c.Dv % 16 == 0 && c.D <= 256 && c.Dv <= 256;
         each_config(out, [&](const std::string & where) {
             const bool bf16 = bf16_case && ggml_cpu_has_avx512_bf16() && where.rfind("avx512", 0) == 0;
             EXPECT_TRUE(close_to(out, want, bf16 ? 2.5e-3 : 2e-5, bf16 ? 1e-2 : 1e-4));

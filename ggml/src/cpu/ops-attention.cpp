@@ -91,13 +91,15 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
         p.HU = p.n_head_kv % nth == 0 ? p.n_head_kv / nth : p.n_head_kv;
     }
     p.R = p.RH * p.HU;
-    // Many rows per decoded tile (prompt processing): bf16 products where the CPU has them, at
-    // twice the f32 rate. Not for an f32 cache: whoever keeps f32 keys asked for f32 scores. Not
-    // for heads over k_bf16_max_head values either: MLA's 576/512-value latent heads lost too
-    // much (mean KLD 5.3e-3 on synth-deepseek2 against 2.5e-5 on synth-qwen3's 64-value heads).
+    // Many rows per decoded tile (prompt processing) of a bf16 or quantized cache: bf16 products
+    // where the CPU has them, at twice the f32 rate. Their rounding (8-bit mantissas for q and
+    // the weights p) is within what such a cache already loses, but not within an f16 cache's:
+    // on f16 caches the golden models moved by mean KLD 2.5e-5 (synth-qwen3) to 1.4e-3
+    // (synth-gpt-oss, over the 1e-3 bound), so f16 and f32 caches keep f32 products. Nor for
+    // heads over k_bf16_max_head values: MLA's 576/512-value latent heads lost the most (5.3e-3).
+    auto bf16_cache = [](ggml_type t) { return t != GGML_TYPE_F32 && t != GGML_TYPE_F16; };
     p.bf16 = vec.qk_bf16 && !p.direct_k && !p.direct_v && p.R >= k_bf16_rows && p.D % 16 == 0 && p.Dv % 16 == 0 &&
-             p.D <= k_bf16_max_head && p.Dv <= k_bf16_max_head && k->type != GGML_TYPE_F32 &&
-             v->type != GGML_TYPE_F32;
+             p.D <= k_bf16_max_head && p.Dv <= k_bf16_max_head && bf16_cache(k->type) && bf16_cache(v->type);
     p.SR = p.bf16 ? p.R : k_group;
     p.n_hg = p.n_head_kv / p.HU;
     p.n_units = p.n_seq * p.n_hg * p.n_qb;
