@@ -263,10 +263,10 @@ void attend_tile_bf16(const fa_plan & p, const fa_args & a, fa_scratch & sc, int
     vec.pack_k_bf16(rows(a.k, sc.ktile, p.D, sc.krow), p.D, sc.krow, nt, sc.kt);
     vec.pack_v_bf16(rows(a.v, sc.vtile, p.Dv, sc.vrow), p.Dv, sc.vrow, nt, sc.vt);
     vec.qk_bf16(p.D, sc.qbp, na, sc.kt, sc.scores, k_tile);
-    if (a.softcap > 0.0f) {
+    if (a.softcap > 0.0f || !vec.softmax_tile) {
         softmax_update(p, a, na, nt, sc.scores, sc.accp, sc.mvp, sc.slp);
     } else {
-        vec.softmax_bf16(na, nt, sc.scores, sc.accp, p.Dv, sc.mvp, sc.slp, a.scale);
+        vec.softmax_tile(na, nt, sc.scores, sc.accp, p.Dv, sc.mvp, sc.slp, a.scale);
     }
     vec.pv_bf16(p.Dv, sc.accp, sc.scores, k_tile, na, sc.vt, nt);
 }
@@ -336,7 +336,11 @@ void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
         }
         float sl[k_group];
         for (int64_t g = 0; g < ng; ++g) sl[g] = sc.slope[grp[g]];
-        softmax_update(p, a, ng, nt, sc.scores, acc, mv, sl);
+        if (vec.softmax_tile && a.softcap == 0.0f && p.Dv % 16 == 0) {   // (it rescales acc 16 values at a time)
+            vec.softmax_tile(ng, nt, sc.scores, acc, p.Dv, mv, sl, a.scale);
+        } else {
+            softmax_update(p, a, ng, nt, sc.scores, acc, mv, sl);
+        }
         const float * const * vf = (const float * const *) sc.vrow;
         if (p.direct_v) {
             vec.pv_cache(a.v->type, p.Dv, acc, sc.scores, k_tile, ng, sc.vrow, nt);

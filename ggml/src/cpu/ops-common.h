@@ -66,10 +66,10 @@ struct ggml_cpu_vec_fns {
     void (*pack_k_bf16)(ggml_type type, int64_t n, const void * const * k, int64_t nk, uint32_t * kt);
     // nv <= 32 value rows (f32, f16 or bf16) -> vt[16][n]: pairs (v[t][i], v[t+1][i]), zero past nv
     void (*pack_v_bf16)(ggml_type type, int64_t n, const void * const * v, int64_t nv, uint32_t * vt);
-    // online-softmax step of nr rows of 32 scores (nt valid) without softcap: x = scale*s +
+    // online-softmax step of nr rows of 32 scores (nt valid) without softcap, dv % 16 == 0 (any AVX512 CPU): x = scale*s +
     // slope[r]*mask[r] (f32 mask rows or NULL), state[r] = (acc[dv], M, S) rescaled to the new
     // max, the scores replaced by exp(x - M) and their sum added to S
-    void (*softmax_bf16)(int64_t nr, int64_t nt, float * s, float * const * state, int64_t dv,
+    void (*softmax_tile)(int64_t nr, int64_t nt, float * s, float * const * state, int64_t dv,
                          const float * const * mask, const float * slope, float scale);
     // out[r*out_stride + t] = dot(q[r], k[t]) for r < nq, the 32 keys of kt (q rows in bf16)
     void (*qk_bf16)(int64_t n, const uint16_t * const * q, int64_t nq, const uint32_t * kt, float * out,

@@ -232,13 +232,16 @@ __attribute__((target("avx512bf16"))) void pv_bf16(int64_t n, float * const * y,
 } // namespace
 
 void ggml_cpu_register_attn_tile_avx512() {
-    if (!ggml_cpu_has_avx512_bf16()) return;
     ggml_cpu_vec_fns f = {};
+    f.softmax_tile = softmax_rows;   // plain AVX512: the f32 tiles use it too
+    if (!ggml_cpu_has_avx512_bf16()) {
+        ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
+        return;
+    }
     f.rows_bf16 = rows_bf16;
     f.pack_k_bf16 = pack_k;
     f.pack_v_bf16 = pack_v;
     f.qk_bf16 = qk_bf16;
-    f.softmax_bf16 = softmax_rows;
     f.pv_bf16 = pv_bf16;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }
