@@ -7,7 +7,11 @@
 //  - few (token generation: the G heads of one query): f16/bf16/q8_0/q4_0 rows are read in place
 //    by the qk_cache / pv_cache kernels, which widen them in registers; nothing is written;
 //  - many (prompt processing): the tile is decoded to f32 once and the f32 kernels run on it,
-//    the conversion amortised over dozens of rows.
+//    the conversion amortised over dozens of rows; or, for bf16 and quantized caches on CPUs
+//    with AVX512-BF16, packed once to bf16 tiles for the vdpbf16ps kernels (avx512/attn-tile.cpp),
+//    all rows of the unit in one pass per tile (see make_plan for why not f16 caches).
+// A decode unit read in place spans several kv heads, walked tile by tile, so a thread streams
+// the heads of a cache cell side by side.
 // Each query row keeps an online-softmax state (running max M, running sum S, unnormalised
 // output acc).
 //
