@@ -156,7 +156,13 @@ TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
     const ggml_type_traits * tt = ggml_get_type_traits(t);
     const ggml_gemm_t gemm = ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR);
     ASSERT_TRUE(tt->quantize && gemm) << ggml_type_name(t) << ": decodes but has no quantizer or scalar gemm";
-    const int64_t ncols = 512, R = tt->nrows_interleaved, nrows = 2 * R;
+    // 512, and where the layout's blocks are shorter than 256 a row that is not whole 256-value
+    // blocks (iq1_s_r4 / iq1_m_r4 have 32-value blocks over twins of 256)
+    std::vector<int64_t> lengths = { 512 };
+    if (tt->blck_size < 256) lengths.push_back(512 + 256 - tt->blck_size);
+    for (const int64_t ncols : lengths) {
+    SCOPED_TRACE("row length " + std::to_string(ncols));
+    const int64_t R = tt->nrows_interleaved, nrows = 2 * R;
     const int nact = 3;
     const std::vector<uint8_t> q = quantize(t, weights(nrows, ncols, 77 + t), nrows, ncols, nullptr);
     const std::vector<float> w = decode(t, q, nrows, ncols);
@@ -189,7 +195,17 @@ TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
             EXPECT_NEAR(dst[c * nrows + r], exact, tol) << ggml_type_name(t) << " row " << r << " col " << c;
             if (r >= R) { EXPECT_EQ(dst2[c * R + r - R], dst[c * nrows + r]) << ggml_type_name(t) << ": strided rows"; }
         }
-    }
+    }}
+}
+
+// bf16_r16 weaves pairs of values, so a row of odd length has no layout: the type's blocks are two
+// values long, and repacking such rows is refused rather than dropping the last column.
+TEST(InterleavedBytes, Bf16R16RowsAreWholePairs) {
+    EXPECT_EQ(ggml_blck_size(GGML_TYPE_BF16_R16), 2);
+    EXPECT_EQ(ggml_row_size(GGML_TYPE_BF16_R16, 778), ggml_row_size(GGML_TYPE_BF16, 778));
+    std::vector<uint8_t> src(16 * ggml_row_size(GGML_TYPE_BF16, 778)), dst(src.size());
+    EXPECT_EQ(ggml_repack_rows(GGML_TYPE_BF16_R16, src.data(), dst.data(), 16, 777), 0u);
+    EXPECT_EQ(ggml_repack_rows(GGML_TYPE_BF16_R16, src.data(), dst.data(), 16, 778), dst.size());
 }
 
 // mxfp4_r8's bytes as the reference's kernels read them (its CUDA vec_dot_mxfp4_r8_q8_1 takes

@@ -52,7 +52,7 @@ constexpr type_layout k_layouts[] = {
     {218, "iq3_xxs_r4",256, 98, 0, 4, 18 }, {219, "iq1_s_r4",  32,   6, 2, 4, 19 },
     {220, "iq4_nl_r4", 32,  18, 0, 4, 20 }, {221, "iq3_s_r4", 256, 110, 0, 4, 21 },
     {222, "iq2_s_r4", 256,  82, 0, 4, 22 }, {223, "iq4_xs_r8",256, 136, 0, 8, 23 },
-    {229, "iq1_m_r4",  32,   7, 2, 4, 29 }, {230, "bf16_r16",   1,   2, 0, 16, 30 },
+    {229, "iq1_m_r4",  32,   7, 2, 4, 29 }, {230, "bf16_r16",   2,   4, 0, 16, 30 },
     {233, "q6_0_r4",   32,  26, 0, 4, 133 },
     {337, "iq2_k_r4", 256,  76, 0, 4, 137 }, {338, "iq3_k_r4", 256, 110, 0, 4, 138 },
     {339, "iq4_k_r4", 256, 144, 0, 4, 139 }, {340, "iq5_k_r4", 256, 176, 0, 4, 140 },
@@ -75,7 +75,7 @@ ggml_type_traits * table() {
             e.nrows_interleaved = l.interleave;
             e.interleaved_base  = l.base < 0 ? (ggml_type) l.id : (ggml_type) l.base;
             e.known             = true;
-            e.is_quantized      = l.blck > 1 || l.id == GGML_TYPE_BF16_R16;
+            e.is_quantized      = l.blck > 1;
         }
         return true;
     }();

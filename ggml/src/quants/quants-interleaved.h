@@ -184,10 +184,13 @@ inline const char * group_bytes(const void * w, size_t w_stride, size_t row_size
 // for 256-value ones, bf16 for bf16), so that a repacked model sees the activations rounded as
 // the original does and gives its logits. The q8 twins have no kernel of their own: q8_k_r8 /
 // q8_k_r16 take q8_K (the int8 x int8 product their SIMD kernels make), q8_KV_r8 f32.
-inline ggml_type decoded_gemm_activation_type(ggml_type base) {
+// Per interleaved type T (not its twin): iq1_s_r4 / iq1_m_r4 have 32-value blocks over twins of
+// 256, so their rows need not be whole q8_K blocks.
+inline ggml_type decoded_gemm_activation_type(ggml_type type) {
+    const ggml_type base = ggml_get_type_traits(type)->interleaved_base;
     if (base == GGML_TYPE_BF16) return GGML_TYPE_BF16;
     if (base == GGML_TYPE_Q8_KV) return GGML_TYPE_F32;
-    return ggml_blck_size(base) == QK_K ? GGML_TYPE_Q8_K : GGML_TYPE_Q8_0;
+    return ggml_blck_size(base) == QK_K && ggml_blck_size(type) % QK_K == 0 ? GGML_TYPE_Q8_K : GGML_TYPE_Q8_0;
 }
 
 // The R plain-twin rows of one group (quants-interleaved-unweave.cpp): false for layouts whose
@@ -203,7 +206,7 @@ void r_gemm_decoded(int64_t n, const void * w, size_t w_stride, const void * x, 
                     size_t dst_stride, int nr, int nc) {
     const ggml_type_traits * tt = ggml_get_type_traits(T);
     const ggml_type base = tt->interleaved_base;
-    const ggml_type vdt = decoded_gemm_activation_type(base);
+    const ggml_type vdt = decoded_gemm_activation_type(T);
     const int R = tt->nrows_interleaved;
     GGML_ASSERT(nr % R == 0);
     const size_t row_size = ggml_row_size(T, n);
@@ -250,7 +253,7 @@ template <ggml_type T>
 void register_float_path(ggml_to_float_t to_float) {
     const ggml_type_traits * tt = ggml_get_type_traits(T);
     ggml_type_traits_mut(T)->to_float = to_float;
-    ggml_cpu_register_gemm(T, GGML_CPU_ISA_SCALAR, decoded_gemm_activation_type(tt->interleaved_base), r_gemm_decoded<T>);
+    ggml_cpu_register_gemm(T, GGML_CPU_ISA_SCALAR, decoded_gemm_activation_type(T), r_gemm_decoded<T>);
     ggml_cpu_type_traits_mut(T)->rows_per_call = tt->nrows_interleaved;
 }
 
