@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -64,8 +65,8 @@ inline void decode_q2_K(const void * vb, decoded & out) {
     const __m128i sc = _mm_loadu_si128((const __m128i *) x->scales);
     spread_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0xF))), out);
     out.mi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0xF)));
-    out.d  = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
+    out.d  = GGML_FP16_TO_FP32(x->d);
+    out.dm = GGML_FP16_TO_FP32(x->dmin);
 }
 
 inline void decode_q3_K(const void * vb, decoded & out) {
@@ -94,7 +95,7 @@ inline void decode_q3_K(const void * vb, decoded & out) {
     const __m256i s16 = _mm256_cvtepi8_epi16(sc);
     spread_scales(s16, out);
     out.mi = _mm256_slli_epi16(s16, 2);
-    out.d  = _cvtsh_ss(x->d);
+    out.d  = GGML_FP16_TO_FP32(x->d);
     out.dm = out.d;
 }
 
@@ -110,8 +111,8 @@ inline void decode_q4_K(const void * vb, decoded & out) {
     const __m512i f = _mm512_set1_epi8(0xF);
     for (int k = 0; k < 4; ++k) out.w[k] = _mm512_and_si512(pair(load256(x->qs + 32 * k), 4), f);
     decode_k4_scales(x->scales, out);
-    out.d  = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
+    out.d  = GGML_FP16_TO_FP32(x->d);
+    out.dm = GGML_FP16_TO_FP32(x->dmin);
 }
 
 inline void decode_q5_K(const void * vb, decoded & out) {
@@ -125,8 +126,8 @@ inline void decode_q5_K(const void * vb, decoded & out) {
         out.w[k] = _mm512_mask_add_epi8(low, high, low, sixteen);
     }
     decode_k4_scales(x->scales, out);
-    out.d  = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
+    out.d  = GGML_FP16_TO_FP32(x->d);
+    out.dm = GGML_FP16_TO_FP32(x->dmin);
 }
 
 inline void decode_q6_K(const void * vb, decoded & out) {
@@ -144,52 +145,67 @@ inline void decode_q6_K(const void * vb, decoded & out) {
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
     spread_scales(s16, out);
     out.mi = _mm256_slli_epi16(s16, 5);
-    out.d  = _cvtsh_ss(x->d);
+    out.d  = GGML_FP16_TO_FP32(x->d);
     out.dm = out.d;
 }
 
 using decode_fn = void (*)(const void *, decoded &);
 
-// One weight row times C activation columns (token generation: C = 1). Per block and column:
-// four vpmaddubsw + vpdpwssd for d*sum(s*u*a); the minimum term sum(mi*bsums) as int32 with one
-// vpmaddwd (exact, and no per-call float copy of the activation sums); then one conversion and
-// one FMA for each of the two. One row at a time on purpose: the rows of a call are contiguous,
-// so this reads the weights as one sequential stream; interleaving two short rows (K = 2048 is
-// 8 blocks) was measured 1.5-4x slower, the hardware prefetcher losing the streams.
-template <decode_fn Decode, size_t BlockBytes, int C>
-inline void row_times_columns(int64_t nb, const char * wrow, const char * x, size_t x_stride, float * dst,
-                              size_t dst_stride) {
-    __m512 acc[C];
-    __m256 accm[C];
-    for (int c = 0; c < C; ++c) {
-        acc[c]  = _mm512_setzero_ps();
-        accm[c] = _mm256_setzero_ps();
+// Per activation block of a column tile, computed once and shared by all rows: the group sums
+// as floats times the block scale (for the minimum term) and the scale itself.
+struct column_block {
+    __m512 bsums_scaled;
+    float  d;
+};
+
+inline void prepare_columns(int64_t nb, int C, const char * x, size_t x_stride, column_block * out) {
+    for (int64_t b = 0; b < nb; ++b) {
+        for (int c = 0; c < C; ++c) {
+            const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
+            const __m512 bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(load256(a->bsums)));
+            out[b * C + c].bsums_scaled = _mm512_mul_ps(bs, _mm512_set1_ps(a->d));
+            out[b * C + c].d = a->d;
+        }
     }
+}
+
+// One weight row times C activation columns: per block and column four vpmaddubsw + vpdpwssd,
+// one conversion and two FMAs (block scale, minimum term).
+template <decode_fn Decode, size_t BlockBytes, int C>
+inline void row_times_columns(int64_t nb, const char * wrow, const char * x, size_t x_stride,
+                              const column_block * cols, float * dst, size_t dst_stride) {
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     decoded blk;
     for (int64_t b = 0; b < nb; ++b) {
         Decode(wrow + b * BlockBytes, blk);
+        const __m512 d = _mm512_set1_ps(blk.d);
+        const __m512 fm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(blk.mi)), _mm512_set1_ps(blk.dm));
         for (int c = 0; c < C; ++c) {
             const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
+            const column_block & cb = cols[b * C + c];
             __m512i sum = _mm512_setzero_si512();
             for (int k = 0; k < 4; ++k) {
                 const __m512i prod = _mm512_maddubs_epi16(blk.w[k], _mm512_loadu_si512(a->qs + 64 * k));
                 sum = _mm512_dpwssd_epi32(sum, prod, blk.s[k]);
             }
-            const __m256i mins = _mm256_madd_epi16(load256(a->bsums), blk.mi);
-            acc[c]  = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(blk.d * a->d), acc[c]);
-            accm[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(blk.dm * a->d), accm[c]);
+            const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), d);
+            acc[c] = _mm512_fmadd_ps(t, _mm512_set1_ps(cb.d), acc[c]);
+            acc[c] = _mm512_fnmadd_ps(fm, cb.bsums_scaled, acc[c]);
         }
     }
-    for (int c = 0; c < C; ++c) {
-        dst[c * dst_stride] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[c], _mm512_zextps256_ps512(accm[c])));
-    }
+    for (int c = 0; c < C; ++c) dst[c * dst_stride] = _mm512_reduce_add_ps(acc[c]);
 }
 
 template <decode_fn Decode, size_t BlockBytes, int C>
 void tile_rows(int64_t nb, const void * w, size_t w_stride, const char * xc, size_t x_stride, float * dst,
                size_t dst_stride, int nr) {
+    thread_local std::vector<column_block> cols;
+    if (cols.size() < (size_t) (nb * C)) cols.resize(nb * C);
+    prepare_columns(nb, C, xc, x_stride, cols.data());
     for (int r = 0; r < nr; ++r) {
-        row_times_columns<Decode, BlockBytes, C>(nb, (const char *) w + r * w_stride, xc, x_stride, dst + r, dst_stride);
+        row_times_columns<Decode, BlockBytes, C>(nb, (const char *) w + r * w_stride, xc, x_stride, cols.data(),
+                                                 dst + r, dst_stride);
     }
 }
 
@@ -219,7 +235,7 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
         }
     }
     const int64_t nb = n / QK_K;
-    constexpr int tile = 4;
+    constexpr int tile = 8;
     int c = 0;
     for (; c + tile <= nc; c += tile) {
         tile_rows<Decode, BlockBytes, tile>(nb, w, w_stride, (const char *) x + c * x_stride, x_stride,
@@ -231,7 +247,11 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
         case 0: break;
         case 1: tile_rows<Decode, BlockBytes, 1>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
         case 2: tile_rows<Decode, BlockBytes, 2>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
-        default: tile_rows<Decode, BlockBytes, 3>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
+        case 3: tile_rows<Decode, BlockBytes, 3>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
+        case 4: tile_rows<Decode, BlockBytes, 4>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
+        case 5: tile_rows<Decode, BlockBytes, 5>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
+        case 6: tile_rows<Decode, BlockBytes, 6>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
+        default: tile_rows<Decode, BlockBytes, 7>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
     }
 }
 
