@@ -69,7 +69,7 @@ for k in f32/neon f16/neon bf16/neon q8_0/neon q4_0/dotprod q8_0/dotprod q4_K/do
          iq1_kt/neon iq2_kt/dotprod iq3_kt/dotprod iq4_kt/dotprod iq2_kt/i8mm iq4_kt/i8mm q4_0_r8/dotprod q8_0_r8/dotprod \
          iq4_xs_r8/dotprod q4_k_r4/dotprod q5_k_r4/dotprod q6_k_r4/dotprod iq4_nl_r4/dotprod \
          q5_0_r4/dotprod q6_0_r4/dotprod iq4_k_r4/dotprod iq5_k_r4/dotprod q2_k_r4/dotprod q3_k_r4/dotprod \
-         iq2_k_r4/dotprod iq3_k_r4/dotprod iq4_ks_r4/dotprod iq5_ks_r4/dotprod q8_k_r8/neon q8_KV_r8/neon \
+         iq2_k_r4/dotprod iq3_k_r4/dotprod iq4_ks_r4/dotprod iq5_ks_r4/dotprod q8_KV_r8/neon \
          bf16_r16/neon bf16_r16/dotprod q4_0_r8/i8mm q8_0_r8/i8mm iq4_nl_r4/i8mm q5_0_r4/i8mm q6_0_r4/i8mm \
          iq4_xs_r8/i8mm q2_k_r4/i8mm q3_k_r4/i8mm q4_k_r4/i8mm q5_k_r4/i8mm q6_k_r4/i8mm iq2_k_r4/i8mm \
          iq3_k_r4/i8mm iq4_k_r4/i8mm iq5_k_r4/i8mm iq4_ks_r4/i8mm iq5_ks_r4/i8mm \

@@ -122,13 +122,12 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 //     and iq4_ks_r4 (0.367 -> 0.352) are then level at batch 64 and stay plain; the rest at 0.23
 //     .. 0.43 of the plain count at batch 1 and 0.34 .. 0.76 at batch 64.
 //   neon: only bf16_r16 has a kernel (shifts and FMA; 1.28 -> 0.74 / 0.71 -> 0.49).
-//   q8_k_r8 / q8_KV_r8 at every level: their twins have no NEON product (decoded floats).
+//   q8_KV_r8 at every level: its twin has no NEON product (decoded floats).
 // Fewer instructions for the same weight bytes is taken to mean no slower; a listed type that turns
 // out slower on a real Arm core should come off its row.
 namespace {
 bool arm_repack_pays(ggml_type t, ggml_cpu_isa isa) {
     switch (t) {
-        case GGML_TYPE_Q8_K_R8:
         case GGML_TYPE_Q8_KV_R8:
         case GGML_TYPE_BF16_R16:
             return true;

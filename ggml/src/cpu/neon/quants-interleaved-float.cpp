@@ -1,6 +1,9 @@
 // NEON gemm kernels of the row-interleaved layouts whose products take float activations:
-// q8_k_r8 and q8_KV_r8 against f32 (their activation type, decoded_gemm_activation_type: the
-// plain q8 twins have no product of their own to match) and bf16_r16 against bf16. Plain Advanced
+// q8_KV_r8 against f32 (its activation type, decoded_gemm_activation_type: the plain q8_KV twin
+// has no product of its own to match) and bf16_r16 against bf16. q8_k_r8's products take q8_K
+// activations (the scalar and x86 kernels read its groups against q8_K rows), so its f32 form
+// here is not registered: it would give the type a second activation type; it runs the scalar
+// kernel until it has a q8_K form. Plain Advanced
 // SIMD at every level; bf16_r16 in a BFDOT form at the dotprod and i8mm levels where the CPU has
 // FEAT_BF16 (HWCAP2_BF16).
 //
@@ -172,7 +175,6 @@ void ggml_cpu_register_interleaved_float_neon() {
     const bool bfdot = ggml_cpu_has_arm_bf16() && ggml_cpu_isa_runs_here(GGML_CPU_ISA_NEON_DOTPROD);   // FEAT_BF16 implies dotprod
     for (ggml_cpu_isa isa : { GGML_CPU_ISA_NEON, GGML_CPU_ISA_NEON_DOTPROD, GGML_CPU_ISA_NEON_I8MM }) {
         if (!ggml_cpu_isa_runs_here(isa)) continue;
-        ggml_cpu_register_gemm(GGML_TYPE_Q8_K_R8, isa, GGML_TYPE_F32, gemm_neon<plain::q8_r8_kernel<q8_k_r8_layout>>);
         ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, isa, GGML_TYPE_F32, gemm_neon<plain::q8_r8_kernel<q8_KV_r8_layout>>);
         ggml_cpu_register_gemm(GGML_TYPE_BF16_R16, isa, GGML_TYPE_BF16,
                                bfdot && isa != GGML_CPU_ISA_NEON ? gemm_bf16_r16_bfdot : gemm_neon<plain::bf16_r16_kernel>);
