@@ -6,6 +6,8 @@
 // free to tile registers inside it; the backend only splits the work over threads.
 #pragma once
 
+#include <cstring>
+
 #include "ggml.h"
 #include "ggml-cpu.h"
 
@@ -64,3 +66,12 @@ enum ggml_cpu_scratch_slot {
     GGML_CPU_SCRATCH_COUNT,
 };
 void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes);
+
+// An interleaved group of R rows of row_size bytes, rows w_stride apart: the group itself when
+// its rows are contiguous, else a copy in the gather scratch (a view of a wider tensor).
+inline const char * ggml_cpu_contiguous_group(const char * group, size_t w_stride, size_t row_size, int R) {
+    if (w_stride == row_size) return group;
+    char * gather = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, R * row_size);
+    for (int k = 0; k < R; ++k) std::memcpy(gather + k * row_size, group + k * w_stride, row_size);
+    return gather;
+}

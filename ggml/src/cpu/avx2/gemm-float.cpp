@@ -113,12 +113,7 @@ void gemm_bf16_r16(int64_t n, const void * wv, size_t ws, const void * xv, size_
     const size_t row_size = (size_t) n * 2;
     const char * x = (const char *) xv;
     for (int r0 = 0; r0 < nr; r0 += 16) {
-        const char * g = (const char *) wv + r0 * ws;
-        if (ws != row_size) {
-            char * buf = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 16 * row_size);
-            for (int k = 0; k < 16; ++k) std::memcpy(buf + k * row_size, g + k * ws, row_size);
-            g = buf;
-        }
+        const char * g = ggml_cpu_contiguous_group((const char *) wv + r0 * ws, ws, row_size, 16);
         int c = 0;
         for (; c + 3 <= nc; c += 3) r16_tile<3>(n, g, x + c * xs, xs, dst + c * ds + r0, ds);
         if (nc - c == 2) r16_tile<2>(n, g, x + c * xs, xs, dst + c * ds + r0, ds);

@@ -432,12 +432,7 @@ void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
     const size_t row_size = (RowScale ? 4 : 0) + nb * sizeof(Block) / 4;
     simd_block sb;
     for (int r0 = 0; r0 < nr; r0 += 4) {
-        const char * group = (const char *) w + r0 * w_stride;
-        if (w_stride != row_size) {
-            char * gather = (char *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 4 * row_size);
-            for (int k = 0; k < 4; ++k) std::memcpy(gather + k * row_size, group + k * w_stride, row_size);
-            group = gather;
-        }
+        const char * group = ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, 4);
         const float * row_d = (const float *) group;
         const auto * blocks = (const Block *) (group + (RowScale ? 16 : 0));
         for (int k = 0; k < 4; ++k) {

@@ -710,12 +710,7 @@ void r4_direct(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x
     const block_q8_K * xc[C];
     for (int c = 0; c < C; ++c) xc[c] = (const block_q8_K *) (x + c * x_stride);
     for (int r0 = 0; r0 < nr; r0 += 4) {
-        const uint8_t * group = w + r0 * w_stride;
-        if (w_stride != group_row) {
-            uint8_t * gather = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 4 * group_row);
-            for (int k = 0; k < 4; ++k) std::memcpy(gather + k * group_row, group + k * w_stride, group_row);
-            group = gather;
-        }
+        const auto * group = (const uint8_t *) ggml_cpu_contiguous_group((const char *) (w + r0 * w_stride), w_stride, group_row, 4);
         const auto * blocks = (const Group *) (group + 4 * Row);
         __m512 acc[4][C];
         for (int k = 0; k < 4; ++k) {
@@ -782,12 +777,7 @@ void gemm_r4(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     const size_t group_row = Row + nb * sizeof(Group) / 4;
     uint8_t * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PLAIN, (size_t) nr * plain_row);
     for (int r0 = 0; r0 < nr; r0 += 4) {
-        const uint8_t * group = (const uint8_t *) w + r0 * w_stride;
-        if (w_stride != group_row) {
-            uint8_t * gather = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 4 * group_row);
-            for (int k = 0; k < 4; ++k) std::memcpy(gather + k * group_row, group + k * w_stride, group_row);
-            group = gather;
-        }
+        const auto * group = (const uint8_t *) ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, group_row, 4);
         uint8_t * rows = buf + r0 * plain_row;
         if (Row) {
             for (int k = 0; k < 4; ++k) std::memcpy(rows + k * plain_row, group + Row * k, Row);
