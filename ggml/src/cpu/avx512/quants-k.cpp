@@ -65,8 +65,8 @@ inline void decode_q2_K(const void * vb, decoded & out) {
     const __m128i sc = _mm_loadu_si128((const __m128i *) x->scales);
     spread_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0xF))), out);
     out.mi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0xF)));
-    out.d  = GGML_FP16_TO_FP32(x->d);
-    out.dm = GGML_FP16_TO_FP32(x->dmin);
+    out.d  = _cvtsh_ss(x->d);
+    out.dm = _cvtsh_ss(x->dmin);
 }
 
 inline void decode_q3_K(const void * vb, decoded & out) {
@@ -95,7 +95,7 @@ inline void decode_q3_K(const void * vb, decoded & out) {
     const __m256i s16 = _mm256_cvtepi8_epi16(sc);
     spread_scales(s16, out);
     out.mi = _mm256_slli_epi16(s16, 2);
-    out.d  = GGML_FP16_TO_FP32(x->d);
+    out.d  = _cvtsh_ss(x->d);
     out.dm = out.d;
 }
 
@@ -111,8 +111,8 @@ inline void decode_q4_K(const void * vb, decoded & out) {
     const __m512i f = _mm512_set1_epi8(0xF);
     for (int k = 0; k < 4; ++k) out.w[k] = _mm512_and_si512(pair(load256(x->qs + 32 * k), 4), f);
     decode_k4_scales(x->scales, out);
-    out.d  = GGML_FP16_TO_FP32(x->d);
-    out.dm = GGML_FP16_TO_FP32(x->dmin);
+    out.d  = _cvtsh_ss(x->d);
+    out.dm = _cvtsh_ss(x->dmin);
 }
 
 inline void decode_q5_K(const void * vb, decoded & out) {
@@ -126,8 +126,8 @@ inline void decode_q5_K(const void * vb, decoded & out) {
         out.w[k] = _mm512_mask_add_epi8(low, high, low, sixteen);
     }
     decode_k4_scales(x->scales, out);
-    out.d  = GGML_FP16_TO_FP32(x->d);
-    out.dm = GGML_FP16_TO_FP32(x->dmin);
+    out.d  = _cvtsh_ss(x->d);
+    out.dm = _cvtsh_ss(x->dmin);
 }
 
 inline void decode_q6_K(const void * vb, decoded & out) {
@@ -145,7 +145,7 @@ inline void decode_q6_K(const void * vb, decoded & out) {
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
     spread_scales(s16, out);
     out.mi = _mm256_slli_epi16(s16, 5);
-    out.d  = GGML_FP16_TO_FP32(x->d);
+    out.d  = _cvtsh_ss(x->d);
     out.dm = out.d;
 }
 
