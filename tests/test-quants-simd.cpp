@@ -13,6 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -296,5 +300,38 @@ TEST(QuantSimd, ActivationReferenceEncodersRoundTrip) {
         }
     }
 }
+
+#if defined(__x86_64__)
+// The AVX2 and AVX512 kernels convert fp16 block scales with F16C (vcvtph2ps) where the scalar
+// kernels use the library's routine; the products match bit for bit only if the two agree on
+// every half, subnormals included (NaN payloads aside: a NaN scale gives NaN either way).
+__attribute__((target("f16c"))) void halves_by_f16c(float * one, float * eight) {
+    for (uint32_t h = 0; h < 65536; ++h) one[h] = _cvtsh_ss((unsigned short) h);
+    for (uint32_t h = 0; h < 65536; h += 8) {
+        alignas(16) uint16_t in[8];
+        for (int i = 0; i < 8; ++i) in[i] = (uint16_t) (h + i);
+        _mm256_storeu_ps(eight + h, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) in)));
+    }
+}
+
+TEST(QuantSimd, F16cHalvesMatchTheLibrary) {
+    // the AVX2 level (ggml_cpu_has_avx2: AVX2, FMA, F16C, BMI2 from cpuid) is where F16C is used
+    if (!ggml_cpu_has_avx2()) GTEST_SKIP() << "this CPU lacks the AVX2 level (F16C among it): no kernel converts with F16C here";
+    std::vector<float> one(65536), eight(65536);
+    halves_by_f16c(one.data(), eight.data());
+    int subnormals = 0;
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float want = ggml_fp16_to_fp32((ggml_fp16_t) h);
+        if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(one[h]) && std::isnan(eight[h])) << h;
+            continue;
+        }
+        EXPECT_EQ(std::memcmp(&want, &one[h], 4), 0) << "half 0x" << std::hex << h << ": " << want << " vs " << one[h];
+        EXPECT_EQ(std::memcmp(&want, &eight[h], 4), 0) << "half 0x" << std::hex << h << ": " << want << " vs " << eight[h];
+        subnormals += (h & 0x7c00) == 0 && (h & 0x3ff) != 0;
+    }
+    EXPECT_EQ(subnormals, 2 * 1023);
+}
+#endif
 
 } // namespace

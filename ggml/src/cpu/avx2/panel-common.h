@@ -134,7 +134,7 @@ struct act_q8_K {
 
 inline void coef_q2_K(const void * vb, float * scale, float * bias) {
     const auto * x = (const block_q2_K *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
+    const float d = fp16_to_f32(x->d), dm = fp16_to_f32(x->dmin);
     for (int j = 0; j < 16; ++j) {
         scale[j] = d * (x->scales[j] & 0xF);
         bias[j] = -dm * (x->scales[j] >> 4);
@@ -143,7 +143,7 @@ inline void coef_q2_K(const void * vb, float * scale, float * bias) {
 
 inline void coef_q3_K(const void * vb, float * scale, float * bias) {
     const auto * x = (const block_q3_K *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d);
+    const float d = fp16_to_f32(x->d);
     int8_t sc[16];
     q3_K_scales(x->scales, sc);
     for (int j = 0; j < 16; ++j) {
@@ -155,7 +155,7 @@ inline void coef_q3_K(const void * vb, float * scale, float * bias) {
 template <typename B>
 inline void coef_k4(const void * vb, float * scale, float * bias) {
     const auto * x = (const B *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d), dm = GGML_FP16_TO_FP32(x->dmin);
+    const float d = fp16_to_f32(x->d), dm = fp16_to_f32(x->dmin);
     uint8_t sc[8], mn[8];
     k4_scales_mins(x->scales, sc, mn);
     for (int j = 0; j < 8; ++j) {
@@ -166,7 +166,7 @@ inline void coef_k4(const void * vb, float * scale, float * bias) {
 
 inline void coef_q6_K(const void * vb, float * scale, float * bias) {
     const auto * x = (const block_q6_K *) vb;
-    const float d = GGML_FP16_TO_FP32(x->d);
+    const float d = fp16_to_f32(x->d);
     for (int j = 0; j < 16; ++j) {
         scale[j] = d * x->scales[j];
         bias[j] = -32.0f * scale[j];

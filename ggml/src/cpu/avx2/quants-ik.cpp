@@ -129,7 +129,7 @@ KILN_DECODE_INLINE void decode_iq4_k_avx2(const void * vb, float, simd_block & s
         sb.q[ib] = _mm256_set_m128i(hi, lo);
     }
     scales_6bit_all(b.scales_l, b.scales_h, sb.sc);
-    sb.d = GGML_FP16_TO_FP32(b.d);
+    sb.d = _cvtsh_ss(b.d);
 }
 
 // iq5_k: a 5-bit index per value into a 32-entry grid; the shifted grid is the plain one + 2
@@ -169,7 +169,7 @@ KILN_DECODE_INLINE void decode_iq5_k_avx2(const void * vb, float, simd_block & s
     half_offsets_all(b.extra, 2, shift);
     for (int ib = 0; ib < 8; ++ib) sb.q[ib] = _mm256_add_epi8(sb.q[ib], shift[ib]);
     scales_6bit_all(b.scales_l, b.scales_h, sb.sc);
-    sb.d = GGML_FP16_TO_FP32(b.d);
+    sb.d = _cvtsh_ss(b.d);
 }
 
 // iq5_ks: iq5_k's levels; one scale byte per 32 values as iq4_ks (bit 0: the shifted grid, +2).
@@ -215,7 +215,7 @@ KILN_DECODE_INLINE void decode_iq6_k_avx2(const void * vb, float, simd_block & s
         }
     }
     spread_scale_pairs(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) b.scales)), sb.sc);
-    sb.d = GGML_FP16_TO_FP32(b.d);
+    sb.d = _cvtsh_ss(b.d);
 }
 
 // A small grid (8 levels + 8 shifted, or 4 + 4) replicated in both lanes for vpshufb.
@@ -245,7 +245,7 @@ KILN_DECODE_INLINE void decode_iq3_k_avx2(const void * vb, float, simd_block & s
         const int m1 = 2 * (b.scales_l[ib32] & 0xF) + 1, m2 = 2 * (b.scales_l[ib32] >> 4) + 1;
         sb.sc[ib32] = scale_pair((b.scales_h >> (2 * ib32)) & 1 ? -m1 : m1, (b.scales_h >> (2 * ib32 + 1)) & 1 ? -m2 : m2);
     }
-    sb.d = GGML_FP16_TO_FP32(b.d);
+    sb.d = _cvtsh_ss(b.d);
 }
 
 KILN_DECODE_INLINE void decode_iq2_k_avx2(const void * vb, float, simd_block & sb) {
@@ -259,7 +259,7 @@ KILN_DECODE_INLINE void decode_iq2_k_avx2(const void * vb, float, simd_block & s
         sb.q[ib32] = _mm256_shuffle_epi8(table.t, idx);
         sb.sc[ib32] = scale_pair((b.scales[ib32] & 0xF) - 8, (b.scales[ib32] >> 4) - 8);
     }
-    sb.d = GGML_FP16_TO_FP32(b.d);
+    sb.d = _cvtsh_ss(b.d);
 }
 
 template <ik_decode_t decode>
@@ -408,7 +408,7 @@ void decode_iq4_k_r4_row(const iq4_k_r4_block & b, float, int k, simd_block & sb
         sb.q[ib] = _mm256_set_m128i(v2, v1);
         sb.sc[ib] = scale_pair(r4_scale6(b.scales_l, b.scales_h, 8 * ib + k) - 32, r4_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4) - 32);
     }
-    sb.d = GGML_FP16_TO_FP32(b.d[k]);
+    sb.d = _cvtsh_ss(b.d[k]);
 }
 
 void decode_iq4_ks_r4_row(const iq4_ks_r4_block & b, float row_d, int k, simd_block & sb) {

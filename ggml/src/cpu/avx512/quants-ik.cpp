@@ -155,7 +155,7 @@ struct dec_iq4_k {
         for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, nibble_index_iq4(b.qs + 32 * k));
         ub.sc = scales_6bit(b.scales_l, b.scales_h);
         apply_shift(ub, b.extra, 4);
-        ub.d = GGML_FP16_TO_FP32(b.d);
+        ub.d = _cvtsh_ss(b.d);
     }
 };
 
@@ -188,7 +188,7 @@ struct dec_iq5_k {
         iq5_values(t, b.qs, b.qh, ub);
         ub.sc = scales_6bit(b.scales_l, b.scales_h);
         apply_shift(ub, b.extra, 2);
-        ub.d = GGML_FP16_TO_FP32(b.d);
+        ub.d = _cvtsh_ss(b.d);
     }
 };
 
@@ -226,7 +226,7 @@ struct dec_iq6_k {
         }
         ub.sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) b.scales));
         apply_shift(ub, b.extra, 1);
-        ub.d = GGML_FP16_TO_FP32(b.d);
+        ub.d = _cvtsh_ss(b.d);
     }
 };
 
@@ -239,7 +239,7 @@ struct dec_iq2_k {
         for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, crumb_index(b.qs + 32 * (k / 2), 4 * (k % 2)));
         ub.sc = _mm512_sub_epi32(nibbles16(b.scales), _mm512_set1_epi32(8));
         apply_shift(ub, b.extra, 5);
-        ub.d = GGML_FP16_TO_FP32(b.d);
+        ub.d = _cvtsh_ss(b.d);
     }
 };
 
@@ -284,7 +284,7 @@ struct dec_iq3_k {
         const __m512i m = _mm512_add_epi32(_mm512_slli_epi32(nibbles16(b.scales_l), 1), _mm512_set1_epi32(1));
         ub.sc = _mm512_mask_sub_epi32(m, (__mmask16) b.scales_h, _mm512_setzero_si512(), m);
         apply_shift(ub, b.extra, 4);
-        ub.d = GGML_FP16_TO_FP32(b.d);
+        ub.d = _cvtsh_ss(b.d);
     }
 };
 
@@ -473,7 +473,7 @@ inline float row_scale(const uint8_t * row) {
     } else if constexpr (Row == IK_ROW_F16) {
         uint16_t h;
         std::memcpy(&h, row, 2);
-        return GGML_FP16_TO_FP32(h);
+        return _cvtsh_ss(h);
     } else {
         return 0.0f;
     }
@@ -624,7 +624,7 @@ struct dec_iq4_k_unwoven {
         for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, nibble_index_iq4(b.qs + 32 * k));
         ub.sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) b.sc));
         apply_shift(ub, b.extra, 4);
-        ub.d = GGML_FP16_TO_FP32(b.d);
+        ub.d = _cvtsh_ss(b.d);
     }
 };
 
@@ -687,7 +687,7 @@ inline void r4_scales(const iq4_k_r4_block & g, const float *, r4_row_scales out
         const __m512i v = _mm512_permutexvar_epi32(pick_dword0, _mm512_shuffle_epi8(s6, sel));
         out[k].sc = _mm512_cvtepi8_epi32(_mm512_castsi512_si128(v));
         out[k].shifted16 = _pdep_u32(g.extra[k], 0x5555) | _pdep_u32(g.extra[k + 4], 0xAAAA);
-        out[k].d = GGML_FP16_TO_FP32(g.d[k]);
+        out[k].d = _cvtsh_ss(g.d[k]);
     }
 }
 
