@@ -312,14 +312,12 @@ struct iq4_xs_block {
     float   d;
 };
 
-inline void decode_iq4_xs(const block_iq4_xs & b, iq4_xs_block & out) {
-    for (int ib = 0; ib < 8; ++ib) {
-        const __m256i w = table_lookup(kvalues_iq4nl, nibbles(b.qs + 16 * ib));
-        out.sign_w[ib] = w;
-        out.abs_w[ib] = _mm256_sign_epi8(w, w);
-    }
-    // sub-block ib: low 4 bits are nibble ib of scales_l (read as one 32-bit word), high 2 bits
-    // are bits 2ib..2ib+1 of scales_h
+// The signed levels of sub-block ib (32 values).
+inline __m256i iq4_xs_levels(const block_iq4_xs & b, int ib) { return table_lookup(kvalues_iq4nl, nibbles(b.qs + 16 * ib)); }
+
+// The eight scales ls - 32 as int16, in both 128-bit halves. Sub-block ib: low 4 bits are nibble
+// ib of scales_l (read as one 32-bit word), high 2 bits are bits 2ib..2ib+1 of scales_h.
+inline __m256i iq4_xs_scales16(const block_iq4_xs & b) {
     uint32_t sl;
     std::memcpy(&sl, b.scales_l, 4);
     const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
@@ -327,30 +325,53 @@ inline void decode_iq4_xs(const block_iq4_xs & b, iq4_xs_block & out) {
     const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
                                           _mm256_set1_epi32(3));
     const __m256i ls32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
-    const __m256i ls16 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(ls32), _mm256_extracti128_si256(ls32, 1)));
+    return _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(ls32), _mm256_extracti128_si256(ls32, 1)));
+}
+
+// Scale ib of iq4_xs_scales16 in every int16 lane.
+inline __m256i iq4_xs_scale(__m256i ls16, int ib) {
+    return _mm256_shuffle_epi8(ls16, _mm256_set1_epi16((short) (((2 * ib + 1) << 8) | (2 * ib))));
+}
+
+inline void decode_iq4_xs(const block_iq4_xs & b, iq4_xs_block & out) {
+    const __m256i ls16 = iq4_xs_scales16(b);
     for (int ib = 0; ib < 8; ++ib) {
-        out.scale[ib] = _mm256_shuffle_epi8(ls16, _mm256_set1_epi16((short) (((2 * ib + 1) << 8) | (2 * ib))));
+        const __m256i w = iq4_xs_levels(b, ib);
+        out.sign_w[ib] = w;
+        out.abs_w[ib] = _mm256_sign_epi8(w, w);
+        out.scale[ib] = iq4_xs_scale(ls16, ib);
     }
     out.d = h2f(b.d);
 }
 
+// Token generation: each sub-block is decoded where it is used, so nothing of the block is
+// stored (a whole decoded block is 24 ymm, more than AVX2 has: it went through the stack and cost
+// half the time). The int32 lane sums, and so the results, are those of the block-at-once form.
 template <int C>
 void iq4_xs_row_times_columns(int64_t nb, const uint8_t * wrow, const uint8_t * x, size_t x_stride, float * dst,
                               size_t dst_stride) {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-    iq4_xs_block wb;
     for (int64_t i = 0; i < nb; ++i) {
-        decode_iq4_xs(((const block_iq4_xs *) wrow)[i], wb);
-        for (int c = 0; c < C; ++c) {
-            const block_q8_K & a = ((const block_q8_K *) (x + c * x_stride))[i];
-            __m256i sum = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ++ib) {
+        const block_iq4_xs & b = ((const block_iq4_xs *) wrow)[i];
+        const __m256i ls16 = iq4_xs_scales16(b);
+        __m256i sum[C];
+        for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ++ib) {
+            const __m256i w = iq4_xs_levels(b, ib);
+            const __m256i aw = _mm256_sign_epi8(w, w);
+            const __m256i sc = iq4_xs_scale(ls16, ib);
+            for (int c = 0; c < C; ++c) {
+                const block_q8_K & a = ((const block_q8_K *) (x + c * x_stride))[i];
                 const __m256i av = _mm256_loadu_si256((const __m256i *) (a.qs + 32 * ib));
-                const __m256i p16 = _mm256_maddubs_epi16(wb.abs_w[ib], _mm256_sign_epi8(av, wb.sign_w[ib]));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p16, wb.scale[ib]));
+                const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(av, w));
+                sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(p16, sc));
             }
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(wb.d * a.d), acc[c]);
+        }
+        const float d = h2f(b.d);
+        for (int c = 0; c < C; ++c) {
+            const float ad = ((const block_q8_K *) (x + c * x_stride))[i].d;
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_set1_ps(d * ad), acc[c]);
         }
     }
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
