@@ -3,14 +3,15 @@
 // Calls with many activation columns (prompt processing) go to the panel gemm (panel.h); the
 // kernel below serves token generation and small batches.
 //
-// A weight block is decoded once per tile of up to 4 activation columns into registers: eight
-// vectors of 32 unsigned levels u in natural order, eight vectors of 16-bit group scales laid
-// out to match vpmaddubsw's pair sums, and the 16 minimum terms (quants-k.h's common form).
-// q4_K, q5_K and q6_K decode with shifts and masks straight from the block (token generation
-// reads every weight once, so the decode is the kernel's cost); q2_K and q3_K go through the
-// scalar common-form decoder. Per column: vpmaddubsw (u8 x s8 -> s16 pairs; no saturation
-// since u <= 63 and |a| <= 127), vpmaddwd with the scales, int32 adds; the minimum term from
-// the activation's bsums. Floats once per block and column.
+// Per weight block and tile of up to 4 activation columns, eight parts of 32 values: the part's
+// unsigned levels u in natural order are decoded where they are used and multiplied with every
+// column of the tile, with the 16-bit group scales laid out to match vpmaddubsw's pair sums;
+// the 16 minimum terms (quants-k.h's common form) come once per block. q4_K, q5_K and q6_K decode
+// with shifts and masks straight from the block (token generation reads every weight once, so
+// the decode is the kernel's cost); q2_K and q3_K go through the scalar common-form decoder.
+// Per column: vpmaddubsw (u8 x s8 -> s16 pairs; no saturation since u <= 63 and |a| <= 127),
+// vpmaddwd with the scales, int32 adds; the minimum term from the activation's bsums. Floats
+// once per block and column.
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
@@ -21,11 +22,14 @@
 
 namespace {
 
-struct decoded {
-    __m256i w[8];   // levels of values 32k .. 32k+31
-    __m256i s[8];   // int16 scale of each maddubs pair: lanes 0-7 group 2k, lanes 8-15 group 2k+1
-    __m256i mi;     // per-16-group minimum (or offset * scale) term
-    float   d, dm;
+// A block as the kernels read it: begin() unpacks what is per block (the scales as
+// split_scale_halves, the 16 minimum terms, d and dm); level(k) gives the unsigned levels u of
+// values 32k .. 32k+31. The token-generation loop asks for each part where it multiplies it, so
+// no decoded block is kept (a whole one is 17 ymm, more than AVX2 has: it went through the stack).
+struct block_state {
+    scale_halves sc;   // int16 scale of each maddubs pair, as scale_pair_of(sc, k) spreads them
+    __m256i      mi;   // per-16-group minimum (or offset * scale) term
+    float        d, dm;
 };
 
 inline float hsum(__m256 v) {
@@ -35,7 +39,7 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-inline void spread_scales(__m256i s16, decoded & out) { spread_scale_pairs(s16, out.s); }
+inline __m256i load256(const uint8_t * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
 // 8 bytes, each repeated for the two 16-value groups of its 32-value sub-block -> 16 int16.
 inline __m256i sub_block_bytes_to_groups(const uint8_t * b8) {
@@ -43,26 +47,25 @@ inline __m256i sub_block_bytes_to_groups(const uint8_t * b8) {
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
 }
 
-inline void q4_K_scales(const uint8_t * packed, decoded & out) {
+template <typename B>
+inline void k4_begin(const B * x, block_state & st) {
     alignas(8) uint8_t sc[8], mn[8];
-    k4_scales_mins(packed, sc, mn);
-    spread_scales(sub_block_bytes_to_groups(sc), out);
-    out.mi = sub_block_bytes_to_groups(mn);
+    k4_scales_mins(x->scales, sc, mn);
+    st.sc = split_scale_halves(sub_block_bytes_to_groups(sc));
+    st.mi = sub_block_bytes_to_groups(mn);
+    st.d = _cvtsh_ss(x->d);
+    st.dm = _cvtsh_ss(x->dmin);
 }
 
 // q4_K: 64 values per 32 bytes of qs, low nibbles first.
-inline void decode_q4_K(const void * vb, decoded & out) {
-    const auto * x = (const block_q4_K *) vb;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    for (int c = 0; c < 4; ++c) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *) (x->qs + 32 * c));
-        out.w[2 * c] = _mm256_and_si256(q, m4);
-        out.w[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+struct parts_q4_K {
+    using state = block_state;
+    static void begin(const void * vb, state & st) { k4_begin((const block_q4_K *) vb, st); }
+    static __m256i level(const void * vb, int k, const state &) {
+        const __m256i q = load256(((const block_q4_K *) vb)->qs + 32 * (k / 2));
+        return _mm256_and_si256(k & 1 ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(0xF));
     }
-    q4_K_scales(x->scales, out);
-    out.d = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
-}
+};
 
 // Bit j of every byte of v moved to bit 4 (others cleared). The 16-bit shifts stay inside each
 // byte for the bit kept, so the mask drops whatever crossed; j is a constant after unrolling.
@@ -72,78 +75,102 @@ inline __m256i bit_to_16(__m256i v, int j) {
 }
 
 // q5_K: as q4_K plus the fifth bit of value 32k + l in bit k of qh[l].
-inline void decode_q5_K(const void * vb, decoded & out) {
-    const auto * x = (const block_q5_K *) vb;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *) x->qh);
-    for (int c = 0; c < 4; ++c) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *) (x->qs + 32 * c));
-        for (int h = 0; h < 2; ++h) {
-            const __m256i low = _mm256_and_si256(h ? _mm256_srli_epi16(q, 4) : q, m4);
-            out.w[2 * c + h] = _mm256_or_si256(low, bit_to_16(qh, 2 * c + h));
-        }
+struct parts_q5_K {
+    using state = block_state;
+    static void begin(const void * vb, state & st) { k4_begin((const block_q5_K *) vb, st); }
+    static __m256i level(const void * vb, int k, const state &) {
+        const auto * x = (const block_q5_K *) vb;
+        const __m256i q = load256(x->qs + 32 * (k / 2));
+        const __m256i low = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(0xF));
+        return _mm256_or_si256(low, bit_to_16(load256(x->qh), k));
     }
-    q4_K_scales(x->scales, out);
-    out.d = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
-}
+};
 
-// q6_K, per 128 values (half): ql bytes 0-31 give values 0-31 (low nibbles) and 64-95 (high),
-// bytes 32-63 give 32-63 and 96-127; bits 2j..2j+1 of qh[l] are the top two bits of value
-// 32j + l. The offset 32 is folded into mi = 32 * scale with dm = d.
-inline void decode_q6_K(const void * vb, decoded & out) {
-    const auto * x = (const block_q6_K *) vb;
-    const __m256i m4 = _mm256_set1_epi8(0xF), top = _mm256_set1_epi8(0x30);
-    for (int h = 0; h < 2; ++h) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h));
-        const __m256i b = _mm256_loadu_si256((const __m256i *) (x->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *) (x->qh + 32 * h));
+// q6_K, per 128 values (half h = k / 4): ql bytes 0-31 give values 0-31 (low nibbles) and 64-95
+// (high), bytes 32-63 give 32-63 and 96-127; bits 2j..2j+1 of qh[l] are the top two bits of
+// value 32j + l. The offset 32 is folded into mi = 32 * scale with dm = d.
+struct parts_q6_K {
+    using state = block_state;
+    static void begin(const void * vb, state & st) {
+        const auto * x = (const block_q6_K *) vb;
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
+        st.sc = split_scale_halves(s16);
+        st.mi = _mm256_slli_epi16(s16, 5);
+        st.d = _cvtsh_ss(x->d);
+        st.dm = st.d;
+    }
+    static __m256i level(const void * vb, int k, const state &) {
+        const auto * x = (const block_q6_K *) vb;
+        const int h = k / 4, j = k % 4;
+        const __m256i m4 = _mm256_set1_epi8(0xF), top = _mm256_set1_epi8(0x30);
+        const __m256i q = load256(x->ql + 64 * h + 32 * (j & 1));
+        const __m256i qh = load256(x->qh + 32 * h);
+        const __m256i low = _mm256_and_si256(j < 2 ? q : _mm256_srli_epi16(q, 4), m4);
         // the two qh bits of each quarter moved to bits 4-5 (shifts cross bytes; the mask drops that)
-        out.w[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
-        out.w[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
-        out.w[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(qh, top));
-        out.w[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
-                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), top));
+        const __m256i high = j == 0 ? _mm256_slli_epi16(qh, 4) : j == 1 ? _mm256_slli_epi16(qh, 2)
+                           : j == 2 ? qh : _mm256_srli_epi16(qh, 2);
+        return _mm256_or_si256(low, _mm256_and_si256(high, top));
     }
-    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
-    spread_scales(s16, out);
-    out.mi = _mm256_slli_epi16(s16, 5);
-    out.d = _cvtsh_ss(x->d);
-    out.dm = out.d;
-}
+};
 
-// q2_K / q3_K: the scalar common-form decoder, then into registers.
+// q2_K / q3_K: the scalar common-form decoder into the state, then the levels from memory.
 template <void (*Scalar)(const void *, k_block_decoded &)>
-inline void decode_via_common(const void * vb, decoded & out) {
-    k_block_decoded blk;
-    Scalar(vb, blk);
-    for (int k = 0; k < 8; ++k) out.w[k] = _mm256_load_si256((const __m256i *) (blk.u + 32 * k));
-    spread_scales(_mm256_loadu_si256((const __m256i *) blk.s), out);
-    out.mi = _mm256_loadu_si256((const __m256i *) blk.mi);
-    out.d = blk.d;
-    out.dm = blk.dm;
-}
+struct parts_via_common {
+    struct state : block_state {
+        k_block_decoded blk;
+    };
+    static void begin(const void * vb, state & st) {
+        Scalar(vb, st.blk);
+        st.sc = split_scale_halves(_mm256_loadu_si256((const __m256i *) st.blk.s));
+        st.mi = _mm256_loadu_si256((const __m256i *) st.blk.mi);
+        st.d = st.blk.d;
+        st.dm = st.blk.dm;
+    }
+    static __m256i level(const void *, int k, const state & st) {
+        return _mm256_load_si256((const __m256i *) (st.blk.u + 32 * k));
+    }
+};
 
-using decode_fn = void (*)(const void *, decoded &);
-
-template <decode_fn Decode, size_t BlockBytes, int C>
+// One weight row times C activation columns. Per part k: the levels once, then per column
+// vpmaddubsw and vpmaddwd with the part's scales into an int32 sum; per block and column two
+// FMAs (the scaled sum, the minimum term from the activation's bsums).
+template <typename Parts, size_t BlockBytes, int C>
 inline void row_times_columns(int64_t nb, const char * wrow, const char * x, size_t x_stride, float * dst,
                               size_t dst_stride) {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-    decoded e;
+    typename Parts::state st;
     for (int64_t b = 0; b < nb; ++b) {
-        Decode(wrow + b * BlockBytes, e);
+        const char * wb = wrow + b * BlockBytes;
+        Parts::begin(wb, st);
+        __m256i sum[C];
+        for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+        auto part_times_column = [&](int c, int k, __m256i w, __m256i s) {
+            const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
+            const __m256i prod = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *) (a->qs + 32 * k)));
+            sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(prod, s));
+        };
+        if constexpr (C <= 2) {
+            for (int k = 0; k < 8; ++k) {
+                const __m256i w = Parts::level(wb, k, st), s = scale_pair_of(st.sc, k);
+                for (int c = 0; c < C; ++c) part_times_column(c, k, w, s);
+            }
+        } else {
+            // three or four columns: their sums and accumulators leave too few registers for
+            // the decode, so the parts are decoded first (to the stack) and read per column
+            __m256i w[8], s[8];
+            for (int k = 0; k < 8; ++k) {
+                w[k] = Parts::level(wb, k, st);
+                s[k] = scale_pair_of(st.sc, k);
+            }
+            for (int c = 0; c < C; ++c)
+                for (int k = 0; k < 8; ++k) part_times_column(c, k, w[k], s[k]);
+        }
         for (int c = 0; c < C; ++c) {
             const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
-            __m256i sum = _mm256_setzero_si256();
-            for (int k = 0; k < 8; ++k) {
-                const __m256i prod = _mm256_maddubs_epi16(e.w[k], _mm256_loadu_si256((const __m256i *) (a->qs + 32 * k)));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(prod, e.s[k]));
-            }
-            const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) a->bsums), e.mi);
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(e.d * a->d), acc[c]);
-            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(e.dm * a->d), acc[c]);
+            const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) a->bsums), st.mi);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_set1_ps(st.d * a->d), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(st.dm * a->d), acc[c]);
         }
     }
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
@@ -151,24 +178,24 @@ inline void row_times_columns(int64_t nb, const char * wrow, const char * x, siz
 
 // Batches go through the panel gemm (panel.h): the levels of the register decoders above, the
 // sub-block coefficients of panel-common.h.
-template <decode_fn Decode, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
+template <typename Parts, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
 struct panel_decoder {
     static constexpr int kSub = S, kChunk = QK_K, kMaxLevel = MaxLevel;
     static constexpr bool kBias = true;
     static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float * bias) {
         const uint8_t * b = row + i * BlockBytes;
-        decoded blk;
-        Decode(b, blk);
-        for (int k = 0; k < 8; ++k) v[k] = blk.w[k];
+        typename Parts::state st;
+        Parts::begin(b, st);
+        for (int k = 0; k < 8; ++k) v[k] = Parts::level(b, k, st);
         Coef(b, scale, bias);
     }
 };
 
-template <decode_fn Decode, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
+template <typename Parts, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
 void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
             size_t dst_stride, int nr, int nc) {
     if (nc >= kiln_panel::kMinCols) {
-        kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, MaxLevel, Coef>, kiln_panel::act_q8_K<S>>(
+        kiln_panel::gemm<panel_decoder<Parts, BlockBytes, S, MaxLevel, Coef>, kiln_panel::act_q8_K<S>>(
             n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
         return;
     }
@@ -180,7 +207,7 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
     for (; c + tile <= nc; c += tile) {
         const char * xc = (const char *) x + c * x_stride;
         for (int r = 0; r < nr; ++r) {
-            row_times_columns<Decode, BlockBytes, tile>(nb, (const char *) w + r * w_stride, xc, x_stride,
+            row_times_columns<Parts, BlockBytes, tile>(nb, (const char *) w + r * w_stride, xc, x_stride,
                                                     dst + c * dst_stride + r, dst_stride);
         }
     }
@@ -190,9 +217,9 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
         const char * wrow = (const char *) w + r * w_stride;
         float * dc = dst + c * dst_stride + r;
         switch (nc - c) {
-            case 1: row_times_columns<Decode, BlockBytes, 1>(nb, wrow, xc, x_stride, dc, dst_stride); break;
-            case 2: row_times_columns<Decode, BlockBytes, 2>(nb, wrow, xc, x_stride, dc, dst_stride); break;
-            default: row_times_columns<Decode, BlockBytes, 3>(nb, wrow, xc, x_stride, dc, dst_stride); break;
+            case 1: row_times_columns<Parts, BlockBytes, 1>(nb, wrow, xc, x_stride, dc, dst_stride); break;
+            case 2: row_times_columns<Parts, BlockBytes, 2>(nb, wrow, xc, x_stride, dc, dst_stride); break;
+            default: row_times_columns<Parts, BlockBytes, 3>(nb, wrow, xc, x_stride, dc, dst_stride); break;
         }
     }
 }
@@ -203,13 +230,13 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 void ggml_cpu_register_k_avx2() {
     using namespace kiln_panel;
     ggml_cpu_register_gemm(GGML_TYPE_Q2_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_k<decode_via_common<k_decode_q2_K>, sizeof(block_q2_K), 16, 3, coef_q2_K>);
+                           gemm_k<parts_via_common<k_decode_q2_K>, sizeof(block_q2_K), 16, 3, coef_q2_K>);
     ggml_cpu_register_gemm(GGML_TYPE_Q3_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_k<decode_via_common<k_decode_q3_K>, sizeof(block_q3_K), 16, 7, coef_q3_K>);
+                           gemm_k<parts_via_common<k_decode_q3_K>, sizeof(block_q3_K), 16, 7, coef_q3_K>);
     ggml_cpu_register_gemm(GGML_TYPE_Q4_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_k<decode_q4_K, sizeof(block_q4_K), 32, 15, coef_k4<block_q4_K>>);
+                           gemm_k<parts_q4_K, sizeof(block_q4_K), 32, 15, coef_k4<block_q4_K>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q5_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_k<decode_q5_K, sizeof(block_q5_K), 32, 31, coef_k4<block_q5_K>>);
+                           gemm_k<parts_q5_K, sizeof(block_q5_K), 32, 31, coef_k4<block_q5_K>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q6_K, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_k<decode_q6_K, sizeof(block_q6_K), 16, 63, coef_q6_K>);
+                           gemm_k<parts_q6_K, sizeof(block_q6_K), 16, 63, coef_q6_K>);
 }
