@@ -30,11 +30,12 @@ inline uint32_t load_u32(const uint8_t * p) {
     return v;
 }
 
-// 16 bytes of nibbles -> 32 bytes in element order (low nibbles, then high nibbles)
+// 16 bytes of nibbles -> 32 bytes in element order (low nibbles, then high nibbles): a broadcast
+// load, one variable shift of the upper half's 64-bit lanes and the mask (the bits a shift
+// carries in from the next byte land in the high nibble, which the mask drops).
 inline __m256i nibbles(const uint8_t * qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *) qs);
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
 // bit j of a 32-bit mask -> 0x10 in byte j
