@@ -301,6 +301,46 @@ TEST(QuantSimd, ActivationReferenceEncodersRoundTrip) {
     }
 }
 
+// -sm graph and the thread chunks cut a product by rows, and token generation calls a kernel
+// with whatever few columns a step has: a row's product with a column must not depend on that
+// cut (the split's logits are compared with the host's). For the plain types' small-batch
+// kernels (fewer columns than any panel takes), at every level this CPU runs: 13 rows x 5
+// columns in one call give bit for bit what rows [0,5), [5,6), [6,13) one column at a time give.
+TEST(QuantSimd, SmallBatchProductDoesNotDependOnTheCut) {
+    const int64_t n = 768;
+    const int nr = 13, nc = 5;
+    const int cuts[] = { 0, 5, 6, nr };
+    const ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+                                GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
+                                GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+    int compared = 0;
+    for (ggml_type t : types) {
+        operand w, x;
+        ASSERT_TRUE(make_weights(t, nr, n, 300 + t, w)) << ggml_type_name(t);
+        const ggml_type vdt = ggml_cpu_get_type_traits(t)->vec_dot_type;
+        make_activations(vdt, ggml_get_type_traits(vdt)->from_float_ref, nc, n, 400 + t, x);
+        for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
+            const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+            if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
+            std::vector<float> whole(nc * nr, -7.0f), cut(nc * nr, -9.0f);
+            fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, whole.data(), nr, nr, nc);
+            for (int p = 0; p + 1 < (int) std::size(cuts); ++p) {
+                for (int c = 0; c < nc; ++c) {
+                    fn(n, w.bytes.data() + cuts[p] * w.stride, w.stride, x.bytes.data() + c * x.stride, x.stride,
+                       cut.data() + c * nr + cuts[p], nr, cuts[p + 1] - cuts[p], 1);
+                }
+            }
+            for (int i = 0; i < nc * nr; ++i) {
+                ASSERT_EQ(std::memcmp(&whole[i], &cut[i], 4), 0)
+                    << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << ": row " << i % nr << " column "
+                    << i / nr << ": " << whole[i] << " in one call, " << cut[i] << " cut";
+            }
+            ++compared;
+        }
+    }
+    EXPECT_GT(compared, 0);
+}
+
 #if defined(__x86_64__)
 // The AVX2 and AVX512 kernels convert fp16 block scales with F16C (vcvtph2ps) where the scalar
 // kernels use the library's routine; the products match bit for bit only if the two agree on
