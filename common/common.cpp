@@ -200,6 +200,19 @@ llama_context_params common_context_params_to_llama(const common_params & params
     return out;
 }
 
+bool common_warmup(llama_context * ctx, llama_token token) {
+    if (token == LLAMA_TOKEN_NULL) {
+        const llama_token bos = llama_vocab_bos(llama_model_get_vocab(llama_get_model(ctx)));
+        token = bos != LLAMA_TOKEN_NULL ? bos : 0;
+    }
+    llama_set_warmup(ctx, true);
+    const bool ok = llama_decode(ctx, llama_batch_get_one(&token, 1)) == 0;
+    llama_set_warmup(ctx, false);
+    llama_memory_clear(ctx);
+    llama_perf_context_reset(ctx);
+    return ok;
+}
+
 llama_sampler * common_sampler_chain_from_params(const common_params_sampling & sp, int32_t n_ctx, const llama_vocab * vocab) {
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     llama_sampler * chain = llama_sampler_chain_init(cp);

@@ -195,6 +195,12 @@ std::string common_kv_cache_type_names();
 // Fills params.tensor_buft_storage. Returns false with err set if a -ot buffer type is unknown.
 bool common_model_params_to_llama(common_params & params, llama_model_params & out, std::string & err);
 llama_context_params common_context_params_to_llama(const common_params & params);
+// The warm-up before the first timed or served token (skipped with --no-warmup by the callers):
+// one decode of `token` (the vocabulary's BOS when LLAMA_TOKEN_NULL and it has one, else token 0)
+// with every MoE expert routed (llama_set_warmup), so the graph's allocations and the first
+// touches of all the mmapped weights happen here and not in the first row or request. The
+// memory is cleared and the perf counters reset afterwards. False when the decode fails.
+bool common_warmup(llama_context * ctx, llama_token token = LLAMA_TOKEN_NULL);
 
 // The sampler chain of the parameters, in llama.cpp's order: logit bias, penalties, DRY, top-n-sigma,
 // top-k, typical, top-p, min-p, XTC, temperature, then dist (seeded); greedy when temp <= 0;

@@ -166,6 +166,11 @@ uint32_t llama_n_ubatch(const struct llama_context * ctx);
 uint32_t llama_n_seq_max(const struct llama_context * ctx);
 const struct llama_model * llama_get_model(const struct llama_context * ctx);
 void llama_set_n_threads(struct llama_context * ctx, int32_t n_threads, int32_t n_threads_batch);
+// While set, every MoE layer routes each token to all of its experts (as llama.cpp's warm-up):
+// one decode then touches every expert's weights (page faults of an mmapped model, first copies
+// to a device) instead of leaving that to the first requests. The results are meaningless:
+// clear the memory after such a decode and unset the flag.
+void llama_set_warmup(struct llama_context * ctx, bool warmup);
 
 // ---- batches
 struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max);

@@ -647,6 +647,9 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         const size_t P = model->devices.size();
         ctx->graph_size += (size_t) hp.n_layer * 2 * 8 * P * P;
     }
+    // the warm-up (llama_set_warmup) routes to every expert: each MoE layer's weighted sum is a
+    // chain of n_expert adds, on every device of a -sm graph split
+    ctx->graph_size += (size_t) hp.n_layer * hp.n_expert * (model->shards.empty() ? 1 : model->devices.size());
     ctx->sched = ggml_backend_sched_new(backends.data(), (int) backends.size(), ctx->graph_size);
     if (params.op_offload && !ctx->device_backends.empty()) {
         // the reference's hybrid rule: from 32 tokens on, copying an expert tensor to the GPU
@@ -724,6 +727,8 @@ void llama_set_n_threads(llama_context * ctx, int32_t n_threads, int32_t n_threa
     ctx->cparams.n_threads = std::max(1, n_threads);
     ctx->cparams.n_threads_batch = std::max(1, n_threads_batch);
 }
+
+void llama_set_warmup(llama_context * ctx, bool warmup) { ctx->cparams.warmup = warmup; }
 
 llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_seq_max) {
     llama_batch b{};

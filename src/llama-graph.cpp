@@ -213,6 +213,9 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
     const int64_t n_embd = cur->ne[0];
     const moe_extras none;
     if (!ex) ex = &none;
+    // warm-up (llama_set_warmup): every expert is chosen, so that one token touches all the
+    // weights the later tokens will read; nothing is dropped by smart expert reduction
+    if (cp.warmup) n_used = n_expert;
     ggml_tensor * logits = build_lin(gate_inp, ex->gate_inp_b, cur);   // [n_expert, n_tokens]
     ggml_tensor * probs = logits;
     if (gating == MOE_GATING_SIGMOID) probs = ggml_sigmoid(ctx0, logits);
@@ -236,7 +239,7 @@ ggml_tensor * llm_graph_context::build_moe_ffn(ggml_tensor * cur, ggml_tensor * 
     // weight together with all weaker ones' is below ser_threshold of the total. Dropped experts
     // get weight 0, and the expert products skip them (ggml_mul_mat_id_set_keep).
     ggml_tensor * keep = nullptr;   // F32 [n_used, n_tokens]: 1 computed, 0 dropped
-    if (cp.ser_n_min > 0 && cp.ser_n_min < n_used) {
+    if (cp.ser_n_min > 0 && cp.ser_n_min < n_used && !cp.warmup) {
         const float big = 1e30f;
         auto step = [&](ggml_tensor * x) {   // 1 where x >= 0, else 0
             return ggml_clamp(ctx0, ggml_scale_bias(ctx0, x, big, 1.0f), 0.0f, 1.0f);

@@ -27,6 +27,8 @@ struct llama_cparams {
     float    rope_freq_scale = 0.0f;
     bool     swa_full = false;   // sliding-window layers keep every cell (--swa-full)
     bool     embeddings = false; // outputs are the final normalized hidden states, not logits
+    bool     warmup = false;     // llama_set_warmup: the MoE routers choose every expert (the
+                                 // warm-up decode touches all expert weights; its output is discarded)
     ggml_type reduce_type = GGML_TYPE_F32;   // -grt: partial sums of -sm graph cross devices in this type
     llama_graph_reduce_form reduce_form = LLAMA_GRAPH_REDUCE_GATHER;   // and how they are added up
 };

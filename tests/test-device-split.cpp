@@ -11,6 +11,7 @@
 #include "llama-memory-report.h"
 #include "llama-model-placement.h"
 #include "model-handles.h"
+#include "routed-experts.h"
 #include "sched-chain.h"
 #include "synth.h"
 
@@ -483,14 +484,16 @@ std::vector<std::tuple<const char *, int, bool, llama_split_mode>> split_cases()
 INSTANTIATE_TEST_SUITE_P(Models, SplitGolden, ::testing::ValuesIn(split_cases()));
 
 // -sm graph with every device of devs (NULL-terminated) in these shares, and these -ot rules
+// (split_experts: --moe-split experts)
 kiln_test::model_ptr load_graph_split(const std::string & path, std::vector<ggml_backend_dev_t> & devs, std::vector<float> shares,
-                                      const llama_model_tensor_buft_override * overrides = nullptr) {
+                                      const llama_model_tensor_buft_override * overrides = nullptr, bool split_experts = false) {
     shares.resize(llama_max_devices(), 0.0f);
     llama_model_params mp = llama_model_default_params();
     mp.devices = devs.data();
     mp.tensor_split = shares.data();
     mp.split_mode = LLAMA_SPLIT_MODE_GRAPH;
     mp.tensor_buft_overrides = overrides;
+    mp.split_experts = split_experts;
     return kiln_test::model_ptr(llama_model_load_from_file(path.c_str(), mp));
 }
 
@@ -777,6 +780,33 @@ TEST(GraphSplit, ExpertsSplitWholeMatchOneDevice) {
     kiln_test::context_ptr ctx(llama_init_from_model(moe.get(), cp));
     EXPECT_EQ(ctx, nullptr);
     EXPECT_NE(std::string(llama_last_error()).find("--moe-split experts"), std::string::npos) << llama_last_error();
+}
+
+// The warm-up on a -sm graph split routes every token to every expert of every device's part:
+// experts dealt out whole (each part its own range) and experts cut by columns (each part all).
+TEST(GraphSplit, WarmupRoutesEveryExpertOfEveryPart) {
+    for (const bool whole : { true, false }) {
+        SCOPED_TRACE(whole ? "experts split whole" : "experts cut by columns");
+        auto devs = first_devices(3);
+        kiln_test::model_ptr m = load_graph_split(kiln_test::model_path("synth-qwen3moe-f16.gguf"), devs, { 2, 1, 1 }, nullptr, whole);
+        ASSERT_TRUE(m) << llama_last_error();
+        kiln_test::routed_experts seen;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 64;
+        cp.cb_eval = kiln_test::routed_experts::observe;
+        cp.cb_eval_user_data = &seen;
+        kiln_test::context_ptr ctx(llama_init_from_model(m.get(), cp));
+        ASSERT_TRUE(ctx) << llama_last_error();
+        ASSERT_TRUE(common_warmup(ctx.get()));
+        // every layer's products on every device that holds a part of its experts
+        EXPECT_GE(seen.n_used.size(), (size_t) m->hparams.n_layer * 2);
+        int64_t ids_seen = 0;
+        for (size_t i = 0; i < seen.n_used.size(); ++i) {
+            EXPECT_TRUE(seen.all_experts_once[i]) << "routed product " << i << ": " << seen.n_used[i] << " ids";
+            ids_seen += seen.n_used[i];
+        }
+        EXPECT_GE(ids_seen, (int64_t) m->hparams.n_layer * m->hparams.n_expert);
+    }
 }
 
 // -grt takes f32, f16 or bf16 and nothing else, naming the flag; --graph-reduce-form gather or ring.

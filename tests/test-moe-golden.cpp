@@ -5,6 +5,8 @@
 #include "common.h"
 #include "ggml-cpu.h"
 #include "golden-runner.h"
+#include "model-handles.h"
+#include "routed-experts.h"
 #include "gguf.h"
 
 #include <gtest/gtest.h>
@@ -421,5 +423,47 @@ TEST(MoeGolden, PositionShiftMatchesDecodingAtShiftedPositions) {
         std::printf("shift: max diff %.3g (without the shift %.3g) of %.3g\n", d, d_none, max_abs(direct));
         EXPECT_LE(d, 2e-2 * max_abs(direct));
         EXPECT_GT(d_none, 10 * d);   // the test can tell a missing shift
+    }
+}
+
+// The warm-up (common_warmup, llama_set_warmup) routes every token to every expert, so one
+// decode touches all expert weights: each routed product of that decode sees every expert id
+// exactly once per token, and a context warmed up so decodes afterwards exactly as a fresh one.
+TEST(MoeGolden, WarmupRoutesEveryExpert) {
+    for (const char * model : { k_qwen3moe, k_deepseek2, "synth-gpt-oss-f16", "synth-glm4moe-f16", "synth-qwen35moe-f16" }) {
+        SCOPED_TRACE(model);
+        llama_model * m = llama_model_load_from_file(gguf_of(model).c_str(), llama_model_default_params());
+        ASSERT_NE(m, nullptr) << llama_last_error();
+        routed_experts seen;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_threads = cp.n_threads_batch = 2;
+        cp.cb_eval = routed_experts::observe;
+        cp.cb_eval_user_data = &seen;
+        llama_context * warmed = llama_init_from_model(m, cp);
+        ASSERT_NE(warmed, nullptr) << llama_last_error();
+        ASSERT_TRUE(common_warmup(warmed));
+        ASSERT_FALSE(seen.n_used.empty());
+        for (size_t i = 0; i < seen.n_used.size(); ++i) {
+            EXPECT_TRUE(seen.all_experts_once[i]) << "routed product " << i << " of the warm-up: " << seen.n_used[i] << " ids";
+        }
+        // afterwards: the model's own number of experts, and the logits of a fresh context
+        const std::vector<llama_token> toks = { 1, 7, 42, 3, 99, 5 };
+        seen = {};
+        ASSERT_EQ(decode_tokens(warmed, toks, 0, (int) toks.size(), 0), 0);
+        ASSERT_FALSE(seen.n_used.empty());
+        for (size_t i = 0; i < seen.n_used.size(); ++i) EXPECT_FALSE(seen.all_experts_once[i]);
+        cp.cb_eval = nullptr;
+        llama_context * fresh = llama_init_from_model(m, cp);
+        ASSERT_NE(fresh, nullptr);
+        ASSERT_EQ(decode_tokens(fresh, toks, 0, (int) toks.size(), 0), 0);
+        const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
+        for (int i = 0; i < (int) toks.size(); ++i) {
+            const float * a = llama_get_logits_ith(warmed, i), * b = llama_get_logits_ith(fresh, i);
+            EXPECT_EQ(std::memcmp(a, b, (size_t) n_vocab * sizeof(float)), 0) << "token " << i;
+        }
+        llama_free(fresh);
+        llama_free(warmed);
+        llama_model_free(m);
     }
 }

@@ -279,16 +279,14 @@ int main(int argc, char ** argv) {
         std::fflush(stdout);
     }
 
-    // Warm-up: one token through the whole graph (allocations, page faults of an mmapped model)
-    // so the timings measure steady-state speed; the cache is cleared afterwards.
+    // Warm-up: one token through the whole graph with every expert routed (allocations, page
+    // faults of an mmapped model) so the timings measure steady-state speed.
     if (params.warmup) {
-        llama_token w = llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL ? llama_vocab_bos(vocab) : prompt[0];
-        if (llama_decode(ctx, llama_batch_get_one(&w, 1)) != 0) {
+        const llama_token w = llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL ? llama_vocab_bos(vocab) : prompt[0];
+        if (!common_warmup(ctx, w)) {
             LOG_ERR("error: warm-up decode failed\n");
             return 1;
         }
-        llama_memory_clear(ctx);
-        llama_perf_context_reset(ctx);
     }
 
     double t0 = now_ms();

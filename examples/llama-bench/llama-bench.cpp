@@ -580,8 +580,11 @@ int main(int argc, char ** argv) {
         const llama_vocab * vocab = llama_model_get_vocab(model);
         bool ok = true;
         if (p.warmup) {
+            // every expert routed, so the first repetition does not pay first touches of the weights
+            llama_set_warmup(ctx, true);
             if (t.n_prompt > 0) ok = ok && run_prompt(ctx, vocab, 1, t.n_batch);
             if (t.n_gen > 0) ok = ok && run_gen(ctx, vocab, 1);
+            llama_set_warmup(ctx, false);
         }
         for (int r = 0; r < p.reps && ok; ++r) {
             llama_memory_clear(ctx);

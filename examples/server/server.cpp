@@ -678,14 +678,11 @@ bool load_model(server_context & sc, std::string & err) {
     }
     sc.tmpl_source = source;
 
-    // warm-up: one token through the graph so the first request does not pay for allocations
-    if (params.warmup) {
-        llama_token w = bos != LLAMA_TOKEN_NULL ? bos : 0;
-        if (llama_decode(sc.ctx, llama_batch_get_one(&w, 1)) != 0) {
-            err = "the warm-up decode failed";
-            return false;
-        }
-        llama_memory_clear(sc.ctx);
+    // warm-up: one token through the graph, every expert routed, so the first request pays
+    // neither for allocations nor for first touches of the weights
+    if (params.warmup && !common_warmup(sc.ctx)) {
+        err = "the warm-up decode failed";
+        return false;
     }
 
     std::string name = params.model_alias;

@@ -120,13 +120,11 @@ int main(int argc, char ** argv) {
     int rc = 0;
     auto random_token = [&]() { return (llama_token) (std::rand() % n_vocab); };
 
-    // warm-up: one token (first-touch of the weights), and with -wb a full batch as well
-    if (params.warmup) {
-        batch_set(batch, 1);
-        const llama_token bos = llama_vocab_bos(vocab);
-        batch.token[0] = bos >= 0 ? bos : 0;
-        batch.pos[0] = 0;
-        if (!decode_all(ctx, batch, n_batch)) rc = 1;
+    // warm-up: one token with every expert routed (first touch of all the weights), and with -wb
+    // a full batch as well
+    if (params.warmup && !common_warmup(ctx)) {
+        LOG_ERR("sweep-bench: error: the warm-up decode failed\n");
+        rc = 1;
     }
     if (rc == 0 && params.warmup_batch) {
         llama_memory_clear(ctx);
