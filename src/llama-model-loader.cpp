@@ -21,7 +21,7 @@ std::string llama_format(const char * fmt, ...) {
     return s;
 }
 
-llama_mmap::llama_mmap(const std::string & path) {
+llama_mmap::llama_mmap(const std::string & path, bool populate) {
     const int fd = open(path.c_str(), O_RDONLY);
     if (fd < 0) throw llama_error(llama_format("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
     struct stat st;
@@ -31,7 +31,7 @@ llama_mmap::llama_mmap(const std::string & path) {
     }
     size = (size_t) st.st_size;
     if (size > 0) {
-        addr = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+        addr = mmap(nullptr, size, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
         if (addr == MAP_FAILED) {
             addr = nullptr;
             close(fd);

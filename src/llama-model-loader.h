@@ -15,7 +15,9 @@
 struct llama_mmap {
     void * addr = nullptr;
     size_t size = 0;
-    explicit llama_mmap(const std::string & path);
+    // populate: fault every page in at map time (MAP_POPULATE), as llama.cpp's loader does, so the
+    // first tokens do not pay for page faults (or disk reads) of weights they touch first
+    explicit llama_mmap(const std::string & path, bool populate = false);
     ~llama_mmap();
     llama_mmap(const llama_mmap &) = delete;
     llama_mmap & operator=(const llama_mmap &) = delete;

@@ -294,7 +294,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     if (!mapped.empty()) {
         std::vector<ggml_backend_buffer_t> part_buf(ml.part_paths.size(), nullptr);
         for (size_t p = 0; p < ml.part_paths.size(); ++p) {
-            model.mmaps.push_back(std::make_unique<llama_mmap>(ml.part_paths[p]));
+            model.mmaps.push_back(std::make_unique<llama_mmap>(ml.part_paths[p], /*populate=*/true));
             auto & mm = *model.mmaps.back();
             part_buf[p] = ggml_backend_cpu_buffer_from_ptr(mm.addr, mm.size);
             ggml_backend_buffer_set_usage(part_buf[p], GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
