@@ -347,6 +347,96 @@ TEST_P(KQuant, EdgeRowsAndNonFiniteInput) {
     }
 }
 
+// ---- batch products: activation rounding per 32 values ----------------------------------------
+// The reference rounds a batch's activations (32 columns and more) to 8 bits with one scale per 32
+// values for these types; a scale per 256 (q8_K) lets one outlier coarsen the rounding of 255
+// neighbours, so on hidden states with a few large channels the product strays about 2x further.
+// Here every ISA level's mul_mat of 16 columns (a batch to the CPU backend) must stay within
+// k_batch_slack of that rounding emulated exactly (d = max|x| / 127, q = round(x / d), products in
+// double). The slack covers q8_0's fp16 scale and float accumulation; q8_K activations fail by 2x.
+constexpr double k_batch_slack = 1.08;
+
+// Heavy-tailed activations: N(0, 1)-like bulk and, in a few fixed channels (2 per 256, as real
+// hidden states have), values 30x to 60x larger.
+std::vector<float> hidden_states(int64_t k, int64_t ncols, uint32_t seed) {
+    std::vector<float> x = kiln_test::random_floats(k * ncols, seed, -1.7f, 1.7f);
+    const std::vector<float> mag = kiln_test::random_floats(ncols * (k / 128), seed + 1, 30.0f, 60.0f);
+    for (int64_t c = 0; c < ncols; ++c) {
+        for (int64_t j = 0; j < k / 128; ++j) {
+            const int64_t ch = 128 * j + (37 * j + 11) % 128;
+            x[c * k + ch] = (j % 2 ? -1.0f : 1.0f) * mag[c * (k / 128) + j];
+        }
+    }
+    return x;
+}
+
+double rel_error(const std::vector<double> & got, const std::vector<double> & exact) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        num += (got[i] - exact[i]) * (got[i] - exact[i]);
+        den += exact[i] * exact[i];
+    }
+    return std::sqrt(num / den);
+}
+
+TEST_P(KQuant, BatchProductRoundsActivationsPer32) {
+    const ggml_type type = GetParam();
+    const int64_t k = 2048, m = 24, ncols = 16;
+    const std::vector<float> wf = kiln_test::random_floats(m * k, 900 + type, -1.0f, 1.0f);
+    const size_t rs = ggml_row_size(type, k);
+    std::vector<uint8_t> wq(m * rs);
+    ASSERT_EQ(ggml_quantize_chunk(type, wf.data(), wq.data(), 0, m, k, nullptr), m * rs);
+    const std::vector<float> dq = dequantize(type, wq.data(), m, k);
+    const std::vector<float> x = hidden_states(k, ncols, 31);
+
+    // the exact product of the decoded weights, and the one with activations rounded per 32
+    std::vector<double> exact(ncols * m), per32(ncols * m);
+    std::vector<double> xr(k);
+    for (int64_t c = 0; c < ncols; ++c) {
+        const float * xc = x.data() + c * k;
+        for (int64_t b = 0; b < k; b += 32) {
+            double amax = 0;
+            for (int j = 0; j < 32; ++j) amax = std::max(amax, (double) std::fabs(xc[b + j]));
+            const double d = amax / 127;
+            for (int j = 0; j < 32; ++j) xr[b + j] = d > 0 ? d * std::nearbyint(xc[b + j] / d) : 0.0;
+        }
+        for (int64_t r = 0; r < m; ++r) {
+            double e = 0, p = 0;
+            for (int64_t i = 0; i < k; ++i) {
+                e += (double) dq[r * k + i] * xc[i];
+                p += (double) dq[r * k + i] * xr[i];
+            }
+            exact[c * m + r] = e;
+            per32[c * m + r] = p;
+        }
+    }
+    const double emulated = rel_error(per32, exact);
+
+    ggml_init_params ip = { 4 * m * rs + 4 * sizeof(float) * k * ncols + (1 << 20), nullptr, false };
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, type, k, m);
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, ncols);
+    std::memcpy(w->data, wq.data(), wq.size());
+    std::memcpy(xt->data, x.data(), x.size() * sizeof(float));
+    ggml_tensor * y = ggml_mul_mat(ctx, w, xt);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, y);
+    const ggml_cpu_isa cap = ggml_cpu_get_isa();
+    for (int isa = GGML_CPU_ISA_SCALAR; isa < GGML_CPU_ISA_COUNT; ++isa) {
+        if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+        ggml_cpu_set_isa((ggml_cpu_isa) isa);
+        ASSERT_EQ(ggml_graph_compute_cpu(g, 2), GGML_STATUS_SUCCESS);
+        std::vector<double> got(ncols * m);
+        for (int64_t i = 0; i < ncols * m; ++i) got[i] = ((const float *) y->data)[i];
+        const double err = rel_error(got, exact);
+        std::printf("  %-5s %-6s batch of %d: rel err %.6f, activations rounded per 32: %.6f (ratio %.3f)\n",
+                    ggml_type_name(type), ggml_cpu_isa_name((ggml_cpu_isa) isa), (int) ncols, err, emulated, err / emulated);
+        EXPECT_LE(err, k_batch_slack * emulated) << ggml_type_name(type) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+    }
+    ggml_cpu_set_isa(cap);
+    ggml_free(ctx);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, KQuant, ::testing::ValuesIn(k_types),
                          [](const auto & info) { return std::string(ggml_type_name(info.param)); });
 

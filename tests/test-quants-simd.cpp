@@ -142,9 +142,6 @@ TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
             }
             if (!has_simd) continue;
             const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
-            const ggml_type vdt = ct->vec_dot_type;
-            const ggml_from_float_t enc = ggml_get_type_traits(vdt)->from_float_ref;
-            ASSERT_TRUE(enc) << ggml_type_name(t) << ": activation type " << ggml_type_name(vdt) << " has no reference encoder";
             const int group = std::max(1, ggml_get_type_traits(t)->nrows_interleaved);
             // weights quantized once (the most rows asked for); each row count uses the first rows
             const int max_rows = (row_counts[std::size(row_counts) - 1] + group - 1) / group * group;
@@ -153,63 +150,74 @@ TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
                 std::printf("[ skip     ] %s: no quantizer to make test weights\n", ggml_type_name(t));
                 continue;
             }
-            for (int nr0 : row_counts) {
-                const int nr = (nr0 + group - 1) / group * group;
-                operand w;
-                w.stride = all.stride;
-                w.bytes.assign(all.bytes.begin(), all.bytes.begin() + nr * all.stride);
-                if (!all.decoded.empty()) w.decoded.assign(all.decoded.begin(), all.decoded.begin() + nr * n);
-                for (int nc : col_counts) {
-                    operand x;
-                    make_activations(vdt, enc, nc, n, 77 + nc, x);
-                    const size_t dst_stride = nr + 3;
-                    std::vector<float> ref(nc * dst_stride, -7.0f);
-                    ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR)(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, ref.data(),
-                                                             dst_stride, nr, nc);
-                    // |error| bound per output: a small multiple of sum |w_k x_k|
-                    std::vector<double> bound(nc * dst_stride, 0.0), exact(nc * dst_stride, 0.0);
-                    const bool have_decoded = !w.decoded.empty() && !x.decoded.empty();
-                    for (int c = 0; c < nc; ++c) {
-                        for (int r = 0; r < nr; ++r) {
-                            double b = 0, e = 0;
-                            if (have_decoded) {
-                                for (int64_t k = 0; k < n; ++k) {
-                                    const double p = inference_factor(t) * w.decoded[r * n + k] * x.decoded[c * n + k];
-                                    e += p;
-                                    b += std::fabs(p);
-                                }
-                            } else {
-                                b = std::fabs(ref[c * dst_stride + r]) + 1.0;
-                            }
-                            bound[c * dst_stride + r] = b;
-                            exact[c * dst_stride + r] = e;
-                            ASSERT_TRUE(std::isfinite(ref[c * dst_stride + r])) << ggml_type_name(t);
-                            if (have_decoded) {
-                                // scalar = exact product of the decoded operands up to float rounding (and the
-                                // fp16 rounding of q8_1's precomputed sums)
-                                ASSERT_NEAR(ref[c * dst_stride + r], e, 2e-3 * b + 1e-6)
-                                    << ggml_type_name(t) << " scalar vs double: row " << r << " col " << c;
-                            }
-                        }
-                        for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(ref[c * dst_stride + r], -7.0f) << "wrote past nr";
-                    }
-                    for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
-                        const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
-                        if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
-                        std::vector<float> got(nc * dst_stride, -7.0f);
-                        fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, got.data(), dst_stride, nr, nc);
+            // the plain kernels, then the batch ones where the type has them (cpu-traits.h)
+            for (const bool batch : { false, true }) {
+                const ggml_type vdt = batch ? ct->batch_vec_dot_type : ct->vec_dot_type;
+                if (vdt == GGML_TYPE_COUNT) continue;
+                const auto kernel_at = [&](ggml_cpu_isa isa) {
+                    return batch ? ggml_cpu_batch_gemm_at(t, isa) : ggml_cpu_gemm_at(t, isa);
+                };
+                const ggml_from_float_t enc = ggml_get_type_traits(vdt)->from_float_ref;
+                ASSERT_TRUE(enc) << ggml_type_name(t) << ": activation type " << ggml_type_name(vdt) << " has no reference encoder";
+                const std::string what = std::string(ggml_type_name(t)) + (batch ? " batch" : "");
+                for (int nr0 : row_counts) {
+                    const int nr = (nr0 + group - 1) / group * group;
+                    operand w;
+                    w.stride = all.stride;
+                    w.bytes.assign(all.bytes.begin(), all.bytes.begin() + nr * all.stride);
+                    if (!all.decoded.empty()) w.decoded.assign(all.decoded.begin(), all.decoded.begin() + nr * n);
+                    for (int nc : col_counts) {
+                        operand x;
+                        make_activations(vdt, enc, nc, n, 77 + nc, x);
+                        const size_t dst_stride = nr + 3;
+                        std::vector<float> ref(nc * dst_stride, -7.0f);
+                        kernel_at(GGML_CPU_ISA_SCALAR)(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, ref.data(),
+                                                                 dst_stride, nr, nc);
+                        // |error| bound per output: a small multiple of sum |w_k x_k|
+                        std::vector<double> bound(nc * dst_stride, 0.0), exact(nc * dst_stride, 0.0);
+                        const bool have_decoded = !w.decoded.empty() && !x.decoded.empty();
                         for (int c = 0; c < nc; ++c) {
                             for (int r = 0; r < nr; ++r) {
-                                const size_t i = c * dst_stride + r;
-                                ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-6)
-                                    << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nr=" << nr
-                                    << " nc=" << nc << " row " << r << " col " << c;
+                                double b = 0, e = 0;
+                                if (have_decoded) {
+                                    for (int64_t k = 0; k < n; ++k) {
+                                        const double p = inference_factor(t) * w.decoded[r * n + k] * x.decoded[c * n + k];
+                                        e += p;
+                                        b += std::fabs(p);
+                                    }
+                                } else {
+                                    b = std::fabs(ref[c * dst_stride + r]) + 1.0;
+                                }
+                                bound[c * dst_stride + r] = b;
+                                exact[c * dst_stride + r] = e;
+                                ASSERT_TRUE(std::isfinite(ref[c * dst_stride + r])) << ggml_type_name(t);
+                                if (have_decoded) {
+                                    // scalar = exact product of the decoded operands up to float rounding (and the
+                                    // fp16 rounding of q8_1's precomputed sums)
+                                    ASSERT_NEAR(ref[c * dst_stride + r], e, 2e-3 * b + 1e-6)
+                                        << what << " scalar vs double: row " << r << " col " << c;
+                                }
                             }
-                            for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(got[c * dst_stride + r], -7.0f) << "wrote past nr";
+                            for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(ref[c * dst_stride + r], -7.0f) << "wrote past nr";
                         }
-                        ++compared;
-                        if (n == lengths[0] && nr0 == row_counts[0] && nc == col_counts[0]) {
-                            tested += std::string(" ") + ggml_type_name(t) + "/" + ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                        for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                            const ggml_gemm_t fn = kernel_at((ggml_cpu_isa) isa);
+                            if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
+                            std::vector<float> got(nc * dst_stride, -7.0f);
+                            fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, got.data(), dst_stride, nr, nc);
+                            for (int c = 0; c < nc; ++c) {
+                                for (int r = 0; r < nr; ++r) {
+                                    const size_t i = c * dst_stride + r;
+                                    ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-6)
+                                        << what << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nr=" << nr
+                                        << " nc=" << nc << " row " << r << " col " << c;
+                                }
+                                for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(got[c * dst_stride + r], -7.0f) << "wrote past nr";
+                            }
+                            ++compared;
+                            if (n == lengths[0] && nr0 == row_counts[0] && nc == col_counts[0]) {
+                                tested += " " + what + "/" + ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                            }
                         }
                     }
                 }

@@ -16,7 +16,8 @@
 //   - with -f, the matmul path's error: the product of the quantized weights Wq with X through
 //     every CPU kernel level this machine runs (activations encoded as that level encodes them),
 //     relative to the float64 product Wq X of the same decoded weights, with all columns at once
-//     (the batch panels) and one column per call (token generation). "per-32 bf16" is what
+//     (the batch panels, with the batch activation type where the type has one) and one column
+//     per call (token generation). "per-32 bf16" is what
 //     activations rounded to 8 bits in blocks of 32 with a bf16 scale (the reference's q8_2
 //     layout on x86) would cost, computed exactly: a yardstick for Kiln's own activation rounding.
 // Totals over all tensors come last. Nothing is written.
@@ -281,11 +282,14 @@ std::vector<float> round_per32_bf16(const std::vector<float> & x) {
 }
 
 // The matmul path's error for one expert: Wq (raw rows of type t) times X through the gemm of
-// ISA level isa, against the float64 product of the decoded rows; batch = all columns at once,
-// or one column per call.
+// ISA level isa, against the float64 product of the decoded rows; batch = all columns at once
+// (through the type's batch kernel and activation type where it has them at that level, as
+// mul_mat does for batches: cpu-traits.h), or one column per call.
 rel gemm_error(ggml_type t, const std::vector<uint8_t> & wq, const std::vector<float> & x, int64_t nrows, int64_t k, ggml_cpu_isa isa, bool one_by_one, const std::vector<double> & exact) {
-    const ggml_gemm_t gemm = ggml_cpu_gemm_at(t, isa);
-    const ggml_type vdt = ggml_cpu_get_type_traits(t)->vec_dot_type;
+    const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
+    const bool batch_pair = !one_by_one && ct->batch_gemm[isa] != nullptr;
+    const ggml_gemm_t gemm = batch_pair ? ct->batch_gemm[isa] : ggml_cpu_gemm_at(t, isa);
+    const ggml_type vdt = batch_pair ? ct->batch_vec_dot_type : ct->vec_dot_type;
     ggml_from_float_t enc = ggml_cpu_from_float_at(vdt, isa);
     if (!enc) enc = ggml_get_type_traits(vdt)->from_float_ref;
     const int64_t ncol = (int64_t) x.size() / k;

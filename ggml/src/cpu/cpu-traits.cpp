@@ -11,12 +11,17 @@ ggml_cpu_type_traits * cpu_table() {
     return t;
 }
 
-// Down the cap's chain of levels (ggml_cpu_isa_lower) to the first one with a kernel.
+// Down the cap's chain of levels (ggml_cpu_isa_lower) to the first one with a kernel; its level
+// in *at (GGML_CPU_ISA_COUNT if none).
 template <typename Fn>
-Fn pick(Fn const * fns, ggml_cpu_isa cap) {
+Fn pick(Fn const * fns, ggml_cpu_isa cap, ggml_cpu_isa * at = nullptr) {
     for (ggml_cpu_isa l = cap;; l = ggml_cpu_isa_lower(l)) {
+        if (at) *at = l;
         if (fns[l]) return fns[l];
-        if (l == GGML_CPU_ISA_SCALAR) return nullptr;
+        if (l == GGML_CPU_ISA_SCALAR) {
+            if (at) *at = GGML_CPU_ISA_COUNT;
+            return nullptr;
+        }
     }
 }
 } // namespace
@@ -43,6 +48,24 @@ void ggml_cpu_register_from_float(ggml_type type, ggml_cpu_isa isa, ggml_from_fl
     ggml_cpu_type_traits_mut(type)->from_float[isa] = fn;
 }
 
+void ggml_cpu_register_batch_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn) {
+    auto * t = ggml_cpu_type_traits_mut(type);
+    GGML_ASSERT(t->batch_vec_dot_type == GGML_TYPE_COUNT || t->batch_vec_dot_type == vec_dot_type);
+    t->batch_vec_dot_type = vec_dot_type;
+    t->batch_gemm[isa] = fn;
+}
+
+ggml_cpu_gemm_choice ggml_cpu_gemm_for(ggml_type type, bool batch) {
+    const ggml_cpu_type_traits * t = ggml_cpu_get_type_traits(type);
+    ggml_cpu_isa plain_at, batch_at;
+    const ggml_gemm_t plain = pick(t->gemm, ggml_cpu_get_isa(), &plain_at);
+    if (batch && t->batch_vec_dot_type != GGML_TYPE_COUNT) {
+        const ggml_gemm_t b = pick(t->batch_gemm, ggml_cpu_get_isa(), &batch_at);
+        if (b && batch_at == plain_at) return { t->batch_vec_dot_type, b };
+    }
+    return { t->vec_dot_type, plain };
+}
+
 ggml_gemm_t ggml_cpu_gemm(ggml_type type) {
     return pick(ggml_cpu_get_type_traits(type)->gemm, ggml_cpu_get_isa());
 }
@@ -58,6 +81,10 @@ ggml_gemm_t ggml_cpu_gemm_at(ggml_type type, ggml_cpu_isa isa) {
 
 ggml_from_float_t ggml_cpu_from_float_at(ggml_type type, ggml_cpu_isa isa) {
     return ggml_cpu_get_type_traits(type)->from_float[isa];
+}
+
+ggml_gemm_t ggml_cpu_batch_gemm_at(ggml_type type, ggml_cpu_isa isa) {
+    return ggml_cpu_get_type_traits(type)->batch_gemm[isa];
 }
 
 namespace {

@@ -28,6 +28,12 @@ struct ggml_cpu_type_traits {
     ggml_from_float_t from_float[GGML_CPU_ISA_COUNT] = {};
     // preferred rows per gemm call (multiple of the kernel's register tile); 0 = backend default
     int               rows_per_call = 0;
+    // Batch products (ggml_cpu_gemm_choice) may take a second, finer activation type with kernels
+    // of their own: the k-quants round batch activations per 32 values (q8_0) instead of per
+    // 256 (q8_K), as the reference's batch path does, while token generation keeps q8_K.
+    // GGML_TYPE_COUNT: none.
+    ggml_type         batch_vec_dot_type = GGML_TYPE_COUNT;
+    ggml_gemm_t       batch_gemm[GGML_CPU_ISA_COUNT] = {};
 };
 
 ggml_cpu_type_traits * ggml_cpu_type_traits_mut(ggml_type type);
@@ -35,6 +41,16 @@ const ggml_cpu_type_traits * ggml_cpu_get_type_traits(ggml_type type);
 
 void ggml_cpu_register_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn);
 void ggml_cpu_register_from_float(ggml_type type, ggml_cpu_isa isa, ggml_from_float_t fn);
+void ggml_cpu_register_batch_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn);
+
+// The activation type and kernel of a product: for a batch (many activation columns; the caller
+// decides), the batch pair where one is registered at the same level as the plain kernel
+// that would run (never a scalar batch kernel in place of a SIMD plain one); else the plain pair.
+struct ggml_cpu_gemm_choice {
+    ggml_type   act_type;
+    ggml_gemm_t gemm;
+};
+ggml_cpu_gemm_choice ggml_cpu_gemm_for(ggml_type type, bool batch);
 
 // The best kernel at or below the current ISA cap (ggml_cpu_get_isa()); NULL if none at all.
 ggml_gemm_t       ggml_cpu_gemm(ggml_type type);
@@ -42,6 +58,7 @@ ggml_from_float_t ggml_cpu_from_float(ggml_type type);
 // The kernel registered for exactly this level (tests).
 ggml_gemm_t       ggml_cpu_gemm_at(ggml_type type, ggml_cpu_isa isa);
 ggml_from_float_t ggml_cpu_from_float_at(ggml_type type, ggml_cpu_isa isa);
+ggml_gemm_t       ggml_cpu_batch_gemm_at(ggml_type type, ggml_cpu_isa isa);
 
 // The trellis (KT) quantizers' seed search: err[s] = sum_m w[m] (t[m] - cb[m * count + s])^2
 // for every seed s of a codebook of small integers stored run-position major (n rows of count

@@ -1,7 +1,8 @@
 // Matrix products on the CPU: mul_mat, mul_mat_id (expert-routed) and the fused MoE gate/up.
 //
-// 1. The activations are converted once per product into the weight type's vec_dot_type
-//    (all threads share the work), unless they already are in that type.
+// 1. The activations are converted once per product into the weight type's vec_dot_type (or,
+//    for batches, its batch_vec_dot_type where it has one: cpu-traits.h), all threads sharing
+//    the work, unless they already are in that type.
 // 2. The output is cut into chunks of (rows of weights) x (columns of activations) that threads
 //    take from a shared counter, so a thread slowed by the OS does not hold the others up.
 //    Each chunk is one call of the type's gemm, which tiles registers inside.
@@ -33,17 +34,22 @@ mm_scratch carve(const ggml_compute_params * p, size_t act_size) {
     return s;
 }
 
-// Row length, row count and stride of the activations after conversion.
+// The activation type and kernel of a product, and the row length of the converted activations.
 struct act_layout {
-    ggml_type type;
-    size_t    row_size;
-    bool      converted;   // false: the product reads src1 in place
+    ggml_type   type;
+    ggml_gemm_t gemm;
+    size_t      row_size;
+    bool        converted;   // false: the product reads src1 in place
 };
 
-act_layout activation_layout(const ggml_tensor * src0, const ggml_tensor * src1) {
-    const ggml_type vt = ggml_cpu_get_type_traits(src0->type)->vec_dot_type;
+// batch: the product runs as a batch (prompt processing), which may take the type's finer batch
+// activation type (cpu-traits.h); token generation keeps the plain one.
+act_layout activation_layout(const ggml_tensor * src0, const ggml_tensor * src1, bool batch) {
+    const ggml_cpu_gemm_choice ch = ggml_cpu_gemm_for(src0->type, batch);
+    const ggml_type vt = ch.act_type;
     act_layout l;
     l.type = vt;
+    l.gemm = ch.gemm;
     l.row_size = ggml_row_size(vt, src1->ne[0]);
     l.converted = !(src1->type == vt && src1->nb[0] == ggml_type_size(vt));
     return l;
@@ -189,7 +195,7 @@ void mul_mat_small(const ggml_compute_params * p, ggml_tensor * dst, const act_l
         x = act;
         x_stride = l.row_size;
     }
-    ggml_gemm_t gemm = ggml_cpu_gemm(src0->type);
+    ggml_gemm_t gemm = l.gemm;
     GGML_ASSERT(gemm);
     const int64_t rpc = stream_rows_per_chunk(M, src0->nb[1], src0->type, p->nth);
     const guided_chunks g((M + rpc - 1) / rpc, p->nth);
@@ -209,7 +215,7 @@ void mul_mat_small(const ggml_compute_params * p, ggml_tensor * dst, const act_l
 size_t ggml_cpu_mul_mat_work_size(const ggml_tensor * dst, int nth) {
     const ggml_tensor * src0 = dst->src[0];
     const ggml_tensor * src1 = dst->src[1];
-    const act_layout l = activation_layout(src0, src1);
+    const act_layout l = activation_layout(src0, src1, src1->ne[1] >= k_big_batch);
     if (small_product(src1)) return 0;   // thread-local space
     size_t s = 3 * k_align + nth * per_thread_bytes(src1, l);
     if (l.converted) s += l.row_size * src1->ne[1] * src1->ne[2] * src1->ne[3];
@@ -232,7 +238,7 @@ void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst) {
     const int64_t ne12 = src1->ne[2], ne13 = src1->ne[3];
     GGML_ASSERT(src0->nb[0] == ggml_type_size(src0->type) && "mul_mat: weight rows must be contiguous");
 
-    const act_layout l = activation_layout(src0, src1);
+    const act_layout l = activation_layout(src0, src1, N >= k_big_batch);
     if (small_product(src1)) {
         mul_mat_small(p, dst, l);
         return;
@@ -245,7 +251,7 @@ void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst) {
     if (l.converted) convert_activations(p, src1, l.type, s.act, l.row_size, tmp);
     ggml_cpu_barrier(p);
 
-    ggml_gemm_t gemm = ggml_cpu_gemm(src0->type);
+    ggml_gemm_t gemm = l.gemm;
     GGML_ASSERT(gemm);
 
     const int64_t rpc = align_rows(rows_per_chunk(M, N, src0->nb[1], p->nth), src0->type);
@@ -341,7 +347,7 @@ moe_args moe_args_of(ggml_tensor * dst) {
     a.n_tokens = a.ids->ne[1];
     a.n_b = a.b->ne[1];   // 1 (shared input per token) or n_used
     a.n_pairs = a.n_used * a.n_tokens;
-    a.l = activation_layout(a.as0, a.b);
+    a.l = activation_layout(a.as0, a.b, a.n_tokens >= k_big_batch);
     // token generation: an expert has at most n_tokens (< 8) columns, so the tile holds long
     // runs of rows; batches: 64 x 64 output tiles
     const bool small = a.n_tokens < k_big_batch;
@@ -467,7 +473,7 @@ void moe_zero_dropped(const moe_args & a, const moe_plan & plan) {
 // the fused op), then scatter into dst, applying the activation when fused.
 void moe_block(const moe_args & a, const moe_plan & plan, const char * packed, int64_t e, int64_t row0, int64_t nr,
                int64_t col0, int64_t nc, float * tile) {
-    ggml_gemm_t gemm = ggml_cpu_gemm(a.as0->type);
+    ggml_gemm_t gemm = a.l.gemm;
     GGML_ASSERT(gemm);
     const int64_t q0 = plan.offsets[e] + col0;
     const char * x = packed + q0 * a.l.row_size;

@@ -247,6 +247,42 @@ void gemm_k_scalar(int64_t n, const void * w, size_t w_stride, const void * x, s
     }
 }
 
+// The batch reference: q8_0 activations, one scale per 32 values (two 16-value groups), so the
+// float combination is per 32: dx * (d * sum_g s*dot - dm * sum_g mi*sum(q)) over its 2 groups.
+template <decode_fn Decode, size_t BlockBytes>
+void gemm_k_q8_0_scalar(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride,
+                        float * dst, size_t dst_stride, int nr, int nc) {
+    const int64_t nb = n / QK_K;
+    constexpr int kPer = QK_K / QK8_0;
+    k_block_decoded blk;
+    for (int r = 0; r < nr; ++r) {
+        const char * wrow = (const char *) w + r * w_stride;
+        for (int c = 0; c < nc; ++c) {
+            const auto * a = (const block_q8_0 *) ((const char *) x + c * x_stride);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; ++b) {
+                Decode(wrow + b * BlockBytes, blk);
+                for (int j = 0; j < kPer; ++j) {
+                    const block_q8_0 & xa = a[b * kPer + j];
+                    int32_t dot = 0, mins = 0;
+                    for (int g = 2 * j; g < 2 * j + 2; ++g) {
+                        int32_t dg = 0, sg = 0;
+                        for (int l = 0; l < 16; ++l) {
+                            const int q = xa.qs[16 * (g - 2 * j) + l];
+                            dg += blk.u[16 * g + l] * q;
+                            sg += q;
+                        }
+                        dot  += blk.s[g] * dg;
+                        mins += blk.mi[g] * sg;
+                    }
+                    sum += GGML_FP16_TO_FP32(xa.d) * (blk.d * (float) dot - blk.dm * (float) mins);
+                }
+            }
+            dst[c * dst_stride + r] = sum;
+        }
+    }
+}
+
 void register_k_quants() {
     struct entry {
         ggml_type type;
@@ -254,18 +290,19 @@ void register_k_quants() {
         ggml_from_float_t from_float_ref;
         ggml_quantize_rows_t quantize;
         ggml_gemm_t gemm;
+        ggml_gemm_t batch_gemm;
     };
     const entry entries[] = {
         { GGML_TYPE_Q2_K, dequantize_q2_K, quantize_row_q2_K_ref, quantize_q2_K,
-          gemm_k_scalar<k_decode_q2_K, sizeof(block_q2_K)> },
+          gemm_k_scalar<k_decode_q2_K, sizeof(block_q2_K)>, gemm_k_q8_0_scalar<k_decode_q2_K, sizeof(block_q2_K)> },
         { GGML_TYPE_Q3_K, dequantize_q3_K, quantize_row_q3_K_ref, quantize_q3_K,
-          gemm_k_scalar<k_decode_q3_K, sizeof(block_q3_K)> },
+          gemm_k_scalar<k_decode_q3_K, sizeof(block_q3_K)>, gemm_k_q8_0_scalar<k_decode_q3_K, sizeof(block_q3_K)> },
         { GGML_TYPE_Q4_K, dequantize_q4_K, quantize_row_q4_K_ref, quantize_q4_K,
-          gemm_k_scalar<k_decode_q4_K, sizeof(block_q4_K)> },
+          gemm_k_scalar<k_decode_q4_K, sizeof(block_q4_K)>, gemm_k_q8_0_scalar<k_decode_q4_K, sizeof(block_q4_K)> },
         { GGML_TYPE_Q5_K, dequantize_q5_K, quantize_row_q5_K_ref, quantize_q5_K,
-          gemm_k_scalar<k_decode_q5_K, sizeof(block_q5_K)> },
+          gemm_k_scalar<k_decode_q5_K, sizeof(block_q5_K)>, gemm_k_q8_0_scalar<k_decode_q5_K, sizeof(block_q5_K)> },
         { GGML_TYPE_Q6_K, dequantize_q6_K, quantize_row_q6_K_ref, quantize_q6_K,
-          gemm_k_scalar<k_decode_q6_K, sizeof(block_q6_K)> },
+          gemm_k_scalar<k_decode_q6_K, sizeof(block_q6_K)>, gemm_k_q8_0_scalar<k_decode_q6_K, sizeof(block_q6_K)> },
     };
     for (const entry & e : entries) {
         ggml_type_traits * t = ggml_type_traits_mut(e.type);
@@ -273,6 +310,7 @@ void register_k_quants() {
         t->from_float_ref = e.from_float_ref;
         t->quantize       = e.quantize;
         ggml_cpu_register_gemm(e.type, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, e.gemm);
+        ggml_cpu_register_batch_gemm(e.type, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, e.batch_gemm);
     }
 }
 GGML_REGISTER(register_k_quants);

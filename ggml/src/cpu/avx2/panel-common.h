@@ -63,7 +63,7 @@ inline void prefetch_row_slice(const uint8_t * w, size_t w_stride, int r0, int r
 
 // Activation concept A: sub(xrow, sb, &qs, &d, &sum): sub-block sb (S values) of a row:
 // pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
-// kSuper consecutive sub-blocks share the scale d).
+// kSuper consecutive sub-blocks share the scale d); kBlock bytes per block of kBlockValues.
 template <typename A, int S, int C, bool kSpread = false>
 void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out) {
     constexpr size_t rec = x_record<S, C, kSpread>;
@@ -94,6 +94,7 @@ void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out
 template <bool kHasSum>
 struct act_q8_32 {
     static constexpr int kSuper = 1;
+    static constexpr int kBlockValues = 32;
     static constexpr size_t kBlock = kHasSum ? 36 : 34;
     static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
         const uint8_t * b = row + sb * kBlock;
@@ -110,11 +111,32 @@ struct act_q8_32 {
     }
 };
 
+// q8_0 blocks seen as pairs of 16-value sub-blocks (the k-quants with 16-value sub-scales, whose
+// batch activations are q8_0): the pair shares the block's scale, so the sums are returned
+// unscaled and the scale applies once per pair (kSuper = 2).
+struct act_q8_0_halves {
+    static constexpr int kSuper = 2;
+    static constexpr int kBlockValues = 32;
+    static constexpr size_t kBlock = 34;
+    static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
+        const uint8_t * b = row + (sb / 2) * kBlock;
+        uint16_t h;
+        std::memcpy(&h, b, 2);
+        d = fp16_to_f32(h);
+        qs = (const int8_t *) (b + 2 + 16 * (sb % 2));
+        const __m128i v = _mm_loadu_si128((const __m128i *) qs);
+        // |q| <= 127: the unsigned sums of (q + 128) less 16 * 128
+        const __m128i s = _mm_sad_epu8(_mm_xor_si128(v, _mm_set1_epi8((char) 0x80)), _mm_setzero_si128());
+        sum = (float) (_mm_cvtsi128_si32(s) + _mm_extract_epi16(s, 4) - 16 * 128);
+    }
+};
+
 // q8_K super-blocks [float d][256 q][16 int16 sums of 16], seen as sub-blocks of S = 16 or 32;
 // one scale per super-block, so the sum is returned unscaled (see the panels' kSuper).
 template <int S>
 struct act_q8_K {
     static constexpr int kSuper = 256 / S;
+    static constexpr int kBlockValues = 256;
     static constexpr size_t kBlock = 4 + 256 + 32;
     static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
         constexpr int per = 256 / S;
