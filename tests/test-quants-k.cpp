@@ -348,12 +348,13 @@ TEST_P(KQuant, EdgeRowsAndNonFiniteInput) {
 }
 
 // ---- batch products: activation rounding per 32 values ----------------------------------------
-// The reference rounds a batch's activations (32 columns and more) to 8 bits with one scale per 32
-// values for these types; a scale per 256 (q8_K) lets one outlier coarsen the rounding of 255
-// neighbours, so on hidden states with a few large channels the product strays about 2x further.
-// Here every ISA level's mul_mat of 16 columns (a batch to the CPU backend) must stay within
-// k_batch_slack of that rounding emulated exactly (d = max|x| / 127, q = round(x / d), products in
-// double). The slack covers q8_0's fp16 scale and float accumulation; q8_K activations fail by 2x.
+// The reference rounds a batch's activations (32 or 64 columns and more) to 8 bits with one scale
+// per 32 values for q4_K, q5_K and q6_K; a scale per 256 (q8_K) lets one outlier coarsen the
+// rounding of 255 neighbours, so on hidden states with a few large channels the product strays
+// about 2x further. Every ISA level's mul_mat of 16 columns (a batch to the CPU backend) must stay
+// within k_batch_slack of that rounding emulated exactly (d = max|x| / 127, q = round(x / d),
+// products in double); the slack covers q8_0's fp16 scale and float accumulation. With batch
+// activations per 256 (ggml_cpu_set_batch_act_per32(false)) the same check fails.
 constexpr double k_batch_slack = 1.08;
 
 // Heavy-tailed activations: N(0, 1)-like bulk and, in a few fixed channels (2 per 256, as real
@@ -379,8 +380,11 @@ double rel_error(const std::vector<double> & got, const std::vector<double> & ex
     return std::sqrt(num / den);
 }
 
-TEST_P(KQuant, BatchProductRoundsActivationsPer32) {
+class KQuantBatch : public ::testing::TestWithParam<ggml_type> {};
+
+TEST_P(KQuantBatch, RoundsActivationsPer32) {
     const ggml_type type = GetParam();
+    ASSERT_EQ(ggml_cpu_get_type_traits(type)->batch_vec_dot_type, GGML_TYPE_Q8_0) << ggml_type_name(type);
     const int64_t k = 2048, m = 24, ncols = 16;
     const std::vector<float> wf = kiln_test::random_floats(m * k, 900 + type, -1.0f, 1.0f);
     const size_t rs = ggml_row_size(type, k);
@@ -421,20 +425,42 @@ TEST_P(KQuant, BatchProductRoundsActivationsPer32) {
     ggml_tensor * y = ggml_mul_mat(ctx, w, xt);
     ggml_cgraph * g = ggml_new_graph(ctx);
     ggml_build_forward_expand(g, y);
+    auto product_error = [&](const char * label) {
+        EXPECT_EQ(ggml_graph_compute_cpu(g, 2), GGML_STATUS_SUCCESS);
+        std::vector<double> got(ncols * m);
+        for (int64_t i = 0; i < ncols * m; ++i) got[i] = ((const float *) y->data)[i];
+        const double err = rel_error(got, exact);
+        std::printf("  %-5s %-6s %-7s batch of %d: rel err %.6f, activations rounded per 32: %.6f (ratio %.3f)\n",
+                    ggml_type_name(type), ggml_cpu_isa_name(ggml_cpu_get_isa()), label, (int) ncols, err, emulated,
+                    err / emulated);
+        return err;
+    };
     const ggml_cpu_isa cap = ggml_cpu_get_isa();
     for (int isa = GGML_CPU_ISA_SCALAR; isa < GGML_CPU_ISA_COUNT; ++isa) {
         if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
         ggml_cpu_set_isa((ggml_cpu_isa) isa);
-        ASSERT_EQ(ggml_graph_compute_cpu(g, 2), GGML_STATUS_SUCCESS);
-        std::vector<double> got(ncols * m);
-        for (int64_t i = 0; i < ncols * m; ++i) got[i] = ((const float *) y->data)[i];
-        const double err = rel_error(got, exact);
-        std::printf("  %-5s %-6s batch of %d: rel err %.6f, activations rounded per 32: %.6f (ratio %.3f)\n",
-                    ggml_type_name(type), ggml_cpu_isa_name((ggml_cpu_isa) isa), (int) ncols, err, emulated, err / emulated);
-        EXPECT_LE(err, k_batch_slack * emulated) << ggml_type_name(type) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+        EXPECT_LE(product_error("per32"), k_batch_slack * emulated) << ggml_type_name(type) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
     }
     ggml_cpu_set_isa(cap);
+    // the other choice: q8_K for batches too
+    ggml_cpu_set_batch_act_per32(false);
+    EXPECT_GT(product_error("per256"), k_batch_slack * emulated) << ggml_type_name(type);
+    ggml_cpu_set_batch_act_per32(true);
     ggml_free(ctx);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, KQuantBatch, ::testing::Values(GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K),
+                         [](const auto & info) { return std::string(ggml_type_name(info.param)); });
+
+TEST(KQuantBatch, Q2KAndQ3KKeepQ8K) {
+    // the reference rounds their batches per 256 as well (quants/quants-k.cpp)
+    for (ggml_type t : { GGML_TYPE_Q2_K, GGML_TYPE_Q3_K }) {
+        EXPECT_EQ(ggml_cpu_gemm_for(t, true).act_type, GGML_TYPE_Q8_K) << ggml_type_name(t);
+    }
+    for (ggml_type t : { GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K }) {
+        EXPECT_EQ(ggml_cpu_gemm_for(t, false).act_type, GGML_TYPE_Q8_K) << ggml_type_name(t) << " token generation";
+        EXPECT_EQ(ggml_cpu_gemm_for(t, true).act_type, GGML_TYPE_Q8_0) << ggml_type_name(t) << " batch";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuant, ::testing::ValuesIn(k_types),

@@ -45,6 +45,17 @@ enum ggml_cpu_isa ggml_cpu_get_isa(void);
 const char * ggml_cpu_isa_name(enum ggml_cpu_isa isa);
 const char * ggml_cpu_features(void);   // "AVX2 = 1 | AVX512 = 1 | ..." for logs
 
+// How batch products (8+ activation columns) of q4_K, q5_K and q6_K round their activations.
+// true (the default): per 32 values (q8_0), as the reference's batch path does; false: per 256
+// (q8_K, their token-generation type) for batches too. Per 256 lets one outlier channel coarsen
+// the rounding of its 255 neighbours: up to 2x the product error on hidden states with large
+// channels; per 32 costs prompt processing time (kiln-bench-matmul -t 1 -K 2048 -M 4096
+// --batches 512, Zen 4, CPU time): about 8% on AVX512, 5% (q4_K) to 28% (q6_K) on AVX2.
+// KILN_BATCH_ACT=per32|per256 in the environment sets it at start-up (another value is an
+// error). Set it before graphs are planned: it decides the size of their activation buffers.
+void ggml_cpu_set_batch_act_per32(bool on);
+bool ggml_cpu_get_batch_act_per32(void);
+
 // Whether repacking weights into the row-interleaved layout `interleaved` (-rtr) pays at the
 // current ISA cap: its kernels were measured at least as fast as its plain twin's, at batch 1
 // (token generation) and in batches (kiln-bench-matmul). False for layouts whose products still

@@ -3,7 +3,10 @@
 #include "cpu-isa.h"
 #include "ggml-impl.h"
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace {
 ggml_cpu_type_traits * cpu_table() {
@@ -55,11 +58,29 @@ void ggml_cpu_register_batch_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type ve
     t->batch_gemm[isa] = fn;
 }
 
+namespace {
+bool initial_batch_act_per32() {
+    const char * env = std::getenv("KILN_BATCH_ACT");
+    if (!env || !std::strcmp(env, "per32")) return true;
+    if (!std::strcmp(env, "per256")) return false;
+    std::fprintf(stderr, "error: KILN_BATCH_ACT=%s: expected per32 or per256\n", env);
+    std::exit(1);
+}
+
+std::atomic<bool> & batch_act_per32() {
+    static std::atomic<bool> on{ initial_batch_act_per32() };
+    return on;
+}
+} // namespace
+
+void ggml_cpu_set_batch_act_per32(bool on) { batch_act_per32().store(on); }
+bool ggml_cpu_get_batch_act_per32(void) { return batch_act_per32().load(); }
+
 ggml_cpu_gemm_choice ggml_cpu_gemm_for(ggml_type type, bool batch) {
     const ggml_cpu_type_traits * t = ggml_cpu_get_type_traits(type);
     ggml_cpu_isa plain_at, batch_at;
     const ggml_gemm_t plain = pick(t->gemm, ggml_cpu_get_isa(), &plain_at);
-    if (batch && t->batch_vec_dot_type != GGML_TYPE_COUNT) {
+    if (batch && t->batch_vec_dot_type != GGML_TYPE_COUNT && ggml_cpu_get_batch_act_per32()) {
         const ggml_gemm_t b = pick(t->batch_gemm, ggml_cpu_get_isa(), &batch_at);
         if (b && batch_at == plain_at) return { t->batch_vec_dot_type, b };
     }

@@ -29,9 +29,9 @@ struct ggml_cpu_type_traits {
     // preferred rows per gemm call (multiple of the kernel's register tile); 0 = backend default
     int               rows_per_call = 0;
     // Batch products (ggml_cpu_gemm_choice) may take a second, finer activation type with kernels
-    // of their own: the k-quants round batch activations per 32 values (q8_0) instead of per
-    // 256 (q8_K), as the reference's batch path does, while token generation keeps q8_K.
-    // GGML_TYPE_COUNT: none.
+    // of their own: q4_K, q5_K and q6_K round batch activations per 32 values (q8_0) instead of
+    // per 256 (q8_K), as the reference's batch path does, while token generation keeps q8_K
+    // (ggml_cpu_set_batch_act_per32 in ggml-cpu.h turns it off). GGML_TYPE_COUNT: none.
     ggml_type         batch_vec_dot_type = GGML_TYPE_COUNT;
     ggml_gemm_t       batch_gemm[GGML_CPU_ISA_COUNT] = {};
 };
@@ -45,7 +45,8 @@ void ggml_cpu_register_batch_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type ve
 
 // The activation type and kernel of a product: for a batch (many activation columns; the caller
 // decides), the batch pair where one is registered at the same level as the plain kernel
-// that would run (never a scalar batch kernel in place of a SIMD plain one); else the plain pair.
+// that would run (never a scalar batch kernel in place of a SIMD plain one) and batch
+// activations per 32 are on (ggml-cpu.h); else the plain pair.
 struct ggml_cpu_gemm_choice {
     ggml_type   act_type;
     ggml_gemm_t gemm;

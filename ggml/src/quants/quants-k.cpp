@@ -249,6 +249,9 @@ void gemm_k_scalar(int64_t n, const void * w, size_t w_stride, const void * x, s
 
 // The batch reference: q8_0 activations, one scale per 32 values (two 16-value groups), so the
 // float combination is per 32: dx * (d * sum_g s*dot - dm * sum_g mi*sum(q)) over its 2 groups.
+// For q4_K, q5_K and q6_K, whose batches the reference rounds per 32 as well (ik_llama.cpp
+// converts their weights to q8_1 / q8_0 rows against per-32 activations from 32 or 64 columns);
+// q2_K and q3_K it converts to q8_k_r8 / q8_k_r16 against per-256 activations, so they keep q8_K.
 template <decode_fn Decode, size_t BlockBytes>
 void gemm_k_q8_0_scalar(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride,
                         float * dst, size_t dst_stride, int nr, int nc) {
@@ -294,9 +297,9 @@ void register_k_quants() {
     };
     const entry entries[] = {
         { GGML_TYPE_Q2_K, dequantize_q2_K, quantize_row_q2_K_ref, quantize_q2_K,
-          gemm_k_scalar<k_decode_q2_K, sizeof(block_q2_K)>, gemm_k_q8_0_scalar<k_decode_q2_K, sizeof(block_q2_K)> },
+          gemm_k_scalar<k_decode_q2_K, sizeof(block_q2_K)>, nullptr },
         { GGML_TYPE_Q3_K, dequantize_q3_K, quantize_row_q3_K_ref, quantize_q3_K,
-          gemm_k_scalar<k_decode_q3_K, sizeof(block_q3_K)>, gemm_k_q8_0_scalar<k_decode_q3_K, sizeof(block_q3_K)> },
+          gemm_k_scalar<k_decode_q3_K, sizeof(block_q3_K)>, nullptr },
         { GGML_TYPE_Q4_K, dequantize_q4_K, quantize_row_q4_K_ref, quantize_q4_K,
           gemm_k_scalar<k_decode_q4_K, sizeof(block_q4_K)>, gemm_k_q8_0_scalar<k_decode_q4_K, sizeof(block_q4_K)> },
         { GGML_TYPE_Q5_K, dequantize_q5_K, quantize_row_q5_K_ref, quantize_q5_K,
@@ -310,7 +313,7 @@ void register_k_quants() {
         t->from_float_ref = e.from_float_ref;
         t->quantize       = e.quantize;
         ggml_cpu_register_gemm(e.type, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, e.gemm);
-        ggml_cpu_register_batch_gemm(e.type, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, e.batch_gemm);
+        if (e.batch_gemm) ggml_cpu_register_batch_gemm(e.type, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, e.batch_gemm);
     }
 }
 GGML_REGISTER(register_k_quants);

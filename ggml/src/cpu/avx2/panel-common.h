@@ -112,10 +112,12 @@ struct act_q8_32 {
 };
 
 // q8_0 blocks seen as pairs of 16-value sub-blocks (the k-quants with 16-value sub-scales, whose
-// batch activations are q8_0): the pair shares the block's scale, so the sums are returned
-// unscaled and the scale applies once per pair (kSuper = 2).
+// batch activations are q8_0). kShared: the pair shares the block's scale, so the sums are
+// returned unscaled and the scale applies once per pair (kSuper = 2); else each half carries
+// the scale (kSuper = 1), which costs a multiply per half but no sum registers (AVX2).
+template <bool kShared>
 struct act_q8_0_halves {
-    static constexpr int kSuper = 2;
+    static constexpr int kSuper = kShared ? 2 : 1;
     static constexpr int kBlockValues = 32;
     static constexpr size_t kBlock = 34;
     static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
@@ -128,6 +130,7 @@ struct act_q8_0_halves {
         // |q| <= 127: the unsigned sums of (q + 128) less 16 * 128
         const __m128i s = _mm_sad_epu8(_mm_xor_si128(v, _mm_set1_epi8((char) 0x80)), _mm_setzero_si128());
         sum = (float) (_mm_cvtsi128_si32(s) + _mm_extract_epi16(s, 4) - 16 * 128);
+        if constexpr (!kShared) sum *= d;
     }
 };
 

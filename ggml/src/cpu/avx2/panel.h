@@ -176,8 +176,10 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
                                                              : _mm256_maskload_ps(dst + c * dst_stride, mask);
     }
     for (int64_t sb0 = 0; sb0 < nsb; sb0 += kSuper) {
+        // kSuper == 1: straight into acc (a separate sum would cost an add per sub-block and
+        // C more live registers, which AVX2's 16 cannot spare: they spill)
         __m256 part[C];
-        for (int c = 0; c < C; ++c) part[c] = _mm256_setzero_ps();
+        for (int c = 0; c < C; ++c) part[c] = kSuper == 1 ? acc[c] : _mm256_setzero_ps();
         for (int j = 0; j < kSuper; ++j) {
             const uint8_t * W = wg + (sb0 + j) * wrec;
             const uint8_t * X = xp + (sb0 + j) * xrec;
@@ -196,7 +198,7 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
             }
         }
         if constexpr (kSuper == 1) {
-            for (int c = 0; c < C; ++c) acc[c] = _mm256_add_ps(acc[c], part[c]);
+            for (int c = 0; c < C; ++c) acc[c] = part[c];
         } else {
             const float * xd = (const float *) (xp + sb0 * xrec + KV * C * 32);
             for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(part[c], _mm256_set1_ps(xd[c]), acc[c]);

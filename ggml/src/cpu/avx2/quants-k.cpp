@@ -233,16 +233,19 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 template <typename Parts, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
 void gemm_k_q8_0(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                  size_t dst_stride, int nr, int nc) {
-    using act = std::conditional_t<S == 32, kiln_panel::act_q8_32<false>, kiln_panel::act_q8_0_halves>;
+    using act = std::conditional_t<S == 32, kiln_panel::act_q8_32<false>, kiln_panel::act_q8_0_halves<false>>;
     kiln_panel::gemm<panel_decoder<Parts, BlockBytes, S, MaxLevel, Coef>, act>(n, w, w_stride, x, x_stride, dst,
                                                                               dst_stride, nr, nc);
 }
 
-// Both kernels of a type: q8_K activations (token generation, small batches) and q8_0 (batches).
-template <typename Parts, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
+// The kernels of a type: q8_K activations (token generation, small batches) and, kBatch, q8_0
+// for batches (quants/quants-k.cpp's scalar reference says which types and why).
+template <typename Parts, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *), bool kBatch>
 void register_k_type(ggml_type t) {
     ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, gemm_k<Parts, BlockBytes, S, MaxLevel, Coef>);
-    ggml_cpu_register_batch_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm_k_q8_0<Parts, BlockBytes, S, MaxLevel, Coef>);
+    if constexpr (kBatch) {
+        ggml_cpu_register_batch_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, gemm_k_q8_0<Parts, BlockBytes, S, MaxLevel, Coef>);
+    }
 }
 
 } // namespace
@@ -250,9 +253,9 @@ void register_k_type(ggml_type t) {
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_k_avx2() {
     using namespace kiln_panel;
-    register_k_type<parts_via_common<k_decode_q2_K>, sizeof(block_q2_K), 16, 3, coef_q2_K>(GGML_TYPE_Q2_K);
-    register_k_type<parts_via_common<k_decode_q3_K>, sizeof(block_q3_K), 16, 7, coef_q3_K>(GGML_TYPE_Q3_K);
-    register_k_type<parts_q4_K, sizeof(block_q4_K), 32, 15, coef_k4<block_q4_K>>(GGML_TYPE_Q4_K);
-    register_k_type<parts_q5_K, sizeof(block_q5_K), 32, 31, coef_k4<block_q5_K>>(GGML_TYPE_Q5_K);
-    register_k_type<parts_q6_K, sizeof(block_q6_K), 16, 63, coef_q6_K>(GGML_TYPE_Q6_K);
+    register_k_type<parts_via_common<k_decode_q2_K>, sizeof(block_q2_K), 16, 3, coef_q2_K, false>(GGML_TYPE_Q2_K);
+    register_k_type<parts_via_common<k_decode_q3_K>, sizeof(block_q3_K), 16, 7, coef_q3_K, false>(GGML_TYPE_Q3_K);
+    register_k_type<parts_q4_K, sizeof(block_q4_K), 32, 15, coef_k4<block_q4_K>, true>(GGML_TYPE_Q4_K);
+    register_k_type<parts_q5_K, sizeof(block_q5_K), 32, 31, coef_k4<block_q5_K>, true>(GGML_TYPE_Q5_K);
+    register_k_type<parts_q6_K, sizeof(block_q6_K), 16, 63, coef_q6_K, true>(GGML_TYPE_Q6_K);
 }
