@@ -439,6 +439,12 @@ TEST_P(KQuantBatch, RoundsActivationsPer32) {
     for (int isa = GGML_CPU_ISA_SCALAR; isa < GGML_CPU_ISA_COUNT; ++isa) {
         if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
         ggml_cpu_set_isa((ggml_cpu_isa) isa);
+        if (ggml_cpu_gemm_for(type, true).act_type != GGML_TYPE_Q8_0) {
+            // NEON has no batch kernel of its own yet, and a scalar one would not replace its q8_K kernel
+            std::printf("  %-5s %-6s no per-32 batch kernel at this level\n", ggml_type_name(type),
+                        ggml_cpu_isa_name((ggml_cpu_isa) isa));
+            continue;
+        }
         EXPECT_LE(product_error("per32"), k_batch_slack * emulated) << ggml_type_name(type) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
     }
     ggml_cpu_set_isa(cap);
@@ -455,12 +461,10 @@ INSTANTIATE_TEST_SUITE_P(Types, KQuantBatch, ::testing::Values(GGML_TYPE_Q4_K, G
 TEST(KQuantBatch, Q2KAndQ3KKeepQ8K) {
     // the reference rounds their batches per 256 as well (quants/quants-k.cpp)
     for (ggml_type t : { GGML_TYPE_Q2_K, GGML_TYPE_Q3_K }) {
+        EXPECT_EQ(ggml_cpu_get_type_traits(t)->batch_vec_dot_type, GGML_TYPE_COUNT) << ggml_type_name(t);
         EXPECT_EQ(ggml_cpu_gemm_for(t, true).act_type, GGML_TYPE_Q8_K) << ggml_type_name(t);
     }
-    for (ggml_type t : { GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K }) {
-        EXPECT_EQ(ggml_cpu_gemm_for(t, false).act_type, GGML_TYPE_Q8_K) << ggml_type_name(t) << " token generation";
-        EXPECT_EQ(ggml_cpu_gemm_for(t, true).act_type, GGML_TYPE_Q8_0) << ggml_type_name(t) << " batch";
-    }
+    for (ggml_type t : k_types) EXPECT_EQ(ggml_cpu_gemm_for(t, false).act_type, GGML_TYPE_Q8_K) << ggml_type_name(t);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuant, ::testing::ValuesIn(k_types),

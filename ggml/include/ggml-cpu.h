@@ -50,7 +50,8 @@ const char * ggml_cpu_features(void);   // "AVX2 = 1 | AVX512 = 1 | ..." for log
 // (q8_K, their token-generation type) for batches too. Per 256 lets one outlier channel coarsen
 // the rounding of its 255 neighbours: up to 2x the product error on hidden states with large
 // channels; per 32 costs prompt processing time (kiln-bench-matmul -t 1 -K 2048 -M 4096
-// --batches 512, Zen 4, CPU time): about 8% on AVX512, 5% (q4_K) to 28% (q6_K) on AVX2.
+// --batches 512, Zen 4, CPU time): 8% to 11% on AVX512; on AVX2 5% to 13% (q4_K, q5_K) and
+// 26% to 29% (q6_K). x86 only so far: NEON has no per-32 batch kernels and keeps q8_K.
 // KILN_BATCH_ACT=per32|per256 in the environment sets it at start-up (another value is an
 // error). Set it before graphs are planned: it decides the size of their activation buffers.
 void ggml_cpu_set_batch_act_per32(bool on);
