@@ -1,5 +1,6 @@
 // Run-time detection of the CPU's instruction sets, and the cap tests use to force a level.
 #include "cpu-isa.h"
+#include "cpu-traits.h"
 #include "ggml-cpu.h"
 #include "ggml-impl.h"
 
@@ -184,6 +185,7 @@ void ggml_cpu_ensure_kernels() {
         // the NEON folder registers its dotprod / i8mm functions only where detect() found them
         if (runs_on(GGML_CPU_ISA_NEON, detect())) ggml_cpu_register_neon();
 #endif
+        ggml_cpu_register_interleaved_batch_twins();
         return true;
     }();
     (void) registered;

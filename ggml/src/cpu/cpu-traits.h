@@ -43,6 +43,10 @@ void ggml_cpu_register_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_
 void ggml_cpu_register_from_float(ggml_type type, ggml_cpu_isa isa, ggml_from_float_t fn);
 void ggml_cpu_register_batch_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn);
 
+// The interleaved layouts' batch pairs, taken from their twins' (quants-interleaved.cpp); run by
+// ggml_cpu_ensure_kernels() after the ISA registrations.
+void ggml_cpu_register_interleaved_batch_twins();
+
 // The activation type and kernel of a product: for a batch (many activation columns; the caller
 // decides), the batch pair where one is registered at the same level as the plain kernel
 // that would run (never a scalar batch kernel in place of a SIMD plain one) and batch

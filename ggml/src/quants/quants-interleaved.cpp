@@ -462,5 +462,25 @@ void register_interleaved_types() {
     register_float_path<GGML_TYPE_IQ4_KS_R4>(iq4_ks_r4_to_float);
 }
 GGML_REGISTER(register_interleaved_types);
+// Called by ggml_cpu_ensure_kernels() once the ISA kernels are in: a layout gets the batch pair
+// at each level where it and its twin have kernels and the twin a batch pair (r_gemm_batch_unwoven).
+template <ggml_type T>
+void register_batch_twin() {
+    const ggml_type base = ggml_get_type_traits(T)->interleaved_base;
+    const ggml_cpu_type_traits * twin = ggml_cpu_type_traits_mut(base);
+    if (twin->batch_vec_dot_type == GGML_TYPE_COUNT) return;
+    // only where the twin has both kernels too, so the layout and its twin make the same choice
+    for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
+        if (ggml_cpu_type_traits_mut(T)->gemm[isa] && twin->gemm[isa] && twin->batch_gemm[isa]) {
+            ggml_cpu_register_batch_gemm(T, (ggml_cpu_isa) isa, twin->batch_vec_dot_type, r_gemm_batch_unwoven<T>);
+        }
+    }
+}
 
 } // namespace
+
+void ggml_cpu_register_interleaved_batch_twins() {
+    register_batch_twin<GGML_TYPE_Q4_K_R4>();
+    register_batch_twin<GGML_TYPE_Q5_K_R4>();
+    register_batch_twin<GGML_TYPE_Q6_K_R4>();
+}
