@@ -827,31 +827,72 @@ TEST(AllReduce, FlagsTakeTheirChoicesOnly) {
     }
 }
 
-// The last logits after a batch of 8 tokens and 4 single ones.
-std::vector<float> last_logits(llama_model * m) {
+// The logits of all 12 positions: a batch of 8 tokens (a full batch), then 4 single ones (batch 1).
+std::vector<float> batch_and_single_logits(llama_model * m) {
     std::vector<llama_token> toks;
     for (int i = 0; i < 12; ++i) toks.push_back((llama_token) (1 + 37 * i % 200));
     kiln_test::context_ptr ctx = kiln_test::small_context(m, 64);
     EXPECT_TRUE(ctx) << llama_last_error();
     std::vector<float> out;
     if (!ctx) return out;
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    auto keep = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+            const float * l = llama_get_logits_ith(ctx.get(), i);
+            EXPECT_NE(l, nullptr);
+            if (l) out.insert(out.end(), l, l + n_vocab);
+        }
+    };
     EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, 0, 8, 0), 0);
-    for (int i = 8; i < 12; ++i) EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, i, 1, i), 0);
-    const float * l = llama_get_logits_ith(ctx.get(), -1);
-    if (l) out.assign(l, l + llama_vocab_n_tokens(llama_model_get_vocab(m)));
+    keep(8);
+    for (int i = 8; i < 12; ++i) {
+        EXPECT_EQ(kiln_test::decode_tokens(ctx.get(), toks, i, 1, i), 0);
+        keep(1);
+    }
     return out;
 }
 
-// m's last logits against the same file's on the host alone, within a relative tolerance
-void expect_host_logits(llama_model * m, const std::string & path, double tol) {
+// m's logits and the same file's on the host alone, position by position.
+struct host_pair {
+    std::vector<float> placed, host;
+    int n_vocab = 0;
+};
+
+host_pair logits_and_host(llama_model * m, const std::string & path) {
+    host_pair r;
     llama_model_params host = llama_model_default_params();
     host.n_gpu_layers = 0;
     kiln_test::model_ptr one(llama_model_load_from_file(path.c_str(), host));
-    ASSERT_TRUE(one);
-    const std::vector<float> split = last_logits(m), ref = last_logits(one.get());
-    ASSERT_EQ(split.size(), ref.size());
-    ASSERT_FALSE(ref.empty());
-    EXPECT_LE(kiln_test::logits_rel_diff(split.data(), ref.data(), (int) ref.size()), tol);
+    EXPECT_TRUE(one);
+    if (!one) return r;
+    r.n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    r.placed = batch_and_single_logits(m);
+    r.host = batch_and_single_logits(one.get());
+    EXPECT_EQ(r.placed.size(), r.host.size());
+    EXPECT_EQ(r.host.size(), (size_t) 12 * r.n_vocab);
+    return r;
+}
+
+// A placement that moves whole tensors (layers, -ot rules) runs the same kernels on the same
+// operands in the same order as the host: the logits are the host's within a relative tolerance.
+void expect_host_logits(llama_model * m, const std::string & path, double tol) {
+    const host_pair r = logits_and_host(m, path);
+    ASSERT_TRUE(!r.host.empty() && r.placed.size() == r.host.size());
+    EXPECT_LE(kiln_test::logits_rel_diff(r.placed.data(), r.host.data(), (int) r.host.size()), tol);
+}
+
+// -sm graph cuts products along K too (the attention output, the FFN down projection), and the
+// main device sums those partials in another order than the host's one pass over K. One float
+// ulp of difference can flip the rounding of a q8 activation downstream and move a logit by more
+// than any fixed relative bound (3.2e-3 seen on a tiny random model), so the criterion is issue
+// 16's: the distribution of every position, full batch and batch 1, within KLD 1e-3 of the
+// host's (as the golden split tests and the qwen3next split test check).
+void expect_host_distributions(llama_model * m, const std::string & path) {
+    const host_pair r = logits_and_host(m, path);
+    ASSERT_TRUE(!r.host.empty() && r.placed.size() == r.host.size());
+    const auto [mean, worst] = kld_between(r.host, r.placed, r.n_vocab);
+    std::printf("%s: KLD to the host mean %.3g, worst %.3g\n", path.c_str(), mean, worst);
+    EXPECT_LE(worst, 1e-3) << path;
 }
 
 // Every shared model (each architecture, f16 and quantized, interleaved types included) on two
@@ -898,7 +939,7 @@ TEST_P(EveryModel, GraphModeMatchesTheHost) {
     auto devs = first_devices(3);
     kiln_test::model_ptr model = load_graph_split(path, devs, { 1, 2, 1 });
     ASSERT_TRUE(model) << llama_last_error();
-    expect_host_logits(model.get(), path, 1e-3);
+    expect_host_distributions(model.get(), path);
 }
 
 // -ot wins over -sm graph's cut (issue 16): with the routed experts kept in host memory
@@ -947,7 +988,7 @@ TEST(GraphSplit, OverrideKeepsExpertsWholeOnTheHost) {
     EXPECT_GE(rows[0].weights, expert_bytes);
     EXPECT_GE(device_weights(*plain), device_weights(*model) + expert_bytes);
 
-    expect_host_logits(model.get(), path, 1e-3);
+    expect_host_distributions(model.get(), path);
 }
 
 // The same rule for the attention: a rule placing attn_k keeps the attention whole (its KV cache
@@ -977,7 +1018,7 @@ TEST(GraphSplit, OverrideKeepsAttentionWholeAndTheFfnCut) {
     ASSERT_NE(ctx->kv.k_l[0], nullptr);
     EXPECT_EQ(ggml_backend_buffer_get_type(ctx->kv.k_l[0]->buffer), ggml_backend_dev_buffer_type(devs[0]));
     ctx.reset();
-    expect_host_logits(model.get(), path, 1e-3);
+    expect_host_distributions(model.get(), path);
 }
 
 // And cut with the routed experts kept whole in host memory (-ot exps=CPU wins over the cut):
@@ -997,7 +1038,7 @@ TEST_P(EveryModel, GraphModeWithExpertsOnTheHostMatchesTheHost) {
     for (const auto & parts : model->shards) {
         for (const auto & s : parts) EXPECT_TRUE(s.w.ffn_up_exps == nullptr && s.w.ffn_down_exps == nullptr);
     }
-    expect_host_logits(model.get(), path, 1e-3);
+    expect_host_distributions(model.get(), path);
 }
 
 // The logits of every position of toks, decoded in pieces of `piece` tokens (1: token by token).
