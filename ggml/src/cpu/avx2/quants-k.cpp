@@ -6,9 +6,9 @@
 // Per weight block and tile of up to 4 activation columns, eight parts of 32 values: the part's
 // unsigned levels u in natural order are decoded where they are used and multiplied with every
 // column of the tile, with the 16-bit group scales laid out to match vpmaddubsw's pair sums;
-// the 16 minimum terms (quants-k.h's common form) come once per block. q4_K, q5_K and q6_K decode
-// with shifts and masks straight from the block (token generation reads every weight once, so
-// the decode is the kernel's cost); q2_K and q3_K go through the scalar common-form decoder.
+// the 16 minimum terms (quants-k.h's common form) come once per block. Every type decodes with
+// shifts and masks straight from the block (token generation reads every weight once, so the
+// decode is the kernel's cost).
 // Per column: vpmaddubsw (u8 x s8 -> s16 pairs; no saturation since u <= 63 and |a| <= 127),
 // vpmaddwd with the scales, int32 adds; the minimum term from the activation's bsums. Floats
 // once per block and column.
@@ -59,6 +59,16 @@ inline void k4_begin(const B * x, block_state & st) {
     st.dm = _cvtsh_ss(x->dmin);
 }
 
+// q3_K / q6_K: 16 signed int8 group scales and a fixed offset 2^shift subtracted from every
+// level, folded into the minimum term as mi = scale << shift with dm = d.
+inline void offset_begin(__m128i scales8, int shift, ggml_fp16_t d, block_state & st) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(scales8);
+    st.sc = split_scale_halves(s16);
+    st.mi = _mm256_sll_epi16(s16, _mm_cvtsi32_si128(shift));
+    st.d = _cvtsh_ss(d);
+    st.dm = st.d;
+}
+
 // q4_K: 64 values per 32 bytes of qs, low nibbles first.
 struct parts_q4_K {
     using state = block_state;
@@ -69,11 +79,11 @@ struct parts_q4_K {
     }
 };
 
-// Bit j of every byte of v moved to bit 4 (others cleared). The 16-bit shifts stay inside each
-// byte for the bit kept, so the mask drops whatever crossed; j is a constant after unrolling.
-inline __m256i bit_to_16(__m256i v, int j) {
-    const __m256i moved = j <= 4 ? _mm256_slli_epi16(v, 4 - j) : _mm256_srli_epi16(v, j - 4);
-    return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
+// Bit j of every byte of v moved to bit t (others cleared). The 16-bit shifts stay inside each
+// byte for the bit kept, so the mask drops whatever crossed; j and t are constants after unrolling.
+inline __m256i bit_to(__m256i v, int j, int t) {
+    const __m256i moved = j <= t ? _mm256_slli_epi16(v, t - j) : _mm256_srli_epi16(v, j - t);
+    return _mm256_and_si256(moved, _mm256_set1_epi8((char) (1 << t)));
 }
 
 // q5_K: as q4_K plus the fifth bit of value 32k + l in bit k of qh[l].
@@ -84,7 +94,7 @@ struct parts_q5_K {
         const auto * x = (const block_q5_K *) vb;
         const __m256i q = load256(x->qs + 32 * (k / 2));
         const __m256i low = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(0xF));
-        return _mm256_or_si256(low, bit_to_16(load256(x->qh), k));
+        return _mm256_or_si256(low, bit_to(load256(x->qh), k, 4));
     }
 };
 
@@ -95,11 +105,7 @@ struct parts_q6_K {
     using state = block_state;
     static void begin(const void * vb, state & st) {
         const auto * x = (const block_q6_K *) vb;
-        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
-        st.sc = split_scale_halves(s16);
-        st.mi = _mm256_slli_epi16(s16, 5);
-        st.d = _cvtsh_ss(x->d);
-        st.dm = st.d;
+        offset_begin(_mm_loadu_si128((const __m128i *) x->scales), 5, x->d, st);
     }
     static __m256i level(const void * vb, int k, const state &) {
         const auto * x = (const block_q6_K *) vb;
@@ -115,21 +121,41 @@ struct parts_q6_K {
     }
 };
 
-// q2_K / q3_K: the scalar common-form decoder into the state, then the levels from memory.
-template <void (*Scalar)(const void *, k_block_decoded &)>
-struct parts_via_common {
-    struct state : block_state {
-        k_block_decoded blk;
-    };
+// q2_K / q3_K, per 128 values (half h = k / 4): bits 2j..2j+1 of qs[32h + l] are the low two
+// bits of value 128h + 32j + l (j = k % 4). The 16-bit shift may pull bits of the next byte into
+// the top of this one; the mask keeps bits 0-1 only, which came from this byte.
+inline __m256i two_bits(const uint8_t * qs, int k) {
+    const __m256i q = load256(qs + 32 * (k / 4));
+    return _mm256_and_si256(_mm256_srli_epi16(q, 2 * (k % 4)), _mm256_set1_epi8(3));
+}
+
+// q2_K: 2-bit levels; scales byte g holds group g's scale (low nibble) and min (high nibble).
+struct parts_q2_K {
+    using state = block_state;
     static void begin(const void * vb, state & st) {
-        Scalar(vb, st.blk);
-        st.sc = split_scale_halves(_mm256_loadu_si256((const __m256i *) st.blk.s));
-        st.mi = _mm256_loadu_si256((const __m256i *) st.blk.mi);
-        st.d = st.blk.d;
-        st.dm = st.blk.dm;
+        const auto * x = (const block_q2_K *) vb;
+        const __m128i sc = _mm_loadu_si128((const __m128i *) x->scales);
+        const __m128i f = _mm_set1_epi8(0xF);
+        st.sc = split_scale_halves(_mm256_cvtepu8_epi16(_mm_and_si128(sc, f)));
+        st.mi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), f));
+        st.d = _cvtsh_ss(x->d);
+        st.dm = _cvtsh_ss(x->dmin);
     }
-    static __m256i level(const void *, int k, const state & st) {
-        return _mm256_load_si256((const __m256i *) (st.blk.u + 32 * k));
+    static __m256i level(const void * vb, int k, const state &) { return two_bits(((const block_q2_K *) vb)->qs, k); }
+};
+
+// q3_K: as q2_K plus a third bit, bit k of hmask[l] for value 32k + l; the stored value is
+// level - 4 when that bit is clear, so u = low + 4 * bit and the offset 4 is folded into
+// mi = 4 * scale with dm = d.
+struct parts_q3_K {
+    using state = block_state;
+    static void begin(const void * vb, state & st) {
+        const auto * x = (const block_q3_K *) vb;
+        offset_begin(q3_K_scales_epi8(x->scales), 2, x->d, st);
+    }
+    static __m256i level(const void * vb, int k, const state &) {
+        const auto * x = (const block_q3_K *) vb;
+        return _mm256_or_si256(two_bits(x->qs, k), bit_to(load256(x->hmask), k, 2));
     }
 };
 
@@ -253,8 +279,8 @@ void register_k_type(ggml_type t) {
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_k_avx2() {
     using namespace kiln_panel;
-    register_k_type<parts_via_common<k_decode_q2_K>, sizeof(block_q2_K), 16, 3, coef_q2_K, false>(GGML_TYPE_Q2_K);
-    register_k_type<parts_via_common<k_decode_q3_K>, sizeof(block_q3_K), 16, 7, coef_q3_K, false>(GGML_TYPE_Q3_K);
+    register_k_type<parts_q2_K, sizeof(block_q2_K), 16, 3, coef_q2_K, false>(GGML_TYPE_Q2_K);
+    register_k_type<parts_q3_K, sizeof(block_q3_K), 16, 7, coef_q3_K, false>(GGML_TYPE_Q3_K);
     register_k_type<parts_q4_K, sizeof(block_q4_K), 32, 15, coef_k4<block_q4_K>, true>(GGML_TYPE_Q4_K);
     register_k_type<parts_q5_K, sizeof(block_q5_K), 32, 31, coef_k4<block_q5_K>, true>(GGML_TYPE_Q5_K);
     register_k_type<parts_q6_K, sizeof(block_q6_K), 16, 63, coef_q6_K, true>(GGML_TYPE_Q6_K);

@@ -11,6 +11,7 @@
 // minimum / offset term comes from the activation's 16-value sums (bsums). Floats only once
 // per block and column.
 #include "avx512/register.h"
+#include "avx2/scales.h"
 #include "cpu-traits.h"
 #include "quants/quants-k.h"
 #include "panel.h"
@@ -83,16 +84,7 @@ inline void decode_q3_K(const void * vb, decoded & out) {
             out.w[2 * h + m] = _mm512_mask_add_epi8(low, high, low, four);
         }
     }
-    uint32_t u[3];
-    std::memcpy(u, x->scales, 12);
-    const uint32_t lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
-    const uint32_t sw[4] = {
-        (u[0] & lo4) | ((u[2] & lo2) << 4),
-        (u[1] & lo4) | (((u[2] >> 2) & lo2) << 4),
-        ((u[0] >> 4) & lo4) | (((u[2] >> 4) & lo2) << 4),
-        ((u[1] >> 4) & lo4) | (((u[2] >> 6) & lo2) << 4),
-    };
-    const __m128i sc = _mm_sub_epi8(_mm_loadu_si128((const __m128i *) sw), _mm_set1_epi8(32));
+    const __m128i sc = q3_K_scales_epi8(x->scales);
     const __m256i s16 = _mm256_cvtepi8_epi16(sc);
     spread_scales(s16, out);
     out.mi = _mm256_slli_epi16(s16, 2);
