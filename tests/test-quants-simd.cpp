@@ -77,6 +77,30 @@ void random_trellis_rows(int64_t nrows, size_t row, uint32_t seed, uint8_t * out
     }
 }
 
+// The ik types' products (scalar and SIMD, as in the reference's dot products) multiply the int8
+// levels of their common form (quants-ik.h). iq6_k's dequantizer instead evaluates the cubic that
+// its int8 table rounds, so its values differ from the product's by up to half a level step
+// (d * sc / 2): about 2e-3 of sum |w x| at K = 256, which is why the exact product is taken over
+// the levels the product uses. That the two agree within the half step is checked here.
+void use_product_levels(const ik_row_format & f, const uint8_t * packed, size_t row, int64_t nrows, int64_t n,
+                        std::vector<float> & decoded) {
+    ik_decoded db;
+    for (int64_t r = 0; r < nrows; ++r) {
+        const uint8_t * p = packed + r * row;
+        const float row_d = ik_row_scale_value(f, p);
+        for (int64_t ib = 0; ib < n / QK_K; ++ib) {
+            f.decode(p + f.row_scale + ib * f.block_bytes, row_d, db);
+            for (int i = 0; i < QK_K; ++i) {
+                const float step = db.d * (float) db.sc[i / 16];
+                const float level = step * (float) db.q[i];
+                float & v = decoded[r * n + ib * QK_K + i];
+                ASSERT_LE(std::fabs(v - level), 0.5f * std::fabs(step) * 1.0001f + 1e-30f) << "row " << r << " value " << ib * QK_K + i;
+                v = level;
+            }
+        }
+    }
+}
+
 // Quantize nrows rows to type t with a row stride larger than the row (extra bytes are garbage).
 bool make_weights(ggml_type t, int64_t nrows, int64_t n, uint32_t seed, operand & w) {
     const ggml_type_traits * tt = ggml_get_type_traits(t);
@@ -101,6 +125,7 @@ bool make_weights(ggml_type t, int64_t nrows, int64_t n, uint32_t seed, operand 
         const int64_t group = tt->nrows_interleaved > 1 ? tt->nrows_interleaved : 1;
         for (int64_t r = 0; r < nrows; r += group) tt->to_float(packed.data() + r * row, w.decoded.data() + r * n, n * group);
     }
+    if (const ik_row_format * f = ik_get_row_format(t)) use_product_levels(*f, packed.data(), row, nrows, n, w.decoded);
     return true;
 }
 
@@ -120,10 +145,12 @@ void make_activations(ggml_type vdt, ggml_from_float_t enc, int64_t nc, int64_t 
 }
 
 TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
-    // 768: a multiple of every block size (32 and 256); 800: 25 blocks of 32, which leaves a
+    // 256 and 512: one and two super-blocks, where the relative rounding of a product is largest
+    // and a kernel's whole-row loop runs once or twice; 768: a multiple of every block size (32
+    // and 256); 800: 25 blocks of 32, which leaves a
     // partial slice of K where a kernel walks K in slices of 256 (the AVX2 batch kernels); 778
     // (types of 1-value blocks only): tails shorter than a vector, 389 column pairs for bf16_r16
-    const int64_t lengths[] = { 768, 800, 778 };
+    const int64_t lengths[] = { 256, 512, 768, 800, 778 };
     const int row_counts[] = { 1, 3, 13, 37 };
     // batch kernels tile columns by 4 (AVX2) or 8 (AVX512): every remainder of both appears;
     // token generation (below 6 columns) and several whole tiles (40) take different paths
