@@ -158,6 +158,23 @@ static inline float ik_row_scale_value(const ik_row_format & f, const void * row
     return 0.0f;
 }
 
+// The same, for kernels that know the row format at compile time (Row: an ik_row_scale; Half:
+// the fp16 conversion, F16C in the x86 kernels).
+template <int Row, float (*Half)(uint16_t) = ggml_compute_fp16_to_fp32>
+static inline float ik_row_scale_of(const void * row) {
+    if constexpr (Row == IK_ROW_F32) {
+        float d;
+        std::memcpy(&d, row, 4);
+        return d;
+    } else if constexpr (Row == IK_ROW_F16) {
+        uint16_t h;
+        std::memcpy(&h, row, 2);
+        return Half(h);
+    } else {
+        return 0.0f;
+    }
+}
+
 // Exact integer dot of a decoded block with 256 q8_K levels: sum_g sc[g] * sum_{i in g} q[i] * a[i].
 static inline int32_t ik_block_dot_scalar(const ik_decoded & db, const int8_t * a) {
     int32_t total = 0;

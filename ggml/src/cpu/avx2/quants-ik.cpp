@@ -11,10 +11,9 @@
 // Calls with many activation columns (prompt processing) go to the panel gemm (panel.h) with the
 // same decoders: signed levels, one scale per 16 values.
 //
-// The 4-bit types, iq2_k, iq3_k, iq5_k, iq5_ks and iq6_k decode with vpshufb table lookups (the
-// level table sits in registers; the shifted-grid bit of a sub-block picks one of two table
-// registers, or adds the grid's constant shift); the others decode through the scalar
-// common-form decoder (about 10x slower per block).
+// Every type decodes in registers: vpshufb table lookups for the grids (the level table sits in
+// registers; the shifted-grid bit of a sub-block picks one of two table registers, or adds the
+// grid's constant shift), and for the trellis types the seed hash in 8 int32 lanes (vpmulld).
 #include "avx2/register.h"
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
@@ -41,14 +40,6 @@ struct simd_block {
 
 inline __m256i scale_pair(int s0, int s1) {
     return _mm256_set_m128i(_mm_set1_epi16((short) s1), _mm_set1_epi16((short) s0));
-}
-
-void from_decoded(const ik_decoded & db, simd_block & sb) {
-    for (int k = 0; k < 8; ++k) {
-        sb.q[k]  = _mm256_load_si256((const __m256i *) (db.q + 32 * k));
-        sb.sc[k] = scale_pair(db.sc[2 * k], db.sc[2 * k + 1]);
-    }
-    sb.d = db.d;
 }
 
 // Both 16-entry grids of the 4-bit types, each replicated in the two 128-bit lanes.
@@ -230,16 +221,23 @@ struct small_table {
 };
 
 
+// The 2-bit fields of 32-block ib in the iq2/iq3 types: bits 2 (ib % 4), +1 of qs[32 (ib / 4) + j].
+inline __m256i crumbs(const uint8_t * qs64, int ib) {
+    const __m256i qs = _mm256_loadu_si256((const __m256i *) (qs64 + 32 * (ib / 4)));
+    return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (ib % 4)), _mm256_set1_epi8(3));
+}
+
+// iq3_k / iq3_ks third index bit of 32-block ib: bit ib of qh[j], as 4.
+inline __m256i iq3_high_bit(const __m256i & qh32, int ib) {
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh32, ib), _mm256_set1_epi8(1)), 2);
+}
+
 KILN_DECODE_INLINE void decode_iq3_k_avx2(const void * vb, float, simd_block & sb) {
     static const small_table<8> table(ik_iq3nl_values);
     const auto & b = *(const block_iq3_k *) vb;
-    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     const __m256i hbits = _mm256_loadu_si256((const __m256i *) b.qh);
     for (int ib32 = 0; ib32 < 8; ++ib32) {
-        const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * (ib32 / 4)));
-        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (ib32 % 4)), three);
-        const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, ib32), one), 2);
-        const __m256i idx = _mm256_or_si256(_mm256_or_si256(low, high),
+        const __m256i idx = _mm256_or_si256(_mm256_or_si256(crumbs(b.qs, ib32), iq3_high_bit(hbits, ib32)),
                                             half_offsets((b.extra >> (2 * ib32)) & 1, (b.extra >> (2 * ib32 + 1)) & 1, 8));
         sb.q[ib32] = _mm256_shuffle_epi8(table.t, idx);
         const int m1 = 2 * (b.scales_l[ib32] & 0xF) + 1, m2 = 2 * (b.scales_l[ib32] >> 4) + 1;
@@ -248,25 +246,221 @@ KILN_DECODE_INLINE void decode_iq3_k_avx2(const void * vb, float, simd_block & s
     sb.d = _cvtsh_ss(b.d);
 }
 
+// iq3_ks: iq3_k's levels with one grid bit per 32 values (extra bit 8 + ib); scale of 32-block
+// ib: nibble ib / 4 of scales[ib % 4], fifth bit extra bit ib, minus 16.
+KILN_DECODE_INLINE void decode_iq3_ks_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const small_table<8> table(ik_iq3nl_values);
+    const auto & b = *(const block_iq3_ks *) vb;
+    const __m256i hbits = _mm256_loadu_si256((const __m256i *) b.qh);
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m256i idx = _mm256_or_si256(_mm256_or_si256(crumbs(b.qs, ib), iq3_high_bit(hbits, ib)),
+                                            _mm256_set1_epi8((char) (8 * ((b.extra >> (8 + ib)) & 1))));
+        sb.q[ib] = _mm256_shuffle_epi8(table.t, idx);
+        const int ls = ((b.scales[ib % 4] >> 4 * (ib / 4)) & 0xF) | (((b.extra >> ib) & 1) << 4);
+        sb.sc[ib] = _mm256_set1_epi16((short) (ls - 16));
+    }
+    sb.d = row_d;
+}
+
 KILN_DECODE_INLINE void decode_iq2_k_avx2(const void * vb, float, simd_block & sb) {
     static const small_table<4> table(ik_iq2nl_values);
     const auto & b = *(const block_iq2_k *) vb;
-    const __m256i three = _mm256_set1_epi8(3);
     for (int ib32 = 0; ib32 < 8; ++ib32) {
-        const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * (ib32 / 4)));
-        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (ib32 % 4)), three);
-        const __m256i idx = _mm256_or_si256(low, half_offsets((b.extra >> (2 * ib32)) & 1, (b.extra >> (2 * ib32 + 1)) & 1, 4));
+        const __m256i idx = _mm256_or_si256(crumbs(b.qs, ib32), half_offsets((b.extra >> (2 * ib32)) & 1, (b.extra >> (2 * ib32 + 1)) & 1, 4));
         sb.q[ib32] = _mm256_shuffle_epi8(table.t, idx);
         sb.sc[ib32] = scale_pair((b.scales[ib32] & 0xF) - 8, (b.scales[ib32] >> 4) - 8);
     }
     sb.d = _cvtsh_ss(b.d);
 }
 
-template <ik_decode_t decode>
-void decode_generic(const void * vb, float row_d, simd_block & sb) {
-    ik_decoded db;
-    decode(vb, row_d, db);
-    from_decoded(db, sb);
+// iq2_ks: iq2_k's levels with one grid bit per 32 values (extra bit ib); scale of 32-block ib:
+// nibble ib % 2 of scales[ib / 2], fifth bit extra bit 8 + ib, minus 16.
+KILN_DECODE_INLINE void decode_iq2_ks_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const small_table<4> table(ik_iq2nl_values);
+    const auto & b = *(const block_iq2_ks *) vb;
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m256i idx = _mm256_or_si256(crumbs(b.qs, ib), _mm256_set1_epi8((char) (4 * ((b.extra >> ib) & 1))));
+        sb.q[ib] = _mm256_shuffle_epi8(table.t, idx);
+        const int ls = ((b.scales[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b.extra >> (8 + ib)) & 1) << 4);
+        sb.sc[ib] = _mm256_set1_epi16((short) (ls - 16));
+    }
+    sb.d = row_d;
+}
+
+// iq4_kss: iq4_ks's nibbles and scale bytes folded into 16-bit words. Word k of 32-block ib
+// (eight words, 16 bytes): bit 0 is bit k of the scale byte; the other bits, x ^ (x >> 1) with
+// bit 0 cleared, are bytes 2k, 2k+1 of the block's iq4_ks nibbles.
+KILN_DECODE_INLINE void decode_iq4_kss_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const iq4_tables tables;
+    const auto & b = *(const block_iq4_kss *) vb;
+    const __m256i one = _mm256_set1_epi16(1);
+    for (int i = 0; i < 4; ++i) {   // 32-blocks 2i and 2i + 1
+        const __m256i w = _mm256_loadu_si256((const __m256i *) (b.qs + 8 * i));
+        const __m256i v = _mm256_andnot_si256(one, w);
+        const __m256i nib = _mm256_xor_si256(v, _mm256_srli_epi16(v, 1));
+        // bit 0 of each word's low byte (byte 2k) to bit k: the two scale bytes
+        const uint32_t s = _pext_u32((uint32_t) _mm256_movemask_epi8(_mm256_slli_epi16(w, 7)), 0x55555555u);
+        for (int h = 0; h < 2; ++h) {
+            const int ls = (s >> (8 * h)) & 0xFF;
+            const __m128i bytes = h ? _mm256_extracti128_si256(nib, 1) : _mm256_castsi256_si128(nib);
+            sb.q[2 * i + h] = nibbles_to_levels(bytes, tables.t[ls & 1]);
+            sb.sc[2 * i + h] = _mm256_set1_epi16((short) ((ls & 254) - 127));
+        }
+    }
+    sb.d = row_d;
+}
+
+// iq2_kl: per 32 values, 16 pairs of levels from a 32-entry pair grid. 32-block ib: index j =
+// nibble ib % 2 of qs[16 (ib / 2) + j] plus bit ib of qh[j] as 16; pair j gives values 2j, 2j+1.
+// Each index is doubled into both bytes of a 16-bit lane; the even bytes look up the pairs' first
+// levels, the odd bytes their second (two vpshufb per 16-entry half, bit 4 picks the half).
+struct iq2_kl_tables {
+    __m256i t[2][2];   // [byte of the pair][entries 0-15 / 16-31]
+    iq2_kl_tables() {
+        for (int byte = 0; byte < 2; ++byte) {
+            for (int half = 0; half < 2; ++half) {
+                alignas(16) int8_t v[16];
+                for (int i = 0; i < 16; ++i) v[i] = (int8_t) (ik_iq2kl_values[16 * half + i] >> (8 * byte));
+                t[byte][half] = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *) v));
+            }
+        }
+    }
+};
+
+KILN_DECODE_INLINE void decode_iq2_kl_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const iq2_kl_tables tables;
+    const auto & b = *(const block_iq2_kl *) vb;
+    const __m128i m4 = _mm_set1_epi8(0xF), one = _mm_set1_epi8(1);
+    const __m128i qh = _mm_loadu_si128((const __m128i *) b.qh);
+    const __m256i odd = _mm256_set1_epi16((short) 0xFF00);
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m128i qs = _mm_loadu_si128((const __m128i *) (b.qs + 16 * (ib / 2)));
+        const __m128i idx = _mm_and_si128(_mm_srli_epi16(qs, 4 * (ib % 2)), m4);
+        const __m128i hi = _mm_cmpeq_epi8(_mm_and_si128(_mm_srli_epi16(qh, ib), one), one);
+        const __m256i i16 = _mm256_cvtepu8_epi16(idx), h16 = _mm256_cvtepu8_epi16(hi);
+        const __m256i dup = _mm256_or_si256(i16, _mm256_slli_epi16(i16, 8));
+        const __m256i hsel = _mm256_or_si256(h16, _mm256_slli_epi16(h16, 8));
+        const __m256i first = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.t[0][0], dup), _mm256_shuffle_epi8(tables.t[0][1], dup), hsel);
+        const __m256i second = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.t[1][0], dup), _mm256_shuffle_epi8(tables.t[1][1], dup), hsel);
+        sb.q[ib] = _mm256_blendv_epi8(first, second, odd);
+        const int ls = ((b.scales_l[ib % 4] >> 4 * (ib / 4)) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+        sb.sc[ib] = _mm256_set1_epi16((short) (ls - 32));
+    }
+    sb.d = row_d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trellis types (quants-kt.cpp): value m of a seed's run is the byte sum of (seed * K^(m+1)) &
+// 0x3f3f3f3f minus 126. Eight int32 lanes hold one run of 8 (or two runs of 4) times the lane's
+// power of K (vpmulld); vpmaddubsw + vpmaddwd sum each lane's bytes; two packs narrow four such
+// vectors to the 32 levels of a 32-block.
+struct trellis_avx2 {
+    __m256i pow8;   // K^1 .. K^8
+    __m256i pow4;   // K^1 .. K^4 twice
+    trellis_avx2() {
+        alignas(32) uint32_t p8[8], p4[8];
+        uint32_t v = 0xCBAC1FEDu;
+        for (int m = 0; m < 8; ++m) {
+            p8[m] = v;
+            v *= 0xCBAC1FEDu;
+        }
+        for (int m = 0; m < 8; ++m) p4[m] = p8[m % 4];
+        pow8 = _mm256_load_si256((const __m256i *) p8);
+        pow4 = _mm256_load_si256((const __m256i *) p4);
+    }
+    // byte sums (0..252) of each lane of seeds * pows
+    static __m256i sums(__m256i seeds, __m256i pows) {
+        const __m256i x = _mm256_and_si256(_mm256_mullo_epi32(seeds, pows), _mm256_set1_epi32(0x3f3f3f3f));
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(x, _mm256_set1_epi8(1)), _mm256_set1_epi16(1));
+    }
+    // 32 levels from 8 seeds: runs of 8 (Run == 8: seeds 0..3 used) or of 4 (Run == 4: all 8)
+    template <int Run>
+    __m256i levels32(__m256i seeds) const {
+        __m256i s[4];
+        for (int j = 0; j < 4; ++j) {
+            const __m256i pick = Run == 8 ? _mm256_set1_epi32(j) : _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1);
+            s[j] = sums(_mm256_permutevar8x32_epi32(seeds, pick), Run == 8 ? pow8 : pow4);
+        }
+        // packs work per 128-bit lane: dwords come out as s0[0-3] s1[0-3] s2[0-3] s3[0-3] | s0[4-7] ...
+        const __m256i off = _mm256_set1_epi16(126);
+        const __m256i b = _mm256_packs_epi16(_mm256_sub_epi16(_mm256_packs_epi32(s[0], s[1]), off),
+                                             _mm256_sub_epi16(_mm256_packs_epi32(s[2], s[3]), off));
+        return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    }
+};
+
+constexpr uint32_t kKtSeedOffset = 4096;
+
+// iq2_kt / iq3_kt seeds of 32-block ib: four little-endian 16-bit words (in lanes 0-3).
+inline __m256i kt_word_seeds(const uint8_t * ql, int ib) {
+    return _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *) (ql + 8 * ib))), _mm256_set1_epi32(kKtSeedOffset));
+}
+
+KILN_DECODE_INLINE void decode_iq1_kt_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const trellis_avx2 tr;
+    const auto & b = *(const block_iq1_kt *) vb;
+    const __m256i m4 = _mm256_set1_epi32(0xF), one = _mm256_set1_epi32(1);
+    const __m256i sh_bits = _mm256_setr_epi32(4, 5, 6, 7, 4, 5, 6, 7);
+    for (int t = 0; t < 4; ++t) {   // runs 8t .. 8t+7: 32-blocks 2t, 2t+1
+        // seed of run r = ql[r] | nibble r / 16 of qh[r % 16] << 8 | bit 4 + r % 4 of sh[r / 4] << 12
+        const __m256i ql = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.ql + 8 * t)));
+        const __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qh + 8 * (t % 2))));
+        const __m256i sh = _mm256_set_m128i(_mm_set1_epi32(b.sh[2 * t + 1]), _mm_set1_epi32(b.sh[2 * t]));
+        __m256i seeds = _mm256_or_si256(ql, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 4 * (t / 2)), m4), 8));
+        seeds = _mm256_or_si256(seeds, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(sh, sh_bits), one), 12));
+        seeds = _mm256_add_epi32(seeds, _mm256_set1_epi32(kKtSeedOffset));
+        sb.q[2 * t] = tr.levels32<8>(seeds);
+        sb.q[2 * t + 1] = tr.levels32<8>(_mm256_permute2x128_si256(seeds, seeds, 0x11));
+    }
+    for (int ib = 0; ib < 8; ++ib) sb.sc[ib] = _mm256_set1_epi16(ik_iq4k_values[b.sh[ib] & 0xF]);
+    sb.d = row_d;
+}
+
+// iq2_kt (Signed = false: scales index the iq4_k grid) and iq3_kt (Signed: unsigned scales,
+// levels are magnitudes with a sign bit per value, bit ib of qh[j]). Both start with
+// scales[4] and ql[64]; the decoders carry the reference's inference-time factor.
+template <bool Signed>
+KILN_DECODE_INLINE void decode_iq23_kt_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const trellis_avx2 tr;
+    const uint8_t * scales = (const uint8_t *) vb;
+    const uint8_t * ql = scales + 4;
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m256i q = tr.levels32<8>(kt_word_seeds(ql, ib));
+        const int nib = (scales[ib % 4] >> 4 * (ib / 4)) & 0xF;
+        if constexpr (Signed) {
+            const auto & b = *(const block_iq3_kt *) vb;
+            const __m256i one = _mm256_set1_epi8(1);
+            const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *) b.qh), ib), one), one);
+            const __m256i a = _mm256_abs_epi8(q);
+            sb.q[ib] = _mm256_sub_epi8(_mm256_xor_si256(a, neg), neg);
+            sb.sc[ib] = _mm256_set1_epi16((short) nib);
+        } else {
+            sb.q[ib] = q;
+            sb.sc[ib] = _mm256_set1_epi16(ik_iq4k_values[nib]);
+        }
+    }
+    sb.d = row_d * (Signed ? kIq3KtGemmFactor : kIq2KtGemmFactor);
+}
+
+// iq4_kt: runs of 4. 32-block ib's u32 shb word: bit 0 the seed offset, bits 1-7 the scale + 64,
+// bits 8 + 3g .. seed bits 12-14 of run g; run r's low seed bits: ql[r], nibble r / 32 of qh[r % 32].
+KILN_DECODE_INLINE void decode_iq4_kt_avx2(const void * vb, float row_d, simd_block & sb) {
+    static const trellis_avx2 tr;
+    const auto & b = *(const block_iq4_kt *) vb;
+    const __m256i g_bits = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
+    for (int ib = 0; ib < 8; ++ib) {
+        uint32_t shb;
+        std::memcpy(&shb, b.shb + 4 * ib, 4);
+        const __m256i ql = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.ql + 8 * ib)));
+        const __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qh + 8 * (ib % 4))));
+        const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) shb), g_bits), _mm256_set1_epi32(7));
+        __m256i seeds = _mm256_or_si256(ql, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 4 * (ib / 4)), _mm256_set1_epi32(0xF)), 8));
+        seeds = _mm256_add_epi32(_mm256_or_si256(seeds, _mm256_slli_epi32(top, 12)),
+                                 _mm256_set1_epi32((int) (shb & 1 ? kKtSeedOffset + 32768 : kKtSeedOffset)));
+        sb.q[ib] = tr.levels32<4>(seeds);
+        sb.sc[ib] = _mm256_set1_epi16((short) ((int) ((shb & 0xFF) >> 1) - 64));
+    }
+    sb.d = row_d;
 }
 
 // The scaled integer dot of a block with 256 activations, in 8 int32 lanes.
@@ -288,20 +482,24 @@ inline int32_t block_dot(const simd_block & sb, const int8_t * a) {
     return _mm_cvtsi128_si32(s);
 }
 
-// The panel's view of a row: its leading row scale (if the format has one) read per block, the
-// levels as decoded, the scale of each 16 values from the decoder's int16 pairs.
-template <ggml_type T, void (*Decode)(const void *, float, simd_block &)>
+// The panel's view of a row of Row (an ik_row_scale) then blocks of Bytes: the row scale read per
+// block, the levels as decoded, one scale per S values (S = 32 where a 32-block's halves share
+// theirs) from the decoder's int16 pairs.
+template <int Row, size_t Bytes, int S, void (*Decode)(const void *, float, simd_block &)>
 struct panel_decoder {
-    static constexpr int kSub = 16, kChunk = QK_K, kMaxLevel = 0;
+    static constexpr int kSub = S, kChunk = QK_K, kMaxLevel = 0;
     static constexpr bool kBias = false;
     static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float *) {
-        const ik_row_format & f = *ik_get_row_format(T);
         simd_block sb;
-        Decode(row + f.row_scale + i * f.block_bytes, ik_row_scale_value(f, (const char *) row), sb);
+        Decode(row + Row + i * Bytes, ik_row_scale_of<Row, kiln_panel::fp16_to_f32>(row), sb);
         for (int k = 0; k < 8; ++k) {
             v[k] = sb.q[k];
-            scale[2 * k] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 0);
-            scale[2 * k + 1] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 8);
+            if (S == 32) {
+                scale[k] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 0);
+            } else {
+                scale[2 * k] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 0);
+                scale[2 * k + 1] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 8);
+            }
         }
     }
 };
@@ -354,28 +552,17 @@ void gemm_small(int64_t n, size_t block_bytes, const void * w, size_t w_stride, 
     }
 }
 
-template <ggml_type T, void (*decode)(const void *, float, simd_block &)>
+template <int Row, size_t Bytes, int S, void (*decode)(const void *, float, simd_block &)>
 void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
     if (nc >= kiln_panel::kMinCols) {
-        kiln_panel::gemm<panel_decoder<T, decode>, kiln_panel::act_q8_K<16>>(n, w, w_stride, x, x_stride, dst, dst_stride,
-                                                                             nr, nc);
+        kiln_panel::gemm<panel_decoder<Row, Bytes, S, decode>, kiln_panel::act_q8_K<S>>(n, w, w_stride, x, x_stride, dst,
+                                                                                       dst_stride, nr, nc);
         return;
     }
-    const ik_row_format & f = *ik_get_row_format(T);
-    gemm_small<decode>(n, f.block_bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, [&f](const char * row, float & row_d) {
-        row_d = ik_row_scale_value(f, row);
-        return row + f.row_scale;
-    });
-}
-
-// Trellis types (f32 row scale, values generated by the common-form decoder).
-template <ik_decode_t Decode, size_t Bytes>
-void gemm_kt_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
-                  size_t dst_stride, int nr, int nc) {
-    gemm_small<decode_generic<Decode>>(n, Bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, [](const char * row, float & row_d) {
-        std::memcpy(&row_d, row, 4);
-        return row + 4;
+    gemm_small<decode>(n, Bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, [](const char * row, float & row_d) {
+        row_d = ik_row_scale_of<Row, kiln_panel::fp16_to_f32>(row);
+        return row + Row;
     });
 }
 
@@ -460,19 +647,20 @@ void ggml_cpu_register_ik_avx2() {
                            gemm_r4_avx2<iq4_ks_r4_block, true, decode_iq4_ks_r4_row>);
     const ggml_cpu_isa isa = GGML_CPU_ISA_AVX2;
     const ggml_type q8 = GGML_TYPE_Q8_K;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_KS, decode_iq4_ks_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_K, decode_iq4_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_K, decode_iq2_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_K, decode_iq3_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_K, decode_iq5_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ6_K, decode_iq6_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_KS, decode_generic<ik_decode_iq2_ks>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ3_KS, decode_generic<ik_decode_iq3_ks>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ5_KS, decode_iq5_ks_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ4_KSS, decode_generic<ik_decode_iq4_kss>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<GGML_TYPE_IQ2_KL, decode_generic<ik_decode_iq2_kl>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_kt_avx2<ik_decode_iq1_kt, sizeof(block_iq1_kt)>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_kt_avx2<ik_decode_iq2_kt_gemm, sizeof(block_iq2_kt)>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_kt_avx2<ik_decode_iq3_kt_gemm, sizeof(block_iq3_kt)>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt_avx2<ik_decode_iq4_kt, sizeof(block_iq4_kt)>);
+    // S: values per scale (32 where both 16-value halves of a 32-block share one)
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_ks), 32, decode_iq4_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq4_k), 16, decode_iq4_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq2_k), 16, decode_iq2_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq3_k), 16, decode_iq3_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq5_k), 16, decode_iq5_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq6_k), 16, decode_iq6_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_ks), 32, decode_iq2_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq3_ks), 32, decode_iq3_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq5_ks), 32, decode_iq5_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kss), 32, decode_iq4_kss_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_kl), 32, decode_iq2_kl_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq1_kt), 32, decode_iq1_kt_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq2_kt), 32, decode_iq23_kt_avx2<false>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq3_kt), 32, decode_iq23_kt_avx2<true>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kt), 32, decode_iq4_kt_avx2>);
 }

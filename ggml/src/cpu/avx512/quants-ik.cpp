@@ -29,6 +29,8 @@
 
 namespace {
 
+inline float f16c_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
 struct ublock {
     __m512i u[4];   // level + 128 of values 64k .. 64k+63
     __m512i sc;     // int32 lane g: scale of values 16g .. 16g+15
@@ -110,10 +112,15 @@ inline __m512i scales_ks(const uint8_t * s, uint32_t & shifted16) {
 
 // 4-bit indices of 32 nibble bytes per 64 values: low nibbles of qs[0..15] are values 0..15 of a
 // 32-block, high nibbles 16..31 (iq4_k, iq4_ks): lanes [lo 0-15, hi 0-15, lo 16-31, hi 16-31].
-inline __m512i nibble_index_iq4(const uint8_t * qs32) {
-    __m512i z = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *) qs32));
+inline __m512i nibble_index_iq4(__m256i qs32) {
+    __m512i z = _mm512_castsi256_si512(qs32);
     z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
     return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, z, _mm512_srli_epi16(z, 4)), _mm512_set1_epi8(0xF));
+}
+
+// The 256 levels (+ 128, plain grid) of the iq4 nibble layout.
+inline void iq4_levels(const __m512i & t, const uint8_t * qs128, ublock & ub) {
+    for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, nibble_index_iq4(_mm256_loadu_si256((const __m256i *) (qs128 + 32 * k))));
 }
 
 // iq5/iq6 order: low nibbles of 32 bytes are values 0..31 of a 64-block, high nibbles 32..63.
@@ -138,7 +145,7 @@ struct dec_iq4_ks {
     __m512i t = table_u(ik_iq4k_values, 0, 16);
     void operator()(const uint8_t * p, float row_d, ublock & ub) const {
         const auto & b = *(const block_iq4_ks *) p;
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, nibble_index_iq4(b.qs + 32 * k));
+        iq4_levels(t, b.qs, ub);
         uint32_t shifted;
         ub.sc = scales_ks(b.scales, shifted);
         apply_shift(ub, shifted, 4);
@@ -152,7 +159,7 @@ struct dec_iq4_k {
     __m512i t = table_u(ik_iq4k_values, 0, 16);
     void operator()(const uint8_t * p, float, ublock & ub) const {
         const auto & b = *(const block_iq4_k *) p;
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, nibble_index_iq4(b.qs + 32 * k));
+        iq4_levels(t, b.qs, ub);
         ub.sc = scales_6bit(b.scales_l, b.scales_h);
         apply_shift(ub, b.extra, 4);
         ub.d = _cvtsh_ss(b.d);
@@ -308,18 +315,64 @@ struct dec_iq3_ks {
     }
 };
 
-// Types without a dedicated vector decoder (iq4_kss, iq2_kl): the common form, offset to u8.
-template <ik_decode_t Decode, int Row, size_t Bytes>
-struct dec_common {
-    static constexpr int kRow = Row;
-    static constexpr size_t kBytes = Bytes;
+// iq4_kss: iq4_ks folded into 16-bit words. Word k of 32-block ib: bit 0 is bit k of the scale
+// byte; the other bits, x ^ (x >> 1) with bit 0 cleared, are bytes 2k, 2k+1 of iq4_ks's nibbles.
+struct dec_iq4_kss {
+    static constexpr int kRow = IK_ROW_F32;
+    static constexpr size_t kBytes = sizeof(block_iq4_kss);
+    __m512i t = table_u(ik_iq4k_values, 0, 16);
     void operator()(const uint8_t * p, float row_d, ublock & ub) const {
-        ik_decoded db;
-        Decode(p, row_d, db);
-        const __m512i off = _mm512_set1_epi8((char) 0x80);
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_xor_si512(_mm512_load_si512((const void *) (db.q + 64 * k)), off);
-        ub.sc = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *) db.sc));
-        ub.d = db.d;
+        const auto & b = *(const block_iq4_kss *) p;
+        const __m512i one = _mm512_set1_epi16(1);
+        uint8_t scales[8];
+        for (int h = 0; h < 2; ++h) {   // 32-blocks 4h .. 4h+3
+            const __m512i w = _mm512_loadu_si512((const void *) (b.qs + 16 * h));
+            const uint32_t bits = _mm512_test_epi16_mask(w, one);   // bit 8j + k: bit k of scale byte 4h + j
+            std::memcpy(scales + 4 * h, &bits, 4);
+            const __m512i v = _mm512_andnot_si512(one, w);
+            const __m512i nib = _mm512_xor_si512(v, _mm512_srli_epi16(v, 1));
+            ub.u[2 * h] = _mm512_shuffle_epi8(t, nibble_index_iq4(_mm512_castsi512_si256(nib)));
+            ub.u[2 * h + 1] = _mm512_shuffle_epi8(t, nibble_index_iq4(_mm512_extracti64x4_epi64(nib, 1)));
+        }
+        uint32_t shifted;
+        ub.sc = scales_ks(scales, shifted);
+        apply_shift(ub, shifted, 4);
+        ub.d = row_d;
+    }
+};
+
+inline __m512i scales_per32(const int * s8) {
+    alignas(64) int32_t sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = s8[g / 2];
+    return _mm512_load_si512((const void *) sc);
+}
+
+// iq2_kl: per 32 values, 16 pairs of levels from a 32-entry grid of level pairs, so one vpermw
+// over the grid (as 16-bit words, each byte + 128) decodes 32 pairs. Vector k is 32-blocks 2k
+// (low nibbles of qs[16 k + j], fifth index bit: bit 2k of qh[j]) and 2k + 1 (high nibbles, bit 2k + 1).
+struct dec_iq2_kl {
+    static constexpr int kRow = IK_ROW_F16;
+    static constexpr size_t kBytes = sizeof(block_iq2_kl);
+    __m512i t = [] {
+        alignas(64) uint16_t v[32];
+        for (int i = 0; i < 32; ++i) v[i] = ik_iq2kl_values[i] ^ 0x8080;
+        return _mm512_load_si512((const void *) v);
+    }();
+    void operator()(const uint8_t * p, float row_d, ublock & ub) const {
+        const auto & b = *(const block_iq2_kl *) p;
+        const __m128i m4 = _mm_set1_epi8(0xF), bit4 = _mm_set1_epi8(0x10);
+        const __m128i qh = _mm_loadu_si128((const __m128i *) b.qh);
+        for (int k = 0; k < 4; ++k) {
+            const __m128i qs = _mm_loadu_si128((const __m128i *) (b.qs + 16 * k));
+            const __m128i h = _mm_srli_epi16(qh, 2 * k);   // bits 2k, 2k + 1 of each byte at bits 0, 1
+            const __m128i lo = _mm_or_si128(_mm_and_si128(qs, m4), _mm_and_si128(_mm_slli_epi16(h, 4), bit4));
+            const __m128i hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(qs, 4), m4), _mm_and_si128(_mm_slli_epi16(h, 3), bit4));
+            ub.u[k] = _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(_mm256_set_m128i(hi, lo)), t);
+        }
+        int s8[8];
+        for (int ib = 0; ib < 8; ++ib) s8[ib] = (((b.scales_l[ib % 4] >> 4 * (ib / 4)) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4)) - 32;
+        ub.sc = scales_per32(s8);
+        ub.d = row_d;
     }
 };
 
@@ -367,12 +420,6 @@ struct trellis_simd {
         return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     }
 };
-
-inline __m512i scales_per32(const int * s8) {
-    alignas(64) int32_t sc[16];
-    for (int g = 0; g < 16; ++g) sc[g] = s8[g / 2];
-    return _mm512_load_si512((const void *) sc);
-}
 
 inline uint32_t kt_u16(const uint8_t * p) {
     uint16_t v;
@@ -464,21 +511,6 @@ struct dec_iq4_kt {
     }
 };
 
-template <int Row>
-inline float row_scale(const uint8_t * row) {
-    if constexpr (Row == IK_ROW_F32) {
-        float d;
-        std::memcpy(&d, row, 4);
-        return d;
-    } else if constexpr (Row == IK_ROW_F16) {
-        uint16_t h;
-        std::memcpy(&h, row, 2);
-        return _cvtsh_ss(h);
-    } else {
-        return 0.0f;
-    }
-}
-
 inline float hsum(__m512 v) {
     const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -503,7 +535,7 @@ void rows_direct(const D & dec, int64_t nb, const uint8_t * w, size_t w_stride, 
     ublock ub;
     for (int r = 0; r < nr; ++r) {
         const uint8_t * row = w + r * w_stride;
-        const float row_d = row_scale<D::kRow>(row);
+        const float row_d = ik_row_scale_of<D::kRow, f16c_to_f32>(row);
         const uint8_t * blocks = row + D::kRow;
         __m512 acc[C];
         for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
@@ -535,7 +567,7 @@ struct panel_dec {
     static void decode(const uint8_t * row, int64_t i, int64_t, __m512i * v, float * scale, float * bias) {
         static const D dec;
         ublock ub;
-        dec(row + D::kRow + i * D::kBytes, row_scale<D::kRow>(row), ub);
+        dec(row + D::kRow + i * D::kBytes, ik_row_scale_of<D::kRow, f16c_to_f32>(row), ub);
         for (int k = 0; k < 4; ++k) v[k] = ub.u[k];
         alignas(64) int32_t sc[16];
         _mm512_store_si512((void *) sc, ub.sc);
@@ -621,7 +653,7 @@ struct dec_iq4_k_unwoven {
     __m512i t = table_u(ik_iq4k_values, 0, 16);
     void operator()(const uint8_t * p, float, ublock & ub) const {
         const auto & b = *(const iq4_k_unwoven *) p;
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, nibble_index_iq4(b.qs + 32 * k));
+        iq4_levels(t, b.qs, ub);
         ub.sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *) b.sc));
         apply_shift(ub, b.extra, 4);
         ub.d = _cvtsh_ss(b.d);
@@ -818,10 +850,8 @@ void ggml_cpu_register_ik_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik<dec_iq2_ks, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik<dec_iq3_k, 16>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik<dec_iq3_ks, 32>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8,
-                           gemm_ik<dec_common<ik_decode_iq4_kss, IK_ROW_F32, sizeof(block_iq4_kss)>, 32>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8,
-                           gemm_ik<dec_common<ik_decode_iq2_kl, IK_ROW_F16, sizeof(block_iq2_kl)>, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik<dec_iq4_kss, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik<dec_iq2_kl, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_ik<dec_iq1_kt, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_ik<dec_iq23_kt<false>, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik<dec_iq23_kt<true>, 32>);
