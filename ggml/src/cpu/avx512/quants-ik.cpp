@@ -377,7 +377,8 @@ struct dec_iq2_kl {
 };
 
 // Trellis types: 16 values per step. Lane i: seed_i * K^(m_i + 1), masked to four 6-bit bytes,
-// whose sum (vpdpbusd with ones) minus 126 is the value; vpmovdb narrows to int8.
+// whose sum (vpdpbusd with ones) minus 126 is the value; vpmovdb narrows to int8. Seeds are
+// assembled in int32 lanes from their bit fields (no scalar loop per run).
 struct trellis_simd {
     __m512i pow8, pow4;   // K^1..K^8 twice; K^1..K^4 four times
     trellis_simd() {
@@ -399,33 +400,24 @@ struct trellis_simd {
         const __m512i x = _mm512_and_si512(_mm512_mullo_epi32(seeds, pows), _mm512_set1_epi32(0x3f3f3f3f));
         return _mm512_cvtepi32_epi8(_mm512_dpbusd_epi32(_mm512_set1_epi32(-126), x, _mm512_set1_epi32(0x01010101)));
     }
-    // 64 values from 8 runs of 8 (seeds[0..7]) or 16 runs of 4 (seeds[0..15]).
-    __m512i values64(const uint32_t * seeds, int run) const {
+    // 64 values + 128: 8 runs of 8 (Run 8: seeds in lanes 0..7) or 16 runs of 4 (Run 4).
+    template <int Run>
+    __m512i values64_u(__m512i seeds) const {
         __m128i part[4];
-        if (run == 8) {
-            const __m512i sel = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-            for (int j = 0; j < 4; ++j) {
-                const __m512i sv = _mm512_permutexvar_epi32(sel, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *) (seeds + 2 * j))));
-                part[j] = values16(sv, pow8);
-            }
-        } else {
-            const __m512i sel = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-            for (int j = 0; j < 4; ++j) {
-                const __m512i sv = _mm512_permutexvar_epi32(sel, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *) (seeds + 4 * j))));
-                part[j] = values16(sv, pow4);
-            }
+        for (int j = 0; j < 4; ++j) {
+            const __m512i sel = Run == 8 ? _mm512_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                                            2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j)
+                                         : _mm512_set_epi32(4 * j + 3, 4 * j + 3, 4 * j + 3, 4 * j + 3, 4 * j + 2, 4 * j + 2, 4 * j + 2, 4 * j + 2,
+                                                            4 * j + 1, 4 * j + 1, 4 * j + 1, 4 * j + 1, 4 * j, 4 * j, 4 * j, 4 * j);
+            part[j] = values16(_mm512_permutexvar_epi32(sel, seeds), Run == 8 ? pow8 : pow4);
         }
         const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(part[0]), part[1], 1);
         const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(part[2]), part[3], 1);
-        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char) 0x80));
     }
 };
 
-inline uint32_t kt_u16(const uint8_t * p) {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-}
+constexpr uint32_t kKtSeedOffset = 4096;
 
 struct dec_iq1_kt {
     static constexpr int kRow = IK_ROW_F32;
@@ -433,18 +425,19 @@ struct dec_iq1_kt {
     trellis_simd tr;
     void operator()(const uint8_t * p, float row_d, ublock & ub) const {
         const auto & b = *(const block_iq1_kt *) p;
-        alignas(64) uint32_t seeds[32];
-        int s8[8];
-        for (int ib = 0; ib < 8; ++ib) {
-            s8[ib] = ik_iq4k_values[b.sh[ib] & 0xF];
-            for (int g = 0; g < 4; ++g) {
-                const int run = 4 * ib + g;
-                seeds[run] = 4096u + (b.ql[run] | (((uint32_t) (b.qh[run % 16] >> 4 * (run / 16)) & 0xF) << 8) |
-                                      (((uint32_t) (b.sh[ib] >> (4 + g)) & 1) << 12));
-            }
+        const __m256i m4 = _mm256_set1_epi32(0xF), one = _mm256_set1_epi32(1);
+        const __m256i sh_bits = _mm256_setr_epi32(4, 5, 6, 7, 4, 5, 6, 7);
+        for (int k = 0; k < 4; ++k) {   // runs 8k .. 8k+7: 32-blocks 2k, 2k+1
+            // seed of run r = ql[r] | nibble r / 16 of qh[r % 16] << 8 | bit 4 + r % 4 of sh[r / 4] << 12
+            const __m256i ql = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.ql + 8 * k)));
+            const __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qh + 8 * (k % 2))));
+            const __m256i sh = _mm256_set_m128i(_mm_set1_epi32(b.sh[2 * k + 1]), _mm_set1_epi32(b.sh[2 * k]));
+            __m256i seeds = _mm256_or_si256(ql, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 4 * (k / 2)), m4), 8));
+            seeds = _mm256_or_si256(seeds, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(sh, sh_bits), one), 12));
+            ub.u[k] = tr.values64_u<8>(_mm512_castsi256_si512(_mm256_add_epi32(seeds, _mm256_set1_epi32(kKtSeedOffset))));
         }
-        const __m512i off = _mm512_set1_epi8((char) 0x80);
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_xor_si512(tr.values64(seeds + 8 * k, 8), off);
+        int s8[8];
+        for (int ib = 0; ib < 8; ++ib) s8[ib] = ik_iq4k_values[b.sh[ib] & 0xF];
         ub.sc = scales_per32(s8);
         ub.d = row_d;
     }
@@ -456,29 +449,32 @@ struct dec_iq23_kt {
     static constexpr size_t kBytes = Signed ? sizeof(block_iq3_kt) : sizeof(block_iq2_kt);
     trellis_simd tr;
     void operator()(const uint8_t * p, float row_d, ublock & ub) const {
-        // iq2_kt and iq3_kt share the scales + seeds prefix
+        // iq2_kt and iq3_kt share the scales + seeds prefix: 16-bit seeds, 8 per 64 values
         const uint8_t * scales = p;
         const uint8_t * ql = p + 4;
-        alignas(64) uint32_t seeds[32];
-        for (int j = 0; j < 32; ++j) seeds[j] = 4096u + kt_u16(ql + 2 * j);
+        for (int k = 0; k < 4; ++k) {
+            const __m256i seeds = _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (ql + 16 * k))),
+                                                   _mm256_set1_epi32(kKtSeedOffset));
+            ub.u[k] = tr.values64_u<8>(_mm512_castsi256_si512(seeds));
+        }
         int s8[8];
         for (int ib = 0; ib < 8; ++ib) {
             const int nib = (scales[ib % 4] >> 4 * (ib / 4)) & 0xF;
             s8[ib] = Signed ? nib : ik_iq4k_values[nib];
         }
-        const __m512i off = _mm512_set1_epi8((char) 0x80);
         if constexpr (Signed) {
+            // u = v + 128 -> |v| + 128, negated where the sign bit is set: 128 - |v|
             const auto & b = *(const block_iq3_kt *) p;
             const __m512i hz = load_lanes_0101(b.qh);
             const __m512i hsh = _mm512_mask_blend_epi64(0xF0, hz, _mm512_srli_epi16(hz, 1));
+            const __m512i off = _mm512_set1_epi8((char) 0x80);
             for (int k = 0; k < 4; ++k) {
-                const __m512i v = _mm512_abs_epi8(tr.values64(seeds + 8 * k, 8));
+                const __m512i v = _mm512_abs_epi8(_mm512_xor_si512(ub.u[k], off));
                 const __mmask64 neg = _mm512_test_epi8_mask(_mm512_srli_epi16(hsh, 2 * k), _mm512_set1_epi8(1));
                 ub.u[k] = _mm512_xor_si512(_mm512_mask_sub_epi8(v, neg, _mm512_setzero_si512(), v), off);
             }
             ub.d = row_d * kIq3KtGemmFactor;
         } else {
-            for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_xor_si512(tr.values64(seeds + 8 * k, 8), off);
             ub.d = row_d * kIq2KtGemmFactor;
         }
         ub.sc = scales_per32(s8);
@@ -491,21 +487,24 @@ struct dec_iq4_kt {
     trellis_simd tr;
     void operator()(const uint8_t * p, float row_d, ublock & ub) const {
         const auto & b = *(const block_iq4_kt *) p;
-        alignas(64) uint32_t seeds[64];
+        // 32-block ib's u32 shb: bit 0 the seed offset, bits 1-7 scale + 64, bits 8 + 3g.. seed bits
+        // 12-14 of run g; run r's low seed bits: ql[r], nibble r / 32 of qh[r % 32]
+        alignas(16) uint32_t shb[8];
+        std::memcpy(shb, b.shb, 32);
+        const __m512i g_bits = _mm512_set_epi32(29, 26, 23, 20, 17, 14, 11, 8, 29, 26, 23, 20, 17, 14, 11, 8);
         int s8[8];
-        for (int ib = 0; ib < 8; ++ib) {
-            uint32_t shb;
-            std::memcpy(&shb, b.shb + 4 * ib, 4);
-            s8[ib] = (int) ((shb & 0xFF) >> 1) - 64;
-            const uint32_t offset = shb & 1 ? 4096u + 32768u : 4096u;
-            for (int g = 0; g < 8; ++g) {
-                const int run = 8 * ib + g;
-                seeds[run] = offset + (b.ql[run] | (((uint32_t) (b.qh[run % 32] >> 4 * (run / 32)) & 0xF) << 8) |
-                                       (((shb >> (8 + 3 * g)) & 7) << 12));
-            }
+        for (int k = 0; k < 4; ++k) {   // runs 16k .. 16k+15: 32-blocks 2k, 2k+1
+            const __m512i ql = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b.ql + 16 * k)));
+            const __m512i qh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b.qh + 16 * (k % 2))));
+            const __m512i w = _mm512_inserti64x4(_mm512_set1_epi32((int) shb[2 * k]), _mm256_set1_epi32((int) shb[2 * k + 1]), 1);
+            const __m512i top = _mm512_and_si512(_mm512_srlv_epi32(w, g_bits), _mm512_set1_epi32(7));
+            const __m512i offset = _mm512_add_epi32(_mm512_set1_epi32(kKtSeedOffset),
+                                                    _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(1)), 15));
+            __m512i seeds = _mm512_or_si512(ql, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, 4 * (k / 2)), _mm512_set1_epi32(0xF)), 8));
+            seeds = _mm512_add_epi32(_mm512_or_si512(seeds, _mm512_slli_epi32(top, 12)), offset);
+            ub.u[k] = tr.values64_u<4>(seeds);
         }
-        const __m512i off = _mm512_set1_epi8((char) 0x80);
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_xor_si512(tr.values64(seeds + 16 * k, 4), off);
+        for (int ib = 0; ib < 8; ++ib) s8[ib] = (int) ((shb[ib] & 0xFF) >> 1) - 64;
         ub.sc = scales_per32(s8);
         ub.d = row_d;
     }
