@@ -237,13 +237,18 @@ struct dec_iq6_k {
     }
 };
 
+// iq2_k / iq2_ks values: 2-bit indices (crumb_index order) into the plain grid.
+inline void iq2_values(const __m512i & t, const uint8_t * qs, ublock & ub) {
+    for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, crumb_index(qs + 32 * (k / 2), 4 * (k % 2)));
+}
+
 struct dec_iq2_k {
     static constexpr int kRow = IK_ROW_NONE;
     static constexpr size_t kBytes = sizeof(block_iq2_k);
     __m512i t = table_u(ik_iq2nl_values, 0, 4);
     void operator()(const uint8_t * p, float, ublock & ub) const {
         const auto & b = *(const block_iq2_k *) p;
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, crumb_index(b.qs + 32 * (k / 2), 4 * (k % 2)));
+        iq2_values(t, b.qs, ub);
         ub.sc = _mm512_sub_epi32(nibbles16(b.scales), _mm512_set1_epi32(8));
         apply_shift(ub, b.extra, 5);
         ub.d = _cvtsh_ss(b.d);
@@ -256,7 +261,7 @@ struct dec_iq2_ks {
     __m512i t = table_u(ik_iq2nl_values, 0, 4);
     void operator()(const uint8_t * p, float row_d, ublock & ub) const {
         const auto & b = *(const block_iq2_ks *) p;
-        for (int k = 0; k < 4; ++k) ub.u[k] = _mm512_shuffle_epi8(t, crumb_index(b.qs + 32 * (k / 2), 4 * (k % 2)));
+        iq2_values(t, b.qs, ub);
         // lane g: nibble g/2 of the scales, fifth bit from extra bit 8 + g/2
         const __m512i pair_shift = _mm512_srli_epi32(lane_shifts(1), 1);
         const __m512i lo = _mm512_srlv_epi32(_mm512_set1_epi32((int) load_u32(b.scales)), _mm512_slli_epi32(pair_shift, 2));
@@ -521,14 +526,36 @@ inline float hsum(__m512 v) {
 // ---------------------------------------------------------------------------------------------
 // Direct kernel: one row at a time, C columns in registers.
 
+// The scales of a decoded block per int32 lane of the vpdpbusd products: lane j of vector k
+// belongs to group 4k + j/4.
+struct lane_scales {
+    __m512i perm[4];
+    lane_scales() {
+        for (int k = 0; k < 4; ++k) perm[k] = _mm512_add_epi32(_mm512_srli_epi32(lane_shifts(1), 2), _mm512_set1_epi32(4 * k));
+    }
+    void spread(const __m512i & sc, __m512i * S) const {
+        for (int k = 0; k < 4; ++k) S[k] = _mm512_permutexvar_epi32(perm[k], sc);
+    }
+};
+
+// acc += d * a.d * (scaled integer dot of a decoded block with q8_K block a), lane-wise.
+inline __m512 block_fma(const ublock & ub, const __m512i * S, const block_q8_K & a, __m512 acc) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i t = _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, ub.u[0], _mm512_loadu_si512((const void *) a.qs)), S[0]);
+    for (int k = 1; k < 4; ++k) {
+        const __m512i p = _mm512_dpbusd_epi32(z, ub.u[k], _mm512_loadu_si512((const void *) (a.qs + 64 * k)));
+        t = _mm512_add_epi32(t, _mm512_mullo_epi32(p, S[k]));
+    }
+    // the +128 of the levels: 128 * sc_g * bsum_g
+    const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *) a.bsums));
+    t = _mm512_sub_epi32(t, _mm512_slli_epi32(_mm512_mullo_epi32(bs, ub.sc), 7));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(ub.d * a.d), acc);
+}
+
 template <typename D, int C>
 void rows_direct(const D & dec, int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, size_t x_stride,
                  float * dst, size_t dst_stride, int nr) {
-    // lane j of vector k belongs to group 4k + j/4
-    __m512i perm[4];
-    for (int k = 0; k < 4; ++k) {
-        perm[k] = _mm512_add_epi32(_mm512_srli_epi32(lane_shifts(1), 2), _mm512_set1_epi32(4 * k));
-    }
+    const lane_scales ls;
     const block_q8_K * xc[C];
     for (int c = 0; c < C; ++c) xc[c] = (const block_q8_K *) (x + c * x_stride);
     ublock ub;
@@ -541,19 +568,8 @@ void rows_direct(const D & dec, int64_t nb, const uint8_t * w, size_t w_stride, 
         for (int64_t i = 0; i < nb; ++i) {
             dec(blocks + i * D::kBytes, row_d, ub);
             __m512i S[4];
-            for (int k = 0; k < 4; ++k) S[k] = _mm512_permutexvar_epi32(perm[k], ub.sc);
-            const __m512i z = _mm512_setzero_si512();
-            for (int c = 0; c < C; ++c) {
-                const block_q8_K & a = xc[c][i];
-                __m512i t = _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, ub.u[0], _mm512_loadu_si512((const void *) a.qs)), S[0]);
-                for (int k = 1; k < 4; ++k) {
-                    const __m512i p = _mm512_dpbusd_epi32(z, ub.u[k], _mm512_loadu_si512((const void *) (a.qs + 64 * k)));
-                    t = _mm512_add_epi32(t, _mm512_mullo_epi32(p, S[k]));
-                }
-                const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *) a.bsums));
-                t = _mm512_sub_epi32(t, _mm512_slli_epi32(_mm512_mullo_epi32(bs, ub.sc), 7));
-                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(ub.d * a.d), acc[c]);
-            }
+            ls.spread(ub.sc, S);
+            for (int c = 0; c < C; ++c) acc[c] = block_fma(ub, S, xc[c][i], acc[c]);
         }
         for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = hsum(acc[c]);
     }
@@ -659,13 +675,10 @@ struct dec_iq4_k_unwoven {
     }
 };
 
-void unweave_iq4_k(const iq4_k_r4_block & g, iq4_k_unwoven * out[4]) {
-    for (int ib = 0; ib < 8; ++ib) {
-        const __m512i q = unweave_qs32(g.qs + 64 * ib);
-        for (int k = 0; k < 4; ++k) store_lane(out[k]->qs + 16 * ib, q, k);
-    }
-    // byte `is` of s6: 6-bit scale of slot is (low nibble: scales_l[is % 32] >> 4 (is / 32); high
-    // 2 bits: scales_h[is % 16] >> 2 (is / 16)), minus 32. Slot 4 g + k is group g of row k.
+// The 16 int8 scales of each row k of an iq4_k_r4 group. Byte `is` of s6: the 6-bit scale of
+// slot is (low nibble: scales_l[is % 32] >> 4 (is / 32); high 2 bits: scales_h[is % 16] >>
+// 2 (is / 16)), minus 32. Slot 4 g + k is group g of row k.
+inline void r4_scales6(const iq4_k_r4_block & g, __m128i sc[4]) {
     const __m256i sl = _mm256_loadu_si256((const __m256i *) g.scales_l);
     const __m512i m4 = _mm512_set1_epi8(0xF);
     const __m512i lo = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(sl), _mm256_srli_epi16(sl, 4), 1), m4);
@@ -677,8 +690,19 @@ void unweave_iq4_k(const iq4_k_r4_block & g, iq4_k_unwoven * out[4]) {
     for (int k = 0; k < 4; ++k) {
         const __m512i sel = _mm512_broadcast_i32x4(_mm_set_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
                                                                 (char) (12 + k), (char) (8 + k), (char) (4 + k), (char) k));
-        const __m512i v = _mm512_permutexvar_epi32(pick_dword0, _mm512_shuffle_epi8(s6, sel));
-        _mm_storeu_si128((__m128i *) out[k]->sc, _mm512_castsi512_si128(v));
+        sc[k] = _mm512_castsi512_si128(_mm512_permutexvar_epi32(pick_dword0, _mm512_shuffle_epi8(s6, sel)));
+    }
+}
+
+void unweave_iq4_k(const iq4_k_r4_block & g, iq4_k_unwoven * out[4]) {
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m512i q = unweave_qs32(g.qs + 64 * ib);
+        for (int k = 0; k < 4; ++k) store_lane(out[k]->qs + 16 * ib, q, k);
+    }
+    __m128i sc[4];
+    r4_scales6(g, sc);
+    for (int k = 0; k < 4; ++k) {
+        _mm_storeu_si128((__m128i *) out[k]->sc, sc[k]);
         out[k]->extra = (uint16_t) (_pdep_u32(g.extra[k], 0x5555) | _pdep_u32(g.extra[k + 4], 0xAAAA));
         out[k]->d = g.d[k];
     }
@@ -704,19 +728,10 @@ struct r4_row_scales {
 };
 
 inline void r4_scales(const iq4_k_r4_block & g, const float *, r4_row_scales out[4]) {
-    const __m256i sl = _mm256_loadu_si256((const __m256i *) g.scales_l);
-    const __m512i m4 = _mm512_set1_epi8(0xF);
-    const __m512i lo = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(sl), _mm256_srli_epi16(sl, 4), 1), m4);
-    const __m512i shv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) g.scales_h));
-    const __m512i counts = _mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(shv, counts), _mm512_set1_epi8(3));
-    const __m512i s6 = _mm512_sub_epi8(_mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)), _mm512_set1_epi8(32));
-    const __m512i pick_dword0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    __m128i sc[4];
+    r4_scales6(g, sc);
     for (int k = 0; k < 4; ++k) {
-        const __m512i sel = _mm512_broadcast_i32x4(_mm_set_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                                (char) (12 + k), (char) (8 + k), (char) (4 + k), (char) k));
-        const __m512i v = _mm512_permutexvar_epi32(pick_dword0, _mm512_shuffle_epi8(s6, sel));
-        out[k].sc = _mm512_cvtepi8_epi32(_mm512_castsi512_si128(v));
+        out[k].sc = _mm512_cvtepi8_epi32(sc[k]);
         out[k].shifted16 = _pdep_u32(g.extra[k], 0x5555) | _pdep_u32(g.extra[k + 4], 0xAAAA);
         out[k].d = _cvtsh_ss(g.d[k]);
     }
@@ -736,8 +751,7 @@ void r4_direct(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x
                size_t dst_stride, int nr) {
     const size_t group_row = Row + nb * sizeof(Group) / 4;
     const __m512i t = table_u(ik_iq4k_values, 0, 16);
-    __m512i perm[4];
-    for (int k = 0; k < 4; ++k) perm[k] = _mm512_add_epi32(_mm512_srli_epi32(lane_shifts(1), 2), _mm512_set1_epi32(4 * k));
+    const lane_scales ls;
     const block_q8_K * xc[C];
     for (int c = 0; c < C; ++c) xc[c] = (const block_q8_K *) (x + c * x_stride);
     for (int r0 = 0; r0 < nr; r0 += 4) {
@@ -763,21 +777,11 @@ void r4_direct(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x
                     ub.u[j] = _mm512_shuffle_epi8(t, idx);
                 }
                 ub.sc = rs[k].sc;
+                ub.d = rs[k].d;
                 apply_shift(ub, rs[k].shifted16, 4);
                 __m512i S[4];
-                for (int j = 0; j < 4; ++j) S[j] = _mm512_permutexvar_epi32(perm[j], ub.sc);
-                const __m512i zero = _mm512_setzero_si512();
-                for (int c = 0; c < C; ++c) {
-                    const block_q8_K & a = xc[c][i];
-                    __m512i s = _mm512_mullo_epi32(_mm512_dpbusd_epi32(zero, ub.u[0], _mm512_loadu_si512((const void *) a.qs)), S[0]);
-                    for (int j = 1; j < 4; ++j) {
-                        const __m512i p = _mm512_dpbusd_epi32(zero, ub.u[j], _mm512_loadu_si512((const void *) (a.qs + 64 * j)));
-                        s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, S[j]));
-                    }
-                    const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *) a.bsums));
-                    s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_mullo_epi32(bs, ub.sc), 7));
-                    acc[k][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rs[k].d * a.d), acc[k][c]);
-                }
+                ls.spread(ub.sc, S);
+                for (int c = 0; c < C; ++c) acc[k][c] = block_fma(ub, S, xc[c][i], acc[k][c]);
             }
         }
         for (int k = 0; k < 4; ++k) {
