@@ -7,6 +7,7 @@
 // match the scalar path bit for bit.
 #include "avx512/register.h"
 #include "cpu-traits.h"
+#include "gemm-iq-loop.h"
 #include "quants/quants-iq.h"
 
 // GCC 12 reports its own AVX512 extract/insert intrinsics (undefined upper lanes) as
@@ -14,97 +15,55 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstring>
 
 namespace {
 
 using namespace ggml_iq;
 
-struct prepared_block {
-    __m512i   abs_w[QK_K / 64];
-    __mmask64 neg[QK_K / 64];
-    __m512i   scales[QK_K / 64];   // int16 lane i: scale of weights 64k + 2i, 64k + 2i + 1
-};
+// The ISA description for the shared block loop (gemm-iq-loop.h).
+struct iq_avx512 {
+    struct prepared {
+        __m512i   abs_w[QK_K / 64];
+        __mmask64 neg[QK_K / 64];
+        __m512i   scales[QK_K / 64];   // int16 lane i: scale of weights 64k + 2i, 64k + 2i + 1
+    };
 
-inline void prepare(const decoded_block & db, prepared_block & pb) {
-    const __m512i group_of_lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-                                                   1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i sc = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_load_si256((const __m256i *) db.sc), 0);
-    for (int k = 0; k < QK_K / 64; ++k) {
-        // built from 64-bit lanes: decode wrote 8 bytes at a time, and a 64-byte load of those
-        // fresh stores would miss store forwarding
-        uint64_t q[8];
-        std::memcpy(q, db.q + 64 * k, sizeof(q));
-        const __m512i w = _mm512_set_epi64((long long) q[7], (long long) q[6], (long long) q[5], (long long) q[4],
-                                           (long long) q[3], (long long) q[2], (long long) q[1], (long long) q[0]);
-        pb.neg[k] = _mm512_movepi8_mask(w);
-        pb.abs_w[k] = _mm512_abs_epi8(w);
-        const __m512i idx = _mm512_add_epi16(group_of_lane, _mm512_set1_epi16((short) (4 * k)));
-        pb.scales[k] = _mm512_permutexvar_epi16(idx, sc);
-    }
-}
-
-inline int32_t block_dot(const prepared_block & pb, const int8_t * q8) {
-    __m512i acc = _mm512_setzero_si512();
-    for (int k = 0; k < QK_K / 64; ++k) {
-        const __m512i a = _mm512_loadu_si512((const void *) (q8 + 64 * k));
-        const __m512i sa = _mm512_mask_sub_epi8(a, pb.neg[k], _mm512_setzero_si512(), a);
-        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(pb.abs_w[k], sa), pb.scales[k]);
-    }
-    // (own reduction: GCC 12 warns about the undefined upper halves in _mm512_reduce_add_epi32)
-    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
-
-template <typename Block, void (*decode)(const Block &, decoded_block &)>
-void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride,
-          float * dst, size_t dst_stride, int nr, int nc, float factor) {
-    const int64_t nb = n / QK_K;
-    decoded_block db;
-    prepared_block pb;
-    for (int r = 0; r < nr; ++r) {
-        const auto * b = (const Block *) ((const char *) w + r * w_stride);
-        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-            decode(b[i], db);
-            prepare(db, pb);
-            for (int c = 0; c < nc; ++c) {
-                const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
-                float & acc = dst[c * dst_stride + r];
-                acc = std::fma(db.d * a.d, (float) block_dot(pb, a.qs), acc);
-            }
+    static void prepare(const decoded_block & db, prepared & pb) {
+        const __m512i group_of_lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+                                                       1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i sc = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_load_si256((const __m256i *) db.sc), 0);
+        for (int k = 0; k < QK_K / 64; ++k) {
+            // built from 64-bit lanes: decode wrote 8 bytes at a time, and a 64-byte load of those
+            // fresh stores would miss store forwarding
+            uint64_t q[8];
+            std::memcpy(q, db.q + 64 * k, sizeof(q));
+            const __m512i w = _mm512_set_epi64((long long) q[7], (long long) q[6], (long long) q[5], (long long) q[4],
+                                               (long long) q[3], (long long) q[2], (long long) q[1], (long long) q[0]);
+            pb.neg[k] = _mm512_movepi8_mask(w);
+            pb.abs_w[k] = _mm512_abs_epi8(w);
+            const __m512i idx = _mm512_add_epi16(group_of_lane, _mm512_set1_epi16((short) (4 * k)));
+            pb.scales[k] = _mm512_permutexvar_epi16(idx, sc);
         }
-        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] *= factor;
-    }
-}
-
-#define IQ_GEMM(name, Block, decode, factor)                                                             \
-    void name(int64_t n, const void * w, size_t ws, const void * x, size_t xs, float * d, size_t ds, int nr, \
-              int nc) {                                                                                   \
-        gemm<Block, decode>(n, w, ws, x, xs, d, ds, nr, nc, factor);                                      \
     }
 
-IQ_GEMM(gemm_iq2_xxs, block_iq2_xxs, decode_iq2_xxs, IQ2_DOT_FACTOR)
-IQ_GEMM(gemm_iq2_xs, block_iq2_xs, decode_iq2_xs, IQ2_DOT_FACTOR)
-IQ_GEMM(gemm_iq2_s, block_iq2_s, decode_iq2_s, IQ2_DOT_FACTOR)
-IQ_GEMM(gemm_iq3_xxs, block_iq3_xxs, decode_iq3_xxs, IQ3XXS_DOT_FACTOR)
-IQ_GEMM(gemm_iq3_s, block_iq3_s, decode_iq3_s, IQ3S_DOT_FACTOR)
-IQ_GEMM(gemm_iq1_s, block_iq1_s, decode_iq1_s, IQ1_DOT_FACTOR)
-IQ_GEMM(gemm_iq1_m, block_iq1_m, decode_iq1_m, IQ1_DOT_FACTOR)
+    static int32_t block_dot(const prepared & pb, const int8_t * q8) {
+        __m512i acc = _mm512_setzero_si512();
+        for (int k = 0; k < QK_K / 64; ++k) {
+            const __m512i a = _mm512_loadu_si512((const void *) (q8 + 64 * k));
+            const __m512i sa = _mm512_mask_sub_epi8(a, pb.neg[k], _mm512_setzero_si512(), a);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(pb.abs_w[k], sa), pb.scales[k]);
+        }
+        // (own reduction: GCC 12 warns about the undefined upper halves in _mm512_reduce_add_epi32)
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+        return _mm_cvtsi128_si32(s);
+    }
+};
 
 } // namespace
 
 // Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
-void ggml_cpu_register_iq_avx512() {
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XXS, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq2_xxs);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XS, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq2_xs);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_S, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq2_s);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_XXS, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq3_xxs);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_S, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq3_s);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq1_s);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_iq1_m);
-}
+void ggml_cpu_register_iq_avx512() { register_iq_gemms<iq_avx512>(GGML_CPU_ISA_AVX512); }
