@@ -1,8 +1,11 @@
-// AVX2/FMA/F16C versions of the op kernels' vector primitives (see ops-common.h). Tails use
-// masked loads and stores, so every element goes through the same arithmetic as the body.
+// AVX2/FMA/F16C versions of the op kernels' vector primitives (see ops-common.h): the ISA
+// description for the shared ones (ops-vec-kernels.h), and the blocked attention forms,
+// conversions and rope. Tails use masked loads and stores, so every element goes through the
+// same arithmetic as the body.
 #include "avx2/register.h"
 #include "ops-common.h"
 #include "avx2/simd.h"
+#include "ops-vec-kernels.h"
 
 #include <algorithm>
 #include <immintrin.h>
@@ -11,20 +14,6 @@ namespace {
 
 inline __m256i tail_mask(int64_t rem) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int) rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-inline float hmax(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 // e^x: x = n*ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r (relative error ~1e-7),
@@ -50,173 +39,33 @@ inline __m256 exp8(__m256 x) {
     return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
 }
 
-inline __m256 silu8(__m256 x) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-// x * sigmoid(2u), u = sqrt(2/pi) * (x + 0.044715 x^3): the tanh form of GELU
-inline __m256 gelu8(__m256 x) {
-    const __m256 x2 = _mm256_mul_ps(x, x);
-    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.7978845608028654f), x),
-                                   _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x2, _mm256_set1_ps(1.0f)));
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(u)));
-}
-
-// Runs op over n elements in blocks of 8, the tail with masked loads/stores.
-template <typename Op>
-inline void map1(int64_t n, float * y, const float * x, Op op) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, op(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, m, op(_mm256_maskload_ps(x + i, m)));
+// The ISA description of ops-vec-kernels.h.
+struct vec_avx2 {
+    using vf = __m256;
+    using mask = __m256i;
+    static constexpr int W = 8, kAcc = 2;
+    static mask tail(int64_t rem) { return tail_mask(rem); }
+    static vf zero() { return _mm256_setzero_ps(); }
+    static vf set1(float v) { return _mm256_set1_ps(v); }
+    static vf load(const float * p) { return _mm256_loadu_ps(p); }
+    static void store(float * p, vf v) { _mm256_storeu_ps(p, v); }
+    static vf loadm(const float * p, mask m) { return _mm256_maskload_ps(p, m); }
+    static void storem(float * p, mask m, vf v) { _mm256_maskstore_ps(p, m, v); }
+    static vf keep(vf v, mask m) { return _mm256_and_ps(v, _mm256_castsi256_ps(m)); }
+    static vf add(vf a, vf b) { return _mm256_add_ps(a, b); }
+    static vf sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+    static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+    static vf div(vf a, vf b) { return _mm256_div_ps(a, b); }
+    static vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
+    static vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+    static vf exp(vf x) { return exp8(x); }
+    static float hsum(vf v) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
     }
-}
-
-template <typename Op>
-inline void map2(int64_t n, float * z, const float * x, const float * y, Op op) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, op(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        _mm256_maskstore_ps(z + i, m, op(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
-    }
-}
-
-void add8(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_add_ps(a, b); }); }
-void sub8(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }); }
-void mul8(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }); }
-void div8(int64_t n, float * z, const float * x, const float * y) {
-    // masked-off lanes load 0: 0/0 there is never stored
-    map2(n, z, x, y, [](__m256 a, __m256 b) { return _mm256_div_ps(a, b); });
-}
-
-void scale_bias8(int64_t n, float * y, const float * x, float s, float b) {
-    const __m256 vs = _mm256_set1_ps(s), vb = _mm256_set1_ps(b);
-    map1(n, y, x, [&](__m256 a) { return _mm256_fmadd_ps(a, vs, vb); });
-}
-
-void silu_v(int64_t n, float * y, const float * x) { map1(n, y, x, silu8); }
-void gelu_v(int64_t n, float * y, const float * x) { map1(n, y, x, gelu8); }
-void swiglu_v(int64_t n, float * z, const float * g, const float * u) {
-    map2(n, z, g, u, [](__m256 a, __m256 b) { return _mm256_mul_ps(silu8(a), b); });
-}
-
-// reductions keep two accumulators to hide the add latency
-template <typename Term>
-inline float reduce_sum(int64_t n, const float * x, const float * y, Term term) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = term(s0, _mm256_loadu_ps(x + i), y ? _mm256_loadu_ps(y + i) : _mm256_setzero_ps());
-        s1 = term(s1, _mm256_loadu_ps(x + i + 8), y ? _mm256_loadu_ps(y + i + 8) : _mm256_setzero_ps());
-    }
-    for (; i + 8 <= n; i += 8) s0 = term(s0, _mm256_loadu_ps(x + i), y ? _mm256_loadu_ps(y + i) : _mm256_setzero_ps());
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        s1 = term(s1, _mm256_maskload_ps(x + i, m), y ? _mm256_maskload_ps(y + i, m) : _mm256_setzero_ps());
-    }
-    return hsum(_mm256_add_ps(s0, s1));
-}
-
-float sum_v(int64_t n, const float * x) {
-    return reduce_sum(n, x, nullptr, [](__m256 s, __m256 a, __m256) { return _mm256_add_ps(s, a); });
-}
-float sum_sq_v(int64_t n, const float * x) {
-    return reduce_sum(n, x, nullptr, [](__m256 s, __m256 a, __m256) { return _mm256_fmadd_ps(a, a, s); });
-}
-float dot_v(int64_t n, const float * x, const float * y) {
-    return reduce_sum(n, x, y, [](__m256 s, __m256 a, __m256 b) { return _mm256_fmadd_ps(a, b, s); });
-}
-
-float max_v(int64_t n, const float * x) {
-    __m256 m = _mm256_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
-    float r = hmax(m);
-    for (; i < n; ++i) r = std::max(r, x[i]);
-    return r;
-}
-
-float exp_sum_v(int64_t n, float * y, const float * x, float mx) {
-    const __m256 vm = _mm256_set1_ps(mx);
-    __m256 s = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        _mm256_storeu_ps(y + i, e);
-        s = _mm256_add_ps(s, e);
-    }
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        // masked lanes: exp(0 - mx) is added otherwise, so zero them
-        const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vm)), _mm256_castsi256_ps(m));
-        _mm256_maskstore_ps(y + i, m, e);
-        s = _mm256_add_ps(s, e);
-    }
-    return hsum(s);
-}
-
-void axpy_v(int64_t n, float * y, float a, const float * x) {
-    const __m256 va = _mm256_set1_ps(a);
-    map2(n, y, x, y, [&](__m256 xv, __m256 yv) { return _mm256_fmadd_ps(va, xv, yv); });
-}
-
-void dot_rows_v(int64_t n, const float * x, const float * const * rows, int64_t nr, float * out) {
-    for (int64_t t = 0; t < nr; t += 4) {
-        const int64_t k = std::min<int64_t>(4, nr - t);
-        const float * r0 = rows[t];
-        const float * r1 = rows[t + (k > 1 ? 1 : 0)];
-        const float * r2 = rows[t + (k > 2 ? 2 : 0)];
-        const float * r3 = rows[t + (k > 3 ? 3 : 0)];
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        int64_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            const __m256 xv = _mm256_loadu_ps(x + i);
-            a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r0 + i), a0);
-            a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r1 + i), a1);
-            a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r2 + i), a2);
-            a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r3 + i), a3);
-        }
-        if (i < n) {
-            const __m256i m = tail_mask(n - i);
-            const __m256 xv = _mm256_maskload_ps(x + i, m);
-            a0 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r0 + i, m), a0);
-            a1 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r1 + i, m), a1);
-            a2 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r2 + i, m), a2);
-            a3 = _mm256_fmadd_ps(xv, _mm256_maskload_ps(r3 + i, m), a3);
-        }
-        const float s[4] = { hsum(a0), hsum(a1), hsum(a2), hsum(a3) };
-        for (int64_t j = 0; j < k; ++j) out[t + j] = s[j];
-    }
-}
-
-void axpy_rows_v(int64_t n, float * y, const float * a, const float * const * rows, int64_t nr) {
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
-        __m256 y2 = _mm256_loadu_ps(y + i + 16), y3 = _mm256_loadu_ps(y + i + 24);
-        for (int64_t t = 0; t < nr; ++t) {
-            const __m256 va = _mm256_set1_ps(a[t]);
-            const float * r = rows[t] + i;
-            y0 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r), y0);
-            y1 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r + 8), y1);
-            y2 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r + 16), y2);
-            y3 = _mm256_fmadd_ps(va, _mm256_loadu_ps(r + 24), y3);
-        }
-        _mm256_storeu_ps(y + i, y0);
-        _mm256_storeu_ps(y + i + 8, y1);
-        _mm256_storeu_ps(y + i + 16, y2);
-        _mm256_storeu_ps(y + i + 24, y3);
-    }
-    for (; i < n; i += 8) {
-        const __m256i m = tail_mask(std::min<int64_t>(8, n - i));
-        __m256 y0 = _mm256_maskload_ps(y + i, m);
-        for (int64_t t = 0; t < nr; ++t) y0 = _mm256_fmadd_ps(_mm256_set1_ps(a[t]), _mm256_maskload_ps(rows[t] + i, m), y0);
-        _mm256_maskstore_ps(y + i, m, y0);
-    }
-}
+};
 
 // NQ (<= 2) query rows x 4 key rows per pass; 16 ymm registers leave no room for more.
 template <int NQ>
@@ -356,22 +205,7 @@ void rope_norm_v(int64_t n, float * y, const float * x, const float * cc, const 
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_vec_avx2() {
     ggml_cpu_vec_fns f = {};
-    f.add = add8;
-    f.sub = sub8;
-    f.mul = mul8;
-    f.div = div8;
-    f.scale_bias = scale_bias8;
-    f.silu = silu_v;
-    f.gelu = gelu_v;
-    f.swiglu = swiglu_v;
-    f.sum = sum_v;
-    f.sum_sq = sum_sq_v;
-    f.max = max_v;
-    f.exp_sum = exp_sum_v;
-    f.dot = dot_v;
-    f.axpy = axpy_v;
-    f.dot_rows = dot_rows_v;
-    f.axpy_rows = axpy_rows_v;
+    vec_kernels<vec_avx2>::fill(f);
     f.qk_block = qk_block_v;
     f.pv_block = pv_block_v;
     f.f16_to_f32 = f16_to_f32_v;

@@ -10,148 +10,38 @@
 #include "neon/simd.h"
 #include "ggml-impl.h"
 #include "ops-common.h"
+#include "ops-vec-kernels.h"
 #include "quants/quants-blocks.h"
 
 #include <cmath>
 
 namespace {
 
-inline float32x4_t silu4(float32x4_t x) {
-    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), neon_exp(vnegq_f32(x))));
-}
-
-// x * sigmoid(2u), u = sqrt(2/pi) * (x + 0.044715 x^3): the tanh form of GELU, as the reference
-inline float32x4_t gelu4(float32x4_t x) {
-    const float32x4_t x2 = vmulq_f32(x, x);
-    const float32x4_t u = vmulq_f32(vmulq_n_f32(x, -2.0f * 0.7978845608028654f),
-                                    vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0.044715f), x2));
-    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), neon_exp(u)));
-}
-
-template <typename Op>
-inline void map1(int64_t n, float * y, const float * x, Op op) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, op(vld1q_f32(x + i)));
-    if (i < n) neon_store_part(y + i, op(neon_load_part(x + i, n - i)), n - i);
-}
-
-template <typename Op>
-inline void map2(int64_t n, float * z, const float * x, const float * y, Op op) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(z + i, op(vld1q_f32(x + i), vld1q_f32(y + i)));
-    if (i < n) neon_store_part(z + i, op(neon_load_part(x + i, n - i), neon_load_part(y + i, n - i)), n - i);
-}
-
-void add_v(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](float32x4_t a, float32x4_t b) { return vaddq_f32(a, b); }); }
-void sub_v(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](float32x4_t a, float32x4_t b) { return vsubq_f32(a, b); }); }
-void mul_v(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](float32x4_t a, float32x4_t b) { return vmulq_f32(a, b); }); }
-// padded lanes compute 0/0; they are never stored
-void div_v(int64_t n, float * z, const float * x, const float * y) { map2(n, z, x, y, [](float32x4_t a, float32x4_t b) { return vdivq_f32(a, b); }); }
-
-void scale_bias_v(int64_t n, float * y, const float * x, float s, float b) {
-    const float32x4_t vs = vdupq_n_f32(s), vb = vdupq_n_f32(b);
-    map1(n, y, x, [&](float32x4_t a) { return vfmaq_f32(vb, a, vs); });
-}
-
-void silu_v(int64_t n, float * y, const float * x) { map1(n, y, x, silu4); }
-void gelu_v(int64_t n, float * y, const float * x) { map1(n, y, x, gelu4); }
-void swiglu_v(int64_t n, float * z, const float * g, const float * u) {
-    map2(n, z, g, u, [](float32x4_t a, float32x4_t b) { return vmulq_f32(silu4(a), b); });
-}
-
-// Reductions keep four accumulators: the FMA latency is about four cycles on most Arm cores.
-// Padded tail lanes are zero, which adds nothing to a sum of products or squares.
-template <typename Term>
-inline float reduce_sum(int64_t n, const float * x, const float * y, Term term) {
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
-    const float32x4_t zero = vdupq_n_f32(0.0f);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = term(s0, vld1q_f32(x + i), y ? vld1q_f32(y + i) : zero);
-        s1 = term(s1, vld1q_f32(x + i + 4), y ? vld1q_f32(y + i + 4) : zero);
-        s2 = term(s2, vld1q_f32(x + i + 8), y ? vld1q_f32(y + i + 8) : zero);
-        s3 = term(s3, vld1q_f32(x + i + 12), y ? vld1q_f32(y + i + 12) : zero);
+// The ISA description of ops-vec-kernels.h; a tail is its length (zero-padded copies, simd.h).
+struct vec_neon {
+    using vf = float32x4_t;
+    using mask = int64_t;
+    static constexpr int W = 4, kAcc = 4;   // the FMA latency is about four cycles on most Arm cores
+    static mask tail(int64_t rem) { return rem; }
+    static vf zero() { return vdupq_n_f32(0.0f); }
+    static vf set1(float v) { return vdupq_n_f32(v); }
+    static vf load(const float * p) { return vld1q_f32(p); }
+    static void store(float * p, vf v) { vst1q_f32(p, v); }
+    static vf loadm(const float * p, mask m) { return neon_load_part(p, m); }
+    static void storem(float * p, mask m, vf v) { neon_store_part(p, v, m); }
+    static vf keep(vf v, mask m) {
+        const uint32x4_t lane = { 0, 1, 2, 3 };
+        return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), vcltq_u32(lane, vdupq_n_u32((uint32_t) m))));
     }
-    for (; i + 4 <= n; i += 4) s0 = term(s0, vld1q_f32(x + i), y ? vld1q_f32(y + i) : zero);
-    if (i < n) s1 = term(s1, neon_load_part(x + i, n - i), y ? neon_load_part(y + i, n - i) : zero);
-    return vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-}
-
-float sum_v(int64_t n, const float * x) {
-    return reduce_sum(n, x, nullptr, [](float32x4_t s, float32x4_t a, float32x4_t) { return vaddq_f32(s, a); });
-}
-float sum_sq_v(int64_t n, const float * x) {
-    return reduce_sum(n, x, nullptr, [](float32x4_t s, float32x4_t a, float32x4_t) { return vfmaq_f32(s, a, a); });
-}
-float dot_v(int64_t n, const float * x, const float * y) {
-    return reduce_sum(n, x, y, [](float32x4_t s, float32x4_t a, float32x4_t b) { return vfmaq_f32(s, a, b); });
-}
-
-float max_v(int64_t n, const float * x) {
-    float32x4_t m = vdupq_n_f32(-INFINITY);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) m = vmaxq_f32(m, vld1q_f32(x + i));
-    float r = vmaxvq_f32(m);
-    for (; i < n; ++i) r = x[i] > r ? x[i] : r;
-    return r;
-}
-
-float exp_sum_v(int64_t n, float * y, const float * x, float mx) {
-    const float32x4_t vm = vdupq_n_f32(mx);
-    float32x4_t s = vdupq_n_f32(0.0f);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t e = neon_exp(vsubq_f32(vld1q_f32(x + i), vm));
-        vst1q_f32(y + i, e);
-        s = vaddq_f32(s, e);
-    }
-    float total = vaddvq_f32(s);
-    if (i < n) {
-        // padded lanes would add exp(0 - mx): only the real ones are summed
-        float t[4];
-        vst1q_f32(t, neon_exp(vsubq_f32(neon_load_part(x + i, n - i), vm)));
-        for (int64_t j = 0; j < n - i; ++j) {
-            y[i + j] = t[j];
-            total += t[j];
-        }
-    }
-    return total;
-}
-
-void axpy_v(int64_t n, float * y, float a, const float * x) {
-    const float32x4_t va = vdupq_n_f32(a);
-    map2(n, y, x, y, [&](float32x4_t xv, float32x4_t yv) { return vfmaq_f32(yv, va, xv); });
-}
-
-// four key rows per pass share each load of x
-void dot_rows_v(int64_t n, const float * x, const float * const * rows, int64_t nr, float * out) {
-    for (int64_t t = 0; t < nr; t += 4) {
-        const int64_t k = nr - t < 4 ? nr - t : 4;
-        const float * r0 = rows[t];
-        const float * r1 = rows[t + (k > 1 ? 1 : 0)];
-        const float * r2 = rows[t + (k > 2 ? 2 : 0)];
-        const float * r3 = rows[t + (k > 3 ? 3 : 0)];
-        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-        int64_t i = 0;
-        for (; i + 4 <= n; i += 4) {
-            const float32x4_t xv = vld1q_f32(x + i);
-            a0 = vfmaq_f32(a0, xv, vld1q_f32(r0 + i));
-            a1 = vfmaq_f32(a1, xv, vld1q_f32(r1 + i));
-            a2 = vfmaq_f32(a2, xv, vld1q_f32(r2 + i));
-            a3 = vfmaq_f32(a3, xv, vld1q_f32(r3 + i));
-        }
-        if (i < n) {
-            const int64_t m = n - i;
-            const float32x4_t xv = neon_load_part(x + i, m);
-            a0 = vfmaq_f32(a0, xv, neon_load_part(r0 + i, m));
-            a1 = vfmaq_f32(a1, xv, neon_load_part(r1 + i, m));
-            a2 = vfmaq_f32(a2, xv, neon_load_part(r2 + i, m));
-            a3 = vfmaq_f32(a3, xv, neon_load_part(r3 + i, m));
-        }
-        const float s[4] = { vaddvq_f32(a0), vaddvq_f32(a1), vaddvq_f32(a2), vaddvq_f32(a3) };
-        for (int64_t j = 0; j < k; ++j) out[t + j] = s[j];
-    }
-}
+    static vf add(vf a, vf b) { return vaddq_f32(a, b); }
+    static vf sub(vf a, vf b) { return vsubq_f32(a, b); }
+    static vf mul(vf a, vf b) { return vmulq_f32(a, b); }
+    static vf div(vf a, vf b) { return vdivq_f32(a, b); }
+    static vf max(vf a, vf b) { return vmaxq_f32(a, b); }
+    static vf fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+    static vf exp(vf x) { return neon_exp(x); }
+    static float hsum(vf v) { return vaddvq_f32(v); }
+};
 
 // Row readers of the blocked attention forms: four values of a row from value i (a multiple of
 // 4) as f32. f32 rows (decoded tiles) may end in a partial vector; cache rows read in place
@@ -328,32 +218,6 @@ void pv_cache_v(ggml_type type, int64_t n, float * const * y, const float * p, i
     with_cache_row(type, [&](auto row) { pv_rows<decltype(row)>(n, y, p, ps, ny, v, nt); });
 }
 
-void axpy_rows_v(int64_t n, float * y, const float * a, const float * const * rows, int64_t nr) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        float32x4_t y0 = vld1q_f32(y + i), y1 = vld1q_f32(y + i + 4);
-        float32x4_t y2 = vld1q_f32(y + i + 8), y3 = vld1q_f32(y + i + 12);
-        for (int64_t t = 0; t < nr; ++t) {
-            const float32x4_t va = vdupq_n_f32(a[t]);
-            const float * r = rows[t] + i;
-            y0 = vfmaq_f32(y0, va, vld1q_f32(r));
-            y1 = vfmaq_f32(y1, va, vld1q_f32(r + 4));
-            y2 = vfmaq_f32(y2, va, vld1q_f32(r + 8));
-            y3 = vfmaq_f32(y3, va, vld1q_f32(r + 12));
-        }
-        vst1q_f32(y + i, y0);
-        vst1q_f32(y + i + 4, y1);
-        vst1q_f32(y + i + 8, y2);
-        vst1q_f32(y + i + 12, y3);
-    }
-    for (; i < n; i += 4) {
-        const int64_t m = n - i < 4 ? n - i : 4;
-        float32x4_t y0 = neon_load_part(y + i, m);
-        for (int64_t t = 0; t < nr; ++t) y0 = vfmaq_f32(y0, vdupq_n_f32(a[t]), neon_load_part(rows[t] + i, m));
-        neon_store_part(y + i, y0, m);
-    }
-}
-
 // FCVTL / FCVTN are part of base Armv8 (no fp16 arithmetic needed); FCVTN rounds to nearest even
 // and handles overflow, subnormals and NaN as IEEE conversion does.
 void f16_to_f32_v(int64_t n, float * y, const uint16_t * x) {
@@ -415,22 +279,7 @@ void rope_norm_v(int64_t n, float * y, const float * x, const float * cc, const 
 // Called by ggml_cpu_register_neon() (register.cpp).
 void ggml_cpu_register_vec_neon() {
     ggml_cpu_vec_fns f = {};
-    f.add = add_v;
-    f.sub = sub_v;
-    f.mul = mul_v;
-    f.div = div_v;
-    f.scale_bias = scale_bias_v;
-    f.silu = silu_v;
-    f.gelu = gelu_v;
-    f.swiglu = swiglu_v;
-    f.sum = sum_v;
-    f.sum_sq = sum_sq_v;
-    f.max = max_v;
-    f.exp_sum = exp_sum_v;
-    f.dot = dot_v;
-    f.axpy = axpy_v;
-    f.dot_rows = dot_rows_v;
-    f.axpy_rows = axpy_rows_v;
+    vec_kernels<vec_neon>::fill(f);
     f.qk_block = qk_block_v;
     f.pv_block = pv_block_v;
     f.qk_cache = qk_cache_v;
