@@ -298,8 +298,11 @@ KILN_DECODE_INLINE void decode_iq4_kss_avx2(const void * vb, float row_d, simd_b
         const __m256i w = _mm256_loadu_si256((const __m256i *) (b.qs + 8 * i));
         const __m256i v = _mm256_andnot_si256(one, w);
         const __m256i nib = _mm256_xor_si256(v, _mm256_srli_epi16(v, 1));
-        // bit 0 of each word's low byte (byte 2k) to bit k: the two scale bytes
-        const uint32_t s = _pext_u32((uint32_t) _mm256_movemask_epi8(_mm256_slli_epi16(w, 7)), 0x55555555u);
+        // bit 0 of word k to bit k: the two scale bytes (words as 0 / -1 packed to bytes per
+        // 128-bit lane, each lane's 8 bytes twice; no pext, which is microcoded before Zen 3)
+        const __m256i lsb = _mm256_cmpeq_epi16(_mm256_and_si256(w, one), one);
+        const uint32_t m = (uint32_t) _mm256_movemask_epi8(_mm256_packs_epi16(lsb, lsb));
+        const uint32_t s = (m & 0xFF) | ((m >> 8) & 0xFF00);
         for (int h = 0; h < 2; ++h) {
             const int ls = (s >> (8 * h)) & 0xFF;
             const __m128i bytes = h ? _mm256_extracti128_si256(nib, 1) : _mm256_castsi256_si128(nib);
