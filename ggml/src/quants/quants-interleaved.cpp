@@ -113,27 +113,43 @@ void r4_ik_to_float(const void * vx, float * y, int64_t n) {
     }
 }
 
-void iq5_k_r4_to_float(const void * vx, float * y, int64_t n) {
+// The walk shared by the 4-row interleaved super-block layouts: Block32(b, k, ib, yr) writes the
+// 32 values of 32-block ib of row k of super-block b to yr; Rows f32 row scales (0 or 4) come
+// before the blocks and are passed as row_d (nullptr without them).
+template <typename Block, int Rows = 0, typename Block32>
+void r4_superblocks_to_float(const void * vx, float * y, int64_t n, Block32 block32) {
     const int64_t npr = n / 4;
-    const auto * x = (const iq5_k_r4_block *) vx;
+    const float * row_d = Rows ? (const float *) vx : nullptr;
+    const auto * x = (const Block *) ((const float *) vx + Rows);
     for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
         for (int k = 0; k < 4; ++k) {
-            const float d = GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const float dl1 = d * (split_scale6(b.scales_l, b.scales_h, 8 * ib + k) - 32);
-                const float dl2 = d * (split_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4) - 32);
-                const int8_t * v1 = ik_iq5nl_values + ((b.extra[k] >> ib) & 1) * 32;
-                const int8_t * v2 = ik_iq5nl_values + ((b.extra[k + 4] >> ib) & 1) * 32;
-                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
-                for (int p = 0; p < 32; ++p) {
-                    const int h = (b.qh[16 * ib + 4 * k + p % 4] >> iq5_k_r4_hbit(p)) & 1;
-                    const int l = r4_nibble(b.qs + 64 * ib, k, p) | (h << 4);
-                    yr[p] = p < 16 ? dl1 * v1[l] : dl2 * v2[l];
-                }
-            }
+            for (int ib = 0; ib < 8; ++ib) block32(x[ibl], row_d, k, ib, y + k * npr + ibl * QK_K + 32 * ib);
         }
     }
+}
+
+// q4_k_r4 / q5_k_r4: the 6-bit scale and min of slot 4 ib + k, times the super-block's d / dmin.
+template <typename Block>
+inline void k_r4_scale_min(const Block & b, int k, int ib, float & dl, float & ml) {
+    const int is = 4 * ib + k;
+    const int h = b.scales_h[is % 16] >> 4 * (is / 16);
+    dl = GGML_FP16_TO_FP32(b.d[k]) * ((b.scales_l[is] & 0xF) | ((h & 3) << 4));
+    ml = GGML_FP16_TO_FP32(b.d[k + 4]) * ((b.scales_l[is] >> 4) | ((h & 0xC) << 2));
+}
+
+void iq5_k_r4_to_float(const void * vx, float * y, int64_t n) {
+    r4_superblocks_to_float<iq5_k_r4_block>(vx, y, n, [](const iq5_k_r4_block & b, const float *, int k, int ib, float * yr) {
+        const float d = GGML_FP16_TO_FP32(b.d[k]);
+        const float dl1 = d * (split_scale6(b.scales_l, b.scales_h, 8 * ib + k) - 32);
+        const float dl2 = d * (split_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4) - 32);
+        const int8_t * v1 = ik_iq5nl_values + ((b.extra[k] >> ib) & 1) * 32;
+        const int8_t * v2 = ik_iq5nl_values + ((b.extra[k + 4] >> ib) & 1) * 32;
+        for (int p = 0; p < 32; ++p) {
+            const int h = (b.qh[16 * ib + 4 * k + p % 4] >> iq5_k_r4_hbit(p)) & 1;
+            const int l = r4_nibble(b.qs + 64 * ib, k, p) | (h << 4);
+            yr[p] = p < 16 ? dl1 * v1[l] : dl2 * v2[l];
+        }
+    });
 }
 
 void iq4_nl_r4_to_float(const void * vx, float * y, int64_t n) {
@@ -219,64 +235,34 @@ void q8_0_r8_to_float(const void * vx, float * y, int64_t n) {
 }
 
 void q4_k_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const q4_k_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = GGML_FP16_TO_FP32(b.d[k]), m = GGML_FP16_TO_FP32(b.d[k + 4]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const int is = 4 * ib + k;
-                const int h = b.scales_h[is % 16] >> 4 * (is / 16);
-                const float dl = d * ((b.scales_l[is] & 0xF) | ((h & 3) << 4));
-                const float ml = m * ((b.scales_l[is] >> 4) | ((h & 0xC) << 2));
-                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
-                for (int p = 0; p < 32; ++p) yr[p] = dl * r4_nibble(b.qs + 64 * ib, k, p) - ml;
-            }
-        }
-    }
+    r4_superblocks_to_float<q4_k_r4_block>(vx, y, n, [](const q4_k_r4_block & b, const float *, int k, int ib, float * yr) {
+        float dl, ml;
+        k_r4_scale_min(b, k, ib, dl, ml);
+        for (int p = 0; p < 32; ++p) yr[p] = dl * r4_nibble(b.qs + 64 * ib, k, p) - ml;
+    });
 }
 
 void q5_k_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const q5_k_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = GGML_FP16_TO_FP32(b.d[k]), m = GGML_FP16_TO_FP32(b.d[k + 4]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const int is = 4 * ib + k;
-                const int h = b.scales_h[is % 16] >> 4 * (is / 16);
-                const float dl = d * ((b.scales_l[is] & 0xF) | ((h & 3) << 4));
-                const float ml = m * ((b.scales_l[is] >> 4) | ((h & 0xC) << 2));
-                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
-                for (int p = 0; p < 32; ++p) {
-                    const int hb = (b.qh[16 * ib + 4 * k + p % 4] >> q5_k_r4_hbit(p)) & 1;
-                    yr[p] = dl * (r4_nibble(b.qs + 64 * ib, k, p) | (hb << 4)) - ml;
-                }
-            }
+    r4_superblocks_to_float<q5_k_r4_block>(vx, y, n, [](const q5_k_r4_block & b, const float *, int k, int ib, float * yr) {
+        float dl, ml;
+        k_r4_scale_min(b, k, ib, dl, ml);
+        for (int p = 0; p < 32; ++p) {
+            const int hb = (b.qh[16 * ib + 4 * k + p % 4] >> q5_k_r4_hbit(p)) & 1;
+            yr[p] = dl * (r4_nibble(b.qs + 64 * ib, k, p) | (hb << 4)) - ml;
         }
-    }
+    });
 }
 
 void q6_k_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const q6_k_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                const float dl1 = d * b.scales[8 * ib + k], dl2 = d * b.scales[8 * ib + k + 4];
-                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
-                for (int p = 0; p < 32; ++p) {
-                    const int h = (b.qh[32 * ib + q6_k_r4_hoff(p) + 4 * k + p % 4] >> q6_k_r4_hshift(p)) & 3;
-                    const int l = (r4_nibble(b.ql + 64 * ib, k, p) | (h << 4)) - 32;
-                    yr[p] = (p < 16 ? dl1 : dl2) * l;
-                }
-            }
+    r4_superblocks_to_float<q6_k_r4_block>(vx, y, n, [](const q6_k_r4_block & b, const float *, int k, int ib, float * yr) {
+        const float d = GGML_FP16_TO_FP32(b.d[k]);
+        const float dl1 = d * b.scales[8 * ib + k], dl2 = d * b.scales[8 * ib + k + 4];
+        for (int p = 0; p < 32; ++p) {
+            const int h = (b.qh[32 * ib + q6_k_r4_hoff(p) + 4 * k + p % 4] >> q6_k_r4_hshift(p)) & 3;
+            const int l = (r4_nibble(b.ql + 64 * ib, k, p) | (h << 4)) - 32;
+            yr[p] = (p < 16 ? dl1 : dl2) * l;
         }
-    }
+    });
 }
 
 // bf16_r16: 16 rows woven two columns at a time, the pair (2 i, 2 i + 1) of row k at 32 i + 2 k
@@ -325,65 +311,40 @@ void q6_0_r4_to_float(const void * vx, float * y, int64_t n) {
 inline int r4_crumb(const uint8_t * q, int k, int p) { return (q[r4_crumb_byte(k, p)] >> r4_crumb_shift(p)) & 3; }
 
 void q2_k_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const q2_k_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = GGML_FP16_TO_FP32(b.d[k]), m = GGML_FP16_TO_FP32(b.d[k + 4]);
-            for (int ib = 0; ib < 8; ++ib) {
-                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
-                for (int half = 0; half < 2; ++half) {
-                    const uint8_t s = b.scales[8 * ib + k + 4 * half];
-                    const float dl = d * (s & 0xF), ml = m * (s >> 4);
-                    for (int p = 16 * half; p < 16 * half + 16; ++p) yr[p] = dl * r4_crumb(b.qs + 32 * ib, k, p) - ml;
-                }
-            }
+    r4_superblocks_to_float<q2_k_r4_block>(vx, y, n, [](const q2_k_r4_block & b, const float *, int k, int ib, float * yr) {
+        const float d = GGML_FP16_TO_FP32(b.d[k]), m = GGML_FP16_TO_FP32(b.d[k + 4]);
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t s = b.scales[8 * ib + k + 4 * half];
+            const float dl = d * (s & 0xF), ml = m * (s >> 4);
+            for (int p = 16 * half; p < 16 * half + 16; ++p) yr[p] = dl * r4_crumb(b.qs + 32 * ib, k, p) - ml;
         }
-    }
+    });
 }
 
 void q3_k_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const auto * x = (const q3_k_r4_block *) vx;
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            const float d = GGML_FP16_TO_FP32(b.d[k]);
-            for (int ib = 0; ib < 8; ++ib) {
-                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
-                const uint8_t * qh = b.qh + 16 * ib + 4 * k;
-                for (int half = 0; half < 2; ++half) {
-                    const float dl = d * (split_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4 * half) - 32);
-                    for (int p = 16 * half; p < 16 * half + 16; ++p) {
-                        const int l = r4_crumb(b.qs + 32 * ib, k, p) | (((qh[p % 4] >> (p / 4)) & 1) << 2);
-                        yr[p] = dl * (l - 4);
-                    }
-                }
+    r4_superblocks_to_float<q3_k_r4_block>(vx, y, n, [](const q3_k_r4_block & b, const float *, int k, int ib, float * yr) {
+        const float d = GGML_FP16_TO_FP32(b.d[k]);
+        const uint8_t * qh = b.qh + 16 * ib + 4 * k;
+        for (int half = 0; half < 2; ++half) {
+            const float dl = d * (split_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4 * half) - 32);
+            for (int p = 16 * half; p < 16 * half + 16; ++p) {
+                const int l = r4_crumb(b.qs + 32 * ib, k, p) | (((qh[p % 4] >> (p / 4)) & 1) << 2);
+                yr[p] = dl * (l - 4);
             }
         }
-    }
+    });
 }
 
 void iq5_ks_r4_to_float(const void * vx, float * y, int64_t n) {
-    const int64_t npr = n / 4;
-    const float * dptr = (const float *) vx;
-    const auto * x = (const iq5_ks_r4_block *) (dptr + 4);
-    for (int64_t ibl = 0; ibl < npr / QK_K; ++ibl) {
-        const auto & b = x[ibl];
-        for (int k = 0; k < 4; ++k) {
-            for (int ib = 0; ib < 8; ++ib) {
-                const uint8_t sc = b.scales[4 * ib + k];
-                const float dl = dptr[k] * ((sc & 254) - 127);
-                const int8_t * v = ik_iq5nl_values + (sc & 1) * 32;
-                float * yr = y + k * npr + ibl * QK_K + 32 * ib;
-                for (int p = 0; p < 32; ++p) {
-                    const int h = (b.qh[16 * ib + 4 * k + p % 4] >> iq5_k_r4_hbit(p)) & 1;
-                    yr[p] = dl * v[r4_nibble(b.qs + 64 * ib, k, p) | (h << 4)];
-                }
-            }
+    r4_superblocks_to_float<iq5_ks_r4_block, 4>(vx, y, n, [](const iq5_ks_r4_block & b, const float * row_d, int k, int ib, float * yr) {
+        const uint8_t sc = b.scales[4 * ib + k];
+        const float dl = row_d[k] * ((sc & 254) - 127);
+        const int8_t * v = ik_iq5nl_values + (sc & 1) * 32;
+        for (int p = 0; p < 32; ++p) {
+            const int h = (b.qh[16 * ib + 4 * k + p % 4] >> iq5_k_r4_hbit(p)) & 1;
+            yr[p] = dl * v[r4_nibble(b.qs + 64 * ib, k, p) | (h << 4)];
         }
-    }
+    });
 }
 
 // q8_k_r8 / q8_k_r16: fp16 row scales, then 4-value runs of the R rows; the r16 form stores
