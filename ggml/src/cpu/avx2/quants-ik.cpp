@@ -19,6 +19,7 @@
 #include "cpu-traits.h"
 #include "panel.h"
 #include "scales.h"
+#include "trellis-seeds-x86.h"
 
 #include <immintrin.h>
 
@@ -392,26 +393,11 @@ struct trellis_avx2 {
     }
 };
 
-constexpr uint32_t kKtSeedOffset = 4096;
-
-// iq2_kt / iq3_kt seeds of 32-block ib: four little-endian 16-bit words (in lanes 0-3).
-inline __m256i kt_word_seeds(const uint8_t * ql, int ib) {
-    return _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *) (ql + 8 * ib))), _mm256_set1_epi32(kKtSeedOffset));
-}
-
 KILN_DECODE_INLINE void decode_iq1_kt_avx2(const void * vb, float row_d, simd_block & sb) {
     static const trellis_avx2 tr;
     const auto & b = *(const block_iq1_kt *) vb;
-    const __m256i m4 = _mm256_set1_epi32(0xF), one = _mm256_set1_epi32(1);
-    const __m256i sh_bits = _mm256_setr_epi32(4, 5, 6, 7, 4, 5, 6, 7);
     for (int t = 0; t < 4; ++t) {   // runs 8t .. 8t+7: 32-blocks 2t, 2t+1
-        // seed of run r = ql[r] | nibble r / 16 of qh[r % 16] << 8 | bit 4 + r % 4 of sh[r / 4] << 12
-        const __m256i ql = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.ql + 8 * t)));
-        const __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qh + 8 * (t % 2))));
-        const __m256i sh = _mm256_set_m128i(_mm_set1_epi32(b.sh[2 * t + 1]), _mm_set1_epi32(b.sh[2 * t]));
-        __m256i seeds = _mm256_or_si256(ql, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 4 * (t / 2)), m4), 8));
-        seeds = _mm256_or_si256(seeds, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(sh, sh_bits), one), 12));
-        seeds = _mm256_add_epi32(seeds, _mm256_set1_epi32(kKtSeedOffset));
+        const __m256i seeds = iq1_kt_seeds8(b, t);
         sb.q[2 * t] = tr.levels32<8>(seeds);
         sb.q[2 * t + 1] = tr.levels32<8>(_mm256_permute2x128_si256(seeds, seeds, 0x11));
     }
@@ -428,7 +414,7 @@ KILN_DECODE_INLINE void decode_iq23_kt_avx2(const void * vb, float row_d, simd_b
     const uint8_t * scales = (const uint8_t *) vb;
     const uint8_t * ql = scales + 4;
     for (int ib = 0; ib < 8; ++ib) {
-        const __m256i q = tr.levels32<8>(kt_word_seeds(ql, ib));
+        const __m256i q = tr.levels32<8>(kt_word_seeds(ql, 4 * ib, 4));
         const int nib = (scales[ib % 4] >> 4 * (ib / 4)) & 0xF;
         if constexpr (Signed) {
             const auto & b = *(const block_iq3_kt *) vb;

@@ -21,6 +21,7 @@
 #include "cpu-traits.h"
 #include "panel.h"
 #include "quants/quants-ik.h"
+#include "trellis-seeds-x86.h"
 
 #include <immintrin.h>
 
@@ -422,25 +423,13 @@ struct trellis_simd {
     }
 };
 
-constexpr uint32_t kKtSeedOffset = 4096;
-
 struct dec_iq1_kt {
     static constexpr int kRow = IK_ROW_F32;
     static constexpr size_t kBytes = sizeof(block_iq1_kt);
     trellis_simd tr;
     void operator()(const uint8_t * p, float row_d, ublock & ub) const {
         const auto & b = *(const block_iq1_kt *) p;
-        const __m256i m4 = _mm256_set1_epi32(0xF), one = _mm256_set1_epi32(1);
-        const __m256i sh_bits = _mm256_setr_epi32(4, 5, 6, 7, 4, 5, 6, 7);
-        for (int k = 0; k < 4; ++k) {   // runs 8k .. 8k+7: 32-blocks 2k, 2k+1
-            // seed of run r = ql[r] | nibble r / 16 of qh[r % 16] << 8 | bit 4 + r % 4 of sh[r / 4] << 12
-            const __m256i ql = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.ql + 8 * k)));
-            const __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qh + 8 * (k % 2))));
-            const __m256i sh = _mm256_set_m128i(_mm_set1_epi32(b.sh[2 * k + 1]), _mm_set1_epi32(b.sh[2 * k]));
-            __m256i seeds = _mm256_or_si256(ql, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 4 * (k / 2)), m4), 8));
-            seeds = _mm256_or_si256(seeds, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(sh, sh_bits), one), 12));
-            ub.u[k] = tr.values64_u<8>(_mm512_castsi256_si512(_mm256_add_epi32(seeds, _mm256_set1_epi32(kKtSeedOffset))));
-        }
+        for (int k = 0; k < 4; ++k) ub.u[k] = tr.values64_u<8>(_mm512_castsi256_si512(iq1_kt_seeds8(b, k)));
         int s8[8];
         for (int ib = 0; ib < 8; ++ib) s8[ib] = ik_iq4k_values[b.sh[ib] & 0xF];
         ub.sc = scales_per32(s8);
@@ -458,9 +447,7 @@ struct dec_iq23_kt {
         const uint8_t * scales = p;
         const uint8_t * ql = p + 4;
         for (int k = 0; k < 4; ++k) {
-            const __m256i seeds = _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (ql + 16 * k))),
-                                                   _mm256_set1_epi32(kKtSeedOffset));
-            ub.u[k] = tr.values64_u<8>(_mm512_castsi256_si512(seeds));
+            ub.u[k] = tr.values64_u<8>(_mm512_castsi256_si512(kt_word_seeds(ql, 8 * k, 8)));
         }
         int s8[8];
         for (int ib = 0; ib < 8; ++ib) {
