@@ -48,9 +48,28 @@ constexpr bool kSignedLevels = false;
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 64;
 
-// 128-bit lane L of v to memory.
-template <int L> inline void store_lane(uint8_t * p, __m512i v) {
-    _mm_storeu_si128((__m128i *) p, _mm512_extracti32x4_epi32(v, L));
+// 16x16 transpose of 32-bit elements: out[j] = element j of v[0..15] (lane r = v[r]'s dword j).
+// In-lane unpacks transpose each 4x4 block of dwords, then two rounds of 128-bit lane shuffles
+// move the blocks into place: 64 shuffles and no partial stores.
+inline void transpose16(const __m512i * v, __m512i * out) {
+    __m512i u[4][4];   // u[g][m] lane L = dword 4L + m of rows 4g .. 4g + 3
+    for (int g = 0; g < 4; ++g) {
+        const __m512i * r = v + 4 * g;
+        const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+        u[g][0] = _mm512_unpacklo_epi64(t0, t2);
+        u[g][1] = _mm512_unpackhi_epi64(t0, t2);
+        u[g][2] = _mm512_unpacklo_epi64(t1, t3);
+        u[g][3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+    for (int m = 0; m < 4; ++m) {
+        const __m512i a0 = _mm512_shuffle_i32x4(u[0][m], u[1][m], 0x44), a1 = _mm512_shuffle_i32x4(u[0][m], u[1][m], 0xEE);
+        const __m512i a2 = _mm512_shuffle_i32x4(u[2][m], u[3][m], 0x44), a3 = _mm512_shuffle_i32x4(u[2][m], u[3][m], 0xEE);
+        out[m] = _mm512_shuffle_i32x4(a0, a2, 0x88);
+        out[4 + m] = _mm512_shuffle_i32x4(a0, a2, 0xDD);
+        out[8 + m] = _mm512_shuffle_i32x4(a1, a3, 0x88);
+        out[12 + m] = _mm512_shuffle_i32x4(a1, a3, 0xDD);
+    }
 }
 
 // Decoder concept D:
@@ -59,57 +78,46 @@ template <int L> inline void store_lane(uint8_t * p, __m512i v) {
 //   unsigned levels (natural order) and kChunk / kSub scales and biases. A chunk may run past n
 //   only for 32-value blocks with an odd count; those sub-blocks are dropped.
 // rows_avail: rows readable from w (this group's and the next ones'), for prefetching.
+// Chunk by chunk, the 16 rows are decoded into registers (spilled to the stack: L1) and every 64
+// values are transposed whole; each store is a full aligned record vector.
 template <typename D>
 void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, uint8_t * out) {
     constexpr int S = D::kSub, V = D::kChunk / 64, NS = D::kChunk / S, KV = S / 4;
     constexpr size_t rec = w_record<S>;
     const int64_t nsb = n / S;
     const int64_t nchunks = (n + D::kChunk - 1) / D::kChunk;
-    for (int g4 = 0; 4 * g4 < rows; ++g4) {
-        // lanes of rows past `rows` are never stored to dst; they only must not read memory
-        for (int64_t i = 0; i < nchunks; ++i) {
-            prefetch_row_slice(w, w_stride, 4 * g4 + 4, std::min(4 * g4 + 8, rows_avail), i, nchunks);
-            __m512i v[4][V];
-            float sc[4][NS], bi[4][NS];
-            for (int q = 0; q < 4; ++q) {
-                const int r = 4 * g4 + q;
-                if (r < rows) {
-                    D::decode(w + r * w_stride, i, n, v[q], sc[q], bi[q]);
-                } else {
-                    for (int k = 0; k < V; ++k) v[q][k] = _mm512_setzero_si512();
-                    for (int j = 0; j < NS; ++j) sc[q][j] = bi[q][j] = 0.0f;
-                }
+    for (int64_t i = 0; i < nchunks; ++i) {
+        prefetch_row_slice(w, w_stride, kRows, std::min(2 * kRows, rows_avail), i, nchunks);
+        alignas(64) __m512i v[V][kRows];
+        alignas(64) float sc[kRows][NS], bi[kRows][NS];
+        for (int r = 0; r < kRows; ++r) {
+            __m512i rv[V];
+            if (r < rows) {
+                D::decode(w + r * w_stride, i, n, rv, sc[r], bi[r]);
+            } else {
+                // lanes of rows past `rows` are never stored to dst; they only must not read memory
+                for (int k = 0; k < V; ++k) rv[k] = _mm512_setzero_si512();
+                for (int j = 0; j < NS; ++j) sc[r][j] = bi[r][j] = 0.0f;
             }
-            for (int k = 0; k < V; ++k) {
-                // 4x4 transpose of dwords inside each 128-bit lane: u[m] lane L = dword 4L+m of rows 0..3
-                const __m512i t0 = _mm512_unpacklo_epi32(v[0][k], v[1][k]);
-                const __m512i t1 = _mm512_unpackhi_epi32(v[0][k], v[1][k]);
-                const __m512i t2 = _mm512_unpacklo_epi32(v[2][k], v[3][k]);
-                const __m512i t3 = _mm512_unpackhi_epi32(v[2][k], v[3][k]);
-                const __m512i u[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                                       _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
-                const int64_t first = i * D::kChunk + 64 * k;   // value index of dword 0
-#pragma GCC unroll 4
-                for (int m = 0; m < 4; ++m) {
-                    auto dest = [&](int L) -> uint8_t * {
-                        const int64_t idx = first + 4 * (4 * L + m);
-                        const int64_t sb = idx / S;
-                        return sb < nsb ? out + sb * rec + ((idx % S) / 4) * 64 + 16 * g4 : nullptr;
-                    };
-                    if (uint8_t * p = dest(0)) store_lane<0>(p, u[m]);
-                    if (uint8_t * p = dest(1)) store_lane<1>(p, u[m]);
-                    if (uint8_t * p = dest(2)) store_lane<2>(p, u[m]);
-                    if (uint8_t * p = dest(3)) store_lane<3>(p, u[m]);
-                }
+            for (int k = 0; k < V; ++k) v[k][r] = rv[k];
+        }
+        // sub-blocks of this chunk that lie inside the row (all but a dropped odd last block)
+        const int64_t sb0 = i * NS, ns = std::min<int64_t>(NS, nsb - sb0);
+        for (int k = 0; k < V; ++k) {
+            __m512i t[16];
+            transpose16(v[k], t);
+            // t[j] holds values 64 (i V + k) + 4j .. +3 of the 16 rows
+            uint8_t * base = out + (sb0 + 64 * k / S) * rec;
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; ++j) {
+                if (64 * k / S + 4 * j / S < ns) _mm512_store_si512((void *) (base + (4 * j / S) * rec + (j % KV) * 64), t[j]);
             }
-            for (int j = 0; j < NS; ++j) {
-                const int64_t sb = i * NS + j;
-                if (sb >= nsb) break;
-                float * f = (float *) (out + sb * rec + KV * 64);
-                for (int q = 0; q < 4; ++q) {
-                    f[4 * g4 + q] = sc[q][j];
-                    f[kRows + 4 * g4 + q] = bi[q][j];
-                }
+        }
+        for (int j = 0; j < ns; ++j) {
+            float * f = (float *) (out + (sb0 + j) * rec + KV * 64);
+            for (int r = 0; r < kRows; ++r) {
+                f[r] = sc[r][j];
+                f[kRows + r] = bi[r][j];
             }
         }
     }
