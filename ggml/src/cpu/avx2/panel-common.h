@@ -27,6 +27,13 @@ namespace kiln_panel {
 template <int S, int C, bool kSpread = false>
 constexpr size_t x_record = kSpread ? ((S / 4) * C * 32 + 8 * C + 31) / 32 * 32 : C * S + 8 * C;
 
+// The level offset a weight decoder declares (kLevelOffset: its bias is -kLevelOffset * scale,
+// which avx512/panel.h folds away), or 0.
+template <typename D> constexpr int level_offset() {
+    if constexpr (requires { D::kLevelOffset; }) return D::kLevelOffset;
+    else return 0;
+}
+
 // 64-byte aligned per-thread scratch (slot 0: weights, slot 1: activations), grown on demand.
 static inline uint8_t * scratch(int slot, size_t bytes) {
     return (uint8_t *) ggml_cpu_kernel_scratch(slot == 0 ? GGML_CPU_SCRATCH_PANEL_W : GGML_CPU_SCRATCH_PANEL_X, bytes);
@@ -64,7 +71,8 @@ inline void prefetch_row_slice(const uint8_t * w, size_t w_stride, int r0, int r
 // Activation concept A: sub(xrow, sb, &qs, &d, &sum): sub-block sb (S values) of a row:
 // pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
 // kSuper consecutive sub-blocks share the scale d); kBlock bytes per block of kBlockValues.
-template <typename A, int S, int C, bool kSpread = false>
+// kUnsignedX: the bytes are packed as q + 128 (unsigned; the sums stay those of q).
+template <typename A, int S, int C, bool kSpread = false, bool kUnsignedX = false>
 void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out) {
     constexpr size_t rec = x_record<S, C, kSpread>;
     constexpr size_t floats_at = kSpread ? (S / 4) * C * 32 : C * S;
@@ -75,10 +83,16 @@ void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out
             const int8_t * qs;
             float d, sum;
             A::sub(xr, sb, qs, d, sum);
+            const int32_t flip = kUnsignedX ? (int32_t) 0x80808080u : 0;
             if constexpr (kSpread) {
                 for (int k = 0; k < S / 4; ++k) {
-                    const __m256i v = _mm256_set1_epi32(load_i32((const uint8_t *) qs + 4 * k));
+                    const __m256i v = _mm256_set1_epi32(load_i32((const uint8_t *) qs + 4 * k) ^ flip);
                     _mm256_store_si256((__m256i *) (o + (k * C + c) * 32), v);
+                }
+            } else if constexpr (kUnsignedX) {
+                for (int k = 0; k < S; k += 16) {
+                    const __m128i v = _mm_loadu_si128((const __m128i *) (qs + k));
+                    _mm_storeu_si128((__m128i *) (o + c * S + k), _mm_xor_si128(v, _mm_set1_epi8((char) 0x80)));
                 }
             } else {
                 std::memcpy(o + c * S, qs, S);

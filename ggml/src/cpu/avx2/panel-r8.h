@@ -120,9 +120,12 @@ struct group_traits {
     static constexpr bool kBias = Bias;
 };
 // Grid values (signed levels): kept signed where the panel takes signed bytes (AVX2), offset by
-// 128 into the bias where it multiplies unsigned ones (AVX512, see store_levels).
+// 128 into the bias where it multiplies unsigned ones (AVX512, see store_levels), an offset the
+// AVX512 panel then folds away as it does the plain formats' (pack_groups).
 template <typename B, int R, int Sub, int BlockValues, bool kSigned>
-using grid_traits = group_traits<B, R, Sub, BlockValues, kSigned ? 0 : 255, !kSigned>;
+struct grid_traits : group_traits<B, R, Sub, BlockValues, kSigned ? 0 : 255, !kSigned> {
+    static constexpr int kLevelOffset = kSigned ? 0 : 128;
+};
 
 // Sub-block scales s and biases s * offset (levels stored with an offset added: value = s (u + offset)).
 inline void store_offset_coefs(__m256 s, float offset, float * scale, float * bias) {
@@ -209,6 +212,7 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
             }
         }
     }
+    if constexpr (level_offset<G>() != 0) fold_level_offsets<S>(out, nblocks * G::kSubs, level_offset<G>());
 }
 
 // f(std::integral_constant<int, C>) for the runtime column count c (1 <= c <= kCols).
@@ -246,7 +250,7 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     const auto * xb = (const uint8_t *) x;
     for (int t = 0; t < ntiles; ++t) {
         with_cols<kCols>(std::min(kCols, nc - t * kCols), [&](auto cc) {
-            pack_columns<A, S, decltype(cc)::value, kSpread>(xb + t * kCols * x_stride, x_stride, nsb, xbuf + t * tile_bytes);
+            pack_columns<A, S, decltype(cc)::value, kSpread, unsigned_x<G>()>(xb + t * kCols * x_stride, x_stride, nsb, xbuf + t * tile_bytes);
         });
     }
     // a slice of about 256 values per row group: its decoded record (5 KB on AVX512) stays in L1

@@ -39,6 +39,10 @@ constexpr bool kSpread = true;
 constexpr int64_t kKBlock = 256;
 // Levels may stay signed (kMaxLevel == 0: the sign trick of sub_dots).
 constexpr bool kSignedLevels = true;
+// Activations are packed as they are and offsets stay in the biases (avx512/panel.h folds them
+// for some decoders; here signed levels need no offset).
+template <typename D> constexpr bool unsigned_x() { return false; }
+template <int S> void fold_level_offsets(uint8_t *, int64_t, int) {}
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 32;
 

@@ -15,6 +15,16 @@
 // Activations are repacked per tile of up to 8 columns: per sub-block the 8 x kSub signed bytes,
 // 8 float scales d_x and 8 float sums d_x * sum(q_x). Then
 //   dot(row, col) = sum_sb  scale * d_x * (sum u q_x)  +  bias * (d_x sum q_x).
+//
+// Formats whose bias is only a level offset (bias = -kLevelOffset * scale) fold it away instead:
+// their records hold the signed levels w = u - kLevelOffset, the activations are packed offset
+// to unsigned (q_x + 128), so vpdpbusd multiplies (q_x + 128) by w, and in place of the biases
+// the record holds per row the int32 -128 * sum(w) of the sub-block, which starts the
+// accumulation: the sum comes out as sum(w q_x) exactly, and the bias term (one fma per column
+// and sub-block, 7-12% of the micro-kernel's time) is gone. Done for the signed-byte formats
+// (offset 128: q8_0, iq4_nl, mxfp4, iq4_xs, the iq*_k) and, alike, for their interleaved twins'
+// grid records (panel-r8.h), so that a repacked model computes exactly what the plain one does;
+// q4_0, q5_0, q3_K and q6_K could fold too, together with their twins' decoders.
 #pragma once
 
 // GCC 12 reports its own AVX512 extract/insert intrinsics (undefined upper lanes) as
@@ -46,7 +56,28 @@ constexpr int64_t kKBlock = 0;
 // vpdpbusd multiplies unsigned weight bytes: signed levels are offset by 128 into the bias.
 constexpr bool kSignedLevels = false;
 
+// Whether the activations of D's products are packed offset to unsigned (see the top).
+template <typename D> constexpr bool unsigned_x() { return level_offset<D>() != 0; }
+
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 64;
+
+// Records of nsb sub-blocks written with unsigned levels (u = w + off) and float biases, turned
+// into the folded form (see the top): signed levels and the offset corrections.
+template <int S>
+void fold_level_offsets(uint8_t * out, int64_t nsb, int off) {
+    constexpr int KV = S / 4;
+    const __m512i ones = _mm512_set1_epi8(1), o = _mm512_set1_epi8((char) off);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        uint8_t * rec = out + sb * w_record<S>;
+        __m512i wsum = _mm512_setzero_si512();
+        for (int k = 0; k < KV; ++k) {
+            const __m512i w = _mm512_sub_epi8(_mm512_load_si512((const void *) (rec + 64 * k)), o);
+            _mm512_store_si512((void *) (rec + 64 * k), w);
+            wsum = _mm512_dpbusd_epi32(wsum, ones, w);
+        }
+        _mm512_store_si512((void *) (rec + KV * 64 + 64), _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7)));
+    }
+}
 
 // 16x16 transpose of 32-bit elements: out[j] = element j of v[0..15] (lane r = v[r]'s dword j).
 // In-lane unpacks transpose each 4x4 block of dwords, then two rounds of 128-bit lane shuffles
@@ -77,15 +108,19 @@ inline void transpose16(const __m512i * v, __m512i * out) {
 //   decode(row, i, n, v, scale, bias): chunk i of a row of n values -> kChunk / 64 vectors of
 //   unsigned levels (natural order) and kChunk / kSub scales and biases. A chunk may run past n
 //   only for 32-value blocks with an odd count; those sub-blocks are dropped.
+//   kLevelOffset (optional): bias == -kLevelOffset * scale; the records then hold signed levels
+//   and the sub-blocks' offset corrections (see the top).
 // rows_avail: rows readable from w (this group's and the next ones'), for prefetching.
 // Chunk by chunk, the 16 rows are decoded into registers (spilled to the stack: L1) and every 64
 // values are transposed whole; each store is a full aligned record vector.
 template <typename D>
 void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, uint8_t * out) {
     constexpr int S = D::kSub, V = D::kChunk / 64, NS = D::kChunk / S, KV = S / 4;
+    constexpr int off = level_offset<D>();
     constexpr size_t rec = w_record<S>;
     const int64_t nsb = n / S;
     const int64_t nchunks = (n + D::kChunk - 1) / D::kChunk;
+    const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t i = 0; i < nchunks; ++i) {
         prefetch_row_slice(w, w_stride, kRows, std::min(2 * kRows, rows_avail), i, nchunks);
         alignas(64) __m512i v[V][kRows];
@@ -99,7 +134,7 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
                 for (int k = 0; k < V; ++k) rv[k] = _mm512_setzero_si512();
                 for (int j = 0; j < NS; ++j) sc[r][j] = bi[r][j] = 0.0f;
             }
-            for (int k = 0; k < V; ++k) v[k][r] = rv[k];
+            for (int k = 0; k < V; ++k) v[k][r] = off ? _mm512_sub_epi8(rv[k], _mm512_set1_epi8((char) off)) : rv[k];
         }
         // sub-blocks of this chunk that lie inside the row (all but a dropped odd last block)
         const int64_t sb0 = i * NS, ns = std::min<int64_t>(NS, nsb - sb0);
@@ -108,31 +143,46 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             transpose16(v[k], t);
             // t[j] holds values 64 (i V + k) + 4j .. +3 of the 16 rows
             uint8_t * base = out + (sb0 + 64 * k / S) * rec;
+            __m512i wsum = _mm512_setzero_si512();   // per row: sum of the sub-block's signed levels
 #pragma GCC unroll 16
             for (int j = 0; j < 16; ++j) {
-                if (64 * k / S + 4 * j / S < ns) _mm512_store_si512((void *) (base + (4 * j / S) * rec + (j % KV) * 64), t[j]);
+                if (64 * k / S + 4 * j / S >= ns) continue;
+                uint8_t * sub = base + (4 * j / S) * rec;
+                _mm512_store_si512((void *) (sub + (j % KV) * 64), t[j]);
+                if constexpr (off != 0) {
+                    wsum = _mm512_dpbusd_epi32(wsum, ones, t[j]);
+                    if (j % KV == KV - 1) {
+                        _mm512_store_si512((void *) (sub + KV * 64 + 64), _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(wsum, 7)));
+                        wsum = _mm512_setzero_si512();
+                    }
+                }
             }
         }
         for (int j = 0; j < ns; ++j) {
             float * f = (float *) (out + (sb0 + j) * rec + KV * 64);
             for (int r = 0; r < kRows; ++r) {
                 f[r] = sc[r][j];
-                f[kRows + r] = bi[r][j];
+                if constexpr (off == 0) f[kRows + r] = bi[r][j];
             }
         }
     }
 }
 
-// The dot products of one sub-block: 16 rows x C columns in int32.
-template <int S, int C>
+// The dot products of one sub-block: 16 rows x C columns in int32. kUnsignedX: signed levels
+// times activations offset by 128, started from the record's offset correction (see the top).
+template <int S, int C, bool kUnsignedX>
 inline void sub_dots(const uint8_t * W, const uint8_t * X, __m512i * s) {
     constexpr int KV = S / 4;
-    for (int c = 0; c < C; ++c) s[c] = _mm512_setzero_si512();
+    const __m512i init = kUnsignedX ? _mm512_load_si512((const void *) (W + KV * 64 + 64)) : _mm512_setzero_si512();
+    for (int c = 0; c < C; ++c) s[c] = init;
 #pragma GCC unroll 8
     for (int k = 0; k < KV; ++k) {
         const __m512i wv = _mm512_load_si512((const void *) (W + 64 * k));
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) s[c] = _mm512_dpbusd_epi32(s[c], wv, _mm512_set1_epi32(load_i32(X + c * S + 4 * k)));
+        for (int c = 0; c < C; ++c) {
+            const __m512i xv = _mm512_set1_epi32(load_i32(X + c * S + 4 * k));
+            s[c] = kUnsignedX ? _mm512_dpbusd_epi32(s[c], xv, wv) : _mm512_dpbusd_epi32(s[c], wv, xv);
+        }
     }
 }
 
@@ -142,6 +192,7 @@ inline void sub_dots(const uint8_t * W, const uint8_t * X, __m512i * s) {
 template <typename D, int C, int kSuper>
 void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
     constexpr int S = D::kSub, KV = S / 4;
+    constexpr bool ux = unsigned_x<D>();   // no bias term: it is folded into the sums
     constexpr size_t wrec = w_record<S>, xrec = x_record<S, C>;
     const __mmask16 m = rows >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << rows) - 1);
     __m512 acc[C];
@@ -151,14 +202,13 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
             const uint8_t * W = wg + sb * wrec;
             const uint8_t * X = xp + sb * xrec;
             __m512i s[C];
-            sub_dots<S, C>(W, X, s);
+            sub_dots<S, C, ux>(W, X, s);
             const __m512 scale = _mm512_load_ps((const float *) (W + KV * 64));
-            const __m512 bias = _mm512_load_ps((const float *) (W + KV * 64 + 64));
             const float * xd = (const float *) (X + C * S);
 #pragma GCC unroll 8
             for (int c = 0; c < C; ++c) {
                 acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c]), _mm512_mul_ps(scale, _mm512_set1_ps(xd[c])), acc[c]);
-                acc[c] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xd[C + c]), acc[c]);
+                if constexpr (!ux) acc[c] = _mm512_fmadd_ps(_mm512_load_ps((const float *) (W + KV * 64 + 64)), _mm512_set1_ps(xd[C + c]), acc[c]);
             }
         }
     } else {
@@ -169,14 +219,13 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
                 const uint8_t * W = wg + (sb0 + j) * wrec;
                 const uint8_t * X = xp + (sb0 + j) * xrec;
                 __m512i s[C];
-                sub_dots<S, C>(W, X, s);
+                sub_dots<S, C, ux>(W, X, s);
                 const __m512 scale = _mm512_load_ps((const float *) (W + KV * 64));
-                const __m512 bias = _mm512_load_ps((const float *) (W + KV * 64 + 64));
                 const float * xsum = (const float *) (X + C * S) + C;
 #pragma GCC unroll 8
                 for (int c = 0; c < C; ++c) {
                     part[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[c]), scale, part[c]);
-                    part[c] = _mm512_fmadd_ps(bias, _mm512_set1_ps(xsum[c]), part[c]);
+                    if constexpr (!ux) part[c] = _mm512_fmadd_ps(_mm512_load_ps((const float *) (W + KV * 64 + 64)), _mm512_set1_ps(xsum[c]), part[c]);
                 }
             }
             const float * xd = (const float *) (xp + sb0 * xrec + C * S);

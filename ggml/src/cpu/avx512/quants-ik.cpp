@@ -566,6 +566,7 @@ void rows_direct(const D & dec, int64_t nb, const uint8_t * w, size_t w_stride, 
 template <typename D, int S>
 struct panel_dec {
     static constexpr int kSub = S, kChunk = QK_K;
+    static constexpr int kLevelOffset = 128;   // the bias below, folded away by the panel
     static void decode(const uint8_t * row, int64_t i, int64_t, __m512i * v, float * scale, float * bias) {
         static const D dec;
         ublock ub;
