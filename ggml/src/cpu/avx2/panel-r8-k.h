@@ -50,6 +50,7 @@ struct grp_q5_k_r4 : group_traits<q5_k_r4_block, 4, 32, QK_K, 31, true> {
 // top 2 bits of quarter Q in the 16-byte run at qh + 32 ib + q6_k_r4_hoff at q6_k_r4_hshift; row
 // k's int8 scale at scales[8 ib + k + 4 half]. A value is d sc (u - 32).
 struct grp_q6_k_r4 : group_traits<q6_k_r4_block, 4, 16, QK_K, 63, true> {
+    static constexpr int kLevelOffset = 32;   // the bias is only that (folded on AVX512, like q6_K's)
     KILN_GROUP_DECODE decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         int32_t s0, s1;
@@ -87,6 +88,7 @@ struct grp_q2_k_r4 : group_traits<q2_k_r4_block, 4, 16, QK_K, 3, true> {
 // slot 8 ib + 4 half + k; 2-bit crumbs at qs + 32 ib and the third bit of quarter Q at bit Q of
 // the 16-byte run at qh + 16 ib. A value is d (sc - 32) (u - 4).
 struct grp_q3_k_r4 : group_traits<q3_k_r4_block, 4, 16, QK_K, 7, true> {
+    static constexpr int kLevelOffset = 4;   // the bias is only that (folded on AVX512, like q3_K's)
     KILN_GROUP_DECODE decode(const Block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         const Block * a = blk[0], * b = blk[1];

@@ -203,9 +203,12 @@ void tile_rows(int64_t nb, const void * w, size_t w_stride, const char * xc, siz
 }
 
 // Batches go through the shared panel gemm (panel.h), with the coefficients of panel-common.h.
-template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *)>
+// Off: the level offset of a format whose bias is only that (-Off * scale: q3_K, q6_K), which the
+// panel folds away (as it does for their r4 twins); 0 for the formats with minimums.
+template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), int Off>
 struct panel_decoder {
     static constexpr int kSub = S, kChunk = QK_K;
+    static constexpr int kLevelOffset = Off;
     static void decode(const uint8_t * row, int64_t i, int64_t, __m512i * v, float * scale, float * bias) {
         const uint8_t * b = row + i * BlockBytes;
         decoded blk;
@@ -217,12 +220,12 @@ struct panel_decoder {
 
 // Column tiles outside, rows inside: a tile's activations stay in L1 while the rows (a gemm
 // call's share of the weights) stream past them.
-template <decode_fn Decode, size_t BlockBytes, int S = 32, void (*Coef)(const void *, float *, float *) = nullptr>
+template <decode_fn Decode, size_t BlockBytes, int S = 32, void (*Coef)(const void *, float *, float *) = nullptr, int Off = 0>
 void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
             size_t dst_stride, int nr, int nc) {
     if constexpr (Coef != nullptr) {
         if (nc >= kiln_panel::kMinCols) {
-            kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, Coef>, kiln_panel::act_q8_K<S>>(
+            kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, Coef, Off>, kiln_panel::act_q8_K<S>>(
                 n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
             return;
         }
@@ -252,19 +255,20 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 // always the panel, whatever the column count (an expert of a batch may get a few columns).
 // 32-value sub-blocks take the per-sub-block scale path (as q4_1); 16-value ones read a q8_0
 // block as two sub-blocks sharing its scale.
-template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *)>
+template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), int Off>
 void gemm_k_q8_0(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                  size_t dst_stride, int nr, int nc) {
     using act = std::conditional_t<S == 32, kiln_panel::act_q8_32<false>, kiln_panel::act_q8_0_halves<true>>;
-    kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, Coef>, act>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+    kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, Coef, Off>, act>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
 }
 
 // The kernels of a type: q8_K activations (token generation, small batches) and, kBatch, q8_0
-// for batches (quants/quants-k.cpp's scalar reference says which types and why).
-template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), bool kBatch>
+// for batches (quants/quants-k.cpp's scalar reference says which types and why). Off: as
+// panel_decoder's, for both.
+template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), bool kBatch, int Off = 0>
 void register_k_type(ggml_type t) {
-    ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<Decode, BlockBytes, S, Coef>);
-    if constexpr (kBatch) ggml_cpu_register_batch_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_0, gemm_k_q8_0<Decode, BlockBytes, S, Coef>);
+    ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<Decode, BlockBytes, S, Coef, Off>);
+    if constexpr (kBatch) ggml_cpu_register_batch_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_0, gemm_k_q8_0<Decode, BlockBytes, S, Coef, Off>);
 }
 
 } // namespace
@@ -273,8 +277,8 @@ void register_k_type(ggml_type t) {
 void ggml_cpu_register_k_avx512() {
     using namespace kiln_panel;
     register_k_type<decode_q2_K, sizeof(block_q2_K), 16, coef_q2_K, false>(GGML_TYPE_Q2_K);
-    register_k_type<decode_q3_K, sizeof(block_q3_K), 16, coef_q3_K, false>(GGML_TYPE_Q3_K);
+    register_k_type<decode_q3_K, sizeof(block_q3_K), 16, coef_q3_K, false, 4>(GGML_TYPE_Q3_K);
     register_k_type<decode_q4_K, sizeof(block_q4_K), 32, coef_k4<block_q4_K>, true>(GGML_TYPE_Q4_K);
     register_k_type<decode_q5_K, sizeof(block_q5_K), 32, coef_k4<block_q5_K>, true>(GGML_TYPE_Q5_K);
-    register_k_type<decode_q6_K, sizeof(block_q6_K), 16, coef_q6_K, true>(GGML_TYPE_Q6_K);
+    register_k_type<decode_q6_K, sizeof(block_q6_K), 16, coef_q6_K, true, 32>(GGML_TYPE_Q6_K);
 }
