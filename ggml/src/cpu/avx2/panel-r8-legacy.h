@@ -33,6 +33,7 @@ struct grp_q8_k_r8 : grid_traits<q8_k_r8_block, 8, 32, QK_K, kSigned> {
 // q4_0_r8: run l (0..3) holds values 4l..4l+3 of the 8 rows in its low nibbles and values
 // 16+4l.. in its high nibbles; a value is d * (level - 8).
 struct grp_q4_0_r8 : group_traits<q4_0_r8_block, 8, 32, 32, 15, true> {
+    static constexpr int kLevelOffset = 8;   // the bias is only that (folded on AVX512, like q4_0's)
     KILN_GROUP_DECODE decode(const Block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
         const Block * b = blk[0];
         store_offset_coefs(fp16x8(b->d), -8.0f, scale, bias);
@@ -62,6 +63,7 @@ struct grp_iq4_nl_r4 : grid_traits<iq4_nl_r4_block, 4, 32, 32, kSigned> {
 // Q at bit q5_0_r4_hbit, q6_0_r4's two bits in run Q / 4 at bit 2 (Q % 4). A value is
 // d * (level - 16) or d * (level - 32).
 struct grp_q5_0_r4 : group_traits<q5_0_r4_block, 4, 32, 32, 31, true> {
+    static constexpr int kLevelOffset = 16;   // the bias is only that (folded on AVX512, like q5_0's)
     KILN_GROUP_DECODE decode(const Block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
         store_offset_coefs(fp16x4x2(blk[0]->d, blk[1]->d), -16.0f, scale, bias);
         __m256i q[8];
@@ -74,6 +76,7 @@ struct grp_q5_0_r4 : group_traits<q5_0_r4_block, 4, 32, 32, 31, true> {
 };
 
 struct grp_q6_0_r4 : group_traits<q6_0_r4_block, 4, 32, 32, 63, true> {
+    static constexpr int kLevelOffset = 32;   // the bias is only that (folded on AVX512, like q6_0's)
     KILN_GROUP_DECODE decode(const Block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
         store_offset_coefs(fp16x4x2(blk[0]->d, blk[1]->d), -32.0f, scale, bias);
         __m256i q[8];

@@ -22,9 +22,9 @@
 // the record holds per row the int32 -128 * sum(w) of the sub-block, which starts the
 // accumulation: the sum comes out as sum(w q_x) exactly, and the bias term (one fma per column
 // and sub-block, 7-12% of the micro-kernel's time) is gone. Done for the signed-byte formats
-// (offset 128: q8_0, iq4_nl, mxfp4, iq4_xs, the iq*_k), q3_K and q6_K and, alike, for their
-// interleaved twins' records (panel-r8.h), so that a repacked model computes exactly what the
-// plain one does; q4_0, q5_0 and q6_0 could fold too, together with their twins' decoders.
+// (offset 128: q8_0, iq4_nl, mxfp4, iq4_xs, the iq*_k), q4_0, q5_0, q6_0, q3_K and q6_K and,
+// alike, for their interleaved twins' records (panel-r8.h), so that a repacked model computes
+// exactly what the plain one does.
 #pragma once
 
 // GCC 12 reports its own AVX512 extract/insert intrinsics (undefined upper lanes) as

@@ -524,9 +524,8 @@ template <> struct stream_unit<w_mxfp4> { using type = unit_nibbles4<w_mxfp4>; }
 template <typename W>
 struct panel_decoder {
     static constexpr int kSub = 32, kChunk = 64;
-    // signed bytes offset by 128 into the bias (q8_0, iq4_nl, mxfp4, iq4_xs): the panel folds the
-    // offset away (panel.h). The smaller offsets stay in the bias like their interleaved twins'.
-    static constexpr int kLevelOffset = !W::kMin && W::kOffset == 128 ? 128 : 0;
+    // without a minimum the bias is only the level offset, which the panel folds away (panel.h)
+    static constexpr int kLevelOffset = W::kMin ? 0 : W::kOffset;
     static void coef(const typename W::block * b, int64_t ib, float & scale, float & bias) {
         scale = W::scale1(b, ib);
         if constexpr (W::kMin) bias = W::min1(b, ib);
