@@ -90,6 +90,7 @@ const std::vector<llama_ftype_info> k_ftypes = {
     { "IQ5_K_R4",   LLAMA_FT_IQ5_K_R4,   GGML_TYPE_IQ5_K_R4, " IQ5_K, 4 rows interleaved" },
     { "IQ4_KS_R4",  LLAMA_FT_IQ4_KS_R4,  GGML_TYPE_IQ4_KS_R4, " IQ4_KS, 4 rows interleaved" },
     { "IQ5_KS_R4",  LLAMA_FT_IQ5_KS_R4,  GGML_TYPE_IQ5_KS_R4, " IQ5_KS, 4 rows interleaved" },
+    { "MXFP4_R8",   LLAMA_FT_MXFP4_R8,   GGML_TYPE_MXFP4_R8, " MXFP4, 8 rows interleaved" },
     { "BF16_R16",   LLAMA_FT_BF16_R16,   GGML_TYPE_BF16_R16, "16.00 bpw bf16, 16 rows interleaved" },
     { "F16",        LLAMA_FT_F16,        GGML_TYPE_F16,      "16.00 bpw half precision" },
     { "BF16",       LLAMA_FT_BF16,       GGML_TYPE_BF16,     "16.00 bpw bfloat16" },

@@ -415,6 +415,54 @@ TEST(Quantize, TernaryFileTypes) {
     EXPECT_EQ(llama_quant_fallback_type(GGML_TYPE_TQ2_0, 288), GGML_TYPE_Q4_0);
 }
 
+// ik_llama.cpp's MXFP4_R8 file type (general.file_type 351): the tensors MXFP4 would write in
+// MXFP4 come out as its 8-row weave, and since the weave only moves bits, the model gives MXFP4's
+// logits up to float summation order.
+TEST(Quantize, Mxfp4R8FileType) {
+    const llama_ftype_info * ft = llama_quant_ftype_find("MXFP4_R8");
+    ASSERT_NE(ft, nullptr);
+    EXPECT_EQ(ft->id, 351);
+    EXPECT_EQ(llama_quant_ftype_find("351"), ft);
+    EXPECT_EQ(ft->default_type, GGML_TYPE_MXFP4_R8);
+    const std::string in = model_path("synth-qwen3-f16.gguf");
+    kiln_test::kld_base base;
+    std::string err;
+    ASSERT_TRUE(base.load(kiln_test::shared_path("golden/ppl/synth-qwen3-f16.kld"), err)) << err;
+    double kld[2];
+    std::vector<llama_quant_plan_result> plans(2);
+    const char * names[2] = { "MXFP4", "MXFP4_R8" };
+    for (int i = 0; i < 2; ++i) {
+        const std::string out = tmp_path(std::string("qwen3-") + names[i] + ".gguf");
+        llama_quant_params p;
+        p.ftype = llama_quant_ftype_find(names[i])->id;
+        p.nthread = 2;
+        try {
+            llama_quant_model(in, out, p, &plans[i]);
+        } catch (const std::exception & e) {
+            FAIL() << names[i] << ": " << e.what();
+        }
+        kld[i] = run_kld(out, base, nullptr);
+        std::remove(out.c_str());
+        std::printf("synth-qwen3 %s: KLD %.5f\n", names[i], kld[i]);
+    }
+    ASSERT_EQ(plans[0].tensors.size(), plans[1].tensors.size());
+    int n_r8 = 0;
+    for (size_t k = 0; k < plans[0].tensors.size(); ++k) {
+        const auto & a = plans[0].tensors[k];
+        const auto & b = plans[1].tensors[k];
+        ASSERT_EQ(a.name, b.name);
+        if (a.new_type == GGML_TYPE_MXFP4) {
+            EXPECT_EQ(b.new_type, GGML_TYPE_MXFP4_R8) << b.name;
+            n_r8 += b.new_type == GGML_TYPE_MXFP4_R8;
+        } else {
+            EXPECT_EQ(b.new_type, a.new_type) << b.name;
+        }
+    }
+    EXPECT_GE(n_r8, 8);
+    ASSERT_TRUE(std::isfinite(kld[0]) && kld[0] > 0) << llama_last_error();
+    EXPECT_NEAR(kld[1], kld[0], 0.01 * kld[0]);
+}
+
 TEST(Quantize, InputAndOutputTheSameFileIsRefused) {
     const std::string in = model_path("synth-qwen3-f16.gguf");
     llama_quant_params p;
