@@ -166,6 +166,9 @@ static_assert(sizeof(iq1_s_r4_block) == 24 && sizeof(iq1_m_r4_block) == 28, "r l
 // (row k's values 4 j .. 4 j + 3 at R * 4 j + 4 k); q8_k_r16 stores each int8 plus 128.
 struct q8_k_r8_block { ggml_fp16_t d[8]; int8_t qs[8 * QK_K]; };
 static_assert(sizeof(q8_k_r8_block) == 8 * 258, "r layouts");
+// q8_k_r16: the same with 16 rows (runs of 64 bytes), each int8 stored plus 128.
+struct q8_k_r16_block { ggml_fp16_t d[16]; uint8_t qs[16 * QK_K]; };
+static_assert(sizeof(q8_k_r16_block) == 16 * 258, "r layouts");
 // q8_KV_r8: 8 f32 row scales lead the group, then per 16 values 4-value runs of the 8 rows.
 
 // ---------------------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ struct grp_iq5_k_r4 : grid_traits<iq5_k_r4_block, 4, 16, QK_K, kSigned> {
 template <bool kSigned>
 struct grp_iq5_ks_r4 : grid_traits<iq5_ks_r4_block, 4, 32, QK_K, kSigned> {
     static constexpr bool kRowScales = true;
+    using RowScale = float;
     KILN_GROUP_DECODE decode(const iq5_ks_r4_block * const * blk, const float * const * rs, int j, uint8_t * out, size_t vs, float * scale,
                        float * bias) {
         const iq5_ks_r4_block * a = blk[0], * b = blk[1];

@@ -1,5 +1,7 @@
-// Group decoders (panel-r8.h) of the interleaved 32-value-block layouts: q4_0_r8, q8_0_r8,
-// iq4_nl_r4, q5_0_r4, q6_0_r4 (activations q8_0, as for the plain twins), and q8_k_r8 (q8_K).
+// Group decoders (panel-r8.h) of the interleaved 32-value-block layouts: q4_0_r8, mxfp4_r8,
+// q8_0_r8, iq4_nl_r4, q5_0_r4, q6_0_r4 (activations q8_0, as for the plain twins), q8_KV_r8
+// (q8_0: its twin has no integer product), and the 8-bit super-block layouts q8_k_r8 / q8_k_r16
+// (q8_K).
 #pragma once
 
 #include "avx2/panel-r8.h"
@@ -30,6 +32,22 @@ struct grp_q8_k_r8 : grid_traits<q8_k_r8_block, 8, 32, QK_K, kSigned> {
     }
 };
 
+// q8_k_r16: as q8_k_r8 with 16 rows per run (64 bytes: rows 0..7, then 8..15), each int8 stored
+// plus 128; `half` picks the 8 rows.
+template <bool kSigned>
+struct grp_q8_k_r16 : grid_traits<q8_k_r16_block, 16, 32, QK_K, kSigned> {
+    KILN_GROUP_DECODE decode(const q8_k_r16_block * const * blk, int half, int j, uint8_t * out, size_t vs, float * scale,
+                             float * bias) {
+        const q8_k_r16_block * b = blk[0];
+        store_signed_coefs<kSigned>(fp16x8(b->d + 8 * half), scale, bias);
+        const __m256i flip = _mm256_set1_epi8((char) 0x80);
+        for (int k = 0; k < 8; ++k) {
+            const __m256i u = _mm256_loadu_si256((const __m256i *) (b->qs + 512 * j + 64 * k + 32 * half));
+            store_levels<kSigned>(out + k * vs, _mm256_xor_si256(u, flip));
+        }
+    }
+};
+
 // q4_0_r8: run l (0..3) holds values 4l..4l+3 of the 8 rows in its low nibbles and values
 // 16+4l.. in its high nibbles; a value is d * (level - 8).
 struct grp_q4_0_r8 : group_traits<q4_0_r8_block, 8, 32, 32, 15, true> {
@@ -42,6 +60,33 @@ struct grp_q4_0_r8 : group_traits<q4_0_r8_block, 8, 32, 32, 15, true> {
             const __m256i v = _mm256_loadu_si256((const __m256i *) (b->qs + 32 * l));
             _mm256_store_si256((__m256i *) (out + l * vs), _mm256_and_si256(v, m4));
             _mm256_store_si256((__m256i *) (out + (4 + l) * vs), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+    }
+};
+
+// mxfp4_r8: q4_0_r8's runs of 4-bit indices into the fp4 values (kvalues_mxfp4, twice the e2m1
+// value), under e8m0 row exponents; a value is 2^(e - 128) * table[index] (e8m0_to_fp32_half).
+alignas(16) constexpr int8_t kMxfp4Grid[16] = KILN_MXFP4_VALUES;
+inline __m256 e8m0_half_x8(const uint8_t * e) {
+    int64_t v;
+    std::memcpy(&v, e, 8);
+    const __m256i x = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v));
+    // exponents 0 and 1 give subnormals 2^-128, 2^-127: the bit 2^21 << e
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(x, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), x);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), x)));
+}
+
+template <bool kSigned>
+struct grp_mxfp4_r8 : grid_traits<mxfp4_r8_block, 8, 32, 32, kSigned> {
+    KILN_GROUP_DECODE decode(const mxfp4_r8_block * const * blk, int, uint8_t * out, size_t vs, float * scale, float * bias) {
+        const mxfp4_r8_block * b = blk[0];
+        store_signed_coefs<kSigned>(e8m0_half_x8(b->e), scale, bias);
+        const __m256i table = grid16(kMxfp4Grid), m4 = _mm256_set1_epi8(0x0F);
+        for (int l = 0; l < 4; ++l) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *) (b->qs + 32 * l));
+            store_levels<kSigned>(out + l * vs, _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4)));
+            store_levels<kSigned>(out + (4 + l) * vs, _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)));
         }
     }
 };

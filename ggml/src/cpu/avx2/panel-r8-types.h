@@ -1,9 +1,11 @@
 // The interleaved layouts the panel gemm reads directly (panel-r8.h), registered the same way
 // in both ISA folders (each instantiates its own panel). Activations are the plain twins'
-// (q8_0, q8_K), so the products equal the plain model's up to float summation order.
+// (q8_0, q8_K), so the products equal the plain model's up to float summation order, except
+// iq1_s_r4 / iq1_m_r4, whose 32-value blocks take q8_0 where their twins take q8_K.
 #pragma once
 
 #include "avx2/panel-r8-iq.h"
+#include "avx2/panel-r8-iq1.h"
 #include "avx2/panel-r8-iqk.h"
 #include "avx2/panel-r8-k.h"
 #include "avx2/panel-r8-legacy.h"
@@ -20,7 +22,11 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
     reg(GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq4_nl_r4<s>, q8_0>);
     reg(GGML_TYPE_Q5_0_R4, GGML_TYPE_Q8_0, gemm_r8<grp_q5_0_r4, q8_0>);
     reg(GGML_TYPE_Q6_0_R4, GGML_TYPE_Q8_0, gemm_r8<grp_q6_0_r4, q8_0>);
+    reg(GGML_TYPE_MXFP4_R8, GGML_TYPE_Q8_0, gemm_r8<grp_mxfp4_r8<s>, q8_0>);
+    reg(GGML_TYPE_IQ1_S_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq1_s_r4<s>, q8_0>);
+    reg(GGML_TYPE_IQ1_M_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq1_m_r4<s>, act_q8_0_16>);
     reg(GGML_TYPE_Q8_K_R8, GGML_TYPE_Q8_K, gemm_r8<grp_q8_k_r8<s>, act_q8_K<32>>);
+    reg(GGML_TYPE_Q8_K_R16, GGML_TYPE_Q8_K, gemm_r8<grp_q8_k_r16<s>, act_q8_K<32>>);
     reg(GGML_TYPE_Q2_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q2_k_r4, act_q8_K<16>>);
     reg(GGML_TYPE_Q3_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q3_k_r4, act_q8_K<16>>);
     reg(GGML_TYPE_Q4_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q4_k_r4, act_q8_K<32>>);

@@ -27,15 +27,17 @@ namespace {
 namespace kiln_panel {
 
 // Group decoder concept G (on top of the panel decoder's kSub / kMaxLevel / kBias):
-//   Block, kR, kBlockValues  the woven block of one group of kR (4 or 8) rows and how many
+//   Block, kR, kBlockValues  the woven block of one group of kR (4, 8 or 16) rows and how many
 //                            values of each row it holds;
 //   kSubs                    sub-blocks (kSub values each) per block;
-//   kRowScales (optional)    the group starts with kR f32 row scales (iq5_ks_r4);
-//   decode(blocks, [row_scales,] j, out, vs, scale, bias): sub-block j of 8 rows (blocks[0 ..
-//   8 / kR - 1], one per group; rows past the end read a zero group) -> kSub / 4 vectors of 32
-//   bytes ([row 0..7][4 levels], natural value order) at out + k * vs, 8 scales and 8 biases
-//   (a value is scale * level + bias). Lanes of rows past the end are never stored to dst, so
-//   whatever a zero group decodes to there is harmless.
+//   kRowScales (optional)    the group starts with kR row scales of type RowScale (f32 for
+//                            iq5_ks_r4 and q8_KV_r8, fp16 for iq1_s_r4 / iq1_m_r4);
+//   decode(blocks, [row_scales,] [half,] j, out, vs, scale, bias): sub-block j of 8 rows
+//   (blocks[0 .. 8 / kR - 1], one per group; rows past the end read a zero group; a 16-row
+//   group gives rows 8 half .. 8 half + 7) -> kSub / 4 vectors of 32 bytes ([row 0..7][4
+//   levels], natural value order) at out + k * vs, 8 scales and 8 biases (a value is scale *
+//   level + bias). Lanes of rows past the end are never stored to dst, so whatever a zero group
+//   decodes to there is harmless.
 
 // Decoders are inlined into pack_groups: a call per sub-block costs as much as a small decode.
 #define KILN_GROUP_DECODE static inline __attribute__((always_inline)) void
@@ -44,6 +46,14 @@ template <typename G> constexpr bool has_row_scales() {
     if constexpr (requires { G::kRowScales; }) return G::kRowScales;
     else return false;
 }
+// Bytes of row scales in front of a woven group.
+template <typename G> constexpr size_t head_bytes() {
+    if constexpr (has_row_scales<G>()) return G::kR * sizeof(typename G::RowScale);
+    else return 0;
+}
+// What a decoder reads its row scales as (unused where there are none).
+template <typename G> struct row_scale_of { using type = float; };
+template <typename G> requires(has_row_scales<G>()) struct row_scale_of<G> { using type = typename G::RowScale; };
 
 // What rows past the end of a call read: a zeroed group (large enough for every layout here).
 alignas(64) constexpr uint8_t kZeroGroup[2048] = {};
@@ -152,15 +162,18 @@ inline void store_signed_coefs(__m256 s, float * scale, float * bias) {
     _mm256_storeu_ps(bias, kSigned ? _mm256_setzero_ps() : _mm256_mul_ps(s, _mm256_set1_ps(-128.0f)));
 }
 
-// The panel records of blocks b0 .. b1 - 1 of kRows rows starting at w, 8 lanes (one decode:
-// 8 / G::kR woven groups) at a time: lanes past `rows` are zero. A woven group whose rows are
-// not contiguous (w_stride != the row size) is gathered first.
+// The panel records of blocks b0 .. b1 - 1 of kRows rows starting at row `row0` of w, 8 lanes
+// (one decode: 8 / G::kR woven groups, or half of a 16-row group) at a time: lanes past `rows`
+// are zero. row0 is a multiple of 8 (and of G::kR where that is smaller), so a 16-row group may
+// start before it. A woven group whose rows are not contiguous (w_stride != the row size) is
+// gathered first.
 template <typename G>
-void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_t b0, int64_t b1, uint8_t * out) {
+void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int64_t n, int64_t b0, int64_t b1, uint8_t * out) {
     using Block = typename G::Block;
-    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, NG = 8 / R;
-    constexpr size_t rec = w_record<S>, head = has_row_scales<G>() ? R * sizeof(float) : 0;
-    static_assert(R == 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8: whole lanes
+    using RowScale = typename row_scale_of<G>::type;
+    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, NG = R >= 8 ? 1 : 8 / R;
+    constexpr size_t rec = w_record<S>, head = head_bytes<G>();
+    static_assert(R >= 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8, r16: whole lanes
     const int64_t nblocks = b1 - b0;
     const size_t row_size = (head + (size_t) (n / G::kBlockValues) * sizeof(Block)) / R;
     for (int h = 0; h < kRows / 8; ++h) {
@@ -177,19 +190,21 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
         // the woven groups of these 8 lanes (past `rows`: the zero group, block 0 for every b)
         const uint8_t * grp[NG];
         bool past[NG];
+        const int half = R > 8 ? (int) ((row0 + 8 * h) % R) / 8 : 0;
         for (int q = 0; q < NG; ++q) {
             const int r0 = 8 * h + R * q;
             past[q] = r0 >= rows;
-            const uint8_t * g = past[q] ? kZeroGroup : w + r0 * w_stride;
+            const int64_t first = row0 + r0 - 8 * half;   // the group's first row
+            const uint8_t * g = past[q] ? kZeroGroup : w + first * w_stride;
             if (!past[q] && w_stride != row_size) {
-                auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, 8 * row_size) + q * R * row_size;
+                auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, std::max(8, R) * row_size) + q * R * row_size;
                 for (int k = 0; k < R; ++k) std::memcpy(buf + k * row_size, g + k * w_stride, row_size);
                 g = buf;
             }
             grp[q] = g;
         }
-        const float * rs[NG];
-        for (int q = 0; q < NG; ++q) rs[q] = (const float *) grp[q];
+        const RowScale * rs[NG];
+        for (int q = 0; q < NG; ++q) rs[q] = (const RowScale *) grp[q];
         // token generation walks kRows / R groups side by side, a slice at a time, with the decode
         // and product in between: with 4 such streams (r4 groups on AVX512) the prefetchers alone
         // left the next slice's loads waiting on memory, so ask for it now. With 2 streams they
@@ -208,6 +223,7 @@ void pack_groups(const uint8_t * w, size_t w_stride, int rows, int64_t n, int64_
                 uint8_t * o = out + (b * G::kSubs + j) * rec;
                 float * f = (float *) (o + KV * VB);
                 if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
+                else if constexpr (R > 8) G::decode(blk, half, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
                 else G::decode(blk, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
             }
         }
@@ -236,7 +252,7 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     if (nc >= kMinCols) {
         uint8_t * wbuf = scratch(0, ngroups * group_bytes);
         for (int g = 0; g < ngroups; ++g) {
-            pack_groups<G>(wb + g * kRows * w_stride, w_stride, std::min(kRows, nr - g * kRows), n, 0, n / G::kBlockValues,
+            pack_groups<G>(wb, w_stride, (int64_t) g * kRows, std::min(kRows, nr - g * kRows), n, 0, n / G::kBlockValues,
                            wbuf + g * group_bytes);
         }
         gemm_tiles<G, A>(n, ngroups, wbuf, group_bytes, x, x_stride, dst, dst_stride, nr, nc);
@@ -262,7 +278,7 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
         const int rows = std::min(kRows, nr - g * kRows);
         for (int64_t b0 = 0; b0 < nblocks; b0 += kSliceBlocks) {
             const int64_t b1 = std::min(nblocks, b0 + kSliceBlocks);
-            pack_groups<G>(wb + g * kRows * w_stride, w_stride, rows, n, b0, b1, wbuf);
+            pack_groups<G>(wb, w_stride, (int64_t) g * kRows, rows, n, b0, b1, wbuf);
             const int64_t sb0 = b0 * G::kSubs;
             for (int t = 0; t < ntiles; ++t) {
                 with_cols<kCols>(std::min(kCols, nc - t * kCols), [&](auto cc) {
