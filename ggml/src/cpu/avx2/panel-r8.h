@@ -46,6 +46,11 @@ template <typename G> constexpr bool has_row_scales() {
     if constexpr (requires { G::kRowScales; }) return G::kRowScales;
     else return false;
 }
+// Rows one decode call fills: 8 (the AVX2 decoders here), or kLanes where a folder has wider ones.
+template <typename G> constexpr int lanes_of() {
+    if constexpr (requires { G::kLanes; }) return G::kLanes;
+    else return 8;
+}
 // Bytes of row scales in front of a woven group.
 template <typename G> constexpr size_t head_bytes() {
     if constexpr (has_row_scales<G>()) return G::kR * sizeof(typename G::RowScale);
@@ -162,42 +167,43 @@ inline void store_signed_coefs(__m256 s, float * scale, float * bias) {
     _mm256_storeu_ps(bias, kSigned ? _mm256_setzero_ps() : _mm256_mul_ps(s, _mm256_set1_ps(-128.0f)));
 }
 
-// The panel records of blocks b0 .. b1 - 1 of kRows rows starting at row `row0` of w, 8 lanes
-// (one decode: 8 / G::kR woven groups, or half of a 16-row group) at a time: lanes past `rows`
-// are zero. row0 is a multiple of 8 (and of G::kR where that is smaller), so a 16-row group may
+// The panel records of blocks b0 .. b1 - 1 of kRows rows starting at row `row0` of w, L lanes
+// (lanes_of<G>: one decode of L / G::kR woven groups, or half of a 16-row group) at a time:
+// lanes past `rows` are zero. row0 is a multiple of 8 (and of G::kR where that is smaller), so a 16-row group may
 // start before it. A woven group whose rows are not contiguous (w_stride != the row size) is
 // gathered first.
 template <typename G>
 void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int64_t n, int64_t b0, int64_t b1, uint8_t * out) {
     using Block = typename G::Block;
     using RowScale = typename row_scale_of<G>::type;
-    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, NG = R >= 8 ? 1 : 8 / R;
+    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, L = lanes_of<G>(), NG = R >= L ? 1 : L / R;
+    static_assert(kRows % L == 0, "decoder wider than the panel");
     constexpr size_t rec = w_record<S>, head = head_bytes<G>();
     static_assert(R >= 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8, r16: whole lanes
     const int64_t nblocks = b1 - b0;
     const size_t row_size = (head + (size_t) (n / G::kBlockValues) * sizeof(Block)) / R;
-    for (int h = 0; h < kRows / 8; ++h) {
-        if (8 * h >= rows) {
+    for (int h = 0; h < kRows / L; ++h) {
+        if (L * h >= rows) {
             for (int64_t sb = 0; sb < nblocks * G::kSubs; ++sb) {
                 uint8_t * o = out + sb * rec;
-                for (int k = 0; k < KV; ++k) std::memset(o + k * VB + 32 * h, 0, 32);
+                for (int k = 0; k < KV; ++k) std::memset(o + k * VB + 4 * L * h, 0, 4 * L);
                 float * f = (float *) (o + KV * VB);
-                std::fill(f + 8 * h, f + 8 * h + 8, 0.0f);
-                std::fill(f + kRows + 8 * h, f + kRows + 8 * h + 8, 0.0f);
+                std::fill(f + L * h, f + L * h + L, 0.0f);
+                std::fill(f + kRows + L * h, f + kRows + L * h + L, 0.0f);
             }
             continue;
         }
-        // the woven groups of these 8 lanes (past `rows`: the zero group, block 0 for every b)
+        // the woven groups of these L lanes (past `rows`: the zero group, block 0 for every b)
         const uint8_t * grp[NG];
         bool past[NG];
         const int half = R > 8 ? (int) ((row0 + 8 * h) % R) / 8 : 0;
         for (int q = 0; q < NG; ++q) {
-            const int r0 = 8 * h + R * q;
+            const int r0 = L * h + R * q;
             past[q] = r0 >= rows;
             const int64_t first = row0 + r0 - 8 * half;   // the group's first row
             const uint8_t * g = past[q] ? kZeroGroup : w + first * w_stride;
             if (!past[q] && w_stride != row_size) {
-                auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, std::max(8, R) * row_size) + q * R * row_size;
+                auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, std::max(L, R) * row_size) + q * R * row_size;
                 for (int k = 0; k < R; ++k) std::memcpy(buf + k * row_size, g + k * w_stride, row_size);
                 g = buf;
             }
@@ -222,9 +228,11 @@ void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int
             for (int j = 0; j < G::kSubs; ++j) {
                 uint8_t * o = out + (b * G::kSubs + j) * rec;
                 float * f = (float *) (o + KV * VB);
-                if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
-                else if constexpr (R > 8) G::decode(blk, half, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
-                else G::decode(blk, j, o + 32 * h, VB, f + 8 * h, f + kRows + 8 * h);
+                uint8_t * ol = o + 4 * L * h;
+                float * sl = f + L * h, * bl = f + kRows + L * h;
+                if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, ol, VB, sl, bl);
+                else if constexpr (R > 8) G::decode(blk, half, j, ol, VB, sl, bl);
+                else G::decode(blk, j, ol, VB, sl, bl);
             }
         }
     }
