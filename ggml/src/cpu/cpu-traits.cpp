@@ -146,15 +146,20 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 // KILN_CPU_ISA=avx2; measured on a busy machine, where single batch-1 figures of the woven
 // layouts scattered by up to 2x: medians of 2 to 5 runs decided, and iq4_nl_r4 on AVX2 stays
 // out until a quiet machine shows it either way).
+// Session 6 (same method; batch 1 as the least CPU time of 3 alternating runs at load 9 to 14):
+// mxfp4_r8 0.40 vs mxfp4 0.45 ms at batch 1, equal at 512 (AVX512); q8_KV_r8 0.96 vs 16.4 ms and
+// 26.6 vs 424 ms (both levels run the same float kernel; its twin is a decoded float product).
 // Not listed (r4 = the 4-row layouts of the same family):
 //  - slower at batch 1, as fast or faster in batches: q4_k_r4 / q5_k_r4 / q6_k_r4 everywhere,
 //    q2_k_r4 / iq2_k_r4 / iq3_k_r4 / iq5_k_r4 and iq4_xs_r8 on AVX512, q8_0_r8 on AVX2. Token
 //    generation decodes the woven groups into the panel layout before the product, which costs
-//    more than the plain streaming kernels (1.2x to 2x, most for 16-value sub-blocks);
+//    more than the plain streaming kernels. AVX512's 16-lane decoders (avx512/panel-r16-k.h)
+//    narrowed it (q6_k_r4 1.21 -> 0.81 ms against q6_K's 0.50, q2_k_r4 0.55 -> 0.51 against 0.38,
+//    q4_k_r4 0.49 against 0.44, q5_k_r4 0.65 against 0.52), not closed it;
 //  - the lattice r4 types (iq2_xxs_r4 .. iq3_s_r4): about 6x faster than the plain kernels at
-//    batch 512 but 1.5x to 2x slower at batch 1 (grid entries are scattered row by row);
-//  - without x86 kernels of their own: iq1_s_r4, iq1_m_r4, q8_k_r16, q8_KV_r8, mxfp4_r8 (q8_k_r8
-//    has one, but no plain q8_K weights exist to repack).
+//    batch 512 but 1.5x to 3x slower at batch 1 (grid entries are scattered row by row);
+//  - iq1_s_r4 / iq1_m_r4 (quantized on their own, not a repack of iq1_s / iq1_m), q8_k_r8 and
+//    q8_k_r16 (no plain q8_K weights exist to repack).
 //
 // Arm64 (arm_repack_pays): speed is unmeasured, the Arm stage runs under emulation. The rows come
 // from instructions executed in the kernels under qemu-aarch64 (-d in_asm,exec,nochain, -dfilter
@@ -196,11 +201,12 @@ bool arm_repack_pays(ggml_type t, ggml_cpu_isa isa) {
 bool ggml_cpu_repack_pays(ggml_type interleaved) {
     static constexpr ggml_type k_avx512[] = {
         GGML_TYPE_Q4_0_R8,  GGML_TYPE_Q8_0_R8, GGML_TYPE_Q5_0_R4,   GGML_TYPE_Q6_0_R4, GGML_TYPE_IQ4_NL_R4,
-        GGML_TYPE_Q3_K_R4,  GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16,
+        GGML_TYPE_Q3_K_R4,  GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16, GGML_TYPE_MXFP4_R8, GGML_TYPE_Q8_KV_R8,
     };
     static constexpr ggml_type k_avx2[] = {
         GGML_TYPE_Q4_0_R8,  GGML_TYPE_IQ4_XS_R8, GGML_TYPE_Q5_0_R4,  GGML_TYPE_Q6_0_R4,  GGML_TYPE_Q2_K_R4,
         GGML_TYPE_Q3_K_R4,  GGML_TYPE_IQ2_K_R4,  GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16,
+        GGML_TYPE_Q8_KV_R8,
     };
     auto listed = [interleaved](const auto & types) {
         for (ggml_type t : types) {
