@@ -16,26 +16,6 @@
 namespace {
 namespace kiln_panel {
 
-// q8_0 activations read as 16-value sub-blocks (iq1_m_r4's scales cover 16 values): two per
-// block, sharing its scale.
-struct act_q8_0_16 {
-    static constexpr int kSuper = 1;
-    static constexpr size_t kBlock = 34;
-    static void sub(const uint8_t * row, int64_t sb, const int8_t *& qs, float & d, float & sum) {
-        const uint8_t * b = row + (sb / 2) * kBlock;
-        uint16_t h;
-        std::memcpy(&h, b, 2);
-        d = fp16_to_f32(h);
-        qs = (const int8_t *) (b + 2 + 16 * (sb % 2));
-        const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) qs));
-        const __m256i s = _mm256_madd_epi16(v, _mm256_set1_epi16(1));
-        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-        sum = d * (float) _mm_cvtsi128_si32(t);
-    }
-};
-
 // The two quarter vectors (values 8 i .. 8 i + 3 and 8 i + 4 .. 8 i + 7 of rows 0..7) of the grid
 // entries idx (8 int32 lanes, one per row), each byte 8 g + delta (delta8: +-1 in every byte of
 // a lane).

@@ -24,7 +24,7 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
     reg(GGML_TYPE_Q6_0_R4, GGML_TYPE_Q8_0, gemm_r8<grp_q6_0_r4, q8_0>);
     reg(GGML_TYPE_MXFP4_R8, GGML_TYPE_Q8_0, gemm_r8<grp_mxfp4_r8<s>, q8_0>);
     reg(GGML_TYPE_IQ1_S_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq1_s_r4<s>, q8_0>);
-    reg(GGML_TYPE_IQ1_M_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq1_m_r4<s>, act_q8_0_16>);
+    reg(GGML_TYPE_IQ1_M_R4, GGML_TYPE_Q8_0, gemm_r8<grp_iq1_m_r4<s>, act_q8_0_halves<false>>);
     reg(GGML_TYPE_Q8_K_R8, GGML_TYPE_Q8_K, gemm_r8<grp_q8_k_r8<s>, act_q8_K<32>>);
     reg(GGML_TYPE_Q8_K_R16, GGML_TYPE_Q8_K, gemm_r8<grp_q8_k_r16<s>, act_q8_K<32>>);
     reg(GGML_TYPE_Q2_K_R4, GGML_TYPE_Q8_K, gemm_r8<grp_q2_k_r4, act_q8_K<16>>);
