@@ -55,9 +55,16 @@ le "$(total "kiln+im on activations")" "$(total "kiln on activations")" && pass 
     fail "experts: the imatrix raised the error on held-out activations: $(total "kiln+im on activations") vs $(total "kiln on activations")"
 le "$(total "kiln+im weighted")" "$(total "kiln weighted")" 0.995 && pass ||
     fail "experts: the imatrix lowered the weighted error by less than 0.5%: $(total "kiln+im weighted") vs $(total "kiln weighted")"
-# every level computes the same q8_K product at batch and batch 1 (bit-identical encoders, exact integer sums)
-levels=$(awk '/^  kiln matmul / && !/per-32/ { print $(NF - 2) }' "$TMP/out" | sort -u | wc -l)
-[ "$levels" = 1 ] && pass || fail "k-quant products differ between levels or batch sizes: $(grep '^  kiln matmul' "$TMP/out")"
+# every level computes the same product (bit-identical encoders, exact integer sums): q8_K at
+# batch 1, per-32 q8_0 activations for batches (KILN_BATCH_ACT's default), which must be at least
+# as close to float64 as the reference's per-32 bf16 rounding
+for kind in b1 batch; do
+    levels=$(awk -v k="$kind" '/^  kiln matmul / && !/per-32/ && $4 == k { print $(NF - 2) }' "$TMP/out" | sort -u | wc -l)
+    [ "$levels" = 1 ] && pass || fail "k-quant products at $kind differ between levels: $(grep '^  kiln matmul' "$TMP/out")"
+done
+batch=$(awk '/^  kiln matmul / && !/per-32/ && $4 == "batch" { print $(NF - 2); exit }' "$TMP/out")
+le "$batch" "$(total "kiln matmul per-32 bf16")" && pass ||
+    fail "k-quant batch products ($batch) further from float64 than per-32 bf16 rounding: $(grep '^  kiln matmul' "$TMP/out")"
 
 # ---- errors
 expect_err "-m (or --demo) is required" "$Q" --type q4_K
