@@ -799,6 +799,13 @@ TEST_F(Ops, FlashAttention) {
         { 128, 128, 40, 77, 8, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, true },
         { 96, 96, 24, 61, 4, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.11f, 4.0f, 0.0f, false, false },
         { 64, 64, 19, 45, 8, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F16, 0.125f, 0.0f, 30.0f, true, false, 1, 1, true },
+        // f32 products on transposed key tiles (f16 / f32 caches, many rows per tile): two query
+        // blocks with a dead row, a partial last tile and values of 40 (no 16-value chunks: the
+        // generic softmax step and masked value tails); 112-value heads (seven 16-value blocks of
+        // the transpose) with ALiBi on the cache's cell-major layout; an f32 cache
+        { 48, 40, 70, 100, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.14f, 0.0f, 0.0f, true, true },
+        { 112, 112, 25, 90, 6, 3, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.09f, 2.0f, 0.0f, true, false, 1, 1, false, true },
+        { 64, 64, 40, 33, 8, 1, 1, GGML_TYPE_F32, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, false, false, 1, 1, true },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {

@@ -6,10 +6,13 @@
 // per unit. How a tile is read depends on how many rows share it:
 //  - few (token generation: the G heads of one query): f16/bf16/q8_0/q4_0 rows are read in place
 //    by the qk_cache / pv_cache kernels, which widen them in registers; nothing is written;
-//  - many (prompt processing): the tile is decoded to f32 once and the f32 kernels run on it,
-//    the conversion amortised over dozens of rows; or, for bf16 and quantized caches on CPUs
-//    with AVX512-BF16, packed once to bf16 tiles for the vdpbf16ps kernels (avx512/attn-tile.cpp),
-//    all rows of the unit in one pass per tile (see make_plan for why not f16 caches).
+//  - many (prompt processing): the tile is packed once and all rows of the unit that see it are
+//    computed in one pass: for bf16 and quantized caches on CPUs with AVX512-BF16, as bf16 tiles
+//    for the vdpbf16ps kernels (avx512/attn-tile.cpp); otherwise (f16 and f32 caches always: see
+//    make_plan) the keys transposed to f32 for the reduction-free score kernel
+//    (attn-f32-kernels.h) and the values decoded to f32 rows;
+//  - otherwise (no such kernels, or head sizes they do not take) the tile is decoded to f32 and
+//    the blocked f32 kernels run on it, k_group rows at a time.
 // A decode unit read in place spans several kv heads, walked tile by tile, so a thread streams
 // the heads of a cache cell side by side.
 // Each query row keeps an online-softmax state (running max M, running sum S, unnormalised
@@ -34,7 +37,7 @@ constexpr int64_t k_tile = 32;          // KV rows per tile
 constexpr int64_t k_rows_target = 128;  // query rows (heads x queries) sharing a tile (one tile conversion each)
 constexpr int64_t k_group = 4;          // query rows computed together (register tile)
 constexpr int64_t k_direct_rows = 8;    // read the cache in place when at most this many rows share a tile
-constexpr int64_t k_bf16_rows = 16;     // bf16 products when at least this many rows share a decoded tile
+constexpr int64_t k_packed_rows = 16;   // a packed tile (bf16 or transposed f32) when at least this many rows share it
 constexpr int64_t k_bf16_max_head = 256;   // ... and heads have at most this many values
 
 struct fa_plan {
@@ -49,6 +52,7 @@ struct fa_plan {
     bool    split_kv;
     bool    direct_k, direct_v;   // K / V rows read in place (qk_cache / pv_cache)
     bool    bf16;                 // decoded tiles packed to bf16 for the bf16 products (qk_bf16 / pv_bf16)
+    bool    f32t;                 // keys packed transposed in f32 for qk_kt, values decoded to f32 rows
     int64_t SR;                   // score rows of the scratch (rows computed together)
     size_t  per_thread;   // bytes of each thread's private scratch
     size_t  partial;      // bytes of the shared partial states (split_kv)
@@ -56,10 +60,15 @@ struct fa_plan {
 
 size_t floats(int64_t n) { return ggml_pad(n * sizeof(float), 64); }
 
-size_t bf16_bytes(const fa_plan & p) {
-    return ggml_pad(p.R * p.D * sizeof(uint16_t), 64) + ggml_pad(p.D / 2 * k_tile * sizeof(uint32_t), 64) +
-           ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64) + 3 * ggml_pad(p.R * sizeof(void *), 64) +
-           floats(p.R);
+// the scratch of the packed paths: the pass's row pointers (q, state, mask) and slopes, the tiles
+size_t packed_bytes(const fa_plan & p) {
+    size_t b = 3 * ggml_pad(p.R * sizeof(void *), 64) + floats(p.R);
+    if (p.bf16) {
+        b += ggml_pad(p.R * p.D * sizeof(uint16_t), 64) + ggml_pad(p.D / 2 * k_tile * sizeof(uint32_t), 64) +
+             ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64);
+    }
+    if (p.f32t) b += floats(p.D * k_tile);
+    return b;
 }
 
 fa_plan make_plan(const ggml_tensor * dst, int nth) {
@@ -102,9 +111,13 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     // (synth-gpt-oss, over the 1e-3 bound), so f16 and f32 caches keep f32 products. Nor for
     // heads over k_bf16_max_head values: MLA's 576/512-value latent heads lost the most (5.3e-3).
     auto bf16_cache = [](ggml_type t) { return t != GGML_TYPE_F32 && t != GGML_TYPE_F16; };
-    p.bf16 = vec.qk_bf16 && !p.direct_k && !p.direct_v && p.R >= k_bf16_rows && p.D % 16 == 0 && p.Dv % 16 == 0 &&
-             p.D <= k_bf16_max_head && p.Dv <= k_bf16_max_head && bf16_cache(k->type) && bf16_cache(v->type);
-    p.SR = p.bf16 ? p.R : k_group;
+    const bool packed = !p.direct_k && !p.direct_v && p.R >= k_packed_rows && p.D % 16 == 0;
+    p.bf16 = packed && vec.qk_bf16 && p.Dv % 16 == 0 && p.D <= k_bf16_max_head && p.Dv <= k_bf16_max_head &&
+             bf16_cache(k->type) && bf16_cache(v->type);
+    // Everything else with many rows per tile: f32 products, exact for f16 caches, on keys
+    // transposed once per tile (no horizontal sums), all rows of the unit in one pass.
+    p.f32t = packed && !p.bf16 && vec.qk_kt && vec.pack_kt && vec.pv_block;
+    p.SR = p.bf16 || p.f32t ? p.R : k_group;
     p.n_hg = p.n_head_kv / p.HU;
     p.n_units = p.n_seq * p.n_hg * p.n_qb;
     // One query: every unit costs the same, so whole units dealt out evenly need no merge and no
@@ -115,7 +128,7 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + 2 * floats(p.SR * k_tile) +
                    floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
                    ggml_pad(p.R * 2 * sizeof(void *), 64) + floats(p.R);
-    if (p.bf16) p.per_thread += bf16_bytes(p);
+    if (p.bf16 || p.f32t) p.per_thread += packed_bytes(p);
     p.partial = p.split_kv ? floats((int64_t) nth * p.n_seq * p.n_q * p.n_head * (p.Dv + 2)) : 0;
     return p;
 }
@@ -133,14 +146,17 @@ struct fa_scratch {
     const float ** qrow;    // R
     const char ** mrow;     // R (mask rows, NULL without mask)
     float * slope;          // R
-    // bf16 path (p.bf16) only
-    uint16_t * qb;          // R rows of D, bf16
-    uint32_t * kt;          // packed key tile [D/2][k_tile]
-    uint32_t * vt;          // packed value tile [k_tile/2][Dv]
-    const uint16_t ** qbp;  // R: the rows of a tile's pass
+    // packed paths (p.bf16, p.f32t): the rows of a tile's pass
+    const void ** qp;       // R: query rows (bf16 rows of qb, or f32 rows)
     float ** accp;          // R
     const float ** mvp;     // R
     float * slp;            // R
+    // bf16 path only
+    uint16_t * qb;          // R rows of D, bf16
+    uint32_t * kt;          // packed key tile [D/2][k_tile]
+    uint32_t * vt;          // packed value tile [k_tile/2][Dv]
+    // f32t path only
+    float * ktf;            // transposed key tile [D][k_tile]
 };
 
 fa_scratch carve(const fa_plan & p, char * base) {
@@ -157,15 +173,18 @@ fa_scratch carve(const fa_plan & p, char * base) {
     s.qrow = (const float **) take(ggml_pad(p.R * 2 * sizeof(void *), 64));
     s.mrow = (const char **) (s.qrow + p.R);
     s.slope = (float *) take(floats(p.R));
-    if (p.bf16) {
-        s.qb = (uint16_t *) take(ggml_pad(p.R * p.D * sizeof(uint16_t), 64));
-        s.kt = (uint32_t *) take(ggml_pad(p.D / 2 * k_tile * sizeof(uint32_t), 64));
-        s.vt = (uint32_t *) take(ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64));
-        s.qbp = (const uint16_t **) take(ggml_pad(p.R * sizeof(void *), 64));
+    if (p.bf16 || p.f32t) {
+        s.qp = (const void **) take(ggml_pad(p.R * sizeof(void *), 64));
         s.accp = (float **) take(ggml_pad(p.R * sizeof(void *), 64));
         s.mvp = (const float **) take(ggml_pad(p.R * sizeof(void *), 64));
         s.slp = (float *) take(floats(p.R));
     }
+    if (p.bf16) {
+        s.qb = (uint16_t *) take(ggml_pad(p.R * p.D * sizeof(uint16_t), 64));
+        s.kt = (uint32_t *) take(ggml_pad(p.D / 2 * k_tile * sizeof(uint32_t), 64));
+        s.vt = (uint32_t *) take(ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64));
+    }
+    if (p.f32t) s.ktf = (float *) take(floats(p.D * k_tile));
     return s;
 }
 
@@ -221,9 +240,9 @@ void softmax_update(const fa_plan & p, const fa_args & a, int64_t ng, int64_t nt
     }
 }
 
-// The tile for the bf16 path: every row of [r0, r1) that sees a key of it is computed in one
+// The tile for the packed paths: every row of [r0, r1) that sees a key of it is computed in one
 // pass (one packing of K and V, shared by all of them).
-void attend_tile_bf16(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t r0,
+void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t r0,
                       int64_t r1, int64_t j0, int64_t nt) {
     const auto & vec = ggml_cpu_vec();
     const int64_t stride = p.Dv + 2;
@@ -248,31 +267,50 @@ void attend_tile_bf16(const fa_plan & p, const fa_args & a, fa_scratch & sc, int
             if (!last_m) continue;
             m = last_m;
         }
-        sc.qbp[na] = sc.qb + ri * p.D;
+        sc.qp[na] = p.bf16 ? (const void *) (sc.qb + ri * p.D) : (const void *) sc.qrow[ri];
         sc.accp[na] = sc.state + ri * stride;
         sc.mvp[na] = m;
         sc.slp[na] = sc.slope[ri];
         ++na;
     }
     if (na == 0) return;   // the tile is never read
-    // half-float rows are packed straight from the cache; other types are decoded to f32 first
-    auto rows = [&](const ggml_tensor * t, float * tile, int64_t n, const void ** out) {
-        const bool half = (t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16) && t->nb[0] == ggml_type_size(t->type);
+    // Rows the packers read in place (half floats for the bf16 packers; f32 and the types the
+    // in-place kernels read for pack_kt) are handed over as they are; others are decoded to f32.
+    auto rows = [&](const ggml_tensor * t, float * tile, int64_t n, const void ** out, bool in_place) {
         for (int64_t i = 0; i < nt; ++i) {
-            out[i] = half ? (const void *) ggml_cpu_row_ptr(t, j0 + i, hk, sq)
-                          : (const void *) ggml_cpu_load_row(t, j0 + i, hk, sq, tile + i * n);
+            out[i] = in_place ? (const void *) ggml_cpu_row_ptr(t, j0 + i, hk, sq)
+                              : (const void *) ggml_cpu_load_row(t, j0 + i, hk, sq, tile + i * n);
         }
-        return half ? t->type : GGML_TYPE_F32;
+        return in_place ? t->type : GGML_TYPE_F32;
     };
-    vec.pack_k_bf16(rows(a.k, sc.ktile, p.D, sc.krow), p.D, sc.krow, nt, sc.kt);
-    vec.pack_v_bf16(rows(a.v, sc.vtile, p.Dv, sc.vrow), p.Dv, sc.vrow, nt, sc.vt);
-    vec.qk_bf16(p.D, sc.qbp, na, sc.kt, sc.scores, k_tile);
-    if (a.softcap > 0.0f || !vec.softmax_tile) {
+    auto dense = [](const ggml_tensor * t) { return t->nb[0] == ggml_type_size(t->type); };
+    if (p.bf16) {
+        auto half = [&](const ggml_tensor * t) {
+            return (t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16) && dense(t);
+        };
+        vec.pack_k_bf16(rows(a.k, sc.ktile, p.D, sc.krow, half(a.k)), p.D, sc.krow, nt, sc.kt);
+        vec.pack_v_bf16(rows(a.v, sc.vtile, p.Dv, sc.vrow, half(a.v)), p.Dv, sc.vrow, nt, sc.vt);
+        vec.qk_bf16(p.D, (const uint16_t * const *) sc.qp, na, sc.kt, sc.scores, k_tile);
+    } else {
+        const bool k_in_place =
+            dense(a.k) && (a.k->type == GGML_TYPE_F32 || ggml_cpu_attn_cache_type(vec, a.k->type, p.D));
+        vec.pack_kt(rows(a.k, sc.ktile, p.D, sc.krow, k_in_place), p.D, sc.krow, nt, sc.ktf);
+        rows(a.v, sc.vtile, p.Dv, sc.vrow, false);
+        vec.qk_kt(p.D, (const float * const *) sc.qp, na, sc.ktf, sc.scores, k_tile);
+    }
+    if (a.softcap > 0.0f || !vec.softmax_tile || p.Dv % 16 != 0) {   // (softmax_tile rescales 16 values at a time)
         softmax_update(p, a, na, nt, sc.scores, sc.accp, sc.mvp, sc.slp);
     } else {
         vec.softmax_tile(na, nt, sc.scores, sc.accp, p.Dv, sc.mvp, sc.slp, a.scale);
     }
-    vec.pv_bf16(p.Dv, sc.accp, sc.scores, k_tile, na, sc.vt, nt);
+    if (p.bf16) {
+        vec.pv_bf16(p.Dv, sc.accp, sc.scores, k_tile, na, sc.vt, nt);
+        return;
+    }
+    const float * const * vf = (const float * const *) sc.vrow;
+    for (int64_t r = 0; r < na; r += k_group) {
+        vec.pv_block(p.Dv, sc.accp + r, sc.scores + r * k_tile, k_tile, std::min(k_group, na - r), vf, nt);
+    }
 }
 
 // One KV tile [j0, j0 + nt) of kv head hk for the unit's rows [r0, r1) (all of that kv head).
@@ -383,8 +421,8 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
         const int64_t nt = std::min(k_tile, kv1 - j0);
         for (int64_t hl = 0; hl < p.HU; ++hl) {
-            if (p.bf16) {
-                attend_tile_bf16(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
+            if (p.bf16 || p.f32t) {
+                attend_tile_packed(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
             } else {
                 attend_tile(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
             }

@@ -58,6 +58,12 @@ struct ggml_cpu_vec_fns {
     // Whether this level's qk_cache / pv_cache also read rows of a type beyond those four (q8_KV
     // on x86); NULL: the four only.
     bool (*cache_reads_more)(ggml_type type);
+    // Prompt attention in f32 over transposed key tiles (attn-f32-kernels.h; NULL at the scalar
+    // level). nk <= 32 key rows of n values (f32 or a type qk_cache reads; n % 16 == 0) ->
+    // kt[n][32]: value d of the 32 keys side by side, zero past nk
+    void (*pack_kt)(ggml_type type, int64_t n, const void * const * k, int64_t nk, float * kt);
+    // out[r*out_stride + t] = dot(q[r], k[t]) for r < nq and the 32 keys of kt
+    void (*qk_kt)(int64_t n, const float * const * q, int64_t nq, const float * kt, float * out, int64_t out_stride);
     // Prompt attention in bf16 products over packed tiles of 32 keys (avx512/attn-tile.cpp; NULL
     // where the CPU has no bf16 dot product). Row lengths n are multiples of 16.
     // nr f32 rows -> bf16, stored one after another

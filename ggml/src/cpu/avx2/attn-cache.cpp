@@ -1,7 +1,7 @@
 // AVX2 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 / q8_KV cache
 // rows directly (attn-cache-kernels.h): 8 lanes, 4 key rows x 2 query rows per score pass and 2
 // vectors x 4 output rows per value pass, so accumulators and operands fit in 16 ymm registers.
-#include "attn-cache-kernels.h"
+#include "attn-f32-kernels.h"
 #include "avx2/register.h"
 #include "avx2/simd.h"
 
@@ -9,7 +9,7 @@ namespace {
 
 struct isa_avx2 {
     using vf = __m256;
-    static constexpr int W = 8, KR = 4, QR = 2, CV = 2;
+    static constexpr int W = 8, KR = 4, QR = 2, CV = 2, KT_R = 2;
     static vf zero() { return _mm256_setzero_ps(); }
     static vf set1(float x) { return _mm256_set1_ps(x); }
     static vf load(const float * p) { return _mm256_loadu_ps(p); }
@@ -30,6 +30,26 @@ struct isa_avx2 {
         return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
     }
     static void reduce(const vf (&a)[KR], float * out) { reduce4_ps(a, out); }
+    // 8 x 8: pairs, then quads within 128-bit lanes, then the lanes
+    static void transpose(vf (&r)[W]) {
+        vf t[W], u[W];
+        for (int i = 0; i < W; i += 2) {
+            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        }
+        // u[4j + c], lane L: value 4L + c of rows 4j..4j+3
+        for (int j = 0; j < W; j += 4) {
+            for (int h = 0; h < 2; ++h) {
+                const __m256d a = _mm256_castps_pd(t[j + h]), b = _mm256_castps_pd(t[j + h + 2]);
+                u[j + 2 * h] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+                u[j + 2 * h + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+            }
+        }
+        for (int c = 0; c < 4; ++c) {
+            r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+            r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+        }
+    }
 };
 
 } // namespace
@@ -39,5 +59,7 @@ void ggml_cpu_register_attn_cache_avx2() {
     f.qk_cache = qk_cache<isa_avx2>;
     f.pv_cache = pv_cache<isa_avx2>;
     f.cache_reads_more = cache_reads_more;
+    f.pack_kt = pack_kt<isa_avx2>;
+    f.qk_kt = qk_kt<isa_avx2>;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
 }

@@ -1,7 +1,7 @@
 // AVX512 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 / q8_KV cache
 // rows directly (attn-cache-kernels.h): 16 lanes, 4 key rows x 4 query rows per score pass (16
 // accumulators), 4 vectors x 4 output rows per value pass.
-#include "attn-cache-kernels.h"
+#include "attn-f32-kernels.h"
 #include "avx512/register.h"
 #include "avx512/simd.h"
 
@@ -9,7 +9,7 @@ namespace {
 
 struct isa_avx512 {
     using vf = __m512;
-    static constexpr int W = 16, KR = 4, QR = 4, CV = 4;
+    static constexpr int W = 16, KR = 4, QR = 4, CV = 4, KT_R = 8;
     static vf zero() { return _mm512_setzero_ps(); }
     static vf set1(float x) { return _mm512_set1_ps(x); }
     static vf load(const float * p) { return _mm512_loadu_ps(p); }
@@ -30,6 +30,30 @@ struct isa_avx512 {
         return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
     }
     static void reduce(const vf (&a)[KR], float * out) { reduce4_ps(a, out); }
+    // 16 x 16: pairs, then quads within 128-bit lanes, then the lanes themselves
+    static void transpose(vf (&r)[W]) {
+        vf t[W], u[W];
+        for (int i = 0; i < W; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        // u[4j + c], lane L: value 4L + c of rows 4j..4j+3
+        for (int j = 0; j < W; j += 4) {
+            for (int h = 0; h < 2; ++h) {
+                const __m512d a = _mm512_castps_pd(t[j + h]), b = _mm512_castps_pd(t[j + h + 2]);
+                u[j + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+                u[j + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+            }
+        }
+        for (int c = 0; c < 4; ++c) {
+            const vf v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+            const vf w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+            r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+            r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xdd);
+            r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+            r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xdd);
+        }
+    }
 };
 
 } // namespace
@@ -39,5 +63,7 @@ void ggml_cpu_register_attn_cache_avx512() {
     f.qk_cache = qk_cache<isa_avx512>;
     f.pv_cache = pv_cache<isa_avx512>;
     f.cache_reads_more = cache_reads_more;
+    f.pack_kt = pack_kt<isa_avx512>;
+    f.qk_kt = qk_kt<isa_avx512>;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }

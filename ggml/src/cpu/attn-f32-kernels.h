@@ -1,0 +1,91 @@
+// Prompt attention in f32 over transposed key tiles: the 32 keys of a tile are packed once as
+// kt[d][32] (value d of every key side by side), so a score pass broadcasts one query value and
+// multiplies it into whole vectors of keys. Each row's 32 scores come out as complete sums in
+// 32/W vectors: no horizontal reductions (the dot-product form, qk_block, ends every 4 x 4 block
+// of scores with 16 of them: a third of its work at D = 64, a fifth at D = 128), and the pack is
+// a W x W register transpose per block, amortised over every query row that shares the tile.
+// f32 products keep f16 caches exact (bf16 products move the golden models past their bounds:
+// see make_plan in ops-attention.cpp).
+//
+// Written once over the ISA description of attn-cache-kernels.h (whose row readers it uses),
+// plus from I:
+//   transpose(vf (&r)[W]) (r[j] value j of W rows -> r[j] those rows' value j), KT_R query rows
+//   per score pass (KT_R x 32/W accumulators).
+// Included only by avx2/attn-cache.cpp and avx512/attn-cache.cpp.
+#pragma once
+
+#include "attn-cache-kernels.h"
+
+namespace {
+
+constexpr int k_kt_keys = 32;   // keys per packed tile (ops-attention.cpp's k_tile)
+
+template <typename I> struct cache_f32 {
+    static typename I::vf load(const void * row, int64_t i) { return I::load((const float *) row + i); }
+};
+
+// nk <= 32 key rows of n values (n % W == 0) -> kt[n][32]; keys past nk are zero
+template <typename I, typename L> void pack_kt_t(int64_t n, const void * const * k, int64_t nk, float * kt) {
+    using vf = typename I::vf;
+    for (int t0 = 0; t0 < k_kt_keys; t0 += I::W) {
+        for (int64_t i = 0; i < n; i += I::W) {
+            vf r[I::W];
+            for (int j = 0; j < I::W; ++j) r[j] = t0 + j < nk ? L::load(k[t0 + j], i) : I::zero();
+            I::transpose(r);
+            for (int j = 0; j < I::W; ++j) I::store(kt + (i + j) * k_kt_keys + t0, r[j]);
+        }
+    }
+}
+
+template <typename I>
+void pack_kt(ggml_type type, int64_t n, const void * const * k, int64_t nk, float * kt) {
+    if (type == GGML_TYPE_F32) {
+        pack_kt_t<I, cache_f32<I>>(n, k, nk, kt);
+    } else {
+        with_cache_reader<I>(type, [&](auto reader) { pack_kt_t<I, decltype(reader)>(n, k, nk, kt); });
+    }
+}
+
+// out[r*os + t] = dot(q[r], k[t]) for NR rows and the 32 keys of kt
+template <typename I, int NR>
+void qk_kt_t(int64_t n, const float * const * q, const float * kt, float * out, int64_t os) {
+    using vf = typename I::vf;
+    constexpr int KV = k_kt_keys / I::W;
+    vf acc[NR][KV];
+    for (int r = 0; r < NR; ++r)
+        for (int c = 0; c < KV; ++c) acc[r][c] = I::zero();
+    for (int64_t d = 0; d < n; ++d, kt += k_kt_keys) {
+        vf kv[KV];
+        for (int c = 0; c < KV; ++c) kv[c] = I::load(kt + c * I::W);
+        for (int r = 0; r < NR; ++r) {
+            const vf qd = I::set1(q[r][d]);
+            for (int c = 0; c < KV; ++c) acc[r][c] = I::fma(qd, kv[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < NR; ++r)
+        for (int c = 0; c < KV; ++c) I::store(out + r * os + c * I::W, acc[r][c]);
+}
+
+// the last nq < NR rows: the largest pass that fits, then the rest
+template <typename I, int NR>
+void qk_kt_tail(int64_t n, const float * const * q, int64_t nq, const float * kt, float * out, int64_t os) {
+    if constexpr (NR > 0) {
+        if (nq >= NR) {
+            qk_kt_t<I, NR>(n, q, kt, out, os);
+            q += NR;
+            out += NR * os;
+            nq -= NR;
+        }
+        qk_kt_tail<I, NR / 2>(n, q, nq, kt, out, os);
+    }
+}
+
+template <typename I>
+void qk_kt(int64_t n, const float * const * q, int64_t nq, const float * kt, float * out, int64_t os) {
+    static_assert((I::KT_R & (I::KT_R - 1)) == 0, "the tail passes halve KT_R");
+    int64_t r = 0;
+    for (; r + I::KT_R <= nq; r += I::KT_R) qk_kt_t<I, I::KT_R>(n, q + r, kt, out + r * os, os);
+    qk_kt_tail<I, I::KT_R / 2>(n, q + r, nq - r, kt, out + r * os, os);
+}
+
+} // namespace
