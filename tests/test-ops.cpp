@@ -778,6 +778,11 @@ TEST_F(Ops, FlashAttention) {
         { 48, 48, 1, 33, 2, 1, 1, GGML_TYPE_F16, none, 0.14f, 0.0f, 0.0f, false, false, 1, 1, true },
         { 64, 64, 3, 29, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, true },
         { 128, 128, 4, 65, 4, 2, 1, GGML_TYPE_Q8_0, GGML_TYPE_F32, 0.088f, 4.0f, 0.0f, true, false },
+        // 8-row passes (the 8 heads of a GQA-8 group, AVX512): with a 4-row rest (12 heads), on
+        // 96 values (value pass of 2 vectors) and 80 (of 1)
+        { 128, 128, 1, 150, 12, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.088f, 0.0f, 0.0f, true, false },
+        { 96, 96, 1, 70, 16, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.1f, 0.0f, 0.0f, true, false },
+        { 80, 80, 1, 45, 8, 1, 2, GGML_TYPE_F16, GGML_TYPE_F16, 0.11f, 0.0f, 0.0f, false, false, 1, 2, true },
         // MLA shapes (DeepSeek2: 576-value keys, 512-value values, one KV head): in place with few
         // heads, decoded tiles with many
         { 576, 512, 1, 45, 4, 1, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.07f, 0.0f, 0.0f, true, false },

@@ -7,7 +7,8 @@
 // avx512/attn-cache.cpp, each of which compiles its own copy (internal linkage) with its flags.
 // An ISA struct I provides:
 //   vf, W (lanes), KR (key rows, always 4) and QR (query rows, <= 4) per score pass, CV (vectors
-//   per value chunk);
+//   per value chunk), WIDE (whether 8 query rows fit in a pass: 8 x 2 score and 8 x CV/2 value
+//   accumulators, for the 8 heads of a GQA-8 group);
 //   zero, set1, load (f32), load_f16, load_bf16, load_i8 (W int8), load_nib (W bytes, nibble
 //   0 or 1), fma, mul, store, and reduce(acc[KR], out[KR]) (horizontal sums).
 // Row lengths are multiples of 16 (checked by the caller), so no tails: every lane is a value.
@@ -49,30 +50,33 @@ template <typename I> struct cache_q4_0 {   // value = d * (q - 8); values 0..15
 };
 
 // out[r*os + t] = dot(q[r], k[t]) for r < NQ, t < nk: each chunk of KR key rows is widened once
-// and multiplied by all NQ query rows.
-template <typename I, typename L, int NQ>
+// and multiplied by all NQ query rows. The NQ x KR sums are reduced four at a time (NQ * KR a
+// multiple of 4).
+template <typename I, typename L, int NQ, int KR = I::KR>
 void qk_cache_t(int64_t n, const float * const * q, const void * const * k, int64_t nk, float * out, int64_t os) {
     using vf = typename I::vf;
-    for (int64_t t = 0; t < nk; t += I::KR) {
-        const int64_t kk = nk - t < I::KR ? nk - t : I::KR;
-        const void * kr[I::KR];
-        for (int j = 0; j < I::KR; ++j) kr[j] = k[t + (j < kk ? j : 0)];
-        vf acc[NQ][I::KR];
-        for (int r = 0; r < NQ; ++r)
-            for (int j = 0; j < I::KR; ++j) acc[r][j] = I::zero();
+    static_assert(NQ * KR % 4 == 0, "sums reduced in fours");
+    for (int64_t t = 0; t < nk; t += KR) {
+        const int64_t kk = nk - t < KR ? nk - t : KR;
+        const void * kr[KR];
+        for (int j = 0; j < KR; ++j) kr[j] = k[t + (j < kk ? j : 0)];
+        vf acc[NQ * KR];
+        for (int a = 0; a < NQ * KR; ++a) acc[a] = I::zero();
         for (int64_t i = 0; i < n; i += I::W) {
-            vf kv[I::KR];
-            for (int j = 0; j < I::KR; ++j) kv[j] = L::load(kr[j], i);
+            vf kv[KR];
+            for (int j = 0; j < KR; ++j) kv[j] = L::load(kr[j], i);
             for (int r = 0; r < NQ; ++r) {
                 const vf qv = I::load(q[r] + i);
-                for (int j = 0; j < I::KR; ++j) acc[r][j] = I::fma(qv, kv[j], acc[r][j]);
+                for (int j = 0; j < KR; ++j) acc[r * KR + j] = I::fma(qv, kv[j], acc[r * KR + j]);
             }
         }
-        for (int r = 0; r < NQ; ++r) {
-            float s[I::KR];
-            I::reduce(acc[r], s);
-            for (int64_t j = 0; j < kk; ++j) out[r * os + t + j] = s[j];
+        float s[NQ * KR];
+        for (int a = 0; a < NQ * KR; a += 4) {
+            const vf four[4] = { acc[a], acc[a + 1], acc[a + 2], acc[a + 3] };
+            I::reduce(four, s + a);
         }
+        for (int r = 0; r < NQ; ++r)
+            for (int64_t j = 0; j < kk; ++j) out[r * os + t + j] = s[r * KR + j];
     }
 }
 
@@ -101,6 +105,9 @@ void pv_cache_t(int64_t n, float * const * y, const float * p, int64_t ps, const
 template <typename I, typename L>
 void qk_cache_rows(int64_t n, const float * const * q, int64_t nq, const void * const * k, int64_t nk, float * out,
                    int64_t os) {
+    if constexpr (I::WIDE) {
+        for (; nq >= 8; nq -= 8, q += 8, out += 8 * os) qk_cache_t<I, L, 8, 2>(n, q, k, nk, out, os);
+    }
     for (int64_t r = 0; r < nq; r += I::QR, q += I::QR, out += I::QR * os) {
         switch (nq - r < I::QR ? nq - r : I::QR) {
             case 1: qk_cache_t<I, L, 1>(n, q, k, nk, out, os); break;
@@ -127,6 +134,17 @@ void pv_cache_cv(int64_t n, float * const * y, const float * p, int64_t ps, int6
 template <typename I, typename L>
 void pv_cache_rows(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const void * const * v,
                    int64_t nt) {
+    if constexpr (I::WIDE) {
+        constexpr int CV8 = I::CV / 2;   // 8 rows x CV/2 vectors: the accumulators of 4 x CV
+        for (; ny >= 8; ny -= 8, y += 8, p += 8 * ps) {
+            if (n % (CV8 * I::W) == 0) {
+                pv_cache_t<I, L, 8, CV8>(n, y, p, ps, v, nt);
+            } else {
+                pv_cache_t<I, L, 8, 1>(n, y, p, ps, v, nt);
+            }
+        }
+        if (ny == 0) return;
+    }
     if (n % (I::CV * I::W) == 0) {
         pv_cache_cv<I, L, I::CV>(n, y, p, ps, ny, v, nt);
     } else {

@@ -10,7 +10,7 @@
 // Written once over the ISA description of attn-cache-kernels.h (whose row readers it uses),
 // plus from I:
 //   transpose(vf (&r)[W]) (r[j] value j of W rows -> r[j] those rows' value j), KT_R query rows
-//   per score pass (KT_R x 32/W accumulators).
+//   per score pass (KT_R x 32/W accumulators), PV_R output rows x PV_C vectors per value pass.
 // Included only by avx2/attn-cache.cpp and avx512/attn-cache.cpp.
 #pragma once
 
@@ -86,6 +86,39 @@ void qk_kt(int64_t n, const float * const * q, int64_t nq, const float * kt, flo
     int64_t r = 0;
     for (; r + I::KT_R <= nq; r += I::KT_R) qk_kt_t<I, I::KT_R>(n, q + r, kt, out + r * os, os);
     qk_kt_tail<I, I::KT_R / 2>(n, q + r, nq - r, kt, out + r * os, os);
+}
+
+// The value pass over decoded f32 rows: pv_cache_t's register tile on plain loads, wider than
+// pv_block's 4 rows (fewer reloads of the output rows per tile), any number of rows.
+template <typename I, int CV, int NY>
+void pv_f32_tail(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v,
+                 int64_t nt) {
+    if constexpr (NY > 0) {
+        if (ny == NY) {
+            pv_cache_t<I, cache_f32<I>, NY, CV>(n, y, p, ps, (const void * const *) v, nt);
+        } else {
+            pv_f32_tail<I, CV, NY - 1>(n, y, p, ps, ny, v, nt);
+        }
+    }
+}
+
+template <typename I, int CV>
+void pv_f32_cv(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v,
+               int64_t nt) {
+    for (; ny >= I::PV_R; ny -= I::PV_R, y += I::PV_R, p += I::PV_R * ps) {
+        pv_cache_t<I, cache_f32<I>, I::PV_R, CV>(n, y, p, ps, (const void * const *) v, nt);
+    }
+    pv_f32_tail<I, CV, I::PV_R - 1>(n, y, p, ps, ny, v, nt);
+}
+
+// y[r] += sum over t < nt of p[r*ps + t] * v[t] for r < ny; n % W == 0
+template <typename I>
+void pv_f32(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v, int64_t nt) {
+    if (n % (I::PV_C * I::W) == 0) {
+        pv_f32_cv<I, I::PV_C>(n, y, p, ps, ny, v, nt);
+    } else {
+        pv_f32_cv<I, 1>(n, y, p, ps, ny, v, nt);
+    }
 }
 
 } // namespace

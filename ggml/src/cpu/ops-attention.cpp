@@ -36,6 +36,9 @@ namespace {
 constexpr int64_t k_tile = 32;          // KV rows per tile
 constexpr int64_t k_rows_target = 128;  // query rows (heads x queries) sharing a tile (one tile conversion each)
 constexpr int64_t k_group = 4;          // query rows computed together (register tile)
+// ... when the cache is read in place: the G heads of a decode step's kv group (8 in GQA-8
+// models) in one pass, so each cache row is widened once for all of them, not once per 4 rows
+constexpr int64_t k_group_direct = 8;
 constexpr int64_t k_direct_rows = 8;    // read the cache in place when at most this many rows share a tile
 constexpr int64_t k_packed_rows = 16;   // a packed tile (bf16 or transposed f32) when at least this many rows share it
 constexpr int64_t k_bf16_max_head = 256;   // ... and heads have at most this many values
@@ -117,7 +120,7 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     // Everything else with many rows per tile: f32 products, exact for f16 caches, on keys
     // transposed once per tile (no horizontal sums), all rows of the unit in one pass.
     p.f32t = packed && !p.bf16 && vec.qk_kt && vec.pack_kt && vec.pv_block;
-    p.SR = p.bf16 || p.f32t ? p.R : k_group;
+    p.SR = p.bf16 || p.f32t ? p.R : p.direct_k && p.direct_v ? k_group_direct : k_group;
     p.n_hg = p.n_head_kv / p.HU;
     p.n_units = p.n_seq * p.n_hg * p.n_qb;
     // One query: every unit costs the same, so whole units dealt out evenly need no merge and no
@@ -138,8 +141,8 @@ struct fa_scratch {
     float * q;              // R rows of D (decoded queries)
     float * ktile;          // T rows of D
     float * vtile;          // T rows of Dv
-    float * scores;         // k_group rows of T
-    float * mvals;          // k_group rows of T (mask values)
+    float * scores;         // SR rows of T
+    float * mvals;          // SR rows of T (mask values)
     float * state;          // R rows of (acc[Dv], M, S)
     const void ** krow;     // T (f32 rows, or cache rows when read in place)
     const void ** vrow;     // T
@@ -308,6 +311,10 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
         return;
     }
     const float * const * vf = (const float * const *) sc.vrow;
+    if (vec.pv_f32 && p.Dv % 16 == 0) {
+        vec.pv_f32(p.Dv, sc.accp, sc.scores, k_tile, na, vf, nt);
+        return;
+    }
     for (int64_t r = 0; r < na; r += k_group) {
         vec.pv_block(p.Dv, sc.accp + r, sc.scores + r * k_tile, k_tile, std::min(k_group, na - r), vf, nt);
     }
@@ -326,11 +333,11 @@ void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     // is the one just seen reuses its conversion, or its verdict that all keys are masked
     const char * masked_row = nullptr;
     while (ri < r1) {
-        // gather up to k_group rows that see at least one key of this tile
-        int64_t grp[k_group];
-        const float * mv[k_group];
+        // gather up to SR rows that see at least one key of this tile
+        int64_t grp[k_group_direct];
+        const float * mv[k_group_direct];
         int64_t ng = 0;
-        for (; ri < r1 && ng < k_group; ++ri) {
+        for (; ri < r1 && ng < p.SR; ++ri) {
             const float * m = nullptr;
             if (sc.mrow[ri] && sc.mrow[ri] == masked_row) continue;
             if (sc.mrow[ri] && ng > 0 && sc.mrow[ri] == sc.mrow[grp[ng - 1]]) {
@@ -362,8 +369,8 @@ void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
             }
             decoded = true;
         }
-        const float * qs[k_group];
-        float * acc[k_group];
+        const float * qs[k_group_direct];
+        float * acc[k_group_direct];
         for (int64_t g = 0; g < ng; ++g) {
             qs[g] = sc.qrow[grp[g]];
             acc[g] = sc.state + grp[g] * stride;
@@ -376,7 +383,7 @@ void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
         } else {
             for (int64_t g = 0; g < ng; ++g) vec.dot_rows(p.D, qs[g], kf, nt, sc.scores + g * k_tile);
         }
-        float sl[k_group];
+        float sl[k_group_direct];
         for (int64_t g = 0; g < ng; ++g) sl[g] = sc.slope[grp[g]];
         if (vec.softmax_tile && a.softcap == 0.0f && p.Dv % 16 == 0) {   // (it rescales acc 16 values at a time)
             vec.softmax_tile(ng, nt, sc.scores, acc, p.Dv, mv, sl, a.scale);

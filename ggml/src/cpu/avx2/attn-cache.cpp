@@ -1,6 +1,7 @@
 // AVX2 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 / q8_KV cache
 // rows directly (attn-cache-kernels.h): 8 lanes, 4 key rows x 2 query rows per score pass and 2
-// vectors x 4 output rows per value pass, so accumulators and operands fit in 16 ymm registers.
+// vectors x 4 output rows per value pass, so accumulators and operands fit in 16 ymm registers
+// (too few for 8-row passes); and of the transposed-key prompt kernels (attn-f32-kernels.h).
 #include "attn-f32-kernels.h"
 #include "avx2/register.h"
 #include "avx2/simd.h"
@@ -10,6 +11,8 @@ namespace {
 struct isa_avx2 {
     using vf = __m256;
     static constexpr int W = 8, KR = 4, QR = 2, CV = 2, KT_R = 2;
+    static constexpr int PV_R = 6, PV_C = 2;
+    static constexpr bool WIDE = false;
     static vf zero() { return _mm256_setzero_ps(); }
     static vf set1(float x) { return _mm256_set1_ps(x); }
     static vf load(const float * p) { return _mm256_loadu_ps(p); }
@@ -61,5 +64,6 @@ void ggml_cpu_register_attn_cache_avx2() {
     f.cache_reads_more = cache_reads_more;
     f.pack_kt = pack_kt<isa_avx2>;
     f.qk_kt = qk_kt<isa_avx2>;
+    f.pv_f32 = pv_f32<isa_avx2>;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
 }

@@ -1,6 +1,7 @@
 // AVX512 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 / q8_KV cache
 // rows directly (attn-cache-kernels.h): 16 lanes, 4 key rows x 4 query rows per score pass (16
-// accumulators), 4 vectors x 4 output rows per value pass.
+// accumulators), 4 vectors x 4 output rows per value pass, and 8-row passes (2 key rows, 2
+// vectors) for GQA-8 groups; and of the transposed-key prompt kernels (attn-f32-kernels.h).
 #include "attn-f32-kernels.h"
 #include "avx512/register.h"
 #include "avx512/simd.h"
@@ -10,6 +11,8 @@ namespace {
 struct isa_avx512 {
     using vf = __m512;
     static constexpr int W = 16, KR = 4, QR = 4, CV = 4, KT_R = 8;
+    static constexpr int PV_R = 6, PV_C = 4;
+    static constexpr bool WIDE = true;
     static vf zero() { return _mm512_setzero_ps(); }
     static vf set1(float x) { return _mm512_set1_ps(x); }
     static vf load(const float * p) { return _mm512_loadu_ps(p); }
@@ -65,5 +68,6 @@ void ggml_cpu_register_attn_cache_avx512() {
     f.cache_reads_more = cache_reads_more;
     f.pack_kt = pack_kt<isa_avx512>;
     f.qk_kt = qk_kt<isa_avx512>;
+    f.pv_f32 = pv_f32<isa_avx512>;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }
