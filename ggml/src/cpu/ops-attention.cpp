@@ -39,6 +39,7 @@ constexpr int64_t k_group = 4;          // query rows computed together (registe
 // ... when the cache is read in place: the G heads of a decode step's kv group (8 in GQA-8
 // models) in one pass, so each cache row is widened once for all of them, not once per 4 rows
 constexpr int64_t k_group_direct = 8;
+constexpr int64_t k_prefetch = 2;      // decode: tiles between the one requested and the one computed
 constexpr int64_t k_direct_rows = 8;    // read the cache in place when at most this many rows share a tile
 constexpr int64_t k_packed_rows = 16;   // a packed tile (bf16 or transposed f32) when at least this many rows share it
 constexpr int64_t k_bf16_max_head = 256;   // ... and heads have at most this many values
@@ -401,6 +402,25 @@ void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     }
 }
 
+// A decode step streams the cache from memory with little arithmetic per byte (G rows per cache
+// row): the rows of a tile k_prefetch tiles ahead are requested while this one is computed, so
+// the loads of a tile find its rows on the way instead of each row's first line stalling. (A
+// unit's rows of a cell are one short run per cell with other heads' runs between them, which
+// the hardware prefetchers followed poorly: the 28-layer decode rows of kiln-bench-ops, one
+// thread, took 13-35% longer without this.)
+void prefetch_tile(const fa_plan & p, const fa_args & a, int64_t sq, int64_t hg, int64_t j0, int64_t kv1) {
+    const int64_t j1 = std::min(j0 + k_tile, kv1);
+    for (const ggml_tensor * t : { a.k, a.v }) {
+        const size_t bytes = ggml_row_size(t->type, t->ne[0]);
+        for (int64_t j = j0; j < j1; ++j) {
+            for (int64_t hl = 0; hl < p.HU; ++hl) {
+                const char * row = ggml_cpu_row_ptr(t, j, hg * p.HU + hl, sq);
+                for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
+            }
+        }
+    }
+}
+
 // Online softmax over kv rows [kv0, kv1) for the query rows of one unit: queries [iq0, iq1)
 // of every head of kv head group hg in sequence sq. Leaves (acc, M, S) per row in sc.state.
 void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hg, int64_t iq0,
@@ -427,6 +447,7 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     // tile-major over the unit's kv heads: the cells of a tile are read once, all heads together
     for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
         const int64_t nt = std::min(k_tile, kv1 - j0);
+        if (p.direct_k && p.direct_v && p.n_q == 1) prefetch_tile(p, a, sq, hg, j0 + k_prefetch * k_tile, kv1);
         for (int64_t hl = 0; hl < p.HU; ++hl) {
             if (p.bf16 || p.f32t) {
                 attend_tile_packed(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
