@@ -244,6 +244,13 @@ void softmax_update(const fa_plan & p, const fa_args & a, int64_t ng, int64_t nt
     }
 }
 
+// Position i of a sequence of n dealt round-robin to nth threads, every other round of nth
+// reversed (a round cut short by n stays in order).
+int64_t snake(int64_t i, int64_t nth, int64_t n) {
+    const int64_t round = i / nth, first = round * nth;
+    return round % 2 == 1 && first + nth <= n ? first + nth - 1 - (i - first) : i;
+}
+
 // The tile for the packed paths: every row of [r0, r1) that sees a key of it is computed in one
 // pass (one packing of K and V, shared by all of them).
 void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t r0,
@@ -506,9 +513,13 @@ void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * params, ggml_tensor 
     const int64_t stride = p.Dv + 2;
 
     if (!p.split_kv) {
-        // units dealt round-robin: later query blocks of a causal mask cost more
+        // Units dealt round-robin, the query blocks of a kv head group in boustrophedon order:
+        // later blocks of a causal mask cost more, and straight round-robin gave the last thread
+        // the later block of every round (2 threads, 8 blocks of a 512-token batch: the busier
+        // thread 12.5% over the mean at depth 0, 1.8% at depth 1536); reversing every other
+        // round pairs early blocks with late ones (equal shares when rounds pair up).
         for (int64_t u = ith; u < p.n_units; u += nth) {
-            const int64_t qb = u % p.n_qb;
+            const int64_t qb = snake(u % p.n_qb, nth, p.n_qb);
             const int64_t hg = (u / p.n_qb) % p.n_hg;
             const int64_t sq = u / (p.n_qb * p.n_hg);
             const int64_t iq0 = qb * p.QB, iq1 = std::min(p.n_q, iq0 + p.QB);
