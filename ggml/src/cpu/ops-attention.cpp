@@ -226,21 +226,12 @@ void softmax_update(const fa_plan & p, const fa_args & a, int64_t ng, int64_t nt
         if (mv[g]) vec.axpy(nt, sg, slope[g], mv[g]);
         const float tile_max = vec.max(nt, sg);
         float * st = acc[g];
-        float & M = st[p.Dv];
-        float & S = st[p.Dv + 1];
         if (tile_max == -INFINITY) {
             std::memset(sg, 0, nt * sizeof(float));
             continue;
         }
-        if (tile_max > M) {
-            if (M != -INFINITY) {
-                const float r = std::exp(M - tile_max);
-                S *= r;
-                vec.scale_bias(p.Dv, st, st, r, 0.0f);
-            }
-            M = tile_max;
-        }
-        S += vec.exp_sum(nt, sg, sg, M);
+        const float M = ggml_cpu_softmax_raise_max(st, p.Dv, tile_max, [&](float f) { vec.scale_bias(p.Dv, st, st, f, 0.0f); });
+        st[p.Dv + 1] += vec.exp_sum(nt, sg, sg, M);
     }
 }
 

@@ -6,6 +6,7 @@
 #include "cpu-ops.h"
 #include "ggml-cpu.h"
 
+#include <cmath>
 #include <cstdint>
 
 // Vector primitives on dense f32 rows. Every entry has a scalar reference; an ISA level may
@@ -76,7 +77,7 @@ struct ggml_cpu_vec_fns {
     void (*pack_k_bf16)(ggml_type type, int64_t n, const void * const * k, int64_t nk, uint32_t * kt);
     // nv <= 32 value rows (f32, f16 or bf16) -> vt[16][n]: pairs (v[t][i], v[t+1][i]), zero past nv
     void (*pack_v_bf16)(ggml_type type, int64_t n, const void * const * v, int64_t nv, uint32_t * vt);
-    // online-softmax step of nr rows of 32 scores (nt valid) without softcap, dv % 16 == 0 (any AVX512 CPU): x = scale*s +
+    // online-softmax step of nr rows of 32 scores (nt valid) without softcap, dv % 16 == 0 (AVX512, AVX2): x = scale*s +
     // slope[r]*mask[r] (f32 mask rows or NULL), state[r] = (acc[dv], M, S) rescaled to the new
     // max, the scores replaced by exp(x - M) and their sum added to S
     void (*softmax_tile)(int64_t nr, int64_t nt, float * s, float * const * state, int64_t dv,
@@ -93,6 +94,23 @@ struct ggml_cpu_vec_fns {
 static inline bool ggml_cpu_attn_cache_type(const ggml_cpu_vec_fns & vec, ggml_type type, int64_t n) {
     const bool base = type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
     return (base || (vec.cache_reads_more && vec.cache_reads_more(type))) && n % 16 == 0;
+}
+
+// The online-softmax state of an attention row, (acc[dv], M, S), meeting scores whose max is
+// tile_max (not -inf): when the max grows, S and acc (scale_acc(f) multiplies acc by f) are
+// rescaled to it. Returns the max the weights exp(x - M) are then taken against.
+template <typename F>
+static inline float ggml_cpu_softmax_raise_max(float * st, int64_t dv, float tile_max, F scale_acc) {
+    float & M = st[dv];
+    if (tile_max > M) {
+        if (M != -INFINITY) {
+            const float f = std::exp(M - tile_max);
+            st[dv + 1] *= f;
+            scale_acc(f);
+        }
+        M = tile_max;
+    }
+    return M;
 }
 
 // Entries an ISA level provides (NULL entries fall back to the next lower level). A level may

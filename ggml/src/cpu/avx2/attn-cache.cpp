@@ -1,7 +1,8 @@
 // AVX2 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 / q8_KV cache
 // rows directly (attn-cache-kernels.h): 8 lanes, 4 key rows x 2 query rows per score pass and 2
 // vectors x 4 output rows per value pass, so accumulators and operands fit in 16 ymm registers
-// (too few for 8-row passes); and of the transposed-key prompt kernels (attn-f32-kernels.h).
+// (too few for 8-row passes); and of the transposed-key prompt kernels (attn-f32-kernels.h);
+// and the one-pass softmax step of both.
 #include "attn-f32-kernels.h"
 #include "avx2/register.h"
 #include "avx2/simd.h"
@@ -55,6 +56,53 @@ struct isa_avx2 {
     }
 };
 
+// The online-softmax step of nr rows of 32 scores (nt valid) in one pass each (the table's
+// softmax_tile; the generic step makes four passes over a row): scale, mask, the tile's max,
+// the rescale of the row's state (acc[dv], M, S) when the max grows, then the weights
+// exp(x - M) in place of the scores and their sum added to S. Lanes past nt are -inf (weight 0).
+void softmax_rows(int64_t nr, int64_t nt, float * s, float * const * state, int64_t dv, const float * const * mask,
+                  const float * slope, float scale) {
+    constexpr int NV = 32 / 8;
+    __m256i live[NV];
+    for (int c = 0; c < NV; ++c) {
+        live[c] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int) nt - 8 * c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    for (int64_t r = 0; r < nr; ++r, s += 32) {
+        __m256 x[NV];
+        for (int c = 0; c < NV; ++c) {
+            x[c] = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_loadu_ps(s + 8 * c), vs), _mm256_castsi256_ps(live[c]));
+        }
+        if (mask[r]) {   // slopes are positive: a -inf mask value keeps its key at -inf
+            const __m256 sl = _mm256_set1_ps(slope[r]);
+            for (int c = 0; c < NV; ++c) x[c] = _mm256_fmadd_ps(sl, _mm256_maskload_ps(mask[r] + 8 * c, live[c]), x[c]);
+        }
+        const __m256 mx8 = _mm256_max_ps(_mm256_max_ps(x[0], x[1]), _mm256_max_ps(x[2], x[3]));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx8), _mm256_extractf128_ps(mx8, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float tile_max = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        float * st = state[r];
+        if (tile_max == -INFINITY) {   // nothing visible: zero weights
+            for (int c = 0; c < NV; ++c) _mm256_storeu_ps(s + 8 * c, _mm256_setzero_ps());
+            continue;
+        }
+        const float M = ggml_cpu_softmax_raise_max(st, dv, tile_max, [&](float f) {
+            const __m256 vf = _mm256_set1_ps(f);
+            for (int64_t i = 0; i < dv; i += 8) _mm256_storeu_ps(st + i, _mm256_mul_ps(vf, _mm256_loadu_ps(st + i)));
+        });
+        const __m256 vm = _mm256_set1_ps(M);
+        __m256 sum = _mm256_setzero_ps();
+        for (int c = 0; c < NV; ++c) {
+            const __m256 e = exp8(_mm256_sub_ps(x[c], vm));
+            _mm256_storeu_ps(s + 8 * c, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+        s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        st[dv + 1] += _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
+    }
+}
+
 } // namespace
 
 void ggml_cpu_register_attn_cache_avx2() {
@@ -65,5 +113,6 @@ void ggml_cpu_register_attn_cache_avx2() {
     f.pack_kt = pack_kt<isa_avx2>;
     f.qk_kt = qk_kt<isa_avx2>;
     f.pv_f32 = pv_f32<isa_avx2>;
+    f.softmax_tile = softmax_rows;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
 }

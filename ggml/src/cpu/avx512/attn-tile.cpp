@@ -117,27 +117,20 @@ void softmax_rows(int64_t nr, int64_t nt, float * s, float * const * state, int6
         }
         const float tile_max = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
         float * st = state[r];
-        float & M = st[dv];
-        float & S = st[dv + 1];
         if (tile_max == -INFINITY) {   // nothing visible: zero weights
             _mm512_storeu_ps(s, _mm512_setzero_ps());
             _mm512_storeu_ps(s + 16, _mm512_setzero_ps());
             continue;
         }
-        if (tile_max > M) {
-            if (M != -INFINITY) {
-                const float f = std::exp(M - tile_max);
-                S *= f;
-                const __m512 vf = _mm512_set1_ps(f);
-                for (int64_t i = 0; i < dv; i += 16) _mm512_storeu_ps(st + i, _mm512_mul_ps(vf, _mm512_loadu_ps(st + i)));
-            }
-            M = tile_max;
-        }
+        const float M = ggml_cpu_softmax_raise_max(st, dv, tile_max, [&](float f) {
+            const __m512 vf = _mm512_set1_ps(f);
+            for (int64_t i = 0; i < dv; i += 16) _mm512_storeu_ps(st + i, _mm512_mul_ps(vf, _mm512_loadu_ps(st + i)));
+        });
         const __m512 vm = _mm512_set1_ps(M);
         const __m512 e0 = exp16(_mm512_sub_ps(x0, vm)), e1 = exp16(_mm512_sub_ps(x1, vm));
         _mm512_storeu_ps(s, e0);
         _mm512_storeu_ps(s + 16, e1);
-        S += _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
+        st[dv + 1] += _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
     }
 }
 
