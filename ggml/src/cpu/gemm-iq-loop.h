@@ -7,6 +7,7 @@
 // Per row: zero the outputs; per block: decode (quants-iq.h), prepare; per column:
 //   acc = fma(d * a.d, block_dot, acc), then the type's dot factor once per output: the scalar
 // kernel's order, so the results equal it bit for bit.
+// (Factor by reference: clang 14, Debian 12's, has no float template parameters.)
 #pragma once
 
 #include "cpu-traits.h"
@@ -16,7 +17,7 @@
 
 namespace {
 
-template <typename I, typename Block, void (*decode)(const Block &, ggml_iq::decoded_block &), float Factor>
+template <typename I, typename Block, void (*decode)(const Block &, ggml_iq::decoded_block &), const float & Factor>
 void gemm_iq(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
              int nr, int nc) {
     const int64_t nb = n / QK_K;
