@@ -4,6 +4,7 @@
 // An ISA struct I provides:
 //   prepared                        a decoded block in that ISA's registers
 //   prepare(decoded_block, prepared) and block_dot(prepared, q8) -> the exact int32 block sum.
+//   kPanelMinCols and panel<T>(gemm arguments)  its panel gemm of type T (iq_type), for batches.
 // Per row: zero the outputs; per block: decode (quants-iq.h), prepare; per column:
 //   acc = fma(d * a.d, block_dot, acc), then the type's dot factor once per output: the scalar
 // kernel's order, so the results equal it bit for bit.
@@ -17,17 +18,35 @@
 
 namespace {
 
-template <typename I, typename Block, void (*decode)(const Block &, ggml_iq::decoded_block &), const float & Factor>
+// One lattice type as the kernels see it: its block, decoder, dot factor and the values per
+// scale of its decoded form (16 for iq2_xs, iq2_s and iq1_m, whose two halves of a 32-value
+// group have scales of their own; 32 for the others).
+template <typename Block_, void (*Decode)(const Block_ &, ggml_iq::decoded_block &), const float & Factor, int Sub>
+struct iq_type {
+    using Block = Block_;
+    static constexpr int kSub = Sub;
+    static void decode(const Block & b, ggml_iq::decoded_block & db) { Decode(b, db); }
+    static float factor() { return Factor; }
+    // Block i of a row decoded into db, and the float scale of each of its QK_K / kSub
+    // sub-blocks (d * factor * odd scale): the panel gemms' coefficients (value = scale * q).
+    static void decode_scaled(const uint8_t * row, int64_t i, ggml_iq::decoded_block & db, float * scale) {
+        Decode(((const Block *) row)[i], db);
+        const float df = db.d * Factor;
+        for (int j = 0; j < QK_K / Sub; ++j) scale[j] = df * (float) db.sc[j * Sub / 16];
+    }
+};
+
+template <typename I, typename T>
 void gemm_iq(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
              int nr, int nc) {
     const int64_t nb = n / QK_K;
     ggml_iq::decoded_block db;
     typename I::prepared pb;
     for (int r = 0; r < nr; ++r) {
-        const auto * b = (const Block *) ((const char *) w + r * w_stride);
+        const auto * b = (const typename T::Block *) ((const char *) w + r * w_stride);
         for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] = 0.0f;
         for (int64_t i = 0; i < nb; ++i) {
-            decode(b[i], db);
+            T::decode(b[i], db);
             I::prepare(db, pb);
             for (int c = 0; c < nc; ++c) {
                 const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
@@ -35,8 +54,21 @@ void gemm_iq(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
                 acc = std::fma(db.d * a.d, (float) I::block_dot(pb, a.qs), acc);
             }
         }
-        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] *= Factor;
+        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] *= T::factor();
     }
+}
+
+// The kernel registered per type: batches of at least I::kPanelMinCols columns go to the ISA's
+// panel gemm (I::panel<T>: weights repacked once per call and register-tiled over the columns),
+// fewer (token generation, the few tokens of a MoE expert) to the block loop above.
+template <typename I, typename T>
+void gemm_iq_type(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                  size_t dst_stride, int nr, int nc) {
+    if (nc >= I::kPanelMinCols) {
+        I::template panel<T>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
+    gemm_iq<I, T>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
 }
 
 // Registers every lattice type's kernel at one ISA level.
@@ -44,13 +76,13 @@ template <typename I>
 void register_iq_gemms(ggml_cpu_isa isa) {
     using namespace ggml_iq;
     const ggml_type q8 = GGML_TYPE_Q8_K;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XXS, isa, q8, gemm_iq<I, block_iq2_xxs, decode_iq2_xxs, IQ2_DOT_FACTOR>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XS, isa, q8, gemm_iq<I, block_iq2_xs, decode_iq2_xs, IQ2_DOT_FACTOR>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_S, isa, q8, gemm_iq<I, block_iq2_s, decode_iq2_s, IQ2_DOT_FACTOR>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_XXS, isa, q8, gemm_iq<I, block_iq3_xxs, decode_iq3_xxs, IQ3XXS_DOT_FACTOR>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_S, isa, q8, gemm_iq<I, block_iq3_s, decode_iq3_s, IQ3S_DOT_FACTOR>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, isa, q8, gemm_iq<I, block_iq1_s, decode_iq1_s, IQ1_DOT_FACTOR>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, isa, q8, gemm_iq<I, block_iq1_m, decode_iq1_m, IQ1_DOT_FACTOR>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XXS, isa, q8, gemm_iq_type<I, iq_type<block_iq2_xxs, decode_iq2_xxs, IQ2_DOT_FACTOR, 32>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XS, isa, q8, gemm_iq_type<I, iq_type<block_iq2_xs, decode_iq2_xs, IQ2_DOT_FACTOR, 16>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_S, isa, q8, gemm_iq_type<I, iq_type<block_iq2_s, decode_iq2_s, IQ2_DOT_FACTOR, 16>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_XXS, isa, q8, gemm_iq_type<I, iq_type<block_iq3_xxs, decode_iq3_xxs, IQ3XXS_DOT_FACTOR, 32>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_S, isa, q8, gemm_iq_type<I, iq_type<block_iq3_s, decode_iq3_s, IQ3S_DOT_FACTOR, 32>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, isa, q8, gemm_iq_type<I, iq_type<block_iq1_s, decode_iq1_s, IQ1_DOT_FACTOR, 32>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, isa, q8, gemm_iq_type<I, iq_type<block_iq1_m, decode_iq1_m, IQ1_DOT_FACTOR, 16>>);
 }
 
 } // namespace
