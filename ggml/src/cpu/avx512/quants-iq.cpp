@@ -5,14 +5,14 @@
 // no saturation), vpdpwssd with the scales into an int32 accumulator. The per-block integer sums
 // equal the scalar kernels' exactly and the float accumulation is the same fma chain, so results
 // match the scalar path bit for bit.
-// Batches (kiln_panel::kMinCols columns or more) go to the panel gemm (panel.h): the decoded
-// levels are repacked 16 rows to a vector and multiplied by vpdpbusd with the level offset
-// folded away, exact in int32 per sub-block; only the float sums of the sub-blocks' scaled
-// products differ from the scalar kernel's order.
+// Batches (kiln_panel::kMinCols columns or more) go to the panel gemm (panel.h) with the
+// decoders of panel-iq.h: the levels repacked 16 rows to a vector and multiplied by vpdpbusd
+// with the level offset folded away, exact in int32 per sub-block; only the float sums of the
+// sub-blocks' scaled products differ from the scalar kernel's order.
 #include "avx512/register.h"
 #include "cpu-traits.h"
 #include "gemm-iq-loop.h"
-#include "panel.h"
+#include "panel-iq.h"
 #include "quants/quants-iq.h"
 
 // GCC 12 reports its own AVX512 extract/insert intrinsics (undefined upper lanes) as
@@ -35,27 +35,13 @@ inline __m512i load_decoded(const int8_t * p) {
                             (long long) q[2], (long long) q[1], (long long) q[0]);
 }
 
-// The panel decoder (panel.h) of lattice type T: one block of a row per call. Its signed levels
-// (|q| <= 62) go out offset by 128 into unsigned bytes, an offset the panel folds away again, so
-// its products are exact in int32 per sub-block: scale * d_x * sum(q q_x).
-template <typename T>
-struct iq_panel_decoder {
-    static constexpr int kSub = T::kSub, kChunk = QK_K, kLevelOffset = 128;
-    static void decode(const uint8_t * row, int64_t i, int64_t, __m512i * v, float * scale, float * bias) {
-        decoded_block db;
-        T::decode_scaled(row, i, db, scale);
-        for (int k = 0; k < QK_K / 64; ++k) v[k] = _mm512_xor_si512(load_decoded(db.q + 64 * k), _mm512_set1_epi8((char) 0x80));
-        for (int j = 0; j < QK_K / kSub; ++j) bias[j] = -128.0f * scale[j];
-    }
-};
-
 // The ISA description for the shared block loop (gemm-iq-loop.h).
 struct iq_avx512 {
     static constexpr int kPanelMinCols = kiln_panel::kMinCols;
     template <typename T>
     static void panel(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                       size_t dst_stride, int nr, int nc) {
-        kiln_panel::gemm<iq_panel_decoder<T>, kiln_panel::act_q8_K<T::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        kiln_panel::gemm<kiln_panel::lattice_panel<typename T::Block>, kiln_panel::act_q8_K<T::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     }
 
     struct prepared {
