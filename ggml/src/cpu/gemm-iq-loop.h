@@ -18,22 +18,12 @@
 
 namespace {
 
-// One lattice type as the kernels see it: its block, decoder, dot factor and the values per
-// scale of its decoded form (16 for iq2_xs, iq2_s and iq1_m, whose two halves of a 32-value
-// group have scales of their own; 32 for the others).
-template <typename Block_, void (*Decode)(const Block_ &, ggml_iq::decoded_block &), const float & Factor, int Sub>
+// One lattice type as the kernels see it: its block, decoder and dot factor.
+template <typename Block_, void (*Decode)(const Block_ &, ggml_iq::decoded_block &), const float & Factor>
 struct iq_type {
     using Block = Block_;
-    static constexpr int kSub = Sub;
     static void decode(const Block & b, ggml_iq::decoded_block & db) { Decode(b, db); }
     static float factor() { return Factor; }
-    // Block i of a row decoded into db, and the float scale of each of its QK_K / kSub
-    // sub-blocks (d * factor * odd scale): the panel gemms' coefficients (value = scale * q).
-    static void decode_scaled(const uint8_t * row, int64_t i, ggml_iq::decoded_block & db, float * scale) {
-        Decode(((const Block *) row)[i], db);
-        const float df = db.d * Factor;
-        for (int j = 0; j < QK_K / Sub; ++j) scale[j] = df * (float) db.sc[j * Sub / 16];
-    }
 };
 
 template <typename I, typename T>
@@ -76,13 +66,13 @@ template <typename I>
 void register_iq_gemms(ggml_cpu_isa isa) {
     using namespace ggml_iq;
     const ggml_type q8 = GGML_TYPE_Q8_K;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XXS, isa, q8, gemm_iq_type<I, iq_type<block_iq2_xxs, decode_iq2_xxs, IQ2_DOT_FACTOR, 32>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XS, isa, q8, gemm_iq_type<I, iq_type<block_iq2_xs, decode_iq2_xs, IQ2_DOT_FACTOR, 16>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_S, isa, q8, gemm_iq_type<I, iq_type<block_iq2_s, decode_iq2_s, IQ2_DOT_FACTOR, 16>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_XXS, isa, q8, gemm_iq_type<I, iq_type<block_iq3_xxs, decode_iq3_xxs, IQ3XXS_DOT_FACTOR, 32>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_S, isa, q8, gemm_iq_type<I, iq_type<block_iq3_s, decode_iq3_s, IQ3S_DOT_FACTOR, 32>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, isa, q8, gemm_iq_type<I, iq_type<block_iq1_s, decode_iq1_s, IQ1_DOT_FACTOR, 32>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, isa, q8, gemm_iq_type<I, iq_type<block_iq1_m, decode_iq1_m, IQ1_DOT_FACTOR, 16>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XXS, isa, q8, gemm_iq_type<I, iq_type<block_iq2_xxs, decode_iq2_xxs, IQ2_DOT_FACTOR>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_XS, isa, q8, gemm_iq_type<I, iq_type<block_iq2_xs, decode_iq2_xs, IQ2_DOT_FACTOR>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_S, isa, q8, gemm_iq_type<I, iq_type<block_iq2_s, decode_iq2_s, IQ2_DOT_FACTOR>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_XXS, isa, q8, gemm_iq_type<I, iq_type<block_iq3_xxs, decode_iq3_xxs, IQ3XXS_DOT_FACTOR>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_S, isa, q8, gemm_iq_type<I, iq_type<block_iq3_s, decode_iq3_s, IQ3S_DOT_FACTOR>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, isa, q8, gemm_iq_type<I, iq_type<block_iq1_s, decode_iq1_s, IQ1_DOT_FACTOR>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_M, isa, q8, gemm_iq_type<I, iq_type<block_iq1_m, decode_iq1_m, IQ1_DOT_FACTOR>>);
 }
 
 } // namespace

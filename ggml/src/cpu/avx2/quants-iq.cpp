@@ -3,12 +3,13 @@
 // then reused for every activation column: |w| x sign(a, w) with maddubs, scales with madd,
 // int32 accumulation. The per-block integer sums equal the scalar kernels' exactly, and the
 // float accumulation is the same fma chain, so results match the scalar path bit for bit.
-// Batches (kiln_panel::kMinCols columns or more) go to the panel gemm (panel.h): the decoded
-// signed levels repacked 8 rows to a vector, exact in int32 per sub-block; only the float sums
-// of the sub-blocks' scaled products differ from the scalar kernel's order.
+// Batches (kiln_panel::kMinCols columns or more) go to the panel gemm (panel.h) with the
+// decoders of panel-iq.h: signed levels repacked 8 rows to a vector, exact in int32 per
+// sub-block; only the float sums of the sub-blocks' scaled products differ from the scalar
+// kernel's order.
 #include "avx2/register.h"
 #include "gemm-iq-loop.h"
-#include "panel.h"
+#include "panel-iq.h"
 #include "quants/quants-iq.h"
 #include "cpu-traits.h"
 
@@ -28,28 +29,14 @@ inline __m256i load_decoded(const int8_t * p) {
     return _mm256_set_epi64x((long long) q[3], (long long) q[2], (long long) q[1], (long long) q[0]);
 }
 
-// The panel decoder (panel.h) of lattice type T: one block of a row per call, as signed levels
-// (|q| <= 62, so |q| x |q_x| pairs fit vpmaddubsw's int16) with no bias: the panel's products
-// are exact in int32 per sub-block, scale * d_x * sum(q q_x).
-template <typename T>
-struct iq_panel_decoder {
-    static constexpr int kSub = T::kSub, kChunk = QK_K, kMaxLevel = 0;
-    static constexpr bool kBias = false;
-    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float * bias) {
-        decoded_block db;
-        T::decode_scaled(row, i, db, scale);
-        for (int k = 0; k < QK_K / 32; ++k) v[k] = load_decoded(db.q + 32 * k);
-        for (int j = 0; j < QK_K / kSub; ++j) bias[j] = 0.0f;
-    }
-};
-
 // The ISA description for the shared block loop (gemm-iq-loop.h).
 struct iq_avx2 {
     static constexpr int kPanelMinCols = kiln_panel::kMinCols;
     template <typename T>
     static void panel(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                       size_t dst_stride, int nr, int nc) {
-        kiln_panel::gemm<iq_panel_decoder<T>, kiln_panel::act_q8_K<T::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        using D = kiln_panel::lattice_panel<typename T::Block>;
+        kiln_panel::gemm<D, kiln_panel::act_q8_K<D::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     }
 
     struct prepared {

@@ -41,7 +41,8 @@ struct iq_avx512 {
     template <typename T>
     static void panel(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                       size_t dst_stride, int nr, int nc) {
-        kiln_panel::gemm<kiln_panel::lattice_panel<typename T::Block>, kiln_panel::act_q8_K<T::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        using D = kiln_panel::lattice_panel<typename T::Block>;
+        kiln_panel::gemm<D, kiln_panel::act_q8_K<D::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     }
 
     struct prepared {
