@@ -15,6 +15,7 @@
 //                             per scaled sub-block;
 //   kDelta                    iq1: entries g in {-1, 0, 1}, values 8 g + delta, delta = +-1
 //                             per 8 values; else values are the entries' magnitudes with signs;
+//   kMaxMagnitude             the largest |value| (the grids' largest byte; 9 for iq1);
 //   chunk(b, k, idx, signs)   values 64 k .. 64 k + 63: their grid indices (8 in idx[0], or 16
 //                             in idx[0], idx[1]) and, bit j for value 64 k + j, the signs, or
 //                             with kDelta bit j for group j the groups whose delta is -1;
@@ -71,6 +72,7 @@ struct lattice_index<ggml_iq::block_iq2_xxs> {
     using Grid = uint64_t;
     static constexpr const Grid * grid = ggml_iq::iq2xxs_grid;
     static constexpr int kSub = 32;
+    static constexpr int kMaxMagnitude = 43;
     static constexpr bool kDelta = false;
     static void chunk(const ggml_iq::block_iq2_xxs & b, int k, __m256i * idx, uint64_t & signs) {
         const uint8_t * p = (const uint8_t *) b.qs + 16 * k;
@@ -90,6 +92,7 @@ struct lattice_index<ggml_iq::block_iq2_xs> {
     using Grid = uint64_t;
     static constexpr const Grid * grid = ggml_iq::iq2xs_grid;
     static constexpr int kSub = 16;
+    static constexpr int kMaxMagnitude = 43;
     static constexpr bool kDelta = false;
     static void chunk(const ggml_iq::block_iq2_xs & b, int k, __m256i * idx, uint64_t & signs) {
         const __m128i w = _mm_loadu_si128((const __m128i *) (b.qs + 8 * k));
@@ -108,6 +111,7 @@ struct lattice_index<ggml_iq::block_iq2_s> {
     using Grid = uint64_t;
     static constexpr const Grid * grid = ggml_iq::iq2s_grid;
     static constexpr int kSub = 16;
+    static constexpr int kMaxMagnitude = 43;
     static constexpr bool kDelta = false;
     static void chunk(const ggml_iq::block_iq2_s & b, int k, __m256i * idx, uint64_t & signs) {
         const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qs + 8 * k)));
@@ -128,6 +132,7 @@ struct lattice_index<ggml_iq::block_iq3_xxs> {
     using Grid = uint32_t;
     static constexpr const Grid * grid = ggml_iq::iq3xxs_grid;
     static constexpr int kSub = 32;
+    static constexpr int kMaxMagnitude = 62;
     static constexpr bool kDelta = false;
     static void chunk(const ggml_iq::block_iq3_xxs & b, int k, __m256i * idx, uint64_t & signs) {
         const __m128i q = _mm_loadu_si128((const __m128i *) (b.qs + 16 * k));
@@ -149,6 +154,7 @@ struct lattice_index<ggml_iq::block_iq3_s> {
     using Grid = uint32_t;
     static constexpr const Grid * grid = ggml_iq::iq3s_grid;
     static constexpr int kSub = 32;
+    static constexpr int kMaxMagnitude = 15;
     static constexpr bool kDelta = false;
     static void chunk(const ggml_iq::block_iq3_s & b, int k, __m256i * idx, uint64_t & signs) {
         const __m128i q = _mm_loadu_si128((const __m128i *) (b.qs + 16 * k));
@@ -172,6 +178,7 @@ struct lattice_index<ggml_iq::block_iq1_s> {
     using Grid = uint64_t;
     static constexpr const Grid * grid = ggml_iq::iq1s_grid;
     static constexpr int kSub = 32;
+    static constexpr int kMaxMagnitude = 9;
     static constexpr bool kDelta = true;
     static void chunk(const ggml_iq::block_iq1_s & b, int k, __m256i * idx, uint64_t & neg) {
         const uint32_t h0 = b.qh[2 * k], h1 = b.qh[2 * k + 1];
@@ -195,6 +202,7 @@ struct lattice_index<ggml_iq::block_iq1_m> {
     using Grid = uint64_t;
     static constexpr const Grid * grid = ggml_iq::iq1s_grid;
     static constexpr int kSub = 16;
+    static constexpr int kMaxMagnitude = 9;
     static constexpr bool kDelta = true;
     static void chunk(const ggml_iq::block_iq1_m & b, int k, __m256i * idx, uint64_t & neg) {
         const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1);

@@ -28,10 +28,12 @@ inline __m256i byte_mask32(uint32_t bits) {
 template <typename Block>
 struct lattice_panel {
     using X = lattice_index<Block>;
-    static constexpr int kSub = X::kSub, kChunk = QK_K, kMaxLevel = 0;
-    static constexpr bool kBias = false;
+    // levels q + M (M = kMaxMagnitude): unsigned, at most 2 M
+    static constexpr int kSub = X::kSub, kChunk = QK_K, kMaxLevel = 2 * X::kMaxMagnitude;
+    static constexpr bool kBias = true;
     static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float * bias) {
         const Block & b = ((const Block *) row)[i];
+        const __m256i M = _mm256_set1_epi8((char) X::kMaxMagnitude);
         for (int k = 0; k < QK_K / 64; ++k) {
             __m256i idx[2];
             uint64_t bits;
@@ -49,15 +51,15 @@ struct lattice_panel {
                     const __m256i sel = _mm256_setr_epi64x(1, 2, 4, 8);
                     const __m256i neg = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x((long long) (bits >> 4 * h)), sel), sel);
                     const __m256i g8 = _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8((char) 0xF8));
-                    v[2 * k + h] = _mm256_add_epi8(g8, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
+                    v[2 * k + h] = _mm256_add_epi8(_mm256_add_epi8(g8, M), _mm256_or_si256(neg, _mm256_set1_epi8(1)));
                 } else {
                     const __m256i m = byte_mask32((uint32_t) (bits >> 32 * h));
-                    v[2 * k + h] = _mm256_sub_epi8(_mm256_xor_si256(g, m), m);
+                    v[2 * k + h] = _mm256_add_epi8(_mm256_sub_epi8(_mm256_xor_si256(g, m), m), M);
                 }
             }
         }
         X::scales(b, scale);
-        for (int j = 0; j < QK_K / kSub; ++j) bias[j] = 0.0f;
+        for (int j = 0; j < QK_K / kSub; ++j) bias[j] = -(float) X::kMaxMagnitude * scale[j];
     }
 };
 
