@@ -4,7 +4,9 @@
 //   - our quantizer is within 2% of the reference's (weighted) relative RMSE on the golden rows;
 //   - the scalar gemm equals a float64 dot of the dequantized weights and activations, and its
 //     error against the exact product of the golden dequantized weights is no worse than the
-//     reference's matmul; every SIMD kernel equals the scalar one bit for bit on odd shapes;
+//     reference's matmul; every SIMD kernel equals the scalar one bit for bit on odd shapes at
+//     token-generation column counts, and within float rounding for batches (the panels), also
+//     through mul_mat and mul_mat_id;
 //   - edge rows (zero, constant, outlier, non-finite) behave.
 // The golden file is read with a small local GGUF parser so this suite does not depend on the
 // GGUF library.
@@ -377,6 +379,82 @@ TEST(QuantsIQ, SimdMatchesScalarOnOddShapes) {
         }
     }
     if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) { EXPECT_GE(compared, 7); }   // x86: every IQ type has AVX2 kernels
+}
+
+// Batches through the graph: mul_mat, and the expert-routed mul_mat_id where one expert gets
+// fewer tokens than a panel takes, at every ISA level this CPU runs. From kiln_panel::kMinCols
+// columns the SIMD levels take the panel gemms (weights repacked, float sums per sub-block),
+// below that the block loop: both agree with the scalar level within float rounding,
+// 1e-5 of sum |w x| over the decoded weights. K = 256 and 512 (one and two blocks), 37 rows
+// (partial row groups of 8 and 16), 21 columns (whole column tiles and a tail at both levels).
+TEST(QuantsIQ, BatchProductsMatchScalarLevel) {
+    const int64_t M = 37, ncols = 21, n_expert = 3, n_used = 2, ntok = 19;
+    const ggml_cpu_isa cap = ggml_cpu_get_isa();
+    int compared = 0;
+    for (const int64_t K : { 256, 512 }) {
+        const auto wf = random_weights(n_expert * M * K, 51 + K);
+        const auto imatrix = kiln_test::random_floats(K, 52, 0.1f, 2.0f);
+        const auto xf = kiln_test::random_floats(ncols * K, 53, -2.0f, 2.0f);
+        const auto bf = kiln_test::random_floats(ntok * K, 54, -2.0f, 2.0f);
+        // token t: expert 0, and expert 1 (tokens 0..3: a block-loop call) or 2
+        std::vector<int32_t> route(n_used * ntok);
+        for (int64_t t = 0; t < ntok; ++t) route[t * n_used] = 0, route[t * n_used + 1] = t < 4 ? 1 : 2;
+        for (ggml_type t : kTypes) {
+            const auto * tt = ggml_get_type_traits(t);
+            const size_t rs = ggml_row_size(t, K);
+            ggml_init_params ip = { n_expert * M * rs + 4 * sizeof(float) * K * (ncols + ntok) + (1 << 20), nullptr, false };
+            ggml_context * ctx = ggml_init(ip);
+            ggml_tensor * as = ggml_new_tensor_3d(ctx, t, K, M, n_expert);
+            ASSERT_EQ(tt->quantize(wf.data(), (uint8_t *) as->data, n_expert * M, K, imatrix.data()), n_expert * M * rs);
+            std::vector<float> wdq(n_expert * M * K);
+            tt->to_float(as->data, wdq.data(), n_expert * M * K);
+            ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, ncols);
+            ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, ntok);
+            ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, ntok);
+            std::memcpy(x->data, xf.data(), xf.size() * sizeof(float));
+            std::memcpy(b->data, bf.data(), bf.size() * sizeof(float));
+            std::memcpy(ids->data, route.data(), route.size() * sizeof(int32_t));
+            ggml_tensor * mm = ggml_mul_mat(ctx, ggml_view_2d(ctx, as, K, M, as->nb[1], 0), x);
+            ggml_tensor * id = ggml_mul_mat_id(ctx, as, b, ids);
+            ggml_cgraph * g = ggml_new_graph(ctx);
+            ggml_build_forward_expand(g, mm);
+            ggml_build_forward_expand(g, id);
+            // per output: sum |w x| (mul_mat outputs, then mul_mat_id's)
+            std::vector<double> bound;
+            auto magnitude = [&](int64_t e, int64_t r, const float * v) {
+                double m = 0;
+                for (int64_t k = 0; k < K; ++k) m += std::fabs((double) wdq[(e * M + r) * K + k] * v[k]);
+                return m;
+            };
+            for (int64_t c = 0; c < ncols; ++c)
+                for (int64_t r = 0; r < M; ++r) bound.push_back(magnitude(0, r, xf.data() + c * K));
+            for (int64_t tok = 0; tok < ntok; ++tok)
+                for (int64_t i = 0; i < n_used; ++i)
+                    for (int64_t r = 0; r < M; ++r) bound.push_back(magnitude(route[tok * n_used + i], r, bf.data() + tok * K));
+            std::vector<float> ref;
+            for (int isa = GGML_CPU_ISA_SCALAR; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+                ggml_cpu_set_isa((ggml_cpu_isa) isa);
+                ASSERT_EQ(ggml_graph_compute_cpu(g, 2), GGML_STATUS_SUCCESS);
+                std::vector<float> got((const float *) mm->data, (const float *) mm->data + M * ncols);
+                got.insert(got.end(), (const float *) id->data, (const float *) id->data + M * n_used * ntok);
+                ASSERT_EQ(got.size(), bound.size());
+                if (isa == GGML_CPU_ISA_SCALAR) {
+                    ref = got;
+                    continue;
+                }
+                for (size_t j = 0; j < got.size(); ++j) {
+                    ASSERT_NEAR(got[j], ref[j], 1e-5 * bound[j] + 1e-6)
+                        << ggml_type_name(t) << " K=" << K << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa)
+                        << (j < (size_t) (M * ncols) ? " mul_mat" : " mul_mat_id") << " output " << j;
+                }
+                ++compared;
+            }
+            ggml_cpu_set_isa(cap);
+            ggml_free(ctx);
+        }
+    }
+    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) { EXPECT_GE(compared, 14); }   // x86: every type at K = 256 and 512
 }
 
 // ---- edge rows ------------------------------------------------------------------------------
