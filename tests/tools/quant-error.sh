@@ -8,6 +8,8 @@
 #    quantizer errs less than the reference's on the weights and on the real activations, every
 #    level at batch and batch 1 gives the same product, and an imatrix made on other text lowers
 #    the error on these activations;
+#  - the lattice i-quants on the same experts: every level's product (batch and batch 1) is as
+#    close to float64 as the scalar level's;
 #  - bad arguments are errors that name the flag or file.
 # Usage: quant-error.sh <build>/bin <shared dir>
 set -u
@@ -65,6 +67,24 @@ done
 batch=$(awk '/^  kiln matmul / && !/per-32/ && $4 == "batch" { print $(NF - 2); exit }' "$TMP/out")
 le "$batch" "$(total "kiln matmul per-32 bf16")" && pass ||
     fail "k-quant batch products ($batch) further from float64 than per-32 bf16 rounding: $(grep '^  kiln matmul' "$TMP/out")"
+
+# ---- the lattice i-quants, per kind: token generation takes the block loops (bit for bit the
+# scalar kernel's), batches the panel gemms at the SIMD levels (the same integer sums per
+# sub-block, float sums in another order): every level's product strays from float64 as far as
+# the scalar level's, within 0.1%
+for t in iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m; do
+    expect_ok "$Q" -m "$M/synth-deepseek2-f16.gguf" --type "$t" --imatrix "$TMP/ds2.gguf" -f "$TXT" --tokens 256 \
+        --tensors 'blk\.2\.ffn_(up|down)_exps'
+    for kind in b1 batch; do
+        s=$(awk -v k="$kind" '/^  kiln\+im matmul scalar / && $4 == k { print $(NF - 2) }' "$TMP/out")
+        n=0
+        for v in $(awk -v k="$kind" '/^  kiln\+im matmul / && !/per-32/ && $3 != "scalar" && $4 == k { print $(NF - 2) }' "$TMP/out"); do
+            le "$v" "$s" 1.001 && le "$s" "$v" 1.001 && pass || fail "$t $kind: a SIMD level's product error $v, the scalar level's $s"
+            n=$((n + 1))
+        done
+        [ "$n" -ge 1 ] || [ "$(uname -m)" != x86_64 ] && pass || fail "$t $kind: no SIMD level reported: $(grep '^  kiln+im matmul' "$TMP/out")"
+    done
+done
 
 # ---- errors
 expect_err "-m (or --demo) is required" "$Q" --type q4_K
