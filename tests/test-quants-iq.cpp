@@ -385,37 +385,40 @@ TEST(QuantsIQ, SimdMatchesScalarOnOddShapes) {
 // fewer tokens than a panel takes, at every ISA level this CPU runs. From kiln_panel::kMinCols
 // columns the SIMD levels take the panel gemms (weights repacked, float sums per sub-block),
 // below that the block loop: both agree with the scalar level within float rounding,
-// 1e-5 of sum |w x| over the decoded weights. K = 256 and 512 (one and two blocks), 37 rows
-// (partial row groups of 8 and 16), 21 columns (whole column tiles and a tail at both levels).
+// 1e-5 of sum |w x| over the decoded weights. K = 256 and 512 (one and two blocks; strided
+// rows), 21 rows (partial row groups of 8 and 16), 21 columns (whole column tiles and a tail at
+// both levels).
 TEST(QuantsIQ, BatchProductsMatchScalarLevel) {
-    const int64_t M = 37, ncols = 21, n_expert = 3, n_used = 2, ntok = 19;
+    // rows quantized once at K = 512; the K = 256 products read their first blocks (strided rows)
+    const int64_t M = 21, ncols = 21, n_expert = 3, n_used = 2, ntok = 19, KQ = 512;
     const ggml_cpu_isa cap = ggml_cpu_get_isa();
+    const auto wf = random_weights(n_expert * M * KQ, 51);
+    const auto imatrix = kiln_test::random_floats(KQ, 52, 0.1f, 2.0f);
+    const auto xf = kiln_test::random_floats(ncols * KQ, 53, -2.0f, 2.0f);
+    const auto bf = kiln_test::random_floats(ntok * KQ, 54, -2.0f, 2.0f);
+    // token t: expert 0, and expert 1 (tokens 0..3: a block-loop call) or 2
+    std::vector<int32_t> route(n_used * ntok);
+    for (int64_t t = 0; t < ntok; ++t) route[t * n_used] = 0, route[t * n_used + 1] = t < 4 ? 1 : 2;
     int compared = 0;
-    for (const int64_t K : { 256, 512 }) {
-        const auto wf = random_weights(n_expert * M * K, 51 + K);
-        const auto imatrix = kiln_test::random_floats(K, 52, 0.1f, 2.0f);
-        const auto xf = kiln_test::random_floats(ncols * K, 53, -2.0f, 2.0f);
-        const auto bf = kiln_test::random_floats(ntok * K, 54, -2.0f, 2.0f);
-        // token t: expert 0, and expert 1 (tokens 0..3: a block-loop call) or 2
-        std::vector<int32_t> route(n_used * ntok);
-        for (int64_t t = 0; t < ntok; ++t) route[t * n_used] = 0, route[t * n_used + 1] = t < 4 ? 1 : 2;
-        for (ggml_type t : kTypes) {
-            const auto * tt = ggml_get_type_traits(t);
-            const size_t rs = ggml_row_size(t, K);
-            ggml_init_params ip = { n_expert * M * rs + 4 * sizeof(float) * K * (ncols + ntok) + (1 << 20), nullptr, false };
-            ggml_context * ctx = ggml_init(ip);
-            ggml_tensor * as = ggml_new_tensor_3d(ctx, t, K, M, n_expert);
-            ASSERT_EQ(tt->quantize(wf.data(), (uint8_t *) as->data, n_expert * M, K, imatrix.data()), n_expert * M * rs);
-            std::vector<float> wdq(n_expert * M * K);
-            tt->to_float(as->data, wdq.data(), n_expert * M * K);
+    for (ggml_type t : kTypes) {
+        const auto * tt = ggml_get_type_traits(t);
+        const size_t rs = ggml_row_size(t, KQ);
+        ggml_init_params ip = { n_expert * M * rs + 4 * sizeof(float) * KQ * (ncols + ntok) + (1 << 20), nullptr, false };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * as = ggml_new_tensor_3d(ctx, t, KQ, M, n_expert);
+        ASSERT_EQ(tt->quantize(wf.data(), (uint8_t *) as->data, n_expert * M, KQ, imatrix.data()), n_expert * M * rs);
+        std::vector<float> wdq(n_expert * M * KQ);
+        tt->to_float(as->data, wdq.data(), n_expert * M * KQ);
+        for (const int64_t K : { 256, 512 }) {
+            ggml_tensor * w = ggml_view_3d(ctx, as, K, M, n_expert, as->nb[1], as->nb[2], 0);
             ggml_tensor * x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, ncols);
             ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, ntok);
             ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, ntok);
-            std::memcpy(x->data, xf.data(), xf.size() * sizeof(float));
-            std::memcpy(b->data, bf.data(), bf.size() * sizeof(float));
+            for (int64_t c = 0; c < ncols; ++c) std::memcpy((float *) x->data + c * K, xf.data() + c * KQ, K * sizeof(float));
+            for (int64_t c = 0; c < ntok; ++c) std::memcpy((float *) b->data + c * K, bf.data() + c * KQ, K * sizeof(float));
             std::memcpy(ids->data, route.data(), route.size() * sizeof(int32_t));
             ggml_tensor * mm = ggml_mul_mat(ctx, ggml_view_2d(ctx, as, K, M, as->nb[1], 0), x);
-            ggml_tensor * id = ggml_mul_mat_id(ctx, as, b, ids);
+            ggml_tensor * id = ggml_mul_mat_id(ctx, w, b, ids);
             ggml_cgraph * g = ggml_new_graph(ctx);
             ggml_build_forward_expand(g, mm);
             ggml_build_forward_expand(g, id);
@@ -423,14 +426,14 @@ TEST(QuantsIQ, BatchProductsMatchScalarLevel) {
             std::vector<double> bound;
             auto magnitude = [&](int64_t e, int64_t r, const float * v) {
                 double m = 0;
-                for (int64_t k = 0; k < K; ++k) m += std::fabs((double) wdq[(e * M + r) * K + k] * v[k]);
+                for (int64_t k = 0; k < K; ++k) m += std::fabs((double) wdq[(e * M + r) * KQ + k] * v[k]);
                 return m;
             };
             for (int64_t c = 0; c < ncols; ++c)
-                for (int64_t r = 0; r < M; ++r) bound.push_back(magnitude(0, r, xf.data() + c * K));
+                for (int64_t r = 0; r < M; ++r) bound.push_back(magnitude(0, r, xf.data() + c * KQ));
             for (int64_t tok = 0; tok < ntok; ++tok)
                 for (int64_t i = 0; i < n_used; ++i)
-                    for (int64_t r = 0; r < M; ++r) bound.push_back(magnitude(route[tok * n_used + i], r, bf.data() + tok * K));
+                    for (int64_t r = 0; r < M; ++r) bound.push_back(magnitude(route[tok * n_used + i], r, bf.data() + tok * KQ));
             std::vector<float> ref;
             for (int isa = GGML_CPU_ISA_SCALAR; isa < GGML_CPU_ISA_COUNT; ++isa) {
                 if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
@@ -451,8 +454,8 @@ TEST(QuantsIQ, BatchProductsMatchScalarLevel) {
                 ++compared;
             }
             ggml_cpu_set_isa(cap);
-            ggml_free(ctx);
         }
+        ggml_free(ctx);
     }
     if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) { EXPECT_GE(compared, 14); }   // x86: every type at K = 256 and 512
 }
