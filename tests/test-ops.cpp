@@ -722,6 +722,10 @@ struct fa_case {
     int64_t mask_ne3 = 1;
     bool sinks = false;    // a sink logit per head (gpt-oss)
     bool cell_major = false;   // K/V as the KV cache lays them out: a cell's heads adjacent (nb1 > nb2)
+    // > 0: a mask of 0 and -inf only, as llama builds it (the packed paths then read it only on
+    // tiles across a row's edges): causal (-1) or a sliding window of this many keys, with one
+    // row given a -inf hole, one a stray nonzero value and one a -0 among its visible keys
+    int64_t plain_window = 0;
 };
 
 std::string fa_name(const fa_case & c) {
@@ -730,7 +734,29 @@ std::string fa_name(const fa_case & c) {
                   (long long) c.D, (long long) c.Dv, (long long) c.n_q, (long long) c.n_kv, (long long) c.n_head,
                   (long long) c.n_head_kv, (long long) c.n_seq, ggml_type_name(c.kv_type),
                   c.mask_type == GGML_TYPE_COUNT ? "none" : ggml_type_name(c.mask_type), c.max_bias, c.softcap, c.q_permuted);
-    return std::string(buf) + (c.sinks ? " sinks" : "") + (c.cell_major ? " cell-major" : "");
+    return std::string(buf) + (c.sinks ? " sinks" : "") + (c.cell_major ? " cell-major" : "") +
+           (c.plain_window ? " plain window " + std::to_string(c.plain_window) : "");
+}
+
+// 0 where key j is visible to query iq (causal, within the last `window` keys when window > 0),
+// -inf elsewhere; then a -inf hole in the middle of one row's visible keys, a stray 0.75 in
+// another's and a -0 in a third (the hole and the stray value make those rows' masks matter
+// on every tile)
+void fill_plain_mask(ggml_tensor * m, int64_t n_q, int64_t window) {
+    const int64_t n_kv = m->ne[0];
+    auto last = [&](int64_t iq) { return n_kv - n_q + std::min(iq, n_q - 1); };
+    for_each(m, [&](int64_t j, int64_t iq, int64_t i2, int64_t i3) {
+        const bool seen = j <= last(iq) && (window <= 0 || j > last(iq) - window);
+        set(m, j, iq, i2, i3, seen ? 0.0 : -INFINITY);
+    });
+    for (int64_t i3 = 0; i3 < m->ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < m->ne[2]; ++i2) {
+            const int64_t hole = n_q / 3, stray = n_q / 4, neg = n_q / 5;
+            const int64_t first = window > 0 ? std::max<int64_t>(0, last(hole) - window + 1) : 0;
+            set(m, (first + last(hole)) / 2, hole, i2, i3, -INFINITY);
+            set(m, std::max<int64_t>(0, last(stray) - 40), stray, i2, i3, 0.75);
+            set(m, std::max<int64_t>(0, last(neg) - 3), neg, i2, i3, -0.0);
+        }
 }
 
 void fill_kv(ggml_tensor * t, uint32_t seed) {
@@ -811,6 +837,16 @@ TEST_F(Ops, FlashAttention) {
         { 48, 40, 70, 100, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.14f, 0.0f, 0.0f, true, true },
         { 112, 112, 25, 90, 6, 3, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.09f, 2.0f, 0.0f, true, false, 1, 1, false, true },
         { 64, 64, 40, 33, 8, 1, 1, GGML_TYPE_F32, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, false, false, 1, 1, true },
+        // 0/-inf masks (the packed paths skip the mask on tiles wholly inside a row's visible
+        // keys, and tiles no row sees): causal at a depth of 130 with a partial last tile, two
+        // query blocks and a dead row; a 45-key window with an f16 mask, GQA 8; ALiBi on the bf16
+        // products; a mask per head and sequence; one KV head split across threads (each
+        // thread's keys a part of the window)
+        { 64, 64, 70, 200, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, true, 1, 1, false, true, -1 },
+        { 128, 128, 50, 170, 8, 1, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.088f, 0.0f, 0.0f, true, false, 1, 1, false, false, 45 },
+        { 64, 64, 40, 150, 4, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.125f, 4.0f, 0.0f, true, false, 1, 1, false, true, -1 },
+        { 64, 64, 20, 90, 4, 2, 2, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, false, false, 2, 2, false, false, -1 },
+        { 64, 64, 6, 150, 16, 1, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 1, true, false, 70 },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {
@@ -838,7 +874,11 @@ TEST_F(Ops, FlashAttention) {
         ggml_tensor * mask = nullptr;
         if (c.mask_type != none) {
             mask = ggml_new_tensor_4d(ctx, c.mask_type, c.n_kv, c.n_q + 5, c.mask_ne2, c.mask_ne3);
-            fill_causal_mask(mask, c.n_q, seed++);
+            if (c.plain_window) {
+                fill_plain_mask(mask, c.n_q, c.plain_window);
+            } else {
+                fill_causal_mask(mask, c.n_q, seed++);
+            }
             if (c.dead_row) {
                 for (int64_t j = 0; j < c.n_kv; ++j) set(mask, j, c.n_q / 2, 0, 0, -INFINITY);
             }

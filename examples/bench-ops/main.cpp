@@ -1,7 +1,7 @@
 // kiln-bench-ops: throughput of the CPU attention kernel (flash attention) for decode and
 // prompt shapes, plus the hot element-wise ops of a transformer layer.
 //
-//   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe]
+//   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv]
 //
 // Attention rows (L: layers, one op each) print the time per call, GFLOP/s (2 flops per multiply-add in q·k and p·v,
 // counting only unmasked pairs) and the KV bytes read per second.
@@ -25,7 +25,7 @@ namespace {
 
 [[noreturn]] void usage(const char * msg) {
     if (msg) std::fprintf(stderr, "error: %s\n", msg);
-    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe]\n");
+    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv]\n");
     std::exit(msg ? 1 : 0);
 }
 
@@ -90,12 +90,14 @@ struct attn_shape {
     int layers = 1;   // > 1: a model's layers, each its own cache laid out as llama's KV cache
                       // (the heads of a cell side by side, f32 mask), so the caches of all
                       // layers together exceed the CPU caches as they do in a real decode step
+    bool model = false;   // one layer laid out as llama's (cells, f32 mask) without the depth of layers
 };
 
 } // namespace
 
 int main(int argc, char ** argv) {
     int n_threads = 2, reps = 5;
+    int64_t only_kv = 0;   // > 0: only the attention shapes of this KV length (for perf)
     std::string only;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -117,6 +119,9 @@ int main(int argc, char ** argv) {
         } else if (a == "--only") {
             only = next();
             if (only != "decode" && only != "prompt" && only != "ops" && only != "moe") usage(("unknown --only " + only).c_str());
+        } else if (a == "--kv") {
+            only_kv = std::atoll(next().c_str());
+            if (only_kv < 1) usage("--kv must be positive");
         } else if (a == "-h" || a == "--help") usage(nullptr);
         else usage(("unknown argument " + a).c_str());
     }
@@ -149,6 +154,14 @@ int main(int argc, char ** argv) {
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_F16, true },
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_Q8_0, true },
         { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_Q8_KV, true },
+        // sweep-bench's prompt batches at depth 0/512/1024/1536 (n_kv = depth + 512) as the
+        // models lay them out: Qwen3-0.6B (16/8 heads) and the Qwen3-30B-A3B-shaped MoE (32/4)
+        { "prompt", 512, 512, 128, 16, 8, GGML_TYPE_F16, true, 1, true },
+        { "prompt", 512, 1024, 128, 16, 8, GGML_TYPE_F16, true, 1, true },
+        { "prompt", 512, 1536, 128, 16, 8, GGML_TYPE_F16, true, 1, true },
+        { "prompt", 512, 2048, 128, 16, 8, GGML_TYPE_F16, true, 1, true },
+        { "prompt", 512, 512, 128, 32, 4, GGML_TYPE_F16, true, 1, true },
+        { "prompt", 512, 2048, 128, 32, 4, GGML_TYPE_F16, true, 1, true },
         // the same Qwen3-0.6B step through all 28 layers' caches at depth 1536 (sweep-bench's last row)
         { "decode", 1, 1600, 128, 16, 8, GGML_TYPE_F16, false, 28 },
         { "decode", 1, 1600, 128, 16, 8, GGML_TYPE_Q8_0, false, 28 },
@@ -161,6 +174,7 @@ int main(int argc, char ** argv) {
     std::printf("|--------|-------|--------|------|--------|-------|----|-----------|-----------|----------|----------|\n");
     for (const attn_shape & s : shapes) {
         if (!only.empty() && only != s.what) continue;
+        if (only_kv > 0 && s.n_kv != only_kv) continue;
         const size_t kv_bytes = 2 * ggml_row_size(s.kv, s.D) * s.n_kv * s.n_head_kv * s.layers;
         ggml_init_params ip = { kv_bytes + (size_t) s.n_q * s.D * s.n_head * 8 + s.n_kv * s.n_q * 4 + (64 << 20) +
                                     (size_t) s.layers * (s.n_q * s.D * s.n_head * 4 + 4096), nullptr, false };
@@ -170,7 +184,7 @@ int main(int argc, char ** argv) {
         ggml_tensor * mask = nullptr;
         double pairs = (double) s.n_q * s.n_kv;
         if (s.causal) {
-            const bool f32 = s.layers > 1;   // the model's mask is f32
+            const bool f32 = s.layers > 1 || s.model;   // the model's mask is f32
             mask = ggml_new_tensor_2d(ctx, f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, s.n_kv, s.n_q);
             pairs = 0;
             for (int64_t iq = 0; iq < s.n_q; ++iq) {
@@ -186,7 +200,7 @@ int main(int argc, char ** argv) {
         ggml_cgraph * g = ggml_new_graph(ctx);
         for (int l = 0; l < s.layers; ++l) {
             ggml_tensor * k, * v;
-            if (s.layers == 1) {
+            if (s.layers == 1 && !s.model) {
                 k = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
                 v = ggml_new_tensor_4d(ctx, s.kv, s.D, s.n_kv, s.n_head_kv, 1);
                 fill(k, rng);

@@ -44,6 +44,14 @@ constexpr int64_t k_direct_rows = 8;    // read the cache in place when at most 
 constexpr int64_t k_packed_rows = 16;   // a packed tile (bf16 or transposed f32) when at least this many rows share it
 constexpr int64_t k_bf16_max_head = 256;   // ... and heads have at most this many values
 
+// The keys [lo, hi) a query row sees (from the first to the last key its mask leaves above
+// -inf) and whether its mask is 0 on all of them (causal and sliding-window masks): the tiles
+// wholly inside then need no mask, only the tiles across the edges read it.
+struct fa_span {
+    int64_t lo, hi;
+    bool    plain;
+};
+
 struct fa_plan {
     int64_t D, Dv, n_q, n_kv, n_head, n_head_kv, n_seq;
     int64_t G;        // query heads per kv head
@@ -66,7 +74,8 @@ size_t floats(int64_t n) { return ggml_pad(n * sizeof(float), 64); }
 
 // the scratch of the packed paths: the pass's row pointers (q, state, mask) and slopes, the tiles
 size_t packed_bytes(const fa_plan & p) {
-    size_t b = 3 * ggml_pad(p.R * sizeof(void *), 64) + floats(p.R);
+    size_t b = 3 * ggml_pad(p.R * sizeof(void *), 64) + floats(p.R) + ggml_pad(p.R * sizeof(fa_span), 64) +
+               ggml_pad(p.n_q * sizeof(fa_span), 64);
     if (p.bf16) {
         b += ggml_pad(p.R * p.D * sizeof(uint16_t), 64) + ggml_pad(p.D / 2 * k_tile * sizeof(uint32_t), 64) +
              ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64);
@@ -155,6 +164,8 @@ struct fa_scratch {
     float ** accp;          // R
     const float ** mvp;     // R
     float * slp;            // R
+    fa_span * span;         // R: the keys each row sees
+    fa_span * qspan;        // n_q: the spans of a mask shared by all heads, by query (lo < 0: not yet found)
     // bf16 path only
     uint16_t * qb;          // R rows of D, bf16
     uint32_t * kt;          // packed key tile [D/2][k_tile]
@@ -182,6 +193,8 @@ fa_scratch carve(const fa_plan & p, char * base) {
         s.accp = (float **) take(ggml_pad(p.R * sizeof(void *), 64));
         s.mvp = (const float **) take(ggml_pad(p.R * sizeof(void *), 64));
         s.slp = (float *) take(floats(p.R));
+        s.span = (fa_span *) take(ggml_pad(p.R * sizeof(fa_span), 64));
+        s.qspan = (fa_span *) take(ggml_pad(p.n_q * sizeof(fa_span), 64));
     }
     if (p.bf16) {
         s.qb = (uint16_t *) take(ggml_pad(p.R * p.D * sizeof(uint16_t), 64));
@@ -242,6 +255,27 @@ int64_t snake(int64_t i, int64_t nth, int64_t n) {
     return round % 2 == 1 && first + nth <= n ? first + nth - 1 - (i - first) : i;
 }
 
+// The span of a mask row (f32 or f16) over keys [kv0, kv1): a scan from each end for the
+// first key not at -inf, and a bitwise test that everything between is +-0 (exact, and a loop
+// the compiler vectorises). Read once per row and unit instead of once per row and tile, where
+// rows a few KB apart missed the caches (a tenth of the prompt op's time at depth 1024).
+template <typename T> fa_span mask_span_t(const T * m, int64_t kv0, int64_t kv1, T neg_inf, T magnitude) {
+    int64_t lo = kv0, hi = kv1;
+    while (lo < hi && m[lo] == neg_inf) ++lo;
+    while (hi > lo && m[hi - 1] == neg_inf) --hi;
+    T any = 0;
+    for (int64_t j = lo; j < hi; ++j) any |= m[j] & magnitude;
+    return { lo, hi, any == 0 };
+}
+
+fa_span mask_span(const ggml_tensor * mask, const char * row, int64_t kv0, int64_t kv1) {
+    if (!row) return { kv0, kv1, true };
+    if (mask->type == GGML_TYPE_F16) {
+        return mask_span_t<uint16_t>((const uint16_t *) row, kv0, kv1, 0xfc00, 0x7fff);
+    }
+    return mask_span_t<uint32_t>((const uint32_t *) row, kv0, kv1, 0xff800000u, 0x7fffffffu);
+}
+
 // The tile for the packed paths: every row of [r0, r1) that sees a key of it is computed in one
 // pass (one packing of K and V, shared by all of them).
 void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t r0,
@@ -249,12 +283,14 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
     const auto & vec = ggml_cpu_vec();
     const int64_t stride = p.Dv + 2;
     int64_t na = 0;
-    // consecutive rows of one query share its mask row: its conversion and verdict are reused
+    // consecutive rows of one query share its mask row: its conversion is reused
     const char * last = nullptr;
     const float * last_m = nullptr;
     for (int64_t ri = r0; ri < r1; ++ri) {
+        const fa_span & sp = sc.span[ri];
+        if (sp.hi <= j0 || sp.lo >= j0 + nt) continue;   // no key of the tile visible
         const float * m = nullptr;
-        if (sc.mrow[ri]) {
+        if (!sp.plain || sp.lo > j0 || sp.hi < j0 + nt) {   // the mask has something to say here
             if (sc.mrow[ri] != last) {
                 last = sc.mrow[ri];
                 if (a.mask->type == GGML_TYPE_F16) {
@@ -264,9 +300,7 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
                 } else {
                     last_m = (const float *) last + j0;
                 }
-                if (vec.max(nt, last_m) == -INFINITY) last_m = nullptr;   // every key masked
             }
-            if (!last_m) continue;
             m = last_m;
         }
         sc.qp[na] = p.bf16 ? (const void *) (sc.qb + ri * p.D) : (const void *) sc.qrow[ri];
@@ -419,6 +453,54 @@ void prefetch_tile(const fa_plan & p, const fa_args & a, int64_t sq, int64_t hg,
     }
 }
 
+// Rows [j0, j1) of kv head hk's K and V requested into L2 (the packed paths: their tiles are one
+// head's share of each cell, too far apart for the hardware prefetchers; into L1 they would be
+// evicted by the query rows and states streamed through it before they are read).
+void prefetch_rows_l2(const fa_args & a, int64_t sq, int64_t hk, int64_t j0, int64_t j1) {
+    for (const ggml_tensor * t : { a.k, a.v }) {
+        const size_t bytes = ggml_row_size(t->type, t->ne[0]);
+        for (int64_t j = j0; j < j1; ++j) {
+            const char * row = ggml_cpu_row_ptr(t, j, hk, sq);
+            for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+        }
+    }
+}
+
+// The packed paths' walk of a unit (one kv head, HU == 1): the keys each row sees, then the
+// tiles any row sees (the corner of the causal triangle and a sliding window's far past are
+// never visited).
+void attend_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t iq0,
+                   int64_t nq, int64_t kv0, int64_t kv1) {
+    const int64_t rows = nq * p.G;
+    // A mask shared by all heads and sequences (llama's) has one span per query for the whole
+    // op: a thread keeps those it has found (its units of a query block meet the same queries
+    // in every kv head).
+    const bool shared = a.mask && a.mask->ne[2] == 1 && a.mask->ne[3] == 1;
+    int64_t lo = kv1, hi = kv0;
+    for (int64_t ri = 0; ri < rows; ++ri) {
+        fa_span & sp = sc.span[ri];
+        if (ri > 0 && sc.mrow[ri] == sc.mrow[ri - 1]) {
+            sp = sc.span[ri - 1];
+        } else if (shared) {
+            fa_span & known = sc.qspan[unit_row(p, hk, iq0, nq, ri).iq];
+            if (known.lo < 0) known = mask_span(a.mask, sc.mrow[ri], kv0, kv1);
+            sp = known;
+        } else {
+            sp = mask_span(a.mask, sc.mrow[ri], kv0, kv1);
+        }
+        if (sp.lo < sp.hi) {
+            lo = std::min(lo, sp.lo);
+            hi = std::max(hi, sp.hi);
+        }
+    }
+    for (int64_t j0 = kv0 + (lo - kv0) / k_tile * k_tile; j0 < hi; j0 += k_tile) {
+        // the next tile's rows are requested while this one is computed (the op took 5% longer
+        // without, at depth 1024)
+        if (j0 + k_tile < hi) prefetch_rows_l2(a, sq, hk, j0 + k_tile, std::min(j0 + 2 * k_tile, hi));
+        attend_tile_packed(p, a, sc, sq, hk, 0, rows, j0, std::min(k_tile, kv1 - j0));
+    }
+}
+
 // Online softmax over kv rows [kv0, kv1) for the query rows of one unit: queries [iq0, iq1)
 // of every head of kv head group hg in sequence sq. Leaves (acc, M, S) per row in sc.state.
 void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hg, int64_t iq0,
@@ -442,16 +524,17 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
 
     if (p.bf16) ggml_cpu_vec().rows_bf16(p.D, sc.qrow, rows, sc.qb);
 
+    if (p.bf16 || p.f32t) {
+        attend_packed(p, a, sc, sq, hg, iq0, nq, kv0, kv1);
+        return;
+    }
+
     // tile-major over the unit's kv heads: the cells of a tile are read once, all heads together
     for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
         const int64_t nt = std::min(k_tile, kv1 - j0);
         if (p.direct_k && p.direct_v && p.n_q == 1) prefetch_tile(p, a, sq, hg, j0 + k_prefetch * k_tile, kv1);
         for (int64_t hl = 0; hl < p.HU; ++hl) {
-            if (p.bf16 || p.f32t) {
-                attend_tile_packed(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
-            } else {
-                attend_tile(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
-            }
+            attend_tile(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
         }
     }
 }
@@ -502,6 +585,9 @@ void ggml_cpu_op_flash_attn_ext(const ggml_compute_params * params, ggml_tensor 
     char * base = (char *) ggml_pad((uintptr_t) params->wdata, 64);
     fa_scratch sc = carve(p, base + p.per_thread * ith);
     const int64_t stride = p.Dv + 2;
+    if (p.bf16 || p.f32t) {
+        for (int64_t iq = 0; iq < p.n_q; ++iq) sc.qspan[iq].lo = -1;
+    }
 
     if (!p.split_kv) {
         // Units dealt round-robin, the query blocks of a kv head group in boustrophedon order:
