@@ -88,36 +88,49 @@ void qk_kt(int64_t n, const float * const * q, int64_t nq, const float * kt, flo
     qk_kt_tail<I, I::KT_R / 2>(n, q + r, nq - r, kt, out + r * os, os);
 }
 
-// The value pass over decoded f32 rows: pv_cache_t's register tile on plain loads, wider than
-// pv_block's 4 rows (fewer reloads of the output rows per tile), any number of rows.
-template <typename I, int CV, int NY>
-void pv_f32_tail(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v,
-                 int64_t nt) {
+// The value pass: pv_cache_t's register tile (PV_R rows x PV_C vectors: fewer reloads of the
+// output rows per tile than pv_block's 4) on f32 rows, or on f16 / bf16 cache rows widened in
+// registers (the conversions issue beside the FMAs: cheaper than decoding the tile to f32 once
+// per unit, whose stores missed L1), any number of rows.
+template <typename I, typename L, int CV, int NY>
+void pv_tile_tail(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const void * const * v,
+                  int64_t nt) {
     if constexpr (NY > 0) {
         if (ny == NY) {
-            pv_cache_t<I, cache_f32<I>, NY, CV>(n, y, p, ps, (const void * const *) v, nt);
+            pv_cache_t<I, L, NY, CV>(n, y, p, ps, v, nt);
         } else {
-            pv_f32_tail<I, CV, NY - 1>(n, y, p, ps, ny, v, nt);
+            pv_tile_tail<I, L, CV, NY - 1>(n, y, p, ps, ny, v, nt);
         }
     }
 }
 
-template <typename I, int CV>
-void pv_f32_cv(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v,
-               int64_t nt) {
+template <typename I, typename L, int CV>
+void pv_tile_cv(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const void * const * v,
+                int64_t nt) {
     for (; ny >= I::PV_R; ny -= I::PV_R, y += I::PV_R, p += I::PV_R * ps) {
-        pv_cache_t<I, cache_f32<I>, I::PV_R, CV>(n, y, p, ps, (const void * const *) v, nt);
+        pv_cache_t<I, L, I::PV_R, CV>(n, y, p, ps, v, nt);
     }
-    pv_f32_tail<I, CV, I::PV_R - 1>(n, y, p, ps, ny, v, nt);
+    pv_tile_tail<I, L, CV, I::PV_R - 1>(n, y, p, ps, ny, v, nt);
 }
 
-// y[r] += sum over t < nt of p[r*ps + t] * v[t] for r < ny; n % W == 0
-template <typename I>
-void pv_f32(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const float * const * v, int64_t nt) {
+template <typename I, typename L>
+void pv_tile_t(int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny, const void * const * v,
+               int64_t nt) {
     if (n % (I::PV_C * I::W) == 0) {
-        pv_f32_cv<I, I::PV_C>(n, y, p, ps, ny, v, nt);
+        pv_tile_cv<I, L, I::PV_C>(n, y, p, ps, ny, v, nt);
     } else {
-        pv_f32_cv<I, 1>(n, y, p, ps, ny, v, nt);
+        pv_tile_cv<I, L, 1>(n, y, p, ps, ny, v, nt);
+    }
+}
+
+// y[r] += sum over t < nt of p[r*ps + t] * v[t] for r < ny; v rows f32, f16 or bf16, n % W == 0
+template <typename I>
+void pv_tile(ggml_type type, int64_t n, float * const * y, const float * p, int64_t ps, int64_t ny,
+             const void * const * v, int64_t nt) {
+    switch (type) {
+        case GGML_TYPE_F16: pv_tile_t<I, cache_f16<I>>(n, y, p, ps, ny, v, nt); break;
+        case GGML_TYPE_BF16: pv_tile_t<I, cache_bf16<I>>(n, y, p, ps, ny, v, nt); break;
+        default: pv_tile_t<I, cache_f32<I>>(n, y, p, ps, ny, v, nt); break;
     }
 }
 

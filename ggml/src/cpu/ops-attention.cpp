@@ -331,7 +331,6 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
         const bool k_in_place =
             dense(a.k) && (a.k->type == GGML_TYPE_F32 || ggml_cpu_attn_cache_type(vec, a.k->type, p.D));
         vec.pack_kt(rows(a.k, sc.ktile, p.D, sc.krow, k_in_place), p.D, sc.krow, nt, sc.ktf);
-        rows(a.v, sc.vtile, p.Dv, sc.vrow, false);
         vec.qk_kt(p.D, (const float * const *) sc.qp, na, sc.ktf, sc.scores, k_tile);
     }
     if (a.softcap > 0.0f || !vec.softmax_tile || p.Dv % 16 != 0) {   // (softmax_tile rescales 16 values at a time)
@@ -343,11 +342,15 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
         vec.pv_bf16(p.Dv, sc.accp, sc.scores, k_tile, na, sc.vt, nt);
         return;
     }
-    const float * const * vf = (const float * const *) sc.vrow;
-    if (vec.pv_f32 && p.Dv % 16 == 0) {
-        vec.pv_f32(p.Dv, sc.accp, sc.scores, k_tile, na, vf, nt);
+    // f16 / bf16 value rows are widened in the value pass's registers, others decoded first
+    const bool widen = vec.pv_tile && p.Dv % 16 == 0 && dense(a.v) &&
+                       (a.v->type == GGML_TYPE_F16 || a.v->type == GGML_TYPE_BF16);
+    const ggml_type vt = rows(a.v, sc.vtile, p.Dv, sc.vrow, widen);
+    if (vec.pv_tile && p.Dv % 16 == 0) {
+        vec.pv_tile(vt, p.Dv, sc.accp, sc.scores, k_tile, na, sc.vrow, nt);
         return;
     }
+    const float * const * vf = (const float * const *) sc.vrow;
     for (int64_t r = 0; r < na; r += k_group) {
         vec.pv_block(p.Dv, sc.accp + r, sc.scores + r * k_tile, k_tile, std::min(k_group, na - r), vf, nt);
     }

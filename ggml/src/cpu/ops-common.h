@@ -65,10 +65,10 @@ struct ggml_cpu_vec_fns {
     void (*pack_kt)(ggml_type type, int64_t n, const void * const * k, int64_t nk, float * kt);
     // out[r*out_stride + t] = dot(q[r], k[t]) for r < nq and the 32 keys of kt
     void (*qk_kt)(int64_t n, const float * const * q, int64_t nq, const float * kt, float * out, int64_t out_stride);
-    // y[r] += sum over t < nt of p[r*p_stride + t] * v[t] for r < ny (any count), v f32 rows of
-    // n values, n % 16 == 0
-    void (*pv_f32)(int64_t n, float * const * y, const float * p, int64_t p_stride, int64_t ny, const float * const * v,
-                   int64_t nt);
+    // y[r] += sum over t < nt of p[r*p_stride + t] * v[t] for r < ny (any count), v rows of n
+    // values in f32, f16 or bf16 (widened in registers), n % 16 == 0
+    void (*pv_tile)(ggml_type type, int64_t n, float * const * y, const float * p, int64_t p_stride, int64_t ny,
+                    const void * const * v, int64_t nt);
     // Prompt attention in bf16 products over packed tiles of 32 keys (avx512/attn-tile.cpp; NULL
     // where the CPU has no bf16 dot product). Row lengths n are multiples of 16.
     // nr f32 rows -> bf16, stored one after another

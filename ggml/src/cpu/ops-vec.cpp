@@ -96,7 +96,7 @@ constexpr ggml_cpu_vec_fns k_scalar_fns = {
     rope_norm_ref,
     nullptr, nullptr,   // qk_cache, pv_cache: the scalar level decodes cache tiles to f32 instead
     nullptr,            // cache_reads_more
-    nullptr, nullptr, nullptr,   // pack_kt, qk_kt, pv_f32: the scalar level decodes tiles to f32 and uses the row forms
+    nullptr, nullptr, nullptr,   // pack_kt, qk_kt, pv_tile: the scalar level decodes tiles to f32 and uses the row forms
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,   // the bf16 tile kernels: f32 products instead
 };
 

@@ -112,7 +112,7 @@ void ggml_cpu_register_attn_cache_avx2() {
     f.cache_reads_more = cache_reads_more;
     f.pack_kt = pack_kt<isa_avx2>;
     f.qk_kt = qk_kt<isa_avx2>;
-    f.pv_f32 = pv_f32<isa_avx2>;
+    f.pv_tile = pv_tile<isa_avx2>;
     f.softmax_tile = softmax_rows;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX2, f);
 }

@@ -68,6 +68,6 @@ void ggml_cpu_register_attn_cache_avx512() {
     f.cache_reads_more = cache_reads_more;
     f.pack_kt = pack_kt<isa_avx512>;
     f.qk_kt = qk_kt<isa_avx512>;
-    f.pv_f32 = pv_f32<isa_avx512>;
+    f.pv_tile = pv_tile<isa_avx512>;
     ggml_cpu_register_vec(GGML_CPU_ISA_AVX512, f);
 }
