@@ -827,14 +827,14 @@ TEST_F(Ops, FlashAttention) {
         // bf16 products (bf16 / quantized caches, many rows per tile): two query blocks, a dead
         // row, odd and partial last tiles, ALiBi, a head size of 96 (a 64-value chunk and two of 16
         // in the value pass), softcap (the generic softmax step) with sinks
-        { 128, 128, 40, 77, 8, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, true },
+        { 128, 128, 70, 77, 8, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, true },
         { 96, 96, 24, 61, 4, 1, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.11f, 4.0f, 0.0f, false, false },
         { 64, 64, 19, 45, 8, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F16, 0.125f, 0.0f, 30.0f, true, false, 1, 1, true },
         // f32 products on transposed key tiles (f16 / f32 caches, many rows per tile): two query
         // blocks with a dead row, a partial last tile and values of 40 (no 16-value chunks: the
         // generic softmax step and masked value tails); 112-value heads (seven 16-value blocks of
         // the transpose) with ALiBi on the cache's cell-major layout; an f32 cache
-        { 48, 40, 70, 100, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.14f, 0.0f, 0.0f, true, true },
+        { 48, 40, 140, 160, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.14f, 0.0f, 0.0f, true, true },
         { 112, 112, 25, 90, 6, 3, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.09f, 2.0f, 0.0f, true, false, 1, 1, false, true },
         { 64, 64, 40, 33, 8, 1, 1, GGML_TYPE_F32, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, false, false, 1, 1, true },
         // 0/-inf masks (the packed paths skip the mask on tiles wholly inside a row's visible
@@ -842,7 +842,7 @@ TEST_F(Ops, FlashAttention) {
         // query blocks and a dead row; a 45-key window with an f16 mask, GQA 8; ALiBi on the bf16
         // products; a mask per head and sequence; one KV head split across threads (each
         // thread's keys a part of the window)
-        { 64, 64, 70, 200, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, true, 1, 1, false, true, -1 },
+        { 64, 64, 140, 270, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, true, 1, 1, false, true, -1 },
         { 128, 128, 50, 170, 8, 1, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.088f, 0.0f, 0.0f, true, false, 1, 1, false, false, 45 },
         { 64, 64, 40, 150, 4, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.125f, 4.0f, 0.0f, true, false, 1, 1, false, true, -1 },
         { 64, 64, 20, 90, 4, 2, 2, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, false, false, 2, 2, false, false, -1 },
@@ -927,7 +927,7 @@ TEST_F(Ops, FlashAttention) {
                         for (int64_t d = 0; d < c.Dv; ++d) o[d] += sc[j] / sum * kv_v[((s * c.n_head_kv + hk) * c.n_kv + j) * c.Dv + d];
                     }
                 }
-        // Many query rows per decoded tile (G heads x up to 128/G queries, at least 16 rows) of a
+        // Many query rows per decoded tile (G heads x up to 256/G queries, at least 16 rows) of a
         // bf16 or quantized cache take the bf16 products at the AVX512 level on CPUs with
         // AVX512-BF16: q, k, v and the weights p are rounded to 8-bit mantissas (relative error
         // up to 2^-9 each, 2^-8 for a product) and summed in f32, so an output is off by about
@@ -936,7 +936,7 @@ TEST_F(Ops, FlashAttention) {
         // 2.5e-3 + 1e-2 relative leaves twice that while a wrong row, key or weight (errors of
         // the order of the values, 0.01-1) still fails. f16/f32 caches and heads over 256 values
         // (MLA) keep f32 products and the tight bound.
-        const int64_t rows_per_tile = G * std::min<int64_t>(c.n_q, std::max<int64_t>(1, 128 / G));
+        const int64_t rows_per_tile = G * std::min<int64_t>(c.n_q, std::max<int64_t>(1, 256 / G));
         const bool bf16_case = c.kv_type != GGML_TYPE_F32 && c.kv_type != GGML_TYPE_F16 && rows_per_tile >= 16 &&
                                c.D % 16 == 0 && c.Dv % 16 == 0 && c.D <= 256 && c.Dv <= 256;
         each_config(out, [&](const std::string & where) {
