@@ -10,7 +10,7 @@
 // Written once over the ISA description of attn-cache-kernels.h (whose row readers it uses),
 // plus from I:
 //   transpose(vf (&r)[W]) (r[j] value j of W rows -> r[j] those rows' value j), KT_R query rows
-//   per score pass (KT_R x 32/W accumulators), PV_R output rows x PV_C vectors per value pass.
+//   x KT_C vectors of keys per score pass, PV_R output rows x PV_C vectors per value pass.
 // Included only by avx2/attn-cache.cpp and avx512/attn-cache.cpp.
 #pragma once
 
@@ -46,46 +46,50 @@ void pack_kt(ggml_type type, int64_t n, const void * const * k, int64_t nk, floa
     }
 }
 
-// out[r*os + t] = dot(q[r], k[t]) for NR rows and the 32 keys of kt
-template <typename I, int NR>
+// out[r*os + t] = dot(q[r], k[t]) for NR rows and KC vectors of keys of kt (from key c0):
+// NR x KC accumulators, KC loads and NR broadcasts per query value
+template <typename I, int NR, int KC>
 void qk_kt_t(int64_t n, const float * const * q, const float * kt, float * out, int64_t os) {
     using vf = typename I::vf;
-    constexpr int KV = k_kt_keys / I::W;
-    vf acc[NR][KV];
+    vf acc[NR][KC];
     for (int r = 0; r < NR; ++r)
-        for (int c = 0; c < KV; ++c) acc[r][c] = I::zero();
+        for (int c = 0; c < KC; ++c) acc[r][c] = I::zero();
     for (int64_t d = 0; d < n; ++d, kt += k_kt_keys) {
-        vf kv[KV];
-        for (int c = 0; c < KV; ++c) kv[c] = I::load(kt + c * I::W);
+        vf kv[KC];
+        for (int c = 0; c < KC; ++c) kv[c] = I::load(kt + c * I::W);
         for (int r = 0; r < NR; ++r) {
             const vf qd = I::set1(q[r][d]);
-            for (int c = 0; c < KV; ++c) acc[r][c] = I::fma(qd, kv[c], acc[r][c]);
+            for (int c = 0; c < KC; ++c) acc[r][c] = I::fma(qd, kv[c], acc[r][c]);
         }
     }
     for (int r = 0; r < NR; ++r)
-        for (int c = 0; c < KV; ++c) I::store(out + r * os + c * I::W, acc[r][c]);
+        for (int c = 0; c < KC; ++c) I::store(out + r * os + c * I::W, acc[r][c]);
 }
 
-// the last nq < NR rows: the largest pass that fits, then the rest
+// NR rows against all 32 keys: 32 / (KC * W) passes
+template <typename I, int NR>
+void qk_kt_rows(int64_t n, const float * const * q, const float * kt, float * out, int64_t os) {
+    for (int c0 = 0; c0 < k_kt_keys; c0 += I::KT_C * I::W) qk_kt_t<I, NR, I::KT_C>(n, q, kt + c0, out + c0, os);
+}
+
+// the last nq < NR rows in one pass
 template <typename I, int NR>
 void qk_kt_tail(int64_t n, const float * const * q, int64_t nq, const float * kt, float * out, int64_t os) {
     if constexpr (NR > 0) {
-        if (nq >= NR) {
-            qk_kt_t<I, NR>(n, q, kt, out, os);
-            q += NR;
-            out += NR * os;
-            nq -= NR;
+        if (nq == NR) {
+            qk_kt_rows<I, NR>(n, q, kt, out, os);
+        } else {
+            qk_kt_tail<I, NR - 1>(n, q, nq, kt, out, os);
         }
-        qk_kt_tail<I, NR / 2>(n, q, nq, kt, out, os);
     }
 }
 
 template <typename I>
 void qk_kt(int64_t n, const float * const * q, int64_t nq, const float * kt, float * out, int64_t os) {
-    static_assert((I::KT_R & (I::KT_R - 1)) == 0, "the tail passes halve KT_R");
+    static_assert(k_kt_keys % (I::KT_C * I::W) == 0, "passes of whole vectors of keys");
     int64_t r = 0;
-    for (; r + I::KT_R <= nq; r += I::KT_R) qk_kt_t<I, I::KT_R>(n, q + r, kt, out + r * os, os);
-    qk_kt_tail<I, I::KT_R / 2>(n, q + r, nq - r, kt, out + r * os, os);
+    for (; r + I::KT_R <= nq; r += I::KT_R) qk_kt_rows<I, I::KT_R>(n, q + r, kt, out + r * os, os);
+    qk_kt_tail<I, I::KT_R - 1>(n, q + r, nq - r, kt, out + r * os, os);
 }
 
 // The value pass: pv_cache_t's register tile (PV_R rows x PV_C vectors: fewer reloads of the

@@ -1,8 +1,9 @@
 // AVX2 instance of the attention kernels that read f16 / bf16 / q8_0 / q4_0 / q8_KV cache
 // rows directly (attn-cache-kernels.h): 8 lanes, 4 key rows x 2 query rows per score pass and 2
 // vectors x 4 output rows per value pass, so accumulators and operands fit in 16 ymm registers
-// (too few for 8-row passes); and of the transposed-key prompt kernels (attn-f32-kernels.h);
-// and the one-pass softmax step of both.
+// (too few for 8-row passes); and of the transposed-key prompt kernels (attn-f32-kernels.h:
+// score passes of 6 query rows x 16 keys, 12 accumulators and 8 loads per 12 FMAs; 2 rows x 32
+// keys took 6 loads per 8 and the op 12% longer), and the one-pass softmax step of both.
 #include "attn-f32-kernels.h"
 #include "avx2/register.h"
 #include "avx2/simd.h"
@@ -11,7 +12,7 @@ namespace {
 
 struct isa_avx2 {
     using vf = __m256;
-    static constexpr int W = 8, KR = 4, QR = 2, CV = 2, KT_R = 2;
+    static constexpr int W = 8, KR = 4, QR = 2, CV = 2, KT_R = 6, KT_C = 2;
     static constexpr int PV_R = 6, PV_C = 2;
     static constexpr bool WIDE = false;
     static vf zero() { return _mm256_setzero_ps(); }

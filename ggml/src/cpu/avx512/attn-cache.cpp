@@ -10,7 +10,7 @@ namespace {
 
 struct isa_avx512 {
     using vf = __m512;
-    static constexpr int W = 16, KR = 4, QR = 4, CV = 4, KT_R = 8;
+    static constexpr int W = 16, KR = 4, QR = 4, CV = 4, KT_R = 8, KT_C = 2;
     static constexpr int PV_R = 6, PV_C = 4;
     static constexpr bool WIDE = true;
     static vf zero() { return _mm512_setzero_ps(); }

@@ -15,6 +15,7 @@
 #include "avx512/simd.h"
 #include "ops-common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <immintrin.h>
 
@@ -98,39 +99,80 @@ void pack_v(ggml_type type, int64_t n, const void * const * v, int64_t nv, uint3
     }
 }
 
-// The online-softmax step of nr rows in one pass each (two vectors of scores): scale, mask,
-// the tile's max, the rescale of the row's state (acc[dv], M, S) when the max grows, then the
-// weights exp(x - M) in place of the scores and their sum added to S.
+// The 16 lanes of each of v[0..15] combined by op into one vector, lane r that of v[r]: a tree
+// of lane shuffles (45 operations where 16 separate reductions take 128, and no chain of
+// dependent scalar steps per row).
+template <typename Op> inline __m512 reduce_rows16(__m512 (&v)[16], Op op) {
+    __m512 w[8], u[4], z[2];
+    for (int i = 0; i < 8; ++i) {   // rows 2i, 2i+1: 8 partials each
+        w[i] = op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+    }
+    for (int i = 0; i < 4; ++i) {   // 128-bit quarter k: row 4i + k, 4 partials
+        u[i] = op(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88), _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xdd));
+    }
+    for (int i = 0; i < 2; ++i) {   // quarter k: rows 8i + k (lanes 0, 1) and 8i + 4 + k (lanes 2, 3)
+        z[i] = op(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0x44), _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0xee));
+    }
+    // quarter k: rows k, 4 + k, 8 + k, 12 + k; then lane r <- row r
+    const __m512 t = op(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xdd));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), t);
+}
+
+// The online-softmax step of nr rows, 16 at a time (two vectors of scores each): scale, mask,
+// the tiles' maxes, the rescale of a row's state (acc[dv], M, S) when its max grows, then the
+// weights exp(x - M) in place of the scores and their sums added to S.
 void softmax_rows(int64_t nr, int64_t nt, float * s, float * const * state, int64_t dv, const float * const * mask,
                   const float * slope, float scale) {
     const __mmask16 m0 = first_lanes(nt), m1 = first_lanes(nt - 16);
     const __m512 vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-    for (int64_t r = 0; r < nr; ++r, s += k_keys) {
-        __m512 x0 = _mm512_mask_mul_ps(ninf, m0, _mm512_loadu_ps(s), vs);
-        __m512 x1 = _mm512_mask_mul_ps(ninf, m1, _mm512_loadu_ps(s + 16), vs);
-        if (mask[r]) {
-            // slopes are positive, so a -inf mask value keeps its key at -inf
-            const __m512 sl = _mm512_set1_ps(slope[r]);
-            // (lanes past nt stay -inf: their mask reads as 0)
-            x0 = _mm512_fmadd_ps(sl, _mm512_maskz_loadu_ps(m0, mask[r]), x0);
-            x1 = _mm512_fmadd_ps(sl, _mm512_maskz_loadu_ps(m1, mask[r] + 16), x1);
+    for (int64_t r0 = 0; r0 < nr; r0 += 16, s += 16 * k_keys) {
+        const int n = (int) std::min<int64_t>(16, nr - r0);
+        __m512 v[16];
+        for (int r = 0; r < 16; ++r) {
+            if (r >= n) {
+                v[r] = ninf;
+                continue;
+            }
+            float * sr = s + r * k_keys;
+            __m512 x0 = _mm512_mask_mul_ps(ninf, m0, _mm512_loadu_ps(sr), vs);
+            __m512 x1 = _mm512_mask_mul_ps(ninf, m1, _mm512_loadu_ps(sr + 16), vs);
+            if (const float * mr = mask[r0 + r]) {
+                // slopes are positive, so a -inf mask value keeps its key at -inf
+                // (lanes past nt stay -inf: their mask reads as 0)
+                const __m512 sl = _mm512_set1_ps(slope[r0 + r]);
+                x0 = _mm512_fmadd_ps(sl, _mm512_maskz_loadu_ps(m0, mr), x0);
+                x1 = _mm512_fmadd_ps(sl, _mm512_maskz_loadu_ps(m1, mr + 16), x1);
+            }
+            _mm512_storeu_ps(sr, x0);
+            _mm512_storeu_ps(sr + 16, x1);
+            v[r] = _mm512_max_ps(x0, x1);
         }
-        const float tile_max = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
-        float * st = state[r];
-        if (tile_max == -INFINITY) {   // nothing visible: zero weights
-            _mm512_storeu_ps(s, _mm512_setzero_ps());
-            _mm512_storeu_ps(s + 16, _mm512_setzero_ps());
-            continue;
+        alignas(64) float tile_max[16];
+        _mm512_store_ps(tile_max, reduce_rows16(v, [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); }));
+        for (int r = 0; r < 16; ++r) {
+            v[r] = _mm512_setzero_ps();
+            if (r >= n) continue;
+            float * sr = s + r * k_keys;
+            float * st = state[r0 + r];
+            if (tile_max[r] == -INFINITY) {   // nothing visible: zero weights
+                _mm512_storeu_ps(sr, v[r]);
+                _mm512_storeu_ps(sr + 16, v[r]);
+                continue;
+            }
+            const float M = ggml_cpu_softmax_raise_max(st, dv, tile_max[r], [&](float f) {
+                const __m512 vf = _mm512_set1_ps(f);
+                for (int64_t i = 0; i < dv; i += 16) _mm512_storeu_ps(st + i, _mm512_mul_ps(vf, _mm512_loadu_ps(st + i)));
+            });
+            const __m512 vm = _mm512_set1_ps(M);
+            const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(sr), vm));
+            const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(sr + 16), vm));
+            _mm512_storeu_ps(sr, e0);
+            _mm512_storeu_ps(sr + 16, e1);
+            v[r] = _mm512_add_ps(e0, e1);
         }
-        const float M = ggml_cpu_softmax_raise_max(st, dv, tile_max, [&](float f) {
-            const __m512 vf = _mm512_set1_ps(f);
-            for (int64_t i = 0; i < dv; i += 16) _mm512_storeu_ps(st + i, _mm512_mul_ps(vf, _mm512_loadu_ps(st + i)));
-        });
-        const __m512 vm = _mm512_set1_ps(M);
-        const __m512 e0 = exp16(_mm512_sub_ps(x0, vm)), e1 = exp16(_mm512_sub_ps(x1, vm));
-        _mm512_storeu_ps(s, e0);
-        _mm512_storeu_ps(s + 16, e1);
-        st[dv + 1] += _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
+        alignas(64) float sums[16];
+        _mm512_store_ps(sums, reduce_rows16(v, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); }));
+        for (int r = 0; r < n; ++r) state[r0 + r][dv + 1] += sums[r];
     }
 }
 
