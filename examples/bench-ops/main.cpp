@@ -1,7 +1,7 @@
 // kiln-bench-ops: throughput of the CPU attention kernel (flash attention) for decode and
 // prompt shapes, plus the hot element-wise ops of a transformer layer.
 //
-//   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv]
+//   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv] [--heads n_head]
 //
 // Attention rows (L: layers, one op each) print the time per call, GFLOP/s (2 flops per multiply-add in q·k and p·v,
 // counting only unmasked pairs) and the KV bytes read per second.
@@ -25,7 +25,7 @@ namespace {
 
 [[noreturn]] void usage(const char * msg) {
     if (msg) std::fprintf(stderr, "error: %s\n", msg);
-    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv]\n");
+    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv] [--heads n_head]\n");
     std::exit(msg ? 1 : 0);
 }
 
@@ -97,7 +97,8 @@ struct attn_shape {
 
 int main(int argc, char ** argv) {
     int n_threads = 2, reps = 5;
-    int64_t only_kv = 0;   // > 0: only the attention shapes of this KV length (for perf)
+    int64_t only_kv = 0;     // > 0: only the attention shapes of this KV length (for perf)
+    int64_t only_heads = 0;  // > 0: ... and of this many query heads
     std::string only;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -122,6 +123,9 @@ int main(int argc, char ** argv) {
         } else if (a == "--kv") {
             only_kv = std::atoll(next().c_str());
             if (only_kv < 1) usage("--kv must be positive");
+        } else if (a == "--heads") {
+            only_heads = std::atoll(next().c_str());
+            if (only_heads < 1) usage("--heads must be positive");
         } else if (a == "-h" || a == "--help") usage(nullptr);
         else usage(("unknown argument " + a).c_str());
     }
@@ -175,6 +179,7 @@ int main(int argc, char ** argv) {
     for (const attn_shape & s : shapes) {
         if (!only.empty() && only != s.what) continue;
         if (only_kv > 0 && s.n_kv != only_kv) continue;
+        if (only_heads > 0 && s.n_head != only_heads) continue;
         const size_t kv_bytes = 2 * ggml_row_size(s.kv, s.D) * s.n_kv * s.n_head_kv * s.layers;
         ggml_init_params ip = { kv_bytes + (size_t) s.n_q * s.D * s.n_head * 8 + s.n_kv * s.n_q * 4 + (64 << 20) +
                                     (size_t) s.layers * (s.n_q * s.D * s.n_head * 4 + 4096), nullptr, false };

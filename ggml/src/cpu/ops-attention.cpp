@@ -10,7 +10,9 @@
 //    computed in one pass: for bf16 and quantized caches on CPUs with AVX512-BF16, as bf16 tiles
 //    for the vdpbf16ps kernels (avx512/attn-tile.cpp); otherwise (f16 and f32 caches always: see
 //    make_plan) the keys transposed to f32 for the reduction-free score kernel
-//    (attn-f32-kernels.h) and the values decoded to f32 rows;
+//    (attn-f32-kernels.h) and the values read in place (f16 / bf16, widened in registers) or
+//    decoded to f32 rows. Each row's visible keys are found from its mask first, so only the
+//    tiles some row sees are visited and the mask is read only where it is not plain 0;
 //  - otherwise (no such kernels, or head sizes they do not take) the tile is decoded to f32 and
 //    the blocked f32 kernels run on it, k_group rows at a time.
 // A decode unit read in place spans several kv heads, walked tile by tile, so a thread streams
@@ -279,10 +281,21 @@ fa_span mask_span(const ggml_tensor * mask, const char * row, int64_t kv0, int64
     return mask_span_t<uint32_t>((const uint32_t *) row, kv0, kv1, 0xff800000u, 0x7fffffffu);
 }
 
+// Rows [j0, j1) of kv head hk of K or V requested into L2 (the packed paths: their tiles are one
+// head's share of each cell, too far apart for the hardware prefetchers; into L1 they would be
+// evicted by the query rows and states streamed through it before they are read).
+void prefetch_rows_l2(const ggml_tensor * t, int64_t sq, int64_t hk, int64_t j0, int64_t j1) {
+    const size_t bytes = ggml_row_size(t->type, t->ne[0]);
+    for (int64_t j = j0; j < j1; ++j) {
+        const char * row = ggml_cpu_row_ptr(t, j, hk, sq);
+        for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+    }
+}
+
 // The tile for the packed paths: every row of [r0, r1) that sees a key of it is computed in one
 // pass (one packing of K and V, shared by all of them).
 void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t hk, int64_t r0,
-                      int64_t r1, int64_t j0, int64_t nt) {
+                        int64_t r1, int64_t j0, int64_t nt, int64_t next0, int64_t next1) {
     const auto & vec = ggml_cpu_vec();
     const int64_t stride = p.Dv + 2;
     int64_t na = 0;
@@ -329,11 +342,15 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
         };
         vec.pack_k_bf16(rows(a.k, sc.ktile, p.D, sc.krow, half(a.k)), p.D, sc.krow, nt, sc.kt);
         vec.pack_v_bf16(rows(a.v, sc.vtile, p.Dv, sc.vrow, half(a.v)), p.Dv, sc.vrow, nt, sc.vt);
+        prefetch_rows_l2(a.k, sq, hk, next0, next1);
         vec.qk_bf16(p.D, (const uint16_t * const *) sc.qp, na, sc.kt, sc.scores, k_tile);
     } else {
         const bool k_in_place =
             dense(a.k) && (a.k->type == GGML_TYPE_F32 || ggml_cpu_attn_cache_type(vec, a.k->type, p.D));
         vec.pack_kt(rows(a.k, sc.ktile, p.D, sc.krow, k_in_place), p.D, sc.krow, nt, sc.ktf);
+        // the next tile's keys are requested during this one's score pass, its values during the
+        // value pass (in one burst, the requests waited for free miss buffers: 3% of the op)
+        prefetch_rows_l2(a.k, sq, hk, next0, next1);
         vec.qk_kt(p.D, (const float * const *) sc.qp, na, sc.ktf, sc.scores, k_tile);
     }
     if (a.softcap > 0.0f || !vec.softmax_tile || p.Dv % 16 != 0) {   // (softmax_tile rescales 16 values at a time)
@@ -342,6 +359,7 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
         vec.softmax_tile(na, nt, sc.scores, sc.accp, p.Dv, sc.mvp, sc.slp, a.scale);
     }
     if (p.bf16) {
+        prefetch_rows_l2(a.v, sq, hk, next0, next1);
         vec.pv_bf16(p.Dv, sc.accp, sc.scores, k_tile, na, sc.vt, nt);
         return;
     }
@@ -349,6 +367,7 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
     const bool widen = vec.pv_tile && p.Dv % 16 == 0 && dense(a.v) &&
                        (a.v->type == GGML_TYPE_F16 || a.v->type == GGML_TYPE_BF16);
     const ggml_type vt = rows(a.v, sc.vtile, p.Dv, sc.vrow, widen);
+    prefetch_rows_l2(a.v, sq, hk, next0, next1);
     if (vec.pv_tile && p.Dv % 16 == 0) {
         vec.pv_tile(vt, p.Dv, sc.accp, sc.scores, k_tile, na, sc.vrow, nt);
         return;
@@ -459,19 +478,6 @@ void prefetch_tile(const fa_plan & p, const fa_args & a, int64_t sq, int64_t hg,
     }
 }
 
-// Rows [j0, j1) of kv head hk's K and V requested into L2 (the packed paths: their tiles are one
-// head's share of each cell, too far apart for the hardware prefetchers; into L1 they would be
-// evicted by the query rows and states streamed through it before they are read).
-void prefetch_rows_l2(const fa_args & a, int64_t sq, int64_t hk, int64_t j0, int64_t j1) {
-    for (const ggml_tensor * t : { a.k, a.v }) {
-        const size_t bytes = ggml_row_size(t->type, t->ne[0]);
-        for (int64_t j = j0; j < j1; ++j) {
-            const char * row = ggml_cpu_row_ptr(t, j, hk, sq);
-            for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
-        }
-    }
-}
-
 // The packed paths' walk of a unit (one kv head, HU == 1): the keys each row sees, then the
 // tiles any row sees (the corner of the causal triangle and a sliding window's far past are
 // never visited).
@@ -502,8 +508,8 @@ void attend_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_
     for (int64_t j0 = kv0 + (lo - kv0) / k_tile * k_tile; j0 < hi; j0 += k_tile) {
         // the next tile's rows are requested while this one is computed (the op took 5% longer
         // without, at depth 1024)
-        if (j0 + k_tile < hi) prefetch_rows_l2(a, sq, hk, j0 + k_tile, std::min(j0 + 2 * k_tile, hi));
-        attend_tile_packed(p, a, sc, sq, hk, 0, rows, j0, std::min(k_tile, kv1 - j0));
+        attend_tile_packed(p, a, sc, sq, hk, 0, rows, j0, std::min(k_tile, kv1 - j0), j0 + k_tile,
+                           std::min(j0 + 2 * k_tile, hi));
     }
 }
 
