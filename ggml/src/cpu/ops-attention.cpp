@@ -69,7 +69,7 @@ struct fa_plan {
     bool    split_kv;
     bool    direct_k, direct_v;   // K / V rows read in place (qk_cache / pv_cache)
     bool    bf16;                 // decoded tiles packed to bf16 for the bf16 products (qk_bf16 / pv_bf16)
-    bool    f32t;                 // keys packed transposed in f32 for qk_kt, values decoded to f32 rows
+    bool    f32t;                 // keys packed transposed in f32 for qk_kt, values read in place or decoded
     int64_t SR;                   // score rows of the scratch (rows computed together)
     size_t  per_thread;   // bytes of each thread's private scratch
     size_t  partial;      // bytes of the shared partial states (split_kv)
