@@ -927,7 +927,8 @@ TEST_F(Ops, FlashAttention) {
                         for (int64_t d = 0; d < c.Dv; ++d) o[d] += sc[j] / sum * kv_v[((s * c.n_head_kv + hk) * c.n_kv + j) * c.Dv + d];
                     }
                 }
-        // Many query rows per decoded tile (G heads x up to 256/G queries, at least 16 rows) of a
+        // Many query rows per decoded tile (G heads x up to 256/G queries, 128/G for heads of
+        // more than 256 values and values together; at least 16 rows) of a
         // bf16 or quantized cache take the bf16 products at the AVX512 level on CPUs with
         // AVX512-BF16: q, k, v and the weights p are rounded to 8-bit mantissas (relative error
         // up to 2^-9 each, 2^-8 for a product) and summed in f32, so an output is off by about
@@ -936,7 +937,8 @@ TEST_F(Ops, FlashAttention) {
         // 2.5e-3 + 1e-2 relative leaves twice that while a wrong row, key or weight (errors of
         // the order of the values, 0.01-1) still fails. f16/f32 caches and heads over 256 values
         // (MLA) keep f32 products and the tight bound.
-        const int64_t rows_per_tile = G * std::min<int64_t>(c.n_q, std::max<int64_t>(1, 256 / G));
+        const int64_t rows_target = c.D + c.Dv > 256 ? 128 : 256;
+        const int64_t rows_per_tile = G * std::min<int64_t>(c.n_q, std::max<int64_t>(1, rows_target / G));
         const bool bf16_case = c.kv_type != GGML_TYPE_F32 && c.kv_type != GGML_TYPE_F16 && rows_per_tile >= 16 &&
                                c.D % 16 == 0 && c.Dv % 16 == 0 && c.D <= 256 && c.Dv <= 256;
         each_config(out, [&](const std::string & where) {

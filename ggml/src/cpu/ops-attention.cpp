@@ -38,8 +38,10 @@ namespace {
 constexpr int64_t k_tile = 32;          // KV rows per tile
 // query rows (heads x queries) sharing a tile (one tile conversion each): 256 rows' queries and
 // states (256 KB at 128 values) stay in L2 beside the tiles; from 128, the packing's share
-// halved (the bf16 products' prompt op took 7% less time, the f32 ones' 0-3%)
+// halved (the bf16 products' prompt op took 7% less time, the f32 ones' 0-3%). Heads of more
+// than 256 values and values together (MLA's 576 + 512) keep 128: 256 rows would fill L2.
 constexpr int64_t k_rows_target = 256;
+constexpr int64_t k_rows_wide_heads = 256;   // D + Dv above which the target halves
 constexpr int64_t k_group = 4;          // query rows computed together (register tile)
 // ... when the cache is read in place: the G heads of a decode step's kv group (8 in GQA-8
 // models) in one pass, so each cache row is widened once for all of them, not once per 4 rows
@@ -102,7 +104,8 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.n_head_kv = k->ne[2];
     p.n_seq = q->ne[3];
     p.G = p.n_head / p.n_head_kv;
-    p.QB = std::min(p.n_q, std::max<int64_t>(1, k_rows_target / p.G));
+    const int64_t rows_target = p.D + p.Dv > k_rows_wide_heads ? k_rows_target / 2 : k_rows_target;
+    p.QB = std::min(p.n_q, std::max<int64_t>(1, rows_target / p.G));
     p.RH = p.G * p.QB;
     p.n_qb = (p.n_q + p.QB - 1) / p.QB;
     const auto & vec = ggml_cpu_vec();
