@@ -722,9 +722,10 @@ struct fa_case {
     int64_t mask_ne3 = 1;
     bool sinks = false;    // a sink logit per head (gpt-oss)
     bool cell_major = false;   // K/V as the KV cache lays them out: a cell's heads adjacent (nb1 > nb2)
-    // > 0: a mask of 0 and -inf only, as llama builds it (the packed paths then read it only on
-    // tiles across a row's edges): causal (-1) or a sliding window of this many keys, with one
-    // row given a -inf hole, one a stray nonzero value and one a -0 among its visible keys
+    // nonzero: a mask of 0 and -inf only, as llama builds it (the packed paths then read it only
+    // on tiles across a row's edges): causal (-1), a sliding window of this many keys, or two
+    // sequences' cells in alternating blocks (-2), with one row given a -inf hole, one a stray
+    // nonzero value and one a -0 among its visible keys
     int64_t plain_window = 0;
 };
 
@@ -738,7 +739,8 @@ std::string fa_name(const fa_case & c) {
            (c.plain_window ? " plain window " + std::to_string(c.plain_window) : "");
 }
 
-// 0 where key j is visible to query iq (causal, within the last `window` keys when window > 0),
+// 0 where key j is visible to query iq (causal, within the last `window` keys when window > 0,
+// of its own sequence when window is -2),
 // -inf elsewhere; then a -inf hole in the middle of one row's visible keys, a stray 0.75 in
 // another's and a -0 in a third (the hole and the stray value make those rows' masks matter
 // on every tile)
@@ -746,7 +748,10 @@ void fill_plain_mask(ggml_tensor * m, int64_t n_q, int64_t window) {
     const int64_t n_kv = m->ne[0];
     auto last = [&](int64_t iq) { return n_kv - n_q + std::min(iq, n_q - 1); };
     for_each(m, [&](int64_t j, int64_t iq, int64_t i2, int64_t i3) {
-        const bool seen = j <= last(iq) && (window <= 0 || j > last(iq) - window);
+        // window -2: two sequences whose cells alternate in blocks of 48 (query iq of sequence
+        // iq % 2): whole tiles inside a row's span are hidden
+        const bool own = window != -2 || (j / 48) % 2 == iq % 2;
+        const bool seen = own && j <= last(iq) && (window <= 0 || j > last(iq) - window);
         set(m, j, iq, i2, i3, seen ? 0.0 : -INFINITY);
     });
     for (int64_t i3 = 0; i3 < m->ne[3]; ++i3)
@@ -847,6 +852,8 @@ TEST_F(Ops, FlashAttention) {
         { 64, 64, 40, 150, 4, 2, 1, GGML_TYPE_BF16, GGML_TYPE_F32, 0.125f, 4.0f, 0.0f, true, false, 1, 1, false, true, -1 },
         { 64, 64, 20, 90, 4, 2, 2, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, false, false, 2, 2, false, false, -1 },
         { 64, 64, 6, 150, 16, 1, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 1, true, false, 70 },
+        // two sequences' cells interleaved in blocks (whole tiles masked inside a row's span)
+        { 64, 64, 30, 230, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 1, 1, false, true, -2 },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {

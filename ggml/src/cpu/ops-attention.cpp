@@ -302,7 +302,7 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
     const auto & vec = ggml_cpu_vec();
     const int64_t stride = p.Dv + 2;
     int64_t na = 0;
-    // consecutive rows of one query share its mask row: its conversion is reused
+    // consecutive rows of one query share its mask row: its conversion and verdict are reused
     const char * last = nullptr;
     const float * last_m = nullptr;
     for (int64_t ri = r0; ri < r1; ++ri) {
@@ -319,7 +319,11 @@ void attend_tile_packed(const fa_plan & p, const fa_args & a, fa_scratch & sc, i
                 } else {
                     last_m = (const float *) last + j0;
                 }
+                // a mask with holes (other sequences' cells in a batch of several) may hide the
+                // whole tile inside the span; a plain one shows a key of every tile it crosses
+                if (!sp.plain && vec.max(nt, last_m) == -INFINITY) last_m = nullptr;
             }
+            if (!last_m) continue;
             m = last_m;
         }
         sc.qp[na] = p.bf16 ? (const void *) (sc.qb + ri * p.D) : (const void *) sc.qrow[ri];
