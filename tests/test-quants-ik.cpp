@@ -7,6 +7,7 @@
 #include "testing.h"
 
 #include "cpu-traits.h"
+#include "quants/quants-ik.h"
 
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -276,8 +277,42 @@ TEST(IkKernels, TrellisKernelsMatchScalarOnRandomBlocks) {
     if (compared == 0) GTEST_SKIP() << "no SIMD trellis kernel runs on this CPU";
 }
 
-// The trellis quantizers' seed search runs in SIMD where it can, and must pick the seeds the
-// plain exhaustive search picks: the bytes are the same at every ISA cap, with and without an
+// The trellis quantizers' grid search skips cells by a distance bound and must still find the
+// exhaustive search's seed every time: the bytes of both agree on rows that take the targets
+// everywhere in the codebook (outliers far out in the tails, an all-zero block, tiny values,
+// constant runs that sit on the bins' edges, a lone non-zero), with and without an imatrix
+// (weights that differ by orders of magnitude between positions).
+TEST(IkKernels, TrellisGridSearchSameBytesAsExhaustive) {
+    const int64_t n = 512;
+    const int nr = 3;
+    std::vector<float> x = random_rows(nr * n, 91);
+    for (size_t i = 0; i < x.size(); i += 37) x[i] *= 12.0f;
+    for (int j = 0; j < 32; ++j) x[128 + j] = 0.0f;
+    for (int j = 0; j < 32; ++j) x[n + 64 + j] *= 1e-30f;
+    for (int j = 0; j < 64; ++j) x[n + 192 + j] = (j % 8 < 4 ? 0.25f : -0.25f);
+    for (int j = 0; j < 32; ++j) x[2 * n + 320 + j] = j == 5 ? 3.0f : 0.0f;
+    std::vector<float> imatrix = random_rows(n, 19);
+    for (size_t j = 0; j < imatrix.size(); ++j) imatrix[j] = std::exp(3.0f * imatrix[j]);
+    for (ggml_type t : { GGML_TYPE_IQ1_KT, GGML_TYPE_IQ2_KT, GGML_TYPE_IQ3_KT, GGML_TYPE_IQ4_KT }) {
+        for (const float * im : { (const float *) nullptr, (const float *) imatrix.data() }) {
+            const size_t bytes = nr * ggml_row_size(t, n);
+            std::vector<uint8_t> ref(bytes), got(bytes);
+            ik_kt_set_exhaustive(true);
+            const size_t nref = ggml_quantize_chunk(t, x.data(), ref.data(), 0, nr, n, im);
+            ik_kt_set_exhaustive(false);
+            ASSERT_EQ(nref, bytes);
+            ASSERT_EQ(ggml_quantize_chunk(t, x.data(), got.data(), 0, nr, n, im), bytes);
+            for (int r = 0; r < nr; ++r) {
+                const size_t row = ggml_row_size(t, n);
+                EXPECT_TRUE(std::equal(got.begin() + r * row, got.begin() + (r + 1) * row, ref.begin() + r * row))
+                    << ggml_type_name(t) << (im ? " (imatrix)" : "") << " row " << r;
+            }
+        }
+    }
+}
+
+// The trellis quantizers' exhaustive seed search runs in SIMD where it can, and must pick the
+// seeds the plain exhaustive search picks: the bytes are the same at every ISA cap, with and without an
 // imatrix, on rows with outliers, an all-zero block and tiny values.
 TEST(IkKernels, TrellisQuantizerSameBytesAtEveryIsa) {
     const int64_t n = 512;
@@ -299,6 +334,7 @@ TEST(IkKernels, TrellisQuantizerSameBytesAtEveryIsa) {
     }
     ggml_cpu_set_isa(cap);
     if (!any_simd) GTEST_SKIP() << "no SIMD trellis search runs on this CPU";
+    ik_kt_set_exhaustive(true);   // the SIMD kernels serve the exhaustive search only
     int compared = 0;
     for (ggml_type t : { GGML_TYPE_IQ1_KT, GGML_TYPE_IQ2_KT, GGML_TYPE_IQ3_KT, GGML_TYPE_IQ4_KT }) {
         for (const float * im : { (const float *) nullptr, (const float *) imatrix.data() }) {
@@ -319,6 +355,7 @@ TEST(IkKernels, TrellisQuantizerSameBytesAtEveryIsa) {
         }
     }
     ggml_cpu_set_isa(cap);
+    ik_kt_set_exhaustive(false);
     if (compared == 0) GTEST_SKIP() << "no SIMD trellis search runs on this CPU";
 }
 

@@ -122,6 +122,20 @@ ggml_kt_errors_t ggml_cpu_kt_errors() {
     return pick(kt_errors_table(), ggml_cpu_get_isa());
 }
 
+namespace {
+ggml_kt_range_errors_t * kt_range_errors_table() {
+    static ggml_kt_range_errors_t t[GGML_CPU_ISA_COUNT] = {};
+    return t;
+}
+} // namespace
+
+void ggml_cpu_register_kt_range_errors(ggml_cpu_isa isa, ggml_kt_range_errors_t fn) { kt_range_errors_table()[isa] = fn; }
+
+ggml_kt_range_errors_t ggml_cpu_kt_range_errors() {
+    ggml_cpu_ensure_kernels();
+    return pick(kt_range_errors_table(), ggml_cpu_get_isa());
+}
+
 void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
     struct buffer {
         void * p = nullptr;

@@ -205,3 +205,6 @@ size_t ik_quantize_iq1_kt(const float * src, void * dst, int64_t nrows, int64_t 
 size_t ik_quantize_iq2_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
 size_t ik_quantize_iq3_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
 size_t ik_quantize_iq4_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imatrix);
+// The trellis quantizers' seed search: the grid search (false, the default) or every run of the
+// codebook (true). Both give the same seeds; the exhaustive one is for tests and timing.
+void ik_kt_set_exhaustive(bool on);

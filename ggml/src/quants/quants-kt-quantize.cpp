@@ -2,10 +2,16 @@
 // quants-kt.cpp). Every run of 8 (iq4_kt: 4) values is one seed of the integer hash, so a type's
 // codebook is the set of runs its seed width can name: 2^16 runs of 8 (iq2_kt; iq3_kt as
 // magnitudes with separate sign bits), 2^13 of 8 (iq1_kt), two halves of 2^15 runs of 4 (iq4_kt,
-// one half per 32 values). The search over a codebook is exhaustive, so every seed is the best
-// run for the scale it was chosen under; a SIMD kernel (cpu/*/quants-kt-search.cpp) computes the
-// distances, and the plain expression decides among the near-best (best_seed), so the seeds do
-// not depend on the instruction set.
+// one half per 32 values). Every seed is the best run of its codebook for the scale it was chosen
+// under (the exact nearest run, first seed of equal ones), found one of two ways that give the
+// same seeds:
+//   - the grid search (default): the runs sorted into cells by per-position value bins; the
+//     cells are visited nearest first and a cell whose distance bound exceeds the best run found
+//     so far is skipped, so a search reads a few hundred runs instead of all 2^15..2^16;
+//   - the exhaustive search (ik_kt_set_exhaustive, for tests and timing): every run, its
+//     distance computed by a SIMD kernel (cpu/*/quants-kt-search.cpp) and the plain expression
+//     deciding among the near-best.
+// Either way the seeds do not depend on the instruction set.
 //
 // Per row:
 //   1. per 32 values a free scale: alternate "best seed per run at scale dl" and the weighted
@@ -20,6 +26,8 @@
 #include "cpu-traits.h"
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -65,13 +73,163 @@ inline float run_error(const float * c, const float * t, const float * w) {
     return e;
 }
 
+// The runs of a codebook in cells: position m's values split into kt_grid::nbins bins of
+// consecutive integers (equal shares of the runs), a cell is one bin per position, and the runs
+// are stored cell by cell (cell index: position 0's bin most significant, so the cells that
+// differ only in the last position's bin are adjacent). A run in bin b of position m is at least
+// w_m * (distance of t_m to the bin's range)^2 from the target there, so the sum over positions
+// bounds a whole cell from below.
+struct kt_grid {
+    static constexpr int kMaxBins = 8;
+    int                   n = 0, nbins = 0;
+    float                 lo[8][kMaxBins], hi[8][kMaxBins];   // each bin's range of values
+    int8_t                bin_of[8][256];                      // value + 128 -> bin
+    std::vector<uint32_t> start;                               // nbins^n + 1 cell offsets
+    std::vector<float>    v;                                   // the runs, cell by cell
+    std::vector<int32_t>  seed;                                // their seeds, ascending in a cell
+    static constexpr int  kPad = 64;                           // the range kernels read past the end
+    size_t                stride = 0;                          // of a row of by_pos
+    std::vector<int8_t>   by_pos;                              // the runs position major, cell by cell
+
+    kt_grid(const kt_codebook & cb, int nbins_) : n(cb.n), nbins(nbins_) {
+        std::vector<int> cell(cb.count, 0);
+        for (int m = 0; m < n; ++m) {
+            int hist[256] = {};
+            for (int s = 0; s < cb.count; ++s) ++hist[(int) cb.at(s)[m] + 128];
+            // bin of value u: the share of the runs below it, so that every bin is a range of
+            // consecutive values and all values are covered (lo/hi are the range's ends, not
+            // the values present: the bound stays valid either way)
+            int below = 0;
+            for (int b = 0; b < nbins; ++b) { lo[m][b] = INFINITY; hi[m][b] = -INFINITY; }
+            for (int u = 0; u < 256; ++u) {
+                const int b = std::min(nbins - 1, (int) ((int64_t) (below + hist[u] / 2) * nbins / cb.count));
+                bin_of[m][u] = (int8_t) b;
+                lo[m][b] = std::min(lo[m][b], (float) (u - 128));
+                hi[m][b] = std::max(hi[m][b], (float) (u - 128));
+                below += hist[u];
+            }
+            for (int b = 0; b < nbins; ++b) {
+                // a bin no value maps to is an empty point between its neighbours
+                if (lo[m][b] > hi[m][b]) lo[m][b] = hi[m][b] = b ? hi[m][b - 1] : -128.f;
+            }
+            for (int s = 0; s < cb.count; ++s) cell[s] = cell[s] * nbins + bin_of[m][(int) cb.at(s)[m] + 128];
+        }
+        int ncell = 1;
+        for (int m = 0; m < n; ++m) ncell *= nbins;
+        start.assign(ncell + 1, 0);
+        for (int s = 0; s < cb.count; ++s) ++start[cell[s] + 1];
+        for (int c = 0; c < ncell; ++c) start[c + 1] += start[c];
+        std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+        v.resize((size_t) cb.count * n);
+        seed.resize(cb.count);
+        stride = (size_t) cb.count + kPad;
+        by_pos.assign(stride * n, 0);
+        for (int s = 0; s < cb.count; ++s) {   // ascending seeds: ascending within each cell
+            const uint32_t i = fill[cell[s]]++;
+            seed[i] = s;
+            std::copy(cb.at(s), cb.at(s) + n, v.begin() + (size_t) i * n);
+            for (int m = 0; m < n; ++m) by_pos[m * stride + i] = (int8_t) cb.at(s)[m];
+        }
+    }
+};
+
+// The grid search of one target. Per position the bins' bounds f and their order by bound
+// (the target's own bin first, then outwards: the bound grows away from it); positions 0..N-2
+// are walked depth first in that order, each stopping at the first bin whose partial bound
+// exceeds the threshold, and the last position's bins within the threshold form one range of
+// adjacent cells, read in one pass. The partial bounds add the positions in run_error's order,
+// each term no more than run_error's, and the threshold keeps a relative 1e-5 above the best
+// error for the rounding, so no run that could win (or tie the winner) is skipped.
+template <int N>
+struct kt_grid_search {
+    const kt_grid & g;
+    const float *   t;
+    const float *   w;
+    const ggml_kt_range_errors_t errors;   // NULL: plain distances only
+    float *         err;                   // the kernel's output, count + 32 floats
+    float           f[N][kt_grid::kMaxBins];
+    int8_t          order[N][kt_grid::kMaxBins];
+    float           best = INFINITY, thr = INFINITY;
+    int             best_seed = INT_MAX;
+
+    kt_grid_search(const kt_grid & g_, const float * t_, const float * w_, ggml_kt_range_errors_t errors_, float * err_)
+        : g(g_), t(t_), w(w_), errors(errors_), err(err_) {
+        const int nb = g.nbins;
+        for (int m = 0; m < N; ++m) {
+            for (int b = 0; b < nb; ++b) {
+                const float d = t[m] < g.lo[m][b] ? g.lo[m][b] - t[m] : t[m] > g.hi[m][b] ? t[m] - g.hi[m][b] : 0.f;
+                f[m][b] = w[m] * d * d;
+            }
+            const float tc = std::clamp(t[m], -128.f, 127.f);
+            const int home = g.bin_of[m][(int) std::lround(tc) + 128];
+            int k = 0, l = home - 1, r = home + 1;
+            order[m][k++] = (int8_t) home;
+            while (l >= 0 || r < nb) order[m][k++] = (int8_t) (r >= nb || (l >= 0 && f[m][l] <= f[m][r]) ? l-- : r++);
+        }
+    }
+
+    void take(uint32_t i) {
+        const float e = run_error<N>(g.v.data() + (size_t) i * N, t, w);
+        if (e < best || (e == best && g.seed[i] < best_seed)) {
+            best = e;
+            best_seed = g.seed[i];
+            thr = best * (1 + 1e-5f);
+        }
+    }
+
+    // With a kernel, only the runs whose kernel distance is within the threshold are taken: both
+    // distances are within (N + 1) 2^-24 of the exact one (relative), so a run that could win
+    // is never left out.
+    void scan(uint32_t i0, uint32_t i1) {
+        if (!errors) {
+            for (uint32_t i = i0; i < i1; ++i) take(i);
+            return;
+        }
+        errors(g.by_pos.data() + i0, g.stride, N, (int) (i1 - i0), t, w, err);
+        for (uint32_t i = i0; i < i1; ++i) {
+            if (err[i - i0] <= thr) take(i);
+        }
+    }
+
+    template <int M>
+    void visit(float partial, int cell) {
+        const int nb = g.nbins;
+        if constexpr (M == N - 1) {
+            int bl = order[M][0], br = bl;
+            if (partial + f[M][bl] > thr) return;
+            while (bl > 0 && partial + f[M][bl - 1] <= thr) --bl;
+            while (br < nb - 1 && partial + f[M][br + 1] <= thr) ++br;
+            scan(g.start[cell * nb + bl], g.start[cell * nb + br + 1]);
+        } else {
+            for (int k = 0; k < nb; ++k) {
+                const int b = order[M][k];
+                const float p = partial + f[M][b];
+                if (p > thr) break;
+                visit<M + 1>(p, cell * nb + b);
+            }
+        }
+    }
+
+    int run() {
+        visit<0>(0.f, 0);
+        return best_seed;
+    }
+};
+
+std::atomic<bool> g_kt_exhaustive{ false };
+
 // The seed whose run is nearest to t under weights w (the first of equal ones). With a SIMD
 // kernel: its errors (own rounding) for every seed, then run_error on the seeds within a relative
 // 1e-5 of its minimum. Both sums hold N + 1 non-negative terms, so each is within (N + 1) 2^-24
 // of the exact sum (relative): the plain minimum's seed is always among those re-checked, and the
 // result is the exhaustive plain search's.
 template <int N>
-int best_seed(const kt_codebook & cb, const float * t, const float * w) {
+int best_seed(const kt_codebook & cb, const kt_grid & grid, const float * t, const float * w) {
+    if (!g_kt_exhaustive.load(std::memory_order_relaxed)) {
+        thread_local std::vector<float> err;
+        err.resize(grid.seed.size() + 64);
+        return kt_grid_search<N>(grid, t, w, ggml_cpu_kt_range_errors(), err.data()).run();
+    }
     float best = INFINITY;
     int bs = 0;
     if (const ggml_kt_errors_t errors = ggml_cpu_kt_errors()) {
@@ -107,6 +265,7 @@ struct kt_type {
     int                 run;          // values per seed
     int                 nbooks;       // iq4_kt: two seed offsets
     const kt_codebook * books[2];
+    const kt_grid *     grids[2];
     bool                sign_bits;    // iq3_kt: magnitudes in the runs, signs apart
     kt_scale_kind       scale_kind;
     size_t              block_bytes;
@@ -144,7 +303,9 @@ struct block_fit {
     float err(float dl) const { return dl * dl * sumq2 - 2 * dl * sumqx; }   // + sum w x^2
 };
 
-block_fit fit_block(const kt_type & kt, const kt_codebook & cb, const float * x, const float * w, float dl) {
+block_fit fit_block(const kt_type & kt, int book, const float * x, const float * w, float dl) {
+    const kt_codebook & cb = *kt.books[book];
+    const kt_grid & grid = *kt.grids[book];
     block_fit f;
     const float id = dl ? 1 / dl : 0.f;
     float t[8];
@@ -152,7 +313,7 @@ block_fit fit_block(const kt_type & kt, const kt_codebook & cb, const float * x,
         const float * xr = x + r * kt.run;
         const float * wr = w + r * kt.run;
         for (int m = 0; m < kt.run; ++m) t[m] = id * (kt.sign_bits ? std::fabs(xr[m]) : xr[m]);
-        const int s = kt.run == 8 ? best_seed<8>(cb, t, wr) : best_seed<4>(cb, t, wr);
+        const int s = kt.run == 8 ? best_seed<8>(cb, grid, t, wr) : best_seed<4>(cb, grid, t, wr);
         f.seeds[r] = s;
         const float * c = cb.at(s);
         for (int m = 0; m < kt.run; ++m) {
@@ -181,14 +342,14 @@ float free_block_scale(const kt_type & kt, const float * x, const float * w, int
     for (int b = 0; b < kt.nbooks; ++b) {
         for (float mul : { 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.15f, 1.3f, 1.6f, 2.0f }) {
             const float dl = dl0 * mul;
-            const block_fit f = fit_block(kt, *kt.books[b], x, w, dl);
+            const block_fit f = fit_block(kt, b, x, w, dl);
             const float dn = f.sumq2 > 0 ? f.sumqx / f.sumq2 : dl;
             if (f.err(dn) < best_err) { best_err = f.err(dn); best_d = dn; book = b; }
         }
     }
     float dl = best_d;
     for (int it = 0; it < 2 && dl != 0; ++it) {
-        const block_fit f = fit_block(kt, *kt.books[book], x, w, dl);
+        const block_fit f = fit_block(kt, book, x, w, dl);
         if (f.sumq2 <= 0) break;
         dl = f.sumqx / f.sumq2;
         if (f.err(dl) < best_err) { best_err = f.err(dl); best_d = dl; }
@@ -225,7 +386,7 @@ kt_assignment assign_codes(const kt_type & kt, const float * x, const float * w,
         for (int c = std::max(lo, c0 - 1); c <= std::min(hi, c0 + 1); ++c) {
             const float g = scale_value(kt.scale_kind, c);
             if (g == 0) continue;
-            const block_fit f = fit_block(kt, *kt.books[books[ib]], x + 32 * ib, w + 32 * ib, d * g);
+            const block_fit f = fit_block(kt, books[ib], x + 32 * ib, w + 32 * ib, d * g);
             if (f.err(d * g) < best) { best = f.err(d * g); bf = f; a.codes[ib] = c; }
         }
         if (best == INFINITY) continue;   // an all-zero block: code 0 (iq3_kt) has no seeds to fit
@@ -314,19 +475,34 @@ void pack_iq4_kt(uint8_t * blk, int ib, int code, int book, const int * seeds, c
     std::memcpy(b.shb + 4 * ib, &shb, 4);
 }
 
-// Codebooks are built on first use (a few MB, a few ms).
+// Codebooks and grids are built on first use of a type (a few MB, a few ms). Bins per position:
+// about 10-30 runs per cell (fewer cells: more runs read per search; more: more cells walked).
 const kt_type & kt_of(ggml_type t) {
-    static const kt_codebook cb16(4096, 65536, 8, false), cb16_abs(4096, 65536, 8, true), cb13(4096, 8192, 8, false);
-    static const kt_codebook cb15a(4096, 32768, 4, false), cb15b(4096 + 32768, 32768, 4, false);
-    static const kt_type iq1 = { 8, 1, { &cb13, nullptr }, false, KT_IQ4K_GRID, sizeof(block_iq1_kt), pack_iq1_kt };
-    static const kt_type iq2 = { 8, 1, { &cb16, nullptr }, false, KT_IQ4K_GRID, sizeof(block_iq2_kt), pack_iq2_kt };
-    static const kt_type iq3 = { 8, 1, { &cb16_abs, nullptr }, true, KT_UNSIGNED4, sizeof(block_iq3_kt), pack_iq3_kt };
-    static const kt_type iq4 = { 4, 2, { &cb15a, &cb15b }, false, KT_SIGNED7, sizeof(block_iq4_kt), pack_iq4_kt };
     switch (t) {
-        case GGML_TYPE_IQ1_KT: return iq1;
-        case GGML_TYPE_IQ2_KT: return iq2;
-        case GGML_TYPE_IQ3_KT: return iq3;
-        default:               return iq4;
+        case GGML_TYPE_IQ1_KT: {
+            static const kt_codebook cb(4096, 8192, 8, false);
+            static const kt_grid g(cb, 3);
+            static const kt_type iq1 = { 8, 1, { &cb, nullptr }, { &g, nullptr }, false, KT_IQ4K_GRID, sizeof(block_iq1_kt), pack_iq1_kt };
+            return iq1;
+        }
+        case GGML_TYPE_IQ2_KT: {
+            static const kt_codebook cb(4096, 65536, 8, false);
+            static const kt_grid g(cb, 3);
+            static const kt_type iq2 = { 8, 1, { &cb, nullptr }, { &g, nullptr }, false, KT_IQ4K_GRID, sizeof(block_iq2_kt), pack_iq2_kt };
+            return iq2;
+        }
+        case GGML_TYPE_IQ3_KT: {
+            static const kt_codebook cb(4096, 65536, 8, true);
+            static const kt_grid g(cb, 3);
+            static const kt_type iq3 = { 8, 1, { &cb, nullptr }, { &g, nullptr }, true, KT_UNSIGNED4, sizeof(block_iq3_kt), pack_iq3_kt };
+            return iq3;
+        }
+        default: {
+            static const kt_codebook cba(4096, 32768, 4, false), cbb(4096 + 32768, 32768, 4, false);
+            static const kt_grid ga(cba, 8), gb(cbb, 8);
+            static const kt_type iq4 = { 4, 2, { &cba, &cbb }, { &ga, &gb }, false, KT_SIGNED7, sizeof(block_iq4_kt), pack_iq4_kt };
+            return iq4;
+        }
     }
 }
 
@@ -348,6 +524,8 @@ size_t quantize_kt(const float * src, void * dst, int64_t nrows, int64_t n_per_r
 }
 
 } // namespace
+
+void ik_kt_set_exhaustive(bool on) { g_kt_exhaustive.store(on); }
 
 size_t ik_quantize_iq1_kt(const float * s, void * d, int64_t nr, int64_t n, const float * im) { return quantize_kt<GGML_TYPE_IQ1_KT>(s, d, nr, n, im); }
 size_t ik_quantize_iq2_kt(const float * s, void * d, int64_t nr, int64_t n, const float * im) { return quantize_kt<GGML_TYPE_IQ2_KT>(s, d, nr, n, im); }

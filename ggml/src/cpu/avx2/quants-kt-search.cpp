@@ -37,6 +37,27 @@ float kt_errors_avx2(const int8_t * cb, int count, int n, const float * t, const
     return hmin(mn);
 }
 
+// The grid search's ranges: 16 runs per step (two accumulators) from any start, whole steps.
+void kt_range_errors_avx2(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float * err) {
+    for (int s = 0; s < count; s += 16) {
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        for (int m = 0; m < n; ++m) {
+            const __m128i c8 = _mm_loadu_si128((const __m128i *) (cb + m * stride + s));
+            const __m256 tm = _mm256_set1_ps(t[m]), wm = _mm256_set1_ps(w[m]);
+            const __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8));
+            const __m256 c1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(c8, c8)));
+            const __m256 d0 = _mm256_sub_ps(tm, c0), d1 = _mm256_sub_ps(tm, c1);
+            acc0 = _mm256_fmadd_ps(_mm256_mul_ps(wm, d0), d0, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_mul_ps(wm, d1), d1, acc1);
+        }
+        _mm256_storeu_ps(err + s, acc0);
+        _mm256_storeu_ps(err + s + 8, acc1);
+    }
+}
+
 } // namespace
 
-void ggml_cpu_register_kt_search_avx2() { ggml_cpu_register_kt_errors(GGML_CPU_ISA_AVX2, kt_errors_avx2); }
+void ggml_cpu_register_kt_search_avx2() {
+    ggml_cpu_register_kt_errors(GGML_CPU_ISA_AVX2, kt_errors_avx2);
+    ggml_cpu_register_kt_range_errors(GGML_CPU_ISA_AVX2, kt_range_errors_avx2);
+}
