@@ -185,7 +185,7 @@ struct kt_grid_search {
             for (uint32_t i = i0; i < i1; ++i) take(i);
             return;
         }
-        errors(g.by_pos.data() + i0, g.stride, N, (int) (i1 - i0), t, w, err);
+        if (errors(g.by_pos.data() + i0, g.stride, N, (int) (i1 - i0), t, w, err) > thr) return;
         for (uint32_t i = i0; i < i1; ++i) {
             if (err[i - i0] <= thr) take(i);
         }
@@ -210,7 +210,14 @@ struct kt_grid_search {
         }
     }
 
-    int run() {
+    // hint: a seed that is probably near (the same run's at a nearby scale) or -1; it only sets
+    // the first threshold, so that fewer cells are walked
+    int run(const kt_codebook & cb, int hint) {
+        if (hint >= 0) {
+            best = run_error<N>(cb.at(hint), t, w);
+            best_seed = hint;
+            thr = best * (1 + 1e-5f);
+        }
         visit<0>(0.f, 0);
         return best_seed;
     }
@@ -224,11 +231,11 @@ std::atomic<bool> g_kt_exhaustive{ false };
 // of the exact sum (relative): the plain minimum's seed is always among those re-checked, and the
 // result is the exhaustive plain search's.
 template <int N>
-int best_seed(const kt_codebook & cb, const kt_grid & grid, const float * t, const float * w) {
+int best_seed(const kt_codebook & cb, const kt_grid & grid, const float * t, const float * w, int hint) {
     if (!g_kt_exhaustive.load(std::memory_order_relaxed)) {
         thread_local std::vector<float> err;
         err.resize(grid.seed.size() + 64);
-        return kt_grid_search<N>(grid, t, w, ggml_cpu_kt_range_errors(), err.data()).run();
+        return kt_grid_search<N>(grid, t, w, ggml_cpu_kt_range_errors(), err.data()).run(cb, hint);
     }
     float best = INFINITY;
     int bs = 0;
@@ -303,7 +310,8 @@ struct block_fit {
     float err(float dl) const { return dl * dl * sumq2 - 2 * dl * sumqx; }   // + sum w x^2
 };
 
-block_fit fit_block(const kt_type & kt, int book, const float * x, const float * w, float dl) {
+// hint: the seeds of a fit of the same block and codebook at a nearby scale, or null.
+block_fit fit_block(const kt_type & kt, int book, const float * x, const float * w, float dl, const int * hint) {
     const kt_codebook & cb = *kt.books[book];
     const kt_grid & grid = *kt.grids[book];
     block_fit f;
@@ -313,7 +321,8 @@ block_fit fit_block(const kt_type & kt, int book, const float * x, const float *
         const float * xr = x + r * kt.run;
         const float * wr = w + r * kt.run;
         for (int m = 0; m < kt.run; ++m) t[m] = id * (kt.sign_bits ? std::fabs(xr[m]) : xr[m]);
-        const int s = kt.run == 8 ? best_seed<8>(cb, grid, t, wr) : best_seed<4>(cb, grid, t, wr);
+        const int s = kt.run == 8 ? best_seed<8>(cb, grid, t, wr, hint ? hint[r] : -1)
+                                    : best_seed<4>(cb, grid, t, wr, hint ? hint[r] : -1);
         f.seeds[r] = s;
         const float * c = cb.at(s);
         for (int m = 0; m < kt.run; ++m) {
@@ -338,18 +347,24 @@ float free_block_scale(const kt_type & kt, const float * x, const float * w, int
     // the fit has local minima in the scale: scan a range of starting scales (one pass each),
     // then refine the best by alternating seeds and least squares
     float best_err = INFINITY, best_d = 0;
+    block_fit best_f;
     book = 0;
     for (int b = 0; b < kt.nbooks; ++b) {
+        block_fit prev;
+        bool have_prev = false;
         for (float mul : { 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.15f, 1.3f, 1.6f, 2.0f }) {
             const float dl = dl0 * mul;
-            const block_fit f = fit_block(kt, b, x, w, dl);
+            const block_fit f = fit_block(kt, b, x, w, dl, have_prev ? prev.seeds : nullptr);
+            prev = f;
+            have_prev = true;
             const float dn = f.sumq2 > 0 ? f.sumqx / f.sumq2 : dl;
-            if (f.err(dn) < best_err) { best_err = f.err(dn); best_d = dn; book = b; }
+            if (f.err(dn) < best_err) { best_err = f.err(dn); best_d = dn; book = b; best_f = f; }
         }
     }
     float dl = best_d;
     for (int it = 0; it < 2 && dl != 0; ++it) {
-        const block_fit f = fit_block(kt, book, x, w, dl);
+        const block_fit f = fit_block(kt, book, x, w, dl, best_f.seeds);
+        best_f = f;
         if (f.sumq2 <= 0) break;
         dl = f.sumqx / f.sumq2;
         if (f.err(dl) < best_err) { best_err = f.err(dl); best_d = dl; }
@@ -383,10 +398,14 @@ kt_assignment assign_codes(const kt_type & kt, const float * x, const float * w,
         const int c0 = scale_code(kt.scale_kind, scales[ib], d);
         float best = INFINITY;
         block_fit bf;
+        block_fit prev;
+        bool have_prev = false;
         for (int c = std::max(lo, c0 - 1); c <= std::min(hi, c0 + 1); ++c) {
             const float g = scale_value(kt.scale_kind, c);
             if (g == 0) continue;
-            const block_fit f = fit_block(kt, books[ib], x + 32 * ib, w + 32 * ib, d * g);
+            const block_fit f = fit_block(kt, books[ib], x + 32 * ib, w + 32 * ib, d * g, have_prev ? prev.seeds : nullptr);
+            prev = f;
+            have_prev = true;
             if (f.err(d * g) < best) { best = f.err(d * g); bf = f; a.codes[ib] = c; }
         }
         if (best == INFINITY) continue;   // an all-zero block: code 0 (iq3_kt) has no seeds to fit

@@ -38,7 +38,10 @@ float kt_errors_avx2(const int8_t * cb, int count, int n, const float * t, const
 }
 
 // The grid search's ranges: 16 runs per step (two accumulators) from any start, whole steps.
-void kt_range_errors_avx2(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float * err) {
+float kt_range_errors_avx2(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float * err) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 inf = _mm256_set1_ps(__builtin_inff());
+    __m256 mn = inf;
     for (int s = 0; s < count; s += 16) {
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
         for (int m = 0; m < n; ++m) {
@@ -52,7 +55,14 @@ void kt_range_errors_avx2(const int8_t * cb, size_t stride, int n, int count, co
         }
         _mm256_storeu_ps(err + s, acc0);
         _mm256_storeu_ps(err + s + 8, acc1);
+        // lanes past count hold other cells' runs: not part of the minimum
+        const __m256i left = _mm256_set1_epi32(count - s);
+        const __m256 in0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, lane));
+        const __m256 in1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, _mm256_add_epi32(lane, _mm256_set1_epi32(8))));
+        mn = _mm256_min_ps(mn, _mm256_blendv_ps(inf, acc0, in0));
+        mn = _mm256_min_ps(mn, _mm256_blendv_ps(inf, acc1, in1));
     }
+    return hmin(mn);
 }
 
 } // namespace

@@ -31,7 +31,8 @@ float kt_errors_avx512(const int8_t * cb, int count, int n, const float * t, con
 }
 
 // The grid search's ranges: 32 runs per step from any start (unaligned loads), whole steps.
-void kt_range_errors_avx512(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float * err) {
+float kt_range_errors_avx512(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float * err) {
+    __m512 mn = _mm512_set1_ps(__builtin_inff());
     for (int s = 0; s < count; s += 32) {
         __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
         for (int m = 0; m < n; ++m) {
@@ -45,7 +46,14 @@ void kt_range_errors_avx512(const int8_t * cb, size_t stride, int n, int count, 
         }
         _mm512_storeu_ps(err + s, acc0);
         _mm512_storeu_ps(err + s + 16, acc1);
+        // lanes past count hold other cells' runs: not part of the minimum
+        const int left = count - s;
+        const __mmask16 k0 = left >= 16 ? (__mmask16) 0xFFFF : (__mmask16) ((1u << left) - 1);
+        const __mmask16 k1 = left >= 32 ? (__mmask16) 0xFFFF : left <= 16 ? (__mmask16) 0 : (__mmask16) ((1u << (left - 16)) - 1);
+        mn = _mm512_mask_min_ps(mn, k0, mn, acc0);
+        mn = _mm512_mask_min_ps(mn, k1, mn, acc1);
     }
+    return _mm512_reduce_min_ps(mn);
 }
 
 } // namespace
