@@ -42,10 +42,11 @@ struct kt_codebook {
     int                 n = 0;
     int                 count = 0;
     std::vector<float>  v;        // count * n
+    std::vector<int8_t> q;        // the same as int8 (4 times less cache for the grid search)
     std::vector<int8_t> by_pos;   // n * count
 
     kt_codebook(uint32_t offset, int count_, int n_, bool magnitudes)
-        : n(n_), count(count_), v((size_t) count_ * n_), by_pos((size_t) count_ * n_) {
+        : n(n_), count(count_), v((size_t) count_ * n_), q((size_t) count_ * n_), by_pos((size_t) count_ * n_) {
         for (int s = 0; s < count; ++s) {
             uint32_t x = (uint32_t) s + offset;
             for (int m = 0; m < n; ++m) {
@@ -54,20 +55,23 @@ struct kt_codebook {
                 const int val = (int) (y & 0xFF) + (int) ((y >> 8) & 0xFF) + (int) ((y >> 16) & 0xFF) + (int) (y >> 24) - 126;
                 const int q = magnitudes ? std::abs(val) : val;
                 v[(size_t) s * n + m] = (float) q;
+                this->q[(size_t) s * n + m] = (int8_t) q;
                 by_pos[(size_t) m * count + s] = (int8_t) q;
             }
         }
     }
     const float * at(int s) const { return v.data() + (size_t) s * n; }
+    const int8_t * q_at(int s) const { return q.data() + (size_t) s * n; }
 };
 
-// The weighted squared distance of run c to the target t: the one expression every search path
+// The weighted squared distance of run c (position m at c[m * stride], float or int8: the values
+// are small integers, exact either way) to the target t: the one expression every search path
 // decides by.
-template <int N>
-inline float run_error(const float * c, const float * t, const float * w) {
+template <int N, typename C>
+inline float run_error(const C * c, size_t stride, const float * t, const float * w) {
     float e = 0;
     for (int m = 0; m < N; ++m) {
-        const float d = t[m] - c[m];
+        const float d = t[m] - (float) c[m * stride];
         e += w[m] * d * d;
     }
     return e;
@@ -80,20 +84,23 @@ inline float run_error(const float * c, const float * t, const float * w) {
 // w_m * (distance of t_m to the bin's range)^2 from the target there, so the sum over positions
 // bounds a whole cell from below.
 struct kt_grid {
-    static constexpr int kMaxBins = 8;
-    int                   n = 0, nbins = 0;
+    static constexpr int kMaxBins = 12;
+    int                   n = 0, nb[8] = {};                   // bins per position
     float                 lo[8][kMaxBins], hi[8][kMaxBins];   // each bin's range of values
     int8_t                bin_of[8][256];                      // value + 128 -> bin
     std::vector<uint32_t> start;                               // nbins^n + 1 cell offsets
-    std::vector<float>    v;                                   // the runs, cell by cell
     std::vector<int32_t>  seed;                                // their seeds, ascending in a cell
     static constexpr int  kPad = 64;                           // the range kernels read past the end
     size_t                stride = 0;                          // of a row of by_pos
     std::vector<int8_t>   by_pos;                              // the runs position major, cell by cell
 
-    kt_grid(const kt_codebook & cb, int nbins_) : n(cb.n), nbins(nbins_) {
+    kt_grid(const kt_codebook & cb, std::initializer_list<int> bins) : n(cb.n) {
+        std::copy(bins.begin(), bins.end(), nb);
         std::vector<int> cell(cb.count, 0);
+        int ncell = 1;
         for (int m = 0; m < n; ++m) {
+            const int nbins = nb[m];
+            ncell *= nbins;
             int hist[256] = {};
             for (int s = 0; s < cb.count; ++s) ++hist[(int) cb.at(s)[m] + 128];
             // bin of value u: the share of the runs below it, so that every bin is a range of
@@ -114,20 +121,16 @@ struct kt_grid {
             }
             for (int s = 0; s < cb.count; ++s) cell[s] = cell[s] * nbins + bin_of[m][(int) cb.at(s)[m] + 128];
         }
-        int ncell = 1;
-        for (int m = 0; m < n; ++m) ncell *= nbins;
         start.assign(ncell + 1, 0);
         for (int s = 0; s < cb.count; ++s) ++start[cell[s] + 1];
         for (int c = 0; c < ncell; ++c) start[c + 1] += start[c];
         std::vector<uint32_t> fill(start.begin(), start.end() - 1);
-        v.resize((size_t) cb.count * n);
         seed.resize(cb.count);
         stride = (size_t) cb.count + kPad;
         by_pos.assign(stride * n, 0);
         for (int s = 0; s < cb.count; ++s) {   // ascending seeds: ascending within each cell
             const uint32_t i = fill[cell[s]]++;
             seed[i] = s;
-            std::copy(cb.at(s), cb.at(s) + n, v.begin() + (size_t) i * n);
             for (int m = 0; m < n; ++m) by_pos[m * stride + i] = (int8_t) cb.at(s)[m];
         }
     }
@@ -154,8 +157,8 @@ struct kt_grid_search {
 
     kt_grid_search(const kt_grid & g_, const float * t_, const float * w_, ggml_kt_range_errors_t errors_, float * err_)
         : g(g_), t(t_), w(w_), errors(errors_), err(err_) {
-        const int nb = g.nbins;
         for (int m = 0; m < N; ++m) {
+            const int nb = g.nb[m];
             for (int b = 0; b < nb; ++b) {
                 const float d = t[m] < g.lo[m][b] ? g.lo[m][b] - t[m] : t[m] > g.hi[m][b] ? t[m] - g.hi[m][b] : 0.f;
                 f[m][b] = w[m] * d * d;
@@ -169,7 +172,7 @@ struct kt_grid_search {
     }
 
     void take(uint32_t i) {
-        const float e = run_error<N>(g.v.data() + (size_t) i * N, t, w);
+        const float e = run_error<N>(g.by_pos.data() + i, g.stride, t, w);
         if (e < best || (e == best && g.seed[i] < best_seed)) {
             best = e;
             best_seed = g.seed[i];
@@ -193,7 +196,7 @@ struct kt_grid_search {
 
     template <int M>
     void visit(float partial, int cell) {
-        const int nb = g.nbins;
+        const int nb = g.nb[M];
         if constexpr (M == N - 1) {
             int bl = order[M][0], br = bl;
             if (partial + f[M][bl] > thr) return;
@@ -214,7 +217,7 @@ struct kt_grid_search {
     // the first threshold, so that fewer cells are walked
     int run(const kt_codebook & cb, int hint) {
         if (hint >= 0) {
-            best = run_error<N>(cb.at(hint), t, w);
+            best = run_error<N>(cb.q_at(hint), 1, t, w);
             best_seed = hint;
             thr = best * (1 + 1e-5f);
         }
@@ -251,7 +254,7 @@ int best_seed(const kt_codebook & cb, const kt_grid & grid, const float * t, con
             if (group_min[g] > thr) continue;
             for (int s = 32 * g; s < 32 * g + 32; ++s) {
                 if (err[s] > thr) continue;
-                const float e = run_error<N>(cb.at(s), t, w);
+                const float e = run_error<N>(cb.at(s), 1, t, w);
                 if (e < best) { best = e; bs = s; }
             }
         }
@@ -259,7 +262,7 @@ int best_seed(const kt_codebook & cb, const kt_grid & grid, const float * t, con
     }
     const float * c = cb.v.data();
     for (int s = 0; s < cb.count; ++s, c += N) {
-        const float e = run_error<N>(c, t, w);
+        const float e = run_error<N>(c, 1, t, w);
         if (e < best) { best = e; bs = s; }
     }
     return bs;
@@ -324,7 +327,7 @@ block_fit fit_block(const kt_type & kt, int book, const float * x, const float *
         const int s = kt.run == 8 ? best_seed<8>(cb, grid, t, wr, hint ? hint[r] : -1)
                                     : best_seed<4>(cb, grid, t, wr, hint ? hint[r] : -1);
         f.seeds[r] = s;
-        const float * c = cb.at(s);
+        const int8_t * c = cb.q_at(s);
         for (int m = 0; m < kt.run; ++m) {
             const float xv = kt.sign_bits ? std::fabs(xr[m]) : xr[m];
             f.sumqx += wr[m] * c[m] * xv;
@@ -494,31 +497,32 @@ void pack_iq4_kt(uint8_t * blk, int ib, int code, int book, const int * seeds, c
     std::memcpy(b.shb + 4 * ib, &shb, 4);
 }
 
-// Codebooks and grids are built on first use of a type (a few MB, a few ms). Bins per position:
-// about 10-30 runs per cell (fewer cells: more runs read per search; more: more cells walked).
+// Codebooks and grids are built on first use of a type (a few MB, a few ms). Bins per position,
+// measured (kiln-bench-quantize): 25-45 runs per cell; fewer cells read more runs per search,
+// more cells cost more walking than they save.
 const kt_type & kt_of(ggml_type t) {
     switch (t) {
         case GGML_TYPE_IQ1_KT: {
             static const kt_codebook cb(4096, 8192, 8, false);
-            static const kt_grid g(cb, 3);
+            static const kt_grid g(cb, { 2, 2, 2, 2, 2, 2, 2, 2 });
             static const kt_type iq1 = { 8, 1, { &cb, nullptr }, { &g, nullptr }, false, KT_IQ4K_GRID, sizeof(block_iq1_kt), pack_iq1_kt };
             return iq1;
         }
         case GGML_TYPE_IQ2_KT: {
             static const kt_codebook cb(4096, 65536, 8, false);
-            static const kt_grid g(cb, 3);
+            static const kt_grid g(cb, { 3, 3, 3, 3, 3, 3, 2, 2 });
             static const kt_type iq2 = { 8, 1, { &cb, nullptr }, { &g, nullptr }, false, KT_IQ4K_GRID, sizeof(block_iq2_kt), pack_iq2_kt };
             return iq2;
         }
         case GGML_TYPE_IQ3_KT: {
             static const kt_codebook cb(4096, 65536, 8, true);
-            static const kt_grid g(cb, 3);
+            static const kt_grid g(cb, { 3, 3, 3, 3, 3, 3, 2, 2 });
             static const kt_type iq3 = { 8, 1, { &cb, nullptr }, { &g, nullptr }, true, KT_UNSIGNED4, sizeof(block_iq3_kt), pack_iq3_kt };
             return iq3;
         }
         default: {
             static const kt_codebook cba(4096, 32768, 4, false), cbb(4096 + 32768, 32768, 4, false);
-            static const kt_grid ga(cba, 8), gb(cbb, 8);
+            static const kt_grid ga(cba, { 6, 6, 6, 6 }), gb(cbb, { 6, 6, 6, 6 });
             static const kt_type iq4 = { 4, 2, { &cba, &cbb }, { &ga, &gb }, false, KT_SIGNED7, sizeof(block_iq4_kt), pack_iq4_kt };
             return iq4;
         }
