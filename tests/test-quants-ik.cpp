@@ -281,7 +281,9 @@ TEST(IkKernels, TrellisKernelsMatchScalarOnRandomBlocks) {
 // exhaustive search's seed every time: the bytes of both agree on rows that take the targets
 // everywhere in the codebook (outliers far out in the tails, an all-zero block, tiny values,
 // constant runs that sit on the bins' edges, a lone non-zero), with and without an imatrix
-// (weights that differ by orders of magnitude between positions).
+// (weights that differ by orders of magnitude between positions). The grid search reads its
+// ranges through a SIMD kernel where one exists and in plain code at the scalar cap: the same
+// bytes at every level.
 TEST(IkKernels, TrellisGridSearchSameBytesAsExhaustive) {
     const int64_t n = 512;
     const int nr = 3;
@@ -293,22 +295,41 @@ TEST(IkKernels, TrellisGridSearchSameBytesAsExhaustive) {
     for (int j = 0; j < 32; ++j) x[2 * n + 320 + j] = j == 5 ? 3.0f : 0.0f;
     std::vector<float> imatrix = random_rows(n, 19);
     for (size_t j = 0; j < imatrix.size(); ++j) imatrix[j] = std::exp(3.0f * imatrix[j]);
+    const ggml_cpu_isa cap = ggml_cpu_get_isa();
+    // the exhaustive search in plain code costs minutes under emulation (tests/isa/aarch64.sh):
+    // compared only where it runs in SIMD
+    const bool simd_exhaustive = ggml_cpu_kt_errors() != nullptr;
+    int levels = 0;
     for (ggml_type t : { GGML_TYPE_IQ1_KT, GGML_TYPE_IQ2_KT, GGML_TYPE_IQ3_KT, GGML_TYPE_IQ4_KT }) {
         for (const float * im : { (const float *) nullptr, (const float *) imatrix.data() }) {
-            const size_t bytes = nr * ggml_row_size(t, n);
+            const size_t row = ggml_row_size(t, n), bytes = nr * row;
             std::vector<uint8_t> ref(bytes), got(bytes);
-            ik_kt_set_exhaustive(true);
-            const size_t nref = ggml_quantize_chunk(t, x.data(), ref.data(), 0, nr, n, im);
-            ik_kt_set_exhaustive(false);
-            ASSERT_EQ(nref, bytes);
-            ASSERT_EQ(ggml_quantize_chunk(t, x.data(), got.data(), 0, nr, n, im), bytes);
-            for (int r = 0; r < nr; ++r) {
-                const size_t row = ggml_row_size(t, n);
-                EXPECT_TRUE(std::equal(got.begin() + r * row, got.begin() + (r + 1) * row, ref.begin() + r * row))
-                    << ggml_type_name(t) << (im ? " (imatrix)" : "") << " row " << r;
+            auto expect_same = [&](const char * what) {
+                for (int r = 0; r < nr; ++r) {
+                    EXPECT_TRUE(std::equal(got.begin() + r * row, got.begin() + (r + 1) * row, ref.begin() + r * row))
+                        << ggml_type_name(t) << (im ? " (imatrix)" : "") << " row " << r << ": " << what;
+                }
+            };
+            ggml_cpu_set_isa(GGML_CPU_ISA_SCALAR);
+            ASSERT_EQ(ggml_quantize_chunk(t, x.data(), ref.data(), 0, nr, n, im), bytes);
+            for (int isa = GGML_CPU_ISA_SCALAR + 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+                ggml_cpu_set_isa((ggml_cpu_isa) isa);
+                ASSERT_EQ(ggml_quantize_chunk(t, x.data(), got.data(), 0, nr, n, im), bytes);
+                expect_same(ggml_cpu_isa_name((ggml_cpu_isa) isa));
+                ++levels;
             }
+            ggml_cpu_set_isa(cap);
+            if (!simd_exhaustive) continue;
+            ik_kt_set_exhaustive(true);
+            const size_t nex = ggml_quantize_chunk(t, x.data(), got.data(), 0, nr, n, im);
+            ik_kt_set_exhaustive(false);
+            ASSERT_EQ(nex, bytes);
+            expect_same("exhaustive search");
         }
     }
+    std::printf("[ kt grid ] %d comparisons with SIMD levels%s\n", levels,
+                simd_exhaustive ? " and with the exhaustive search" : "; no SIMD exhaustive search here: not compared with it");
 }
 
 // The trellis quantizers' exhaustive seed search runs in SIMD where it can, and must pick the
