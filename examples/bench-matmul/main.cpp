@@ -1,8 +1,11 @@
 // kiln-bench-matmul: throughput of the CPU matrix product per weight type, at batch 1 (token
 // generation: bound by reading the weights) and batch 512 (prompt processing: bound by arithmetic).
 // Prints GFLOP/s and the weight bandwidth achieved (GB/s of weights read per product).
+// --stream MB measures the roofline of batch 1 instead: a plain sum over MB megabytes read once
+// per repetition, split evenly over the threads, the most a batch-1 product can stream.
 //
 //   kiln-bench-matmul [-t threads] [-K 4096] [-M 4096] [-r reps] [--types q4_0,q8_0,...] [--batches 1,512]
+//   kiln-bench-matmul [-t threads] [-r reps] --stream 512
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -14,6 +17,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -24,6 +28,65 @@ double process_cpu_ms() {
     timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+double thread_cpu_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// Sum of 64-byte lines [p, p + bytes): eight independent 8-byte lanes per line and no other work,
+// so the loop waits on memory only (any ISA streams at the memory's rate with 16-byte loads).
+uint64_t stream_sum(const uint64_t * p, size_t n_words) {
+    uint64_t s[8] = {};
+    for (size_t i = 0; i + 8 <= n_words; i += 8) {
+        for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+    }
+    uint64_t t = 0;
+    for (uint64_t v : s) t += v;
+    return t;
+}
+
+// The read-bandwidth roofline: each thread sums its contiguous share of a buffer well beyond the
+// last-level cache; wall GB/s from the fastest repetition, and per-thread CPU time (the CPU-time
+// rate is what one core streams while it runs, the number to trust when the machine is shared).
+void run_stream(size_t mb, int n_threads, int reps) {
+    const size_t bytes = mb << 20, n_words = bytes / sizeof(uint64_t);
+    std::vector<uint64_t> buf(n_words);
+    for (size_t i = 0; i < n_words; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;   // touch every page
+    std::printf("stream: %zu MB, threads: %d\n", mb, n_threads);
+    std::printf("| %5s | %9s | %9s | %10s | %13s | %17s |\n", "rep", "wall ms", "GB/s", "cpu ms/thr", "GB/s by cpu",
+                "checksum");
+    std::printf("|-------|-----------|-----------|------------|---------------|-------------------|\n");
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+        std::vector<uint64_t> sums(n_threads);
+        std::vector<double> cpu(n_threads);
+        std::vector<std::thread> th;
+        const int64_t t0 = ggml_time_us();
+        for (int i = 0; i < n_threads; ++i) {
+            th.emplace_back([&, i]() {
+                const size_t w0 = n_words * i / n_threads / 8 * 8, w1 = i + 1 == n_threads ? n_words : n_words * (i + 1) / n_threads / 8 * 8;
+                const double c0 = thread_cpu_ms();
+                sums[i] = stream_sum(buf.data() + w0, w1 - w0);
+                cpu[i] = thread_cpu_ms() - c0;
+            });
+        }
+        for (auto & t : th) t.join();
+        const double ms = (ggml_time_us() - t0) / 1e3;
+        best = std::min(best, ms);
+        double cpu_max = 0;
+        uint64_t total = 0;
+        for (int i = 0; i < n_threads; ++i) {
+            cpu_max = std::max(cpu_max, cpu[i]);
+            total += sums[i];
+        }
+        // by CPU time: the threads' shares over the slowest thread's CPU time, as if they had run together
+        std::printf("| %5d | %9.2f | %9.1f | %10.2f | %13.1f | %017llx |\n", r, ms, bytes / (ms * 1e6), cpu_max,
+                    bytes / (cpu_max * 1e6), (unsigned long long) total);
+    }
+    std::printf("best: %.1f GB/s wall\n", bytes / (best * 1e6));
 }
 
 std::vector<std::string> split(const std::string & s) {
@@ -47,7 +110,8 @@ int type_by_name(const std::string & name) {
 
 [[noreturn]] void usage(const char * msg) {
     if (msg) std::fprintf(stderr, "error: %s\n", msg);
-    std::fprintf(stderr, "usage: kiln-bench-matmul [-t threads] [-K n] [-M n] [-r reps] [--types a,b,...] [--batches 1,512]\n");
+    std::fprintf(stderr, "usage: kiln-bench-matmul [-t threads] [-K n] [-M n] [-r reps] [--types a,b,...] [--batches 1,512]\n"
+                         "       kiln-bench-matmul [-t threads] [-r reps] --stream MB\n");
     std::exit(msg ? 1 : 0);
 }
 
@@ -55,6 +119,7 @@ int type_by_name(const std::string & name) {
 
 int main(int argc, char ** argv) {
     int n_threads = 2, reps = 5;
+    long long stream_mb = 0;
     int64_t K = 4096, M = 4096;
     std::vector<std::string> types = { "f32", "f16", "bf16", "q4_0", "q8_0", "q4_K", "q5_K", "q6_K", "iq4_xs", "iq4_nl" };
     std::vector<int64_t> batches = { 1, 512 };
@@ -69,6 +134,7 @@ int main(int argc, char ** argv) {
         else if (a == "-M") M = std::atoll(next().c_str());
         else if (a == "-r") reps = std::atoi(next().c_str());
         else if (a == "--types") types = split(next());
+        else if (a == "--stream") stream_mb = std::atoll(next().c_str());
         else if (a == "--batches") {
             batches.clear();
             for (const auto & b : split(next())) batches.push_back(std::atoll(b.c_str()));
@@ -76,6 +142,11 @@ int main(int argc, char ** argv) {
         else usage(("unknown argument " + a).c_str());
     }
     if (n_threads < 1 || K < 256 || M < 1 || reps < 1) usage("bad sizes");
+    if (stream_mb != 0) {
+        if (stream_mb < 1 || stream_mb > (1ll << 20)) usage("--stream: megabytes from 1 to 1048576");
+        run_stream((size_t) stream_mb, n_threads, reps);
+        return 0;
+    }
 
     std::printf("CPU: %s, kernels: %s, threads: %d, K = %lld, M = %lld\n", ggml_cpu_features(),
                 ggml_cpu_isa_name(ggml_cpu_get_isa()), n_threads, (long long) K, (long long) M);
