@@ -10,6 +10,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "quants/quants-ik.h"
+#include "quants/quants-k.h"
 
 #include <gtest/gtest.h>
 
@@ -429,3 +430,64 @@ TEST(QuantSimd, F16cHalvesMatchTheLibrary) {
 #endif
 
 } // namespace
+
+#if defined(__x86_64__)
+// The small-batch k-quant kernels (token generation) round no worse than the scalar one's order
+// does, on one-signed activations (what follows a SiLU gate or a norm with a large mean), where
+// the minimum term of q2_K/q4_K/q5_K cancels most of the level sum. The exact product is taken in
+// 64-bit integers from the decoded levels, scales and activation sums, so it has no rounding of
+// its own. Why it matters: -sm graph sums K-cut partial products in another order than the host's
+// one pass, and the further each order is from the exact sum, the more often a q8 activation
+// downstream rounds the other way (tests/test-device-split.cpp). A kernel that multiplied whole
+// blocks by the rounded d * a.d and kept the minimum term in 8 of the 16 accumulator lanes (the
+// level sum filling all 16, so the two cancelled only in the final horizontal sum) measured
+// 2.0-2.9e-7 of sum |w x| here; the kernels that scale lane by lane measure at most 1.0e-7
+// (scalar 5e-8). x86 only: the Arm kernels have not been measured against this bound.
+TEST(QuantSimd, SmallBatchKQuantsRoundLikeTheScalarOrder) {
+    const int64_t n = 8192;   // 32 blocks: the accumulators' own rounding grows with the row
+    const int nr = 256;
+    const struct { ggml_type t; void (*decode)(const void *, k_block_decoded &); } types[] = {
+        { GGML_TYPE_Q2_K, k_decode_q2_K }, { GGML_TYPE_Q3_K, k_decode_q3_K }, { GGML_TYPE_Q4_K, k_decode_q4_K },
+        { GGML_TYPE_Q5_K, k_decode_q5_K }, { GGML_TYPE_Q6_K, k_decode_q6_K } };
+    int compared = 0;
+    for (const auto & e : types) {
+        operand w;
+        ASSERT_TRUE(make_weights(e.t, nr, n, 900 + e.t, w));
+        ASSERT_EQ(ggml_cpu_get_type_traits(e.t)->vec_dot_type, GGML_TYPE_Q8_K);
+        const std::vector<float> src = kiln_test::random_floats(n, 5, -1.0f, 3.0f);
+        std::vector<block_q8_K> x(n / QK_K);
+        ggml_get_type_traits(GGML_TYPE_Q8_K)->from_float_ref(src.data(), x.data(), n);
+        std::vector<float> xf(n);
+        ggml_get_type_traits(GGML_TYPE_Q8_K)->to_float(x.data(), xf.data(), n);
+        std::vector<double> exact(nr), scale(nr);
+        const size_t block_bytes = ggml_row_size(e.t, QK_K);
+        k_block_decoded blk;
+        for (int r = 0; r < nr; ++r) {
+            for (int64_t k = 0; k < n; ++k) scale[r] += std::fabs((double) w.decoded[r * n + k] * xf[k]);
+            for (int64_t b = 0; b < n / QK_K; ++b) {
+                e.decode(w.bytes.data() + r * w.stride + b * block_bytes, blk);
+                int64_t dot = 0, mins = 0;
+                for (int g = 0; g < 16; ++g) {
+                    int64_t dg = 0;
+                    for (int l = 0; l < 16; ++l) dg += blk.u[16 * g + l] * x[b].qs[16 * g + l];
+                    dot += blk.s[g] * dg;
+                    mins += blk.mi[g] * x[b].bsums[g];
+                }
+                exact[r] += (double) x[b].d * ((double) blk.d * (double) dot - (double) blk.dm * (double) mins);
+            }
+        }
+        for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
+            const ggml_gemm_t fn = ggml_cpu_gemm_at(e.t, (ggml_cpu_isa) isa);
+            if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
+            std::vector<float> got(nr);
+            fn(n, w.bytes.data(), w.stride, x.data(), sizeof(block_q8_K) * (n / QK_K), got.data(), nr, nr, 1);
+            double worst = 0;
+            for (int r = 0; r < nr; ++r) worst = std::max(worst, std::fabs(got[r] - exact[r]) / scale[r]);
+            EXPECT_LE(worst, 1.5e-7) << ggml_type_name(e.t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa)
+                                     << ": worst error over sum |w x|";
+            ++compared;
+        }
+    }
+    EXPECT_GT(compared, 0);
+}
+#endif
