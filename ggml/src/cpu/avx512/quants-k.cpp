@@ -125,15 +125,18 @@ inline void decode_q5_K(const void * vb, decoded & out) {
 
 inline void decode_q6_K(const void * vb, decoded & out) {
     const auto * x = (const block_q6_K *) vb;
-    const __m512i f = _mm512_set1_epi8(0xF);
-    const __m512i three = _mm512_set1_epi8(3);
+    // qh pairs the 2-bit fields at bits 0-1 and 2-3 (values 0-63 of a half) and 4-5 and 6-7
+    // (values 64-127): the latter already sit where the level's bits 4-5 go, the former move up 4.
+    // (a & 0x0F) | b is one vpternlogd (0xEA: A & B | C).
+    const __m512i f = _mm512_set1_epi8(0x0F);
+    const __m512i top = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
         const __m512i ql = _mm512_loadu_si512(x->ql + 64 * h);
         const __m512i qh = pair(load256(x->qh + 32 * h), 2);
-        const __m512i hi0 = _mm512_slli_epi16(_mm512_and_si512(qh, three), 4);
-        const __m512i hi1 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), three), 4);
-        out.w[2 * h]     = _mm512_or_si512(_mm512_and_si512(ql, f), hi0);
-        out.w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), f), hi1);
+        const __m512i hi0 = _mm512_and_si512(_mm512_slli_epi16(qh, 4), top);
+        const __m512i hi1 = _mm512_and_si512(qh, top);
+        out.w[2 * h]     = _mm512_ternarylogic_epi32(ql, f, hi0, 0xEA);
+        out.w[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), f, hi1, 0xEA);
     }
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
     spread_scales(s16, out);
