@@ -72,7 +72,8 @@ inline void prefetch_row_slice(const uint8_t * w, size_t w_stride, int r0, int r
 // pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
 // kSuper consecutive sub-blocks share the scale d); kBlock bytes per block of kBlockValues.
 // kUnsignedX: the bytes are packed as q + 128 (unsigned; the sums stay those of q).
-template <typename A, int S, int C, bool kSpread = false, bool kUnsignedX = false>
+// kWide (kSpread only): each group of 4 bytes widened to int16, the 8 bytes spread instead.
+template <typename A, int S, int C, bool kSpread = false, bool kUnsignedX = false, bool kWide = false>
 void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out) {
     constexpr size_t rec = x_record<S, C, kSpread>;
     constexpr size_t floats_at = kSpread ? (S / 4) * C * 32 : C * S;
@@ -86,7 +87,9 @@ void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out
             const int32_t flip = kUnsignedX ? (int32_t) 0x80808080u : 0;
             if constexpr (kSpread) {
                 for (int k = 0; k < S / 4; ++k) {
-                    const __m256i v = _mm256_set1_epi32(load_i32((const uint8_t *) qs + 4 * k) ^ flip);
+                    const int32_t q4 = load_i32((const uint8_t *) qs + 4 * k) ^ flip;
+                    const __m256i v = kWide ? _mm256_broadcastq_epi64(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(q4)))
+                                            : _mm256_set1_epi32(q4);
                     _mm256_store_si256((__m256i *) (o + (k * C + c) * 32), v);
                 }
             } else if constexpr (kUnsignedX) {
@@ -148,7 +151,7 @@ struct act_q8_0_halves {
     }
 };
 
-// q8_K super-blocks [float d][256 q][16 int16 sums of 16], seen as sub-blocks of S = 16 or 32;
+// q8_K super-blocks [float d][256 q][16 int16 sums of 16], seen as sub-blocks of S = 16, 32 or 256;
 // one scale per super-block, so the sum is returned unscaled (see the panels' kSuper).
 template <int S>
 struct act_q8_K {
@@ -161,9 +164,11 @@ struct act_q8_K {
         const int j = (int) (sb % per);
         std::memcpy(&d, b, 4);
         qs = (const int8_t *) (b + 4 + S * j);
-        int16_t bs[2];
-        std::memcpy(bs, b + 4 + 256 + 2 * (S / 16) * j, 2 * (S / 16));
-        sum = (float) (S == 16 ? bs[0] : bs[0] + bs[1]);
+        int16_t bs[S / 16];
+        std::memcpy(bs, b + 4 + 256 + 2 * (S / 16) * j, sizeof(bs));
+        int32_t total = 0;
+        for (int16_t v : bs) total += v;
+        sum = (float) total;
     }
 };
 

@@ -42,9 +42,30 @@ constexpr bool kSignedLevels = true;
 // Activations are packed as they are and offsets stay in the biases (avx512/panel.h folds them
 // for some decoders; here signed levels need no offset).
 template <typename D> constexpr bool unsigned_x() { return false; }
+// Signed levels of the decoders of plain rows (decode() per kChunk values) are multiplied as
+// int16 with vpmaddwd (see sub_dots_wide), so their activations are packed widened to int16.
+// The group decoders of the interleaved layouts (panel-r8.h) keep the sign trick.
+template <typename D> constexpr bool wide_x() {
+    if constexpr (requires { D::kChunk; }) return D::kMaxLevel == 0;
+    else return false;
+}
 template <int S> void fold_level_offsets(uint8_t *, int64_t, int) {}
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 32;
+
+// Decoders whose levels are multiplied as int16 (wide_x, see sub_dots_wide) get records of int16:
+// per 4-value step 64 bytes (rows 0, 2, 4, 6 then 1, 3, 5, 7, 4 values each), then the scales and
+// biases. kFolded decoders (whole super-blocks, kSub == kChunk) give integer sub-block scales
+// (decode_folded: one per 16 values, |scale| <= 127, and a float scale for the chunk) that
+// the packer multiplies into the levels (|level * scale| <= 128 * 127 fits int16), so that a
+// super-block's products stay in int32 and convert to float once (a sub-block scale costs a
+// conversion and a multiply-add per column, as many as 4 steps of products where kSub is 16).
+template <typename D> constexpr bool folded() {
+    if constexpr (requires { D::kFolded; }) return D::kFolded;
+    else return false;
+}
+template <typename D> constexpr int step_bytes() { return wide_x<D>() ? 64 : 32; }
+template <typename D> constexpr size_t w_record_of = (D::kSub / 4) * step_bytes<D>() + 64;
 
 // 8x8 transpose of 32-bit elements: out[j] = element j of v[0..7].
 inline void transpose8(const __m256i * v, __m256i * out) {
@@ -75,23 +96,42 @@ inline void transpose8(const __m256i * v, __m256i * out) {
 // rows_avail: rows readable from w (this group's and the next ones'), for prefetching.
 template <typename D>
 void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, uint8_t * out) {
-    constexpr int S = D::kSub, V = D::kChunk / 32, NS = D::kChunk / S;
-    constexpr size_t rec = w_record<S>;
+    constexpr int S = D::kSub, V = D::kChunk / 32, NS = D::kChunk / S, kStep = step_bytes<D>();
+    constexpr size_t rec = w_record_of<D>;
+    constexpr int NG = folded<D>() ? D::kChunk / 16 : 1;   // integer scales per row and chunk
     const int64_t nchunks = n / D::kChunk;
     for (int64_t i = 0; i < nchunks; ++i) {
         prefetch_row_slice(w, w_stride, kRows, std::min(2 * kRows, rows_avail), i, nchunks);
         __m256i v[V][kRows];
         float sc[kRows][NS], bi[kRows][NS];
+        int16_t isc[kRows][NG];
         for (int r = 0; r < kRows; ++r) {
             __m256i rv[V];
             if (r < rows) {
-                D::decode(w + r * w_stride, i, rv, sc[r], bi[r]);
+                if constexpr (folded<D>()) {
+                    D::decode_folded(w + r * w_stride, i, rv, isc[r], sc[r][0]);
+                    bi[r][0] = 0.0f;
+                } else {
+                    D::decode(w + r * w_stride, i, rv, sc[r], bi[r]);
+                }
             } else {
                 // lanes of rows past `rows` are never stored to dst
                 for (int k = 0; k < V; ++k) rv[k] = _mm256_setzero_si256();
                 for (int j = 0; j < NS; ++j) sc[r][j] = bi[r][j] = 0.0f;
+                for (int g = 0; g < NG; ++g) isc[r][g] = 0;
             }
             for (int k = 0; k < V; ++k) v[k][r] = rv[k];
+        }
+        // wide_x: rows in the order 0, 2, 4, 6, 1, 3, 5, 7 (the halves sub_dots_wide reads);
+        // folded: the integer scale of each lane's 16 values, in the same order
+        const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+        alignas(32) int16_t gsc[NG][2][16];
+        if constexpr (folded<D>()) {
+            for (int g = 0; g < NG; ++g) {
+                for (int h = 0; h < 2; ++h) {
+                    for (int l = 0; l < 16; ++l) gsc[g][h][l] = isc[2 * (l / 4) + h][g];
+                }
+            }
         }
         for (int k = 0; k < V; ++k) {
             __m256i t[8];
@@ -100,11 +140,25 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             const int64_t first = i * D::kChunk + 32 * k;
             for (int j = 0; j < 8; ++j) {
                 const int64_t idx = first + 4 * j;
-                _mm256_store_si256((__m256i *) (out + (idx / S) * rec + ((idx % S) / 4) * 32), t[j]);
+                uint8_t * o = out + (idx / S) * rec + ((idx % S) / 4) * kStep;
+                if constexpr (wide_x<D>()) {
+                    const __m256i p = _mm256_permutevar8x32_epi32(t[j], order);
+                    __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p));
+                    __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1));
+                    if constexpr (folded<D>()) {
+                        const int g = (32 * k + 4 * j) / 16;
+                        lo = _mm256_mullo_epi16(lo, _mm256_load_si256((const __m256i *) gsc[g][0]));
+                        hi = _mm256_mullo_epi16(hi, _mm256_load_si256((const __m256i *) gsc[g][1]));
+                    }
+                    _mm256_store_si256((__m256i *) o, lo);
+                    _mm256_store_si256((__m256i *) (o + 32), hi);
+                } else {
+                    _mm256_store_si256((__m256i *) o, t[j]);
+                }
             }
         }
         for (int j = 0; j < NS; ++j) {
-            float * f = (float *) (out + (i * NS + j) * rec + (S / 4) * 32);
+            float * f = (float *) (out + (i * NS + j) * rec + (S / 4) * kStep);
             for (int r = 0; r < kRows; ++r) {
                 f[r] = sc[r][j];
                 f[kRows + r] = bi[r][j];
@@ -166,13 +220,103 @@ inline void sub_dots(const uint8_t * W, const uint8_t * X, __m256i * s) {
     }
 }
 
+// sub_dots for signed levels, as int16 products: vpmaddubsw needs an unsigned operand, and the
+// sign trick (|w| and x with w's sign) costs a vpsignb per product on the multiply ports, where
+// vpmaddubsw and vpmaddwd already are (Zen 3 and 4: two such per cycle), three of them per 32
+// multiply-adds. Here the record holds the 4-value groups of the 8 rows as int16 (rows 0, 2, 4, 6
+// in the first 32 bytes, 1, 3, 5, 7 in the next: pack_weights) and the activations were packed
+// widened (4 int16 spread over the vector, wide_x): two vpmaddwd per 32 multiply-adds and the
+// adds on the other ports. (Widening 8-bit records here instead, a vpmovsxbw per 16 values
+// shared by the columns, was 8% slower: it takes a multiply port on Zen 4 part of the time.) Each row's sum then sits in two lanes
+// of lo (even rows) or hi (odd rows), gathered into natural order once per sub-block.
+template <int S, int C>
+inline void sub_dots_wide(const uint8_t * W, const uint8_t * X, __m256i * s) {
+    constexpr int KV = S / 4;
+    __m256i lo[C], hi[C];
+    for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < KV; ++k) {
+        const __m256i wl = _mm256_load_si256((const __m256i *) (W + 64 * k));
+        const __m256i wh = _mm256_load_si256((const __m256i *) (W + 64 * k + 32));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+            // one load for both products (as memory operands the compiler loads it twice, and
+            // the loads, two per cycle, would bound the loop)
+            __m256i x = _mm256_load_si256((const __m256i *) (X + (k * C + c) * 32));
+            KILN_PANEL_KEEP(x);
+            const __m256i pl = _mm256_madd_epi16(wl, x), ph = _mm256_madd_epi16(wh, x);
+            lo[c] = _mm256_add_epi32(lo[c], pl);
+            hi[c] = _mm256_add_epi32(hi[c], ph);
+            // a whole sub-block unrolled needs the order kept (as in sub_dots); a long one
+            // (folded super-blocks) is a loop, where the kept values only cost register copies
+            if constexpr (KV <= 8) {
+                KILN_PANEL_KEEP(lo[c]);
+                KILN_PANEL_KEEP(hi[c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        // lo: row 0 (2 lanes), 2, 4, 6; hi: 1, 3, 5, 7. Lane 2j of a = row 2j's first half,
+        // lane 2j + 1 row 2j + 1's second; b, its pairs swapped, the other halves.
+        const __m256i a = _mm256_blend_epi32(lo[c], hi[c], 0xAA);
+        const __m256i b = _mm256_shuffle_epi32(_mm256_blend_epi32(hi[c], lo[c], 0xAA), 0xB1);
+        s[c] = _mm256_add_epi32(a, b);
+    }
+}
+
+// micro (below) for wide_x decoders. Their sums take 2 C registers (lo and hi), the weights and
+// an activation 3 more, so the float sums of the C columns live in memory (L1), read and written
+// once per sub-block; kept in registers they spilled inside the product loop instead.
+template <typename D, int C, int kSuper>
+void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
+    constexpr int S = D::kSub, KV = S / 4, kStep = step_bytes<D>();
+    constexpr size_t wrec = w_record_of<D>, xrec = x_record<S, C, true>;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    alignas(32) float acc[C][kRows];
+    for (int c = 0; c < C; ++c) {
+        const __m256 a = !add ? _mm256_setzero_ps() : rows >= kRows ? _mm256_loadu_ps(dst + c * dst_stride)
+                                                                    : _mm256_maskload_ps(dst + c * dst_stride, mask);
+        _mm256_store_ps(acc[c], a);
+    }
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t * W = wg + sb * wrec;
+        const uint8_t * X = xp + sb * xrec;
+        // the activations' scales: per sub-block (kSuper == 1) or of its super-block, whose sums
+        // are plain sums
+        const float * xf = (const float *) (X + KV * C * 32);
+        const float * xd = (const float *) (xp + (sb - sb % kSuper) * xrec + KV * C * 32);
+        __m256i s[C];
+        sub_dots_wide<S, C>(W, X, s);
+        const __m256 scale = _mm256_load_ps((const float *) (W + KV * kStep));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+            __m256 a = _mm256_load_ps(acc[c]);
+            a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]), _mm256_mul_ps(scale, _mm256_set1_ps(xd[c])), a);
+            if constexpr (D::kBias) {
+                const __m256 bias = _mm256_load_ps((const float *) (W + KV * kStep + 32));
+                a = _mm256_fmadd_ps(bias, _mm256_set1_ps(kSuper == 1 ? xf[C + c] : xf[C + c] * xd[c]), a);
+            }
+            _mm256_store_ps(acc[c], a);
+        }
+        __asm__ volatile("" ::: "memory");   // keep acc in memory (see above)
+    }
+    for (int c = 0; c < C; ++c) {
+        if (rows >= kRows) _mm256_storeu_ps(dst + c * dst_stride, _mm256_load_ps(acc[c]));
+        else _mm256_maskstore_ps(dst + c * dst_stride, mask, _mm256_load_ps(acc[c]));
+    }
+}
+
 // 8 rows x C columns over nsb sub-blocks, added to dst (add) or stored; rows < 8 valid lanes.
 // kSuper > 1: the activations have one scale per kSuper sub-blocks (q8_K) and their packed sums
 // are plain sums; the x scale is then applied once per super-block instead of per sub-block.
 template <typename D, int C, int kSuper>
 void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
-    constexpr int S = D::kSub, KV = S / 4;
-    constexpr size_t wrec = w_record<S>, xrec = x_record<S, C, true>;
+    if constexpr (wide_x<D>()) {
+        micro_wide<D, C, kSuper>(nsb, wg, xp, dst, dst_stride, rows, add);
+        return;
+    }
+    constexpr int S = D::kSub, KV = S / 4, kStep = step_bytes<D>();
+    constexpr size_t wrec = w_record_of<D>, xrec = x_record<S, C, true>;
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     __m256 acc[C];
     for (int c = 0; c < C; ++c) {
@@ -189,7 +333,7 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
             const uint8_t * X = xp + (sb0 + j) * xrec;
             __m256i s[C];
             sub_dots<S, C, D::kMaxLevel>(W, X, s);
-            const __m256 scale = _mm256_load_ps((const float *) (W + KV * 32));
+            const __m256 scale = _mm256_load_ps((const float *) (W + KV * kStep));
             const float * xf = (const float *) (X + KV * C * 32);
 #pragma GCC unroll 4
             for (int c = 0; c < C; ++c) {
@@ -197,7 +341,7 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
                 part[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]), sc, part[c]);
             }
             if constexpr (D::kBias) {
-                const __m256 bias = _mm256_load_ps((const float *) (W + KV * 32 + 32));
+                const __m256 bias = _mm256_load_ps((const float *) (W + KV * kStep + 32));
                 for (int c = 0; c < C; ++c) part[c] = _mm256_fmadd_ps(bias, _mm256_set1_ps(xf[C + c]), part[c]);
             }
         }

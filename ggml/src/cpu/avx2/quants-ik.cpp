@@ -472,24 +472,21 @@ inline int32_t block_dot(const simd_block & sb, const int8_t * a) {
 }
 
 // The panel's view of a row of Row (an ik_row_scale) then blocks of Bytes: the row scale read per
-// block, the levels as decoded, one scale per S values (S = 32 where a 32-block's halves share
-// theirs) from the decoder's int16 pairs.
-template <int Row, size_t Bytes, int S, void (*Decode)(const void *, float, simd_block &)>
+// block, the levels as decoded and the integer scales of every 16 values from the decoder's int16
+// pairs, which the panel folds into the levels (kFolded, avx2/panel.h).
+template <int Row, size_t Bytes, void (*Decode)(const void *, float, simd_block &)>
 struct panel_decoder {
-    static constexpr int kSub = S, kChunk = QK_K, kMaxLevel = 0;
-    static constexpr bool kBias = false;
-    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float *) {
+    static constexpr int kSub = QK_K, kChunk = QK_K, kMaxLevel = 0;
+    static constexpr bool kBias = false, kFolded = true;
+    static void decode_folded(const uint8_t * row, int64_t i, __m256i * v, int16_t * scales, float & d) {
         simd_block sb;
         Decode(row + Row + i * Bytes, ik_row_scale_of<Row, kiln_panel::fp16_to_f32>(row), sb);
         for (int k = 0; k < 8; ++k) {
             v[k] = sb.q[k];
-            if (S == 32) {
-                scale[k] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 0);
-            } else {
-                scale[2 * k] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 0);
-                scale[2 * k + 1] = sb.d * (float) (int16_t) _mm256_extract_epi16(sb.sc[k], 8);
-            }
+            scales[2 * k] = (int16_t) _mm256_extract_epi16(sb.sc[k], 0);
+            scales[2 * k + 1] = (int16_t) _mm256_extract_epi16(sb.sc[k], 8);
         }
+        d = sb.d;
     }
 };
 
@@ -541,11 +538,11 @@ void gemm_small(int64_t n, size_t block_bytes, const void * w, size_t w_stride, 
     }
 }
 
-template <int Row, size_t Bytes, int S, void (*decode)(const void *, float, simd_block &)>
+template <int Row, size_t Bytes, void (*decode)(const void *, float, simd_block &)>
 void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
     if (nc >= kiln_panel::kMinCols) {
-        kiln_panel::gemm<panel_decoder<Row, Bytes, S, decode>, kiln_panel::act_q8_K<S>>(n, w, w_stride, x, x_stride, dst,
+        kiln_panel::gemm<panel_decoder<Row, Bytes, decode>, kiln_panel::act_q8_K<QK_K>>(n, w, w_stride, x, x_stride, dst,
                                                                                        dst_stride, nr, nc);
         return;
     }
@@ -637,19 +634,19 @@ void ggml_cpu_register_ik_avx2() {
     const ggml_cpu_isa isa = GGML_CPU_ISA_AVX2;
     const ggml_type q8 = GGML_TYPE_Q8_K;
     // S: values per scale (32 where both 16-value halves of a 32-block share one)
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_ks), 32, decode_iq4_ks_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq4_k), 16, decode_iq4_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq2_k), 16, decode_iq2_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq3_k), 16, decode_iq3_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq5_k), 16, decode_iq5_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq6_k), 16, decode_iq6_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_ks), 32, decode_iq2_ks_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq3_ks), 32, decode_iq3_ks_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq5_ks), 32, decode_iq5_ks_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kss), 32, decode_iq4_kss_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_kl), 32, decode_iq2_kl_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq1_kt), 32, decode_iq1_kt_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq2_kt), 32, decode_iq23_kt_avx2<false>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq3_kt), 32, decode_iq23_kt_avx2<true>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kt), 32, decode_iq4_kt_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_ks), decode_iq4_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq4_k), decode_iq4_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq2_k), decode_iq2_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq3_k), decode_iq3_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq5_k), decode_iq5_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq6_k), decode_iq6_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_ks), decode_iq2_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq3_ks), decode_iq3_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq5_ks), decode_iq5_ks_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kss), decode_iq4_kss_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_kl), decode_iq2_kl_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq1_kt), decode_iq1_kt_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq2_kt), decode_iq23_kt_avx2<false>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq3_kt), decode_iq23_kt_avx2<true>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kt), decode_iq4_kt_avx2>);
 }

@@ -378,16 +378,20 @@ void iq4_xs_row_times_columns(int64_t nb, const uint8_t * wrow, const uint8_t * 
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
 }
 
-// Batches: the panel gemm (panel.h), a super-block per decode; signed levels.
+// Batches: the panel gemm (panel.h), a super-block per decode; signed levels with the
+// sub-block scales folded in (kFolded).
 struct panel_iq4_xs {
-    static constexpr int kSub = 32, kChunk = QK_K, kMaxLevel = 0;
-    static constexpr bool kBias = false;
-    static void decode(const uint8_t * row, int64_t i, __m256i * v, float * scale, float *) {
+    static constexpr int kSub = QK_K, kChunk = QK_K, kMaxLevel = 0;
+    static constexpr bool kBias = false, kFolded = true;
+    static void decode_folded(const uint8_t * row, int64_t i, __m256i * v, int16_t * scales, float & d) {
         const auto & b = ((const block_iq4_xs *) row)[i];
         iq4_xs_block blk;
         decode_iq4_xs(b, blk);
-        for (int k = 0; k < 8; ++k) v[k] = blk.sign_w[k];
-        for (int k = 0; k < 8; ++k) scale[k] = blk.d * (float) iq4_xs_scale(b, k);
+        for (int k = 0; k < 8; ++k) {
+            v[k] = blk.sign_w[k];
+            scales[2 * k] = scales[2 * k + 1] = (int16_t) iq4_xs_scale(b, k);
+        }
+        d = blk.d;
     }
 };
 
@@ -396,7 +400,7 @@ struct panel_iq4_xs {
 void gemm_iq4_xs(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                  size_t dst_stride, int nr, int nc) {
     if (nc >= kiln_panel::kMinCols) {
-        kiln_panel::gemm<panel_iq4_xs, kiln_panel::act_q8_K<32>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        kiln_panel::gemm<panel_iq4_xs, kiln_panel::act_q8_K<QK_K>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
         return;
     }
     using row_fn = void (*)(int64_t, const uint8_t *, const uint8_t *, size_t, float *, size_t);

@@ -58,8 +58,11 @@ constexpr bool kSignedLevels = false;
 
 // Whether the activations of D's products are packed offset to unsigned (see the top).
 template <typename D> constexpr bool unsigned_x() { return level_offset<D>() != 0; }
+// Activation bytes stay bytes (vpdpbusd takes them as they are).
+template <typename D> constexpr bool wide_x() { return false; }
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 64;
+template <typename D> constexpr size_t w_record_of = w_record<D::kSub>;
 
 // Records of nsb sub-blocks written with unsigned levels (u = w + off) and float biases, turned
 // into the folded form (see the top): signed levels and the offset corrections.
