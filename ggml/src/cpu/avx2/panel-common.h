@@ -68,6 +68,19 @@ inline void prefetch_row_slice(const uint8_t * w, size_t w_stride, int r0, int r
     }
 }
 
+// A byte record of a sub-block of S values (per 4-value step the 8 rows' levels, then 64 bytes
+// of scales and biases) in the row order of the AVX2 panel's wide_x products (avx2/panel.h): per
+// step rows 0, 2, 4, 6, then 1, 3, 5, 7.
+template <int S>
+inline void wide_order_record(const uint8_t * rec8, uint8_t * out) {
+    const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int k = 0; k < S / 4; ++k) {
+        const __m256i v = _mm256_load_si256((const __m256i *) (rec8 + 32 * k));
+        _mm256_store_si256((__m256i *) (out + 32 * k), _mm256_permutevar8x32_epi32(v, order));
+    }
+    std::memcpy(out + 8 * S, rec8 + 8 * S, 64);
+}
+
 // Activation concept A: sub(xrow, sb, &qs, &d, &sum): sub-block sb (S values) of a row:
 // pointer to its S signed bytes, its scale and d * sum(qs) (kSuper == 1) or sum(qs) (kSuper > 1:
 // kSuper consecutive sub-blocks share the scale d); kBlock bytes per block of kBlockValues.

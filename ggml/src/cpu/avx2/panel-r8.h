@@ -178,7 +178,12 @@ void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int
     using RowScale = typename row_scale_of<G>::type;
     constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, L = lanes_of<G>(), NG = R >= L ? 1 : L / R;
     static_assert(kRows % L == 0, "decoder wider than the panel");
-    constexpr size_t rec = w_record<S>, head = head_bytes<G>();
+    // wide_x (AVX2's signed levels): each sub-block decoded to a record here, then reordered
+    // into out (wide_order_record); the decoders fill all 8 lanes at once there
+    constexpr bool kWide = wide_x<G>();
+    static_assert(!kWide || L == kRows, "wide records are widened from whole byte records");
+    constexpr size_t rec = kWide ? 0 : w_record<S>, head = head_bytes<G>();
+    alignas(32) uint8_t rec8[kWide ? w_record<S> : 1];
     static_assert(R >= 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8, r16: whole lanes
     const int64_t nblocks = b1 - b0;
     const size_t row_size = (head + (size_t) (n / G::kBlockValues) * sizeof(Block)) / R;
@@ -226,13 +231,14 @@ void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int
             const Block * blk[NG];
             for (int q = 0; q < NG; ++q) blk[q] = (const Block *) (grp[q] + head) + (past[q] ? 0 : b0 + b);
             for (int j = 0; j < G::kSubs; ++j) {
-                uint8_t * o = out + (b * G::kSubs + j) * rec;
+                uint8_t * o = kWide ? rec8 : out + (b * G::kSubs + j) * rec;
                 float * f = (float *) (o + KV * VB);
                 uint8_t * ol = o + 4 * L * h;
                 float * sl = f + L * h, * bl = f + kRows + L * h;
                 if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, ol, VB, sl, bl);
                 else if constexpr (R > 8) G::decode(blk, half, j, ol, VB, sl, bl);
                 else G::decode(blk, j, ol, VB, sl, bl);
+                if constexpr (kWide) wide_order_record<S>(rec8, out + (b * G::kSubs + j) * w_record_of<G>);
             }
         }
     }
@@ -255,7 +261,7 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     constexpr int S = G::kSub;
     GGML_ASSERT(nr % G::kR == 0 && n % G::kBlockValues == 0 && "interleaved gemm: whole row groups and blocks");
     const int ngroups = (nr + kRows - 1) / kRows;
-    const size_t group_bytes = n / S * w_record<S>;
+    const size_t group_bytes = n / S * w_record_of<G>;
     const auto * wb = (const uint8_t *) w;
     if (nc >= kMinCols) {
         uint8_t * wbuf = scratch(0, ngroups * group_bytes);
@@ -274,14 +280,15 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     const auto * xb = (const uint8_t *) x;
     for (int t = 0; t < ntiles; ++t) {
         with_cols<kCols>(std::min(kCols, nc - t * kCols), [&](auto cc) {
-            pack_columns<A, S, decltype(cc)::value, kSpread, unsigned_x<G>()>(xb + t * kCols * x_stride, x_stride, nsb, xbuf + t * tile_bytes);
+            pack_columns<A, S, decltype(cc)::value, kSpread, unsigned_x<G>(), wide_x<G>()>(xb + t * kCols * x_stride, x_stride, nsb,
+                                                                                         xbuf + t * tile_bytes);
         });
     }
     // a slice of about 256 values per row group: its decoded record (5 KB on AVX512) stays in L1
     constexpr int64_t kSliceBlocks = (256 + G::kBlockValues - 1) / G::kBlockValues;
     constexpr int64_t kSliceSubs = kSliceBlocks * G::kSubs;
     const int64_t nblocks = n / G::kBlockValues;
-    uint8_t * wbuf = scratch(0, kSliceSubs * w_record<S>);
+    uint8_t * wbuf = scratch(0, kSliceSubs * w_record_of<G>);
     for (int g = 0; g < ngroups; ++g) {
         const int rows = std::min(kRows, nr - g * kRows);
         for (int64_t b0 = 0; b0 < nblocks; b0 += kSliceBlocks) {

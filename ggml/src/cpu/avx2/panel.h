@@ -13,8 +13,8 @@
 //   per sub-block sb (16 or 32 values with one scale): kSub/4 vectors [row 0..7][4 levels],
 //   then 8 float scales, then 8 float biases, where a weight value is  scale * u + bias.
 // Levels are unsigned (u <= kMaxLevel; bias folds offsets and k-quant minimums) or, for formats
-// whose values span the whole byte range (q8_0, the non-linear iq4 tables), signed: vpmaddubsw
-// then takes |w| and the activation byte with w's sign (vpsignb), once per column.
+// whose values span the whole byte range (q8_0, the non-linear iq4 tables), signed: those are
+// multiplied as int16 by vpmaddwd (sub_dots_wide, with records and activations widened).
 // For small unsigned levels several vpmaddubsw results are summed in int16 before the one
 // vpmaddwd (as many as cannot overflow: 2 * 128 * kMaxLevel per step).
 // Activations are repacked per tile of up to 4 columns (panel-common.h), and
@@ -37,18 +37,14 @@ constexpr int kMinCols = 6;
 // which stays in L1 (about 8 KB) while every row group reads it.
 constexpr bool kSpread = true;
 constexpr int64_t kKBlock = 256;
-// Levels may stay signed (kMaxLevel == 0: the sign trick of sub_dots).
+// Levels may stay signed (kMaxLevel == 0: int16 products, sub_dots_wide).
 constexpr bool kSignedLevels = true;
 // Activations are packed as they are and offsets stay in the biases (avx512/panel.h folds them
 // for some decoders; here signed levels need no offset).
 template <typename D> constexpr bool unsigned_x() { return false; }
-// Signed levels of the decoders of plain rows (decode() per kChunk values) are multiplied as
-// int16 with vpmaddwd (see sub_dots_wide), so their activations are packed widened to int16.
-// The group decoders of the interleaved layouts (panel-r8.h) keep the sign trick.
-template <typename D> constexpr bool wide_x() {
-    if constexpr (requires { D::kChunk; }) return D::kMaxLevel == 0;
-    else return false;
-}
+// Signed levels are multiplied as int16 with vpmaddwd (see sub_dots_wide), so their activations
+// are packed widened to int16.
+template <typename D> constexpr bool wide_x() { return D::kMaxLevel == 0; }
 template <int S> void fold_level_offsets(uint8_t *, int64_t, int) {}
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 32;
@@ -64,7 +60,10 @@ template <typename D> constexpr bool folded() {
     if constexpr (requires { D::kFolded; }) return D::kFolded;
     else return false;
 }
-template <typename D> constexpr int step_bytes() { return wide_x<D>() ? 64 : 32; }
+// Folded levels need int16 records; the others stay bytes (rows in the wide order where
+// wide_x), widened as they are read: half the L2 traffic of int16 records, which at K = 2048 and
+// above made q8_0 no faster than the sign trick.
+template <typename D> constexpr int step_bytes() { return folded<D>() ? 64 : 32; }
 template <typename D> constexpr size_t w_record_of = (D::kSub / 4) * step_bytes<D>() + 64;
 
 // 8x8 transpose of 32-bit elements: out[j] = element j of v[0..7].
@@ -141,15 +140,15 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             for (int j = 0; j < 8; ++j) {
                 const int64_t idx = first + 4 * j;
                 uint8_t * o = out + (idx / S) * rec + ((idx % S) / 4) * kStep;
-                if constexpr (wide_x<D>()) {
+                if constexpr (wide_x<D>() && !folded<D>()) {
+                    _mm256_store_si256((__m256i *) o, _mm256_permutevar8x32_epi32(t[j], order));
+                } else if constexpr (wide_x<D>()) {
                     const __m256i p = _mm256_permutevar8x32_epi32(t[j], order);
                     __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p));
                     __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1));
-                    if constexpr (folded<D>()) {
-                        const int g = (32 * k + 4 * j) / 16;
-                        lo = _mm256_mullo_epi16(lo, _mm256_load_si256((const __m256i *) gsc[g][0]));
-                        hi = _mm256_mullo_epi16(hi, _mm256_load_si256((const __m256i *) gsc[g][1]));
-                    }
+                    const int g = (32 * k + 4 * j) / 16;
+                    lo = _mm256_mullo_epi16(lo, _mm256_load_si256((const __m256i *) gsc[g][0]));
+                    hi = _mm256_mullo_epi16(hi, _mm256_load_si256((const __m256i *) gsc[g][1]));
                     _mm256_store_si256((__m256i *) o, lo);
                     _mm256_store_si256((__m256i *) (o + 32), hi);
                 } else {
@@ -176,25 +175,14 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
 // spread (panel-common.h's x_record<S, C, true>): every 4-byte group already broadcast to a
 // whole vector, so that the product reads it as vpmaddubsw's memory operand with no broadcast
 // instruction per product (on Zen that costs a vector ALU slot, as many as the product itself).
+// Unsigned levels only (signed ones take sub_dots_wide).
 template <int S, int C, int kMaxLevel>
 inline void sub_dots(const uint8_t * W, const uint8_t * X, __m256i * s) {
+    static_assert(kMaxLevel > 0, "signed levels are multiplied by sub_dots_wide");
     constexpr int KV = S / 4;
     const __m256i ones = _mm256_set1_epi16(1);
     auto xv = [X](int k, int c) { return _mm256_load_si256((const __m256i *) (X + (k * C + c) * 32)); };
-    if constexpr (kMaxLevel == 0) {
-        for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int k = 0; k < KV; ++k) {
-            const __m256i w = _mm256_load_si256((const __m256i *) (W + 32 * k));
-            const __m256i aw = _mm256_abs_epi8(w);
-#pragma GCC unroll 4
-            for (int c = 0; c < C; ++c) {
-                const __m256i xb = _mm256_sign_epi8(xv(k, c), w);
-                s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xb), ones));
-                KILN_PANEL_KEEP(s[c]);
-            }
-        }
-    } else {
+    {
         // steps whose int16 pair sums can be added without overflow
         constexpr int kFit = 32767 / (2 * 128 * kMaxLevel);
         constexpr int G = kFit >= KV ? KV : kFit >= 4 ? 4 : kFit >= 2 ? 2 : 1;
@@ -223,21 +211,24 @@ inline void sub_dots(const uint8_t * W, const uint8_t * X, __m256i * s) {
 // sub_dots for signed levels, as int16 products: vpmaddubsw needs an unsigned operand, and the
 // sign trick (|w| and x with w's sign) costs a vpsignb per product on the multiply ports, where
 // vpmaddubsw and vpmaddwd already are (Zen 3 and 4: two such per cycle), three of them per 32
-// multiply-adds. Here the record holds the 4-value groups of the 8 rows as int16 (rows 0, 2, 4, 6
-// in the first 32 bytes, 1, 3, 5, 7 in the next: pack_weights) and the activations were packed
+// multiply-adds. Here the record holds the 4-value groups of the 8 rows (rows 0, 2, 4, 6 first,
+// then 1, 3, 5, 7: pack_weights) as int16 or bytes, and the activations were packed
 // widened (4 int16 spread over the vector, wide_x): two vpmaddwd per 32 multiply-adds and the
-// adds on the other ports. (Widening 8-bit records here instead, a vpmovsxbw per 16 values
-// shared by the columns, was 8% slower: it takes a multiply port on Zen 4 part of the time.) Each row's sum then sits in two lanes
+// adds on the other ports. Byte records (step_bytes) are widened here, a vpmovsxbw per 16
+// values shared by the columns. Each row's sum then sits in two lanes
 // of lo (even rows) or hi (odd rows), gathered into natural order once per sub-block.
-template <int S, int C>
+template <int S, int C, int kStep>
 inline void sub_dots_wide(const uint8_t * W, const uint8_t * X, __m256i * s) {
     constexpr int KV = S / 4;
     __m256i lo[C], hi[C];
     for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int k = 0; k < KV; ++k) {
-        const __m256i wl = _mm256_load_si256((const __m256i *) (W + 64 * k));
-        const __m256i wh = _mm256_load_si256((const __m256i *) (W + 64 * k + 32));
+        const uint8_t * w = W + kStep * k;
+        const __m256i wl = kStep == 64 ? _mm256_load_si256((const __m256i *) w)
+                                       : _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *) w));
+        const __m256i wh = kStep == 64 ? _mm256_load_si256((const __m256i *) (w + 32))
+                                       : _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *) (w + 16)));
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
             // one load for both products (as memory operands the compiler loads it twice, and
@@ -286,7 +277,7 @@ void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst
         const float * xf = (const float *) (X + KV * C * 32);
         const float * xd = (const float *) (xp + (sb - sb % kSuper) * xrec + KV * C * 32);
         __m256i s[C];
-        sub_dots_wide<S, C>(W, X, s);
+        sub_dots_wide<S, C, kStep>(W, X, s);
         const __m256 scale = _mm256_load_ps((const float *) (W + KV * kStep));
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
@@ -306,15 +297,12 @@ void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst
     }
 }
 
-// 8 rows x C columns over nsb sub-blocks, added to dst (add) or stored; rows < 8 valid lanes.
+// 8 rows x C columns over nsb sub-blocks, added to dst (add) or stored; rows < 8 valid lanes
+// (micro: micro_wide for signed levels, micro_bytes for unsigned ones).
 // kSuper > 1: the activations have one scale per kSuper sub-blocks (q8_K) and their packed sums
 // are plain sums; the x scale is then applied once per super-block instead of per sub-block.
 template <typename D, int C, int kSuper>
-void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
-    if constexpr (wide_x<D>()) {
-        micro_wide<D, C, kSuper>(nsb, wg, xp, dst, dst_stride, rows, add);
-        return;
-    }
+void micro_bytes(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
     constexpr int S = D::kSub, KV = S / 4, kStep = step_bytes<D>();
     constexpr size_t wrec = w_record_of<D>, xrec = x_record<S, C, true>;
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -357,6 +345,12 @@ void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, siz
     } else {
         for (int c = 0; c < C; ++c) _mm256_maskstore_ps(dst + c * dst_stride, mask, acc[c]);
     }
+}
+
+template <typename D, int C, int kSuper>
+void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
+    if constexpr (wide_x<D>()) micro_wide<D, C, kSuper>(nsb, wg, xp, dst, dst_stride, rows, add);
+    else micro_bytes<D, C, kSuper>(nsb, wg, xp, dst, dst_stride, rows, add);
 }
 
 #include "avx2/panel-drive.inc"
