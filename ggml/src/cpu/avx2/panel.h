@@ -14,7 +14,8 @@
 //   then 8 float scales, then 8 float biases, where a weight value is  scale * u + bias.
 // Levels are unsigned (u <= kMaxLevel; bias folds offsets and k-quant minimums) or, for formats
 // whose values span the whole byte range (q8_0, the non-linear iq4 tables), signed: those are
-// multiplied as int16 by vpmaddwd (sub_dots_wide, with records and activations widened).
+// multiplied as int16 by vpmaddwd (sub_dots_wide, with records and activations widened), or
+// in 16-value sub-blocks as |w| and the activation byte with w's sign (vpsignb).
 // For small unsigned levels several vpmaddubsw results are summed in int16 before the one
 // vpmaddwd (as many as cannot overflow: 2 * 128 * kMaxLevel per step).
 // Activations are repacked per tile of up to 4 columns (panel-common.h), and
@@ -37,14 +38,16 @@ constexpr int kMinCols = 6;
 // which stays in L1 (about 8 KB) while every row group reads it.
 constexpr bool kSpread = true;
 constexpr int64_t kKBlock = 256;
-// Levels may stay signed (kMaxLevel == 0: int16 products, sub_dots_wide).
+// Levels may stay signed (kMaxLevel == 0: int16 products, sub_dots_wide, or the sign trick).
 constexpr bool kSignedLevels = true;
 // Activations are packed as they are and offsets stay in the biases (avx512/panel.h folds them
 // for some decoders; here signed levels need no offset).
 template <typename D> constexpr bool unsigned_x() { return false; }
 // Signed levels are multiplied as int16 with vpmaddwd (see sub_dots_wide), so their activations
-// are packed widened to int16.
-template <typename D> constexpr bool wide_x() { return D::kMaxLevel == 0; }
+// are packed widened to int16. Not those of 16-value sub-blocks (the r4 layouts of iq2_k, iq3_k,
+// iq5_k, iq2_xs, iq2_s): there the float step every 4 products costs more than the int16
+// products save (iq5_k_r4 was 4% slower), so they keep the sign trick of sub_dots.
+template <typename D> constexpr bool wide_x() { return D::kMaxLevel == 0 && D::kSub >= 32; }
 template <int S> void fold_level_offsets(uint8_t *, int64_t, int) {}
 
 template <int kSub> constexpr size_t w_record = (kSub / 4 + 2) * 32;
@@ -175,14 +178,27 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
 // spread (panel-common.h's x_record<S, C, true>): every 4-byte group already broadcast to a
 // whole vector, so that the product reads it as vpmaddubsw's memory operand with no broadcast
 // instruction per product (on Zen that costs a vector ALU slot, as many as the product itself).
-// Unsigned levels only (signed ones take sub_dots_wide).
+// Signed levels (kMaxLevel 0, the 16-value sub-blocks that are not wide_x): vpmaddubsw takes |w|
+// and the activation byte with w's sign (vpsignb), once per column.
 template <int S, int C, int kMaxLevel>
 inline void sub_dots(const uint8_t * W, const uint8_t * X, __m256i * s) {
-    static_assert(kMaxLevel > 0, "signed levels are multiplied by sub_dots_wide");
     constexpr int KV = S / 4;
     const __m256i ones = _mm256_set1_epi16(1);
     auto xv = [X](int k, int c) { return _mm256_load_si256((const __m256i *) (X + (k * C + c) * 32)); };
-    {
+    if constexpr (kMaxLevel == 0) {
+        for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < KV; ++k) {
+            const __m256i w = _mm256_load_si256((const __m256i *) (W + 32 * k));
+            const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) {
+                const __m256i xb = _mm256_sign_epi8(xv(k, c), w);
+                s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xb), ones));
+                KILN_PANEL_KEEP(s[c]);
+            }
+        }
+    } else {
         // steps whose int16 pair sums can be added without overflow
         constexpr int kFit = 32767 / (2 * 128 * kMaxLevel);
         constexpr int G = kFit >= KV ? KV : kFit >= 4 ? 4 : kFit >= 2 ? 2 : 1;
@@ -298,7 +314,7 @@ void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst
 }
 
 // 8 rows x C columns over nsb sub-blocks, added to dst (add) or stored; rows < 8 valid lanes
-// (micro: micro_wide for signed levels, micro_bytes for unsigned ones).
+// (micro: micro_wide for wide_x decoders, micro_bytes for the others).
 // kSuper > 1: the activations have one scale per kSuper sub-blocks (q8_K) and their packed sums
 // are plain sums; the x scale is then applied once per super-block instead of per sub-block.
 template <typename D, int C, int kSuper>
