@@ -64,9 +64,18 @@ template <typename D> constexpr bool folded() {
     else return false;
 }
 // Folded levels need int16 records; the others stay bytes (rows in the wide order where
-// wide_x), widened as they are read: half the L2 traffic of int16 records, which at K = 2048 and
-// above made q8_0 no faster than the sign trick.
-template <typename D> constexpr int step_bytes() { return folded<D>() ? 64 : 32; }
+// wide_x), widened as they are read, unless a caller asks for int16 records (int16_records<D>):
+// those save the widening (q8_0 at K = 1024: 116 -> 122 GFLOP/s) but double the L2 footprint of
+// a call's rows (128 rows at K = 2048: 576 KB), which made q8_0 no faster than the sign trick
+// there (bytes: 119 GFLOP/s); see int16_records_fit.
+template <typename D> struct int16_records : D { static constexpr bool kInt16Records = true; };
+template <typename D> constexpr bool int16_records_of() {
+    if constexpr (requires { D::kInt16Records; }) return D::kInt16Records;
+    else return false;
+}
+template <typename D> constexpr int step_bytes() { return folded<D>() || int16_records_of<D>() ? 64 : 32; }
+// Whether nr rows of K = n take int16 records: up to 320 KB of them (Zen 3's L2 is 512 KB).
+inline bool int16_records_fit(int64_t n, int nr) { return (size_t) nr * (size_t) n * 2 <= 320 * 1024; }
 template <typename D> constexpr size_t w_record_of = (D::kSub / 4) * step_bytes<D>() + 64;
 
 // 8x8 transpose of 32-bit elements: out[j] = element j of v[0..7].
@@ -143,15 +152,17 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             for (int j = 0; j < 8; ++j) {
                 const int64_t idx = first + 4 * j;
                 uint8_t * o = out + (idx / S) * rec + ((idx % S) / 4) * kStep;
-                if constexpr (wide_x<D>() && !folded<D>()) {
+                if constexpr (wide_x<D>() && kStep == 32) {
                     _mm256_store_si256((__m256i *) o, _mm256_permutevar8x32_epi32(t[j], order));
                 } else if constexpr (wide_x<D>()) {
                     const __m256i p = _mm256_permutevar8x32_epi32(t[j], order);
                     __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p));
                     __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1));
-                    const int g = (32 * k + 4 * j) / 16;
-                    lo = _mm256_mullo_epi16(lo, _mm256_load_si256((const __m256i *) gsc[g][0]));
-                    hi = _mm256_mullo_epi16(hi, _mm256_load_si256((const __m256i *) gsc[g][1]));
+                    if constexpr (folded<D>()) {
+                        const int g = (32 * k + 4 * j) / 16;
+                        lo = _mm256_mullo_epi16(lo, _mm256_load_si256((const __m256i *) gsc[g][0]));
+                        hi = _mm256_mullo_epi16(hi, _mm256_load_si256((const __m256i *) gsc[g][1]));
+                    }
                     _mm256_store_si256((__m256i *) o, lo);
                     _mm256_store_si256((__m256i *) (o + 32), hi);
                 } else {
