@@ -198,6 +198,67 @@ TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
     }}
 }
 
+// A repacked (--repack, -rtr) model must give its original's logits, so an interleaved layout
+// whose twin has a batch pair (q4_K / q5_K / q6_K: per-32 q8_0 activations, cpu-traits.h) has
+// the same pair at the same levels, and its batch products are the twin's bit for bit at every
+// level this CPU runs: row counts that are not whole panels (4, 20, 36 rows), column counts below
+// and above the panels' tiles, one and three super-blocks, strided rows.
+TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
+    int types = 0, compared = 0;
+    for (ggml_type t : interleaved_types(true)) {
+        const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
+        const ggml_type base = ggml_get_type_traits(t)->interleaved_base;
+        const ggml_cpu_type_traits * bt = ggml_cpu_get_type_traits(base);
+        EXPECT_EQ(ct->batch_vec_dot_type, bt->batch_vec_dot_type) << ggml_type_name(t) << " vs " << ggml_type_name(base);
+        if (bt->batch_vec_dot_type == GGML_TYPE_COUNT || !ggml_get_type_traits(t)->weave) continue;
+        ++types;
+        for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
+            const ggml_gemm_t ours = ggml_cpu_batch_gemm_at(t, (ggml_cpu_isa) isa), twin = ggml_cpu_batch_gemm_at(base, (ggml_cpu_isa) isa);
+            EXPECT_EQ(ours != nullptr, twin != nullptr) << ggml_type_name(t) << " at " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+            if (!ours || !twin || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+            for (const int64_t n : { 256, 768 }) {
+                const int nr = 36;
+                const size_t prow = ggml_row_size(base, n), wrow = ggml_row_size(t, n);
+                const std::vector<uint8_t> plain = quantize(base, weights(nr, n, 55 + t), nr, n, nullptr);
+                std::vector<uint8_t> woven(nr * wrow);
+                ASSERT_EQ(ggml_repack_rows(t, plain.data(), woven.data(), nr, n), woven.size());
+                // rows 40 bytes further apart than their size
+                std::vector<uint8_t> ps(nr * (prow + 40), 0xCD), ws(nr * (wrow + 40), 0xCD);
+                for (int r = 0; r < nr; ++r) {
+                    std::memcpy(ps.data() + r * (prow + 40), plain.data() + r * prow, prow);
+                    std::memcpy(ws.data() + r * (wrow + 40), woven.data() + r * wrow, wrow);
+                }
+                const int ncmax = 17;
+                const ggml_type vdt = bt->batch_vec_dot_type;
+                const size_t xrow = ggml_row_size(vdt, n);
+                const std::vector<float> act = kiln_test::random_floats(ncmax * n, 31 + (uint32_t) n, -2.0f, 2.0f);
+                std::vector<uint8_t> xq(ncmax * xrow);
+                for (int c = 0; c < ncmax; ++c) ggml_get_type_traits(vdt)->from_float_ref(act.data() + c * n, xq.data() + c * xrow, n);
+                for (const int rows : { 4, 20, 36 }) {
+                    for (const int nc : { 1, 2, 5, 6, 7, 9, ncmax }) {
+                        std::vector<float> a(nc * nr, -7.0f), b(nc * nr, -9.0f);
+                        twin(n, ps.data(), prow + 40, xq.data(), xrow, a.data(), nr, rows, nc);
+                        ours(n, ws.data(), wrow + 40, xq.data(), xrow, b.data(), nr, rows, nc);
+                        for (int c = 0; c < nc; ++c) {
+                            for (int r = 0; r < nr; ++r) {
+                                const float want = r < rows ? a[c * nr + r] : -9.0f;
+                                ASSERT_EQ(std::memcmp(&want, &b[c * nr + r], 4), 0)
+                                    << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " n=" << n << " rows="
+                                    << rows << " nc=" << nc << ": row " << r << " col " << c << ": " << b[c * nr + r] << ", twin "
+                                    << want;
+                            }
+                        }
+                        ++compared;
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_GE(types, 3) << "q4_k_r4, q5_k_r4 and q6_k_r4 take their twins' batch pair";
+    EXPECT_GT(compared, 0);
+    std::printf("[ compared ] %d interleaved types with batch pairs, %d products\n", types, compared);
+}
+
 // bf16_r16 weaves pairs of values, so a row of odd length has no layout: the type's blocks are two
 // values long, and repacking such rows is refused rather than dropping the last column.
 TEST(InterleavedBytes, Bf16R16RowsAreWholePairs) {

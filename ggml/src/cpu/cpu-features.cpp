@@ -185,7 +185,6 @@ void ggml_cpu_ensure_kernels() {
         // the NEON folder registers its dotprod / i8mm functions only where detect() found them
         if (runs_on(GGML_CPU_ISA_NEON, detect())) ggml_cpu_register_neon();
 #endif
-        ggml_cpu_register_interleaved_batch_twins();
         return true;
     }();
     (void) registered;

@@ -31,7 +31,9 @@ struct ggml_cpu_type_traits {
     // Batch products (ggml_cpu_gemm_choice) may take a second, finer activation type with kernels
     // of their own: q4_K, q5_K and q6_K round batch activations per 32 values (q8_0) instead of
     // per 256 (q8_K), as the reference's batch path does, while token generation keeps q8_K
-    // (ggml_cpu_set_batch_act_per32 in ggml-cpu.h turns it off). GGML_TYPE_COUNT: none.
+    // (ggml_cpu_set_batch_act_per32 in ggml-cpu.h turns it off); their interleaved twins
+    // (q4_k_r4, q5_k_r4, q6_k_r4) have the same pair, so that a repacked model keeps the
+    // original's products. GGML_TYPE_COUNT: none.
     ggml_type         batch_vec_dot_type = GGML_TYPE_COUNT;
     ggml_gemm_t       batch_gemm[GGML_CPU_ISA_COUNT] = {};
 };
@@ -42,10 +44,6 @@ const ggml_cpu_type_traits * ggml_cpu_get_type_traits(ggml_type type);
 void ggml_cpu_register_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn);
 void ggml_cpu_register_from_float(ggml_type type, ggml_cpu_isa isa, ggml_from_float_t fn);
 void ggml_cpu_register_batch_gemm(ggml_type type, ggml_cpu_isa isa, ggml_type vec_dot_type, ggml_gemm_t fn);
-
-// The interleaved layouts' batch pairs, taken from their twins' (quants-interleaved.cpp); run by
-// ggml_cpu_ensure_kernels() after the ISA registrations.
-void ggml_cpu_register_interleaved_batch_twins();
 
 // The activation type and kernel of a product: for a batch (many activation columns; the caller
 // decides), the batch pair where one is registered at the same level as the plain kernel

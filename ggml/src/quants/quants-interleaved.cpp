@@ -385,6 +385,82 @@ void q8_KV_r8_to_float(const void * vx, float * y, int64_t n) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Batch products of q4_k_r4 / q5_k_r4 / q6_k_r4 with q8_0 activations (their twins' batch pair,
+// cpu-traits.h): row k of a woven super-block in the plain k-quants' decoded form, then the plain
+// scalar batch kernel's arithmetic (k_block_dot_q8_0), so that a repacked model's batch products
+// are its original's bit for bit. The SIMD levels read the woven groups in the panel gemm
+// (avx2/panel-r8-k.h, avx512/panel-r16-k.h) with the same records as the twins' batch kernels.
+
+// q4_k_r4 / q5_k_r4: the 6-bit scale and min of slot 4 ib + k (k_r4_scale_min's bits).
+template <typename Block>
+void k_r4_decoded_coefs(const Block & b, int k, k_block_decoded & out) {
+    for (int ib = 0; ib < 8; ++ib) {
+        const int is = 4 * ib + k;
+        const int h = b.scales_h[is % 16] >> 4 * (is / 16);
+        out.s[2 * ib] = out.s[2 * ib + 1] = (int16_t) ((b.scales_l[is] & 0xF) | ((h & 3) << 4));
+        out.mi[2 * ib] = out.mi[2 * ib + 1] = (int16_t) ((b.scales_l[is] >> 4) | ((h & 0xC) << 2));
+    }
+    out.d = GGML_FP16_TO_FP32(b.d[k]);
+    out.dm = GGML_FP16_TO_FP32(b.d[k + 4]);
+}
+
+void q4_k_r4_decoded(const q4_k_r4_block & b, int k, k_block_decoded & out) {
+    for (int ib = 0; ib < 8; ++ib) {
+        for (int p = 0; p < 32; ++p) out.u[32 * ib + p] = (uint8_t) r4_nibble(b.qs + 64 * ib, k, p);
+    }
+    k_r4_decoded_coefs(b, k, out);
+}
+
+void q5_k_r4_decoded(const q5_k_r4_block & b, int k, k_block_decoded & out) {
+    for (int ib = 0; ib < 8; ++ib) {
+        for (int p = 0; p < 32; ++p) {
+            const int hb = (b.qh[16 * ib + 4 * k + p % 4] >> q5_k_r4_hbit(p)) & 1;
+            out.u[32 * ib + p] = (uint8_t) (r4_nibble(b.qs + 64 * ib, k, p) | (hb << 4));
+        }
+    }
+    k_r4_decoded_coefs(b, k, out);
+}
+
+// q6_k_r4: levels u = q + 32, the offset folded into mi as q6_K's decoder does.
+void q6_k_r4_decoded(const q6_k_r4_block & b, int k, k_block_decoded & out) {
+    for (int ib = 0; ib < 8; ++ib) {
+        for (int p = 0; p < 32; ++p) {
+            const int h = (b.qh[32 * ib + q6_k_r4_hoff(p) + 4 * k + p % 4] >> q6_k_r4_hshift(p)) & 3;
+            out.u[32 * ib + p] = (uint8_t) (r4_nibble(b.ql + 64 * ib, k, p) | (h << 4));
+        }
+        for (int half = 0; half < 2; ++half) {
+            const int g = 2 * ib + half, sc = b.scales[8 * ib + k + 4 * half];
+            out.s[g] = (int16_t) sc;
+            out.mi[g] = (int16_t) (32 * sc);
+        }
+    }
+    out.d = out.dm = GGML_FP16_TO_FP32(b.d[k]);
+}
+
+template <typename Block, void (*Decoded)(const Block &, int, k_block_decoded &)>
+void k_r4_gemm_q8_0(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                    size_t dst_stride, int nr, int nc) {
+    GGML_ASSERT(nr % 4 == 0 && n % QK_K == 0);
+    const int64_t nb = n / QK_K;
+    const size_t row_size = nb * sizeof(Block) / 4;
+    k_block_decoded blk;
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+        const auto * g = (const Block *) ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, 4);
+        for (int k = 0; k < 4; ++k) {
+            for (int c = 0; c < nc; ++c) {
+                const auto * a = (const block_q8_0 *) ((const char *) x + c * x_stride);
+                float sum = 0.0f;
+                for (int64_t b = 0; b < nb; ++b) {
+                    Decoded(g[b], k, blk);
+                    sum = k_block_dot_q8_0(blk, a + b * (QK_K / QK8_0), sum);
+                }
+                dst[c * dst_stride + r0 + k] = sum;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // gemms
 
 void iq4_k_r4_row_adapter(const iq4_k_r4_block & b, float, int k, ik_decoded & out) { iq4_k_r4_row(b, k, out); }
@@ -421,27 +497,11 @@ void register_interleaved_types() {
     register_r4_ik<GGML_TYPE_IQ3_K_R4, iq3_k_r4_block, iq3_k_r4_row>();
     register_r4_ik<GGML_TYPE_IQ4_K_R4, iq4_k_r4_block, iq4_k_r4_row_adapter>();
     register_float_path<GGML_TYPE_IQ4_KS_R4>(iq4_ks_r4_to_float);
+
+    ggml_cpu_register_batch_gemm(GGML_TYPE_Q4_K_R4, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, k_r4_gemm_q8_0<q4_k_r4_block, q4_k_r4_decoded>);
+    ggml_cpu_register_batch_gemm(GGML_TYPE_Q5_K_R4, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, k_r4_gemm_q8_0<q5_k_r4_block, q5_k_r4_decoded>);
+    ggml_cpu_register_batch_gemm(GGML_TYPE_Q6_K_R4, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_0, k_r4_gemm_q8_0<q6_k_r4_block, q6_k_r4_decoded>);
 }
 GGML_REGISTER(register_interleaved_types);
-// Called by ggml_cpu_ensure_kernels() once the ISA kernels are in: a layout gets the batch pair
-// at each level where it and its twin have kernels and the twin a batch pair (r_gemm_batch_unwoven).
-template <ggml_type T>
-void register_batch_twin() {
-    const ggml_type base = ggml_get_type_traits(T)->interleaved_base;
-    const ggml_cpu_type_traits * twin = ggml_cpu_type_traits_mut(base);
-    if (twin->batch_vec_dot_type == GGML_TYPE_COUNT) return;
-    // only where the twin has both kernels too, so the layout and its twin make the same choice
-    for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
-        if (ggml_cpu_type_traits_mut(T)->gemm[isa] && twin->gemm[isa] && twin->batch_gemm[isa]) {
-            ggml_cpu_register_batch_gemm(T, (ggml_cpu_isa) isa, twin->batch_vec_dot_type, r_gemm_batch_unwoven<T>);
-        }
-    }
-}
 
 } // namespace
-
-void ggml_cpu_register_interleaved_batch_twins() {
-    register_batch_twin<GGML_TYPE_Q4_K_R4>();
-    register_batch_twin<GGML_TYPE_Q5_K_R4>();
-    register_batch_twin<GGML_TYPE_Q6_K_R4>();
-}

@@ -252,30 +252,6 @@ void r_gemm_decoded(int64_t n, const void * w, size_t w_stride, const void * x, 
     }
 }
 
-// Batches of a layout whose twin rounds batch activations per 32 (q4_K / q5_K / q6_K, the batch
-// pair of cpu-traits.h): the twin's batch kernel over the unwoven rows, so that a repacked or
-// -rtr model keeps the original's logits at every batch size (its own kernels take the twin's
-// token-generation activations, q8_K). Slower than a woven kernel would be: the rows are unwoven
-// per call; a woven per-32 kernel is still to write.
-template <ggml_type T>
-void r_gemm_batch_unwoven(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
-                          size_t dst_stride, int nr, int nc) {
-    const ggml_type_traits * tt = ggml_get_type_traits(T);
-    const ggml_type base = tt->interleaved_base;
-    const int R = tt->nrows_interleaved;
-    GGML_ASSERT(nr % R == 0);
-    const ggml_cpu_gemm_choice twin = ggml_cpu_gemm_for(base, /*batch=*/true);
-    GGML_ASSERT(twin.act_type == ggml_cpu_get_type_traits(T)->batch_vec_dot_type);
-    const size_t row_size = ggml_row_size(T, n), base_row = ggml_row_size(base, n);
-    thread_local std::vector<char> plain, gather_rows;
-    plain.resize((size_t) nr * base_row);
-    for (int r0 = 0; r0 < nr; r0 += R) {
-        const char * group = group_bytes((const char *) w + r0 * w_stride, w_stride, row_size, R, gather_rows);
-        GGML_ASSERT(ggml_interleaved_unweave(T, group, plain.data() + r0 * base_row, n));
-    }
-    twin.gemm(n, plain.data(), base_row, x, x_stride, dst, dst_stride, nr, nc);
-}
-
 template <ggml_type T>
 void register_float_path(ggml_to_float_t to_float) {
     const ggml_type_traits * tt = ggml_get_type_traits(T);

@@ -265,21 +265,7 @@ void gemm_k_q8_0_scalar(int64_t n, const void * w, size_t w_stride, const void *
             float sum = 0.0f;
             for (int64_t b = 0; b < nb; ++b) {
                 Decode(wrow + b * BlockBytes, blk);
-                for (int j = 0; j < kPer; ++j) {
-                    const block_q8_0 & xa = a[b * kPer + j];
-                    int32_t dot = 0, mins = 0;
-                    for (int g = 2 * j; g < 2 * j + 2; ++g) {
-                        int32_t dg = 0, sg = 0;
-                        for (int l = 0; l < 16; ++l) {
-                            const int q = xa.qs[16 * (g - 2 * j) + l];
-                            dg += blk.u[16 * g + l] * q;
-                            sg += q;
-                        }
-                        dot  += blk.s[g] * dg;
-                        mins += blk.mi[g] * sg;
-                    }
-                    sum += GGML_FP16_TO_FP32(xa.d) * (blk.d * (float) dot - blk.dm * (float) mins);
-                }
+                sum = k_block_dot_q8_0(blk, a + b * kPer, sum);
             }
             dst[c * dst_stride + r] = sum;
         }

@@ -49,6 +49,28 @@ void k_decode_q4_K(const void * block, k_block_decoded & out);
 void k_decode_q5_K(const void * block, k_block_decoded & out);
 void k_decode_q6_K(const void * block, k_block_decoded & out);
 
+// The batch reference's arithmetic for one decoded super-block against its 8 q8_0 activation
+// blocks (one scale per 32 values, two 16-value groups): sum plus, block by block,
+// dx * (d * sum_g s*dot - dm * sum_g mi*sum(q)). Shared by the plain k-quants' scalar batch
+// kernel and their interleaved twins' (quants-interleaved.cpp), so that both give the same bits.
+static inline float k_block_dot_q8_0(const k_block_decoded & blk, const block_q8_0 * xa, float sum) {
+    for (int j = 0; j < QK_K / QK8_0; ++j) {
+        int32_t dot = 0, mins = 0;
+        for (int g = 2 * j; g < 2 * j + 2; ++g) {
+            int32_t dg = 0, sg = 0;
+            for (int l = 0; l < 16; ++l) {
+                const int q = xa[j].qs[16 * (g - 2 * j) + l];
+                dg += blk.u[16 * g + l] * q;
+                sg += q;
+            }
+            dot  += blk.s[g] * dg;
+            mins += blk.mi[g] * sg;
+        }
+        sum += GGML_FP16_TO_FP32(xa[j].d) * (blk.d * (float) dot - blk.dm * (float) mins);
+    }
+    return sum;
+}
+
 // Reference encoders (no importance weights; what llama.cpp writes without an imatrix) and the
 // full quantizers: with imatrix != NULL the importance-weighted search. The quantizers return
 // bytes written, or 0 if a value is not finite. (quants-k-quantize.cpp)

@@ -44,5 +44,18 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
     reg(GGML_TYPE_IQ5_KS_R4, GGML_TYPE_Q8_K, gemm_r8<grp_iq5_ks_r4<s>, act_q8_K<32>>);
 }
 
+// Batches of the k-quant r4 layouts whose twins round batch activations per 32 (q8_0, the batch
+// pair of cpu-traits.h): the same group decoders over the twins' batch activation readers. The
+// records and the micro kernel are those of the twins' batch kernels (avx2/quants-k.cpp,
+// avx512/quants-k.cpp: gemm_k_q8_0), so the products are the same bits; Halves is the reader
+// of q8_0 blocks as 16-value sub-block pairs that the folder's q6_K batch kernel takes.
+template <typename G4, typename G5, typename G6, typename Halves>
+inline void register_k_r4_batch_gemms(ggml_cpu_isa isa) {
+    using q8_0 = act_q8_32<false>;
+    ggml_cpu_register_batch_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_0, gemm_r8<G4, q8_0>);
+    ggml_cpu_register_batch_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_0, gemm_r8<G5, q8_0>);
+    ggml_cpu_register_batch_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_0, gemm_r8<G6, Halves>);
+}
+
 } // namespace kiln_panel
 } // namespace

@@ -10,5 +10,8 @@
 
 void ggml_cpu_register_interleaved_avx2() {
     kiln_panel::register_r8_gemms(GGML_CPU_ISA_AVX2);
+    // q6_K's AVX2 batch kernel reads q8_0 pairs each with its scale (kSuper = 1)
+    kiln_panel::register_k_r4_batch_gemms<kiln_panel::grp_q4_k_r4, kiln_panel::grp_q5_k_r4, kiln_panel::grp_q6_k_r4,
+                                          kiln_panel::act_q8_0_halves<false>>(GGML_CPU_ISA_AVX2);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, q8_kv_r8::gemm<2>);
 }

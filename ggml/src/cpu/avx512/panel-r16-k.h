@@ -144,6 +144,8 @@ inline void register_r16_k_gemms(ggml_cpu_isa isa) {
     reg(GGML_TYPE_Q4_K_R4, gemm_r8<grp16_q4_k_r4, act_q8_K<32>>);
     reg(GGML_TYPE_Q5_K_R4, gemm_r8<grp16_q5_k_r4, act_q8_K<32>>);
     reg(GGML_TYPE_Q6_K_R4, gemm_r8<grp16_q6_k_r4, act_q8_K<16>>);
+    // q6_K's AVX512 batch kernel reads q8_0 pairs with the scale shared (kSuper = 2)
+    register_k_r4_batch_gemms<grp16_q4_k_r4, grp16_q5_k_r4, grp16_q6_k_r4, act_q8_0_halves<true>>(isa);
 }
 
 } // namespace kiln_panel
