@@ -259,6 +259,46 @@ TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
     std::printf("[ compared ] %d interleaved types with batch pairs, %d products\n", types, compared);
 }
 
+// Token generation cuts a product by rows (threads, -sm graph) and calls a kernel with the few
+// columns a step has: for the k-quant r4 layouts' q8_K kernels at every level this CPU runs, 12
+// rows x 5 columns in one call give bit for bit what row groups [0,4), [4,12) one column at a
+// time give (their token-generation loop, gemv-r4-k-loop.h, tiles columns differently per count).
+TEST(InterleavedTokenGeneration, ProductDoesNotDependOnTheCut) {
+    const int64_t n = 768;
+    const int nr = 12, nc = 5;
+    int compared = 0;
+    for (ggml_type t : { GGML_TYPE_Q4_K_R4, GGML_TYPE_Q5_K_R4, GGML_TYPE_Q6_K_R4 }) {
+        const size_t row = ggml_row_size(t, n);
+        const std::vector<uint8_t> q = quantize(t, weights(nr, n, 900 + t), nr, n, nullptr);
+        const ggml_type vdt = ggml_cpu_get_type_traits(t)->vec_dot_type;
+        ASSERT_EQ(vdt, GGML_TYPE_Q8_K) << ggml_type_name(t);
+        const size_t xrow = ggml_row_size(vdt, n);
+        const std::vector<float> act = kiln_test::random_floats(nc * n, 17, -2.0f, 2.0f);
+        std::vector<uint8_t> xq(nc * xrow);
+        for (int c = 0; c < nc; ++c) ggml_get_type_traits(vdt)->from_float_ref(act.data() + c * n, xq.data() + c * xrow, n);
+        for (int isa = 0; isa < GGML_CPU_ISA_COUNT; ++isa) {
+            const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+            if (!fn || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+            std::vector<float> whole(nc * nr, -7.0f), cut(nc * nr, -9.0f);
+            fn(n, q.data(), row, xq.data(), xrow, whole.data(), nr, nr, nc);
+            const int cuts[] = { 0, 4, nr };
+            for (int p = 0; p < 2; ++p) {
+                for (int c = 0; c < nc; ++c) {
+                    fn(n, q.data() + cuts[p] * row, row, xq.data() + c * xrow, xrow, cut.data() + c * nr + cuts[p], nr,
+                       cuts[p + 1] - cuts[p], 1);
+                }
+            }
+            for (int i = 0; i < nc * nr; ++i) {
+                ASSERT_EQ(std::memcmp(&whole[i], &cut[i], 4), 0) << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa)
+                                                                << ": row " << i % nr << " column " << i / nr << ": " << whole[i]
+                                                                << " in one call, " << cut[i] << " cut";
+            }
+            ++compared;
+        }
+    }
+    EXPECT_GT(compared, 0);
+}
+
 // bf16_r16 weaves pairs of values, so a row of odd length has no layout: the type's blocks are two
 // values long, and repacking such rows is refused rather than dropping the last column.
 TEST(InterleavedBytes, Bf16R16RowsAreWholePairs) {

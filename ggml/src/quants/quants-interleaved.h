@@ -75,14 +75,14 @@ static inline int iq5_k_r4_hbit(int p) {
     return hbit[p / 4];
 }
 // q5_k_r4 orders them i, i+8, i+4, i+12, i+16, i+24, i+20, i+28.
-static inline int q5_k_r4_hbit(int p) {
-    static const uint8_t hbit[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+static constexpr int q5_k_r4_hbit(int p) {
+    constexpr uint8_t hbit[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
     return hbit[p / 4];
 }
 // q6_k_r4: the two high bits of position p are in qh[32 ib + q6_k_r4_hoff(p) + 4 k + p % 4] at q6_k_r4_hshift(p).
 static inline int q6_k_r4_hoff(int p) { return p / 4 < 4 ? 0 : 16; }
-static inline int q6_k_r4_hshift(int p) {
-    static const uint8_t shift[8] = { 0, 4, 2, 6, 0, 4, 2, 6 };
+static constexpr int q6_k_r4_hshift(int p) {
+    constexpr uint8_t shift[8] = { 0, 4, 2, 6, 0, 4, 2, 6 };
     return shift[p / 4];
 }
 

@@ -1,17 +1,69 @@
 // AVX2 gemm kernels of the row-interleaved layouts read straight from their woven groups by
 // the panel gemm (avx2/panel-r8*.h; the list is register_r8_gemms in panel-r8-types.h), for
-// batches and token generation alike. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose activations
-// are f32, has a float product of its own (gemm-q8-kv-r8.h).
+// batches and token generation alike, but q4_k_r4 / q5_k_r4 / q6_k_r4 token generation, which
+// takes the lane-shaped loop of gemv-r4-k-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose
+// activations are f32, has a float product of its own (gemm-q8-kv-r8.h).
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "panel.h"
 #include "avx2/panel-r8-types.h"
 #include "avx2/gemm-q8-kv-r8.h"
+#include "gemv-r4-k-loop.h"
+
+namespace {
+
+// gemv-r4-k-loop.h's ISA: 32-byte vectors, two lane groups; no VNNI, so the int16 pair products
+// are vpmaddwd + vpaddd.
+struct r4k_isa {
+    using vi = __m256i;
+    using vf = __m256;
+    static constexpr int kBytes = 32;
+    static vi load(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
+    static void store(void * p, vi v) { _mm256_storeu_si256((__m256i *) p, v); }
+    static vi bcast16(const void * p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) p)); }
+    static vi bcast32(const void * p) { return load(p); }
+    static vi zero() { return _mm256_setzero_si256(); }
+    static vi set8(char c) { return _mm256_set1_epi8(c); }
+    static vi and_(vi a, vi b) { return _mm256_and_si256(a, b); }
+    static vi or_(vi a, vi b) { return _mm256_or_si256(a, b); }
+    static vi add16(vi a, vi b) { return _mm256_add_epi16(a, b); }
+    static vi add32(vi a, vi b) { return _mm256_add_epi32(a, b); }
+    static vi srli16_4(vi v) { return _mm256_srli_epi16(v, 4); }
+    static vi slli16_4(vi v) { return _mm256_slli_epi16(v, 4); }
+    static vi srlv32(vi v, vi n) { return _mm256_srlv_epi32(v, n); }
+    static vi shuffle(vi v, vi c) { return _mm256_shuffle_epi8(v, c); }
+    static vi maddubs(vi u, vi s) { return _mm256_maddubs_epi16(u, s); }
+    static vi dot16(vi acc, vi a, vi b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+    static vi spread(__m256i x, vi idx) { return _mm256_permutevar8x32_epi32(x, idx); }
+    static void widen_u8(__m256i b, vi * out) {
+        out[0] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b));
+        out[1] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(b, 1));
+    }
+    static void widen_i8(__m256i b, vi * out) {
+        out[0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(b));
+        out[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1));
+    }
+    static vf zero_ps() { return _mm256_setzero_ps(); }
+    static vf set1_ps(float f) { return _mm256_set1_ps(f); }
+    static vf cvt(vi v) { return _mm256_cvtepi32_ps(v); }
+    static vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+    static vf fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+    static vf fnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+    static vf rows4(__m128 r) { return _mm256_set_m128(r, r); }
+    static __m128 sum_lanes(vf f) { return _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1)); }
+};
+
+} // namespace
 
 void ggml_cpu_register_interleaved_avx2() {
-    kiln_panel::register_r8_gemms(GGML_CPU_ISA_AVX2);
+    using namespace kiln_panel;
+    register_r8_gemms(GGML_CPU_ISA_AVX2);
+    // token generation of q4_k_r4 / q5_k_r4 / q6_k_r4 by the lane-shaped loop, batches by the panel
+    auto reg = [](ggml_type t, ggml_gemm_t fn) { ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, fn); };
+    reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_k_r4, act_q8_K<32>>>);
+    reg(GGML_TYPE_Q5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_k_r4, act_q8_K<32>>>);
+    reg(GGML_TYPE_Q6_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_k_r4, act_q8_K<16>>>);
     // q6_K's AVX2 batch kernel reads q8_0 pairs each with its scale (kSuper = 1)
-    kiln_panel::register_k_r4_batch_gemms<kiln_panel::grp_q4_k_r4, kiln_panel::grp_q5_k_r4, kiln_panel::grp_q6_k_r4,
-                                          kiln_panel::act_q8_0_halves<false>>(GGML_CPU_ISA_AVX2);
+    register_k_r4_batch_gemms<grp_q4_k_r4, grp_q5_k_r4, grp_q6_k_r4, act_q8_0_halves<false>>(GGML_CPU_ISA_AVX2);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, q8_kv_r8::gemm<2>);
 }

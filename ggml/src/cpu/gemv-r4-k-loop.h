@@ -1,0 +1,299 @@
+// Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
+// q4_k_r4, q5_k_r4 and q6_k_r4 against q8_K activations, written once over an ISA description;
+// included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
+// compiles its own copy (internal linkage) with its flags.
+//
+// Why not the panel (panel-r8.h) here: it decodes every sub-block of 16 rows into a record in
+// memory and reads it back for the product, and walks 4 woven groups side by side (4 streams),
+// which left these layouts 1.3-2x slower than their plain twins at batch 1. But a woven block is
+// already shaped for vector lanes: each 16 bytes of a sub-block's 64-byte nibble run (r4_nibble)
+// hold 4 values of each of the 4 rows, so one load and a mask (or shift) give vectors whose 32-bit
+// lanes are (row, 4 values of one quarter of the sub-block). The activations are spread once per
+// call to match (every lane gets the 4 bytes of its quarter); then per sub-block and column the
+// product is the plain kernels' integer path for 4 rows at once: vpmaddubsw per part, int16 adds,
+// one vpdpwssd (AVX2: vpmaddwd + add) with the rows' sub-block scales, and floats once per
+// super-block. The groups are read in memory order, one sequential stream.
+//
+// Lanes: a vector of V bytes (I::kBytes, 64 or 32) is V / 16 lane groups of 4 int32 lanes, lane k
+// of a group being row k. A 64-byte run is kParts = 128 / V parts: part j holds the low (j even)
+// or high (j odd) nibbles of the V bytes at (j / 2) V; its lane group G covers the run's 16 bytes
+// at 16 g, g = (j / 2) (V / 16) + G, which hold quarter kLowQuarter[g] (+ 2 for the high nibbles).
+//
+// An ISA struct I provides the vector types vi / vf and: load, store, bcast16 (16 bytes into every
+// 128-bit lane), bcast32 (bytes 0..15 into the even 128-bit lanes, 16..31 into the odd ones),
+// zero, set8, and_, or_, add16, srli16_4, slli16_4, srlv32, shuffle (vpshufb), maddubs,
+// dot16(acc, a, b) (acc + the int16 pair products), spread(32 bytes, lane indices) (vpermd),
+// widen_u8 / widen_i8 (32 bytes -> V / 2 ... int16 vectors), and the float cvt, mul, fmadd,
+// fnmadd, rows4 (4 floats into every 128-bit lane), sum_lanes (the 128-bit lanes added).
+#pragma once
+
+#include "cpu-traits.h"
+#include "quants/quants-interleaved.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace {
+namespace r4k_gemv {
+
+// the quarter whose low nibbles the run's 16-byte group g holds (r4_nibble_byte's offsets)
+constexpr int kLowQuarter[4] = { 0, 4, 1, 5 };
+
+// Per part and int32 lane, a number derived from the quarter the lane holds (f: quarter -> int).
+template <int V, int (*F)(int)>
+struct lane_table {
+    static constexpr int kParts = 128 / V, kLanes = V / 4;
+    alignas(64) int32_t v[kParts][kLanes] = {};
+    constexpr lane_table() {
+        for (int j = 0; j < kParts; ++j) {
+            for (int l = 0; l < kLanes; ++l) v[j][l] = F(kLowQuarter[(j / 2) * (V / 16) + l / 4] + 2 * (j % 2));
+        }
+    }
+};
+constexpr int quarter_of(int q) { return q; }
+constexpr int q5_bit_of(int q) { return q5_k_r4_hbit(4 * q); }
+constexpr int q6_shift_of(int q) { return q6_k_r4_hshift(4 * q); }
+
+template <int V> constexpr lane_table<V, quarter_of> kSpread{};
+template <int V> constexpr lane_table<V, q5_bit_of> kQ5Bits{};
+template <int V> constexpr lane_table<V, q6_shift_of> kQ6Shifts{};
+
+// vpshufb controls, the same in every 128-bit lane unless said otherwise:
+//   int16 k of 4 (row k's sub-block scale) into both halves of int32 lane k;
+alignas(64) constexpr uint8_t kRowScales[64] = {
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7,
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7,
+};
+//   q6_k_r4: the first 16 values' scales (int16 0..3) in even lane groups, the second 16's
+//   (int16 4..7) in odd ones (the groups at 16 g with g odd hold quarters 4..7);
+alignas(64) constexpr uint8_t kHalfScales[64] = {
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15,
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7, 8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15,
+};
+//   bytes of 4 rows x 2 neighbours (is = 4 h + k within 8) reordered to 2 k + h, so that after
+//   widening an int32 lane holds row k's two (min or scale, pair) terms (the min products below).
+alignas(32) constexpr uint8_t kPairRows[32] = {
+    0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15, 0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15,
+};
+
+// The min (q4/q5) or offset (q6) term of a super-block is sum over pairs P of m[P, row] * bsum[P],
+// with P a 32-value sub-block (q4/q5: its 6-bit min) or a 16-value one (q6: its scale; the offset
+// 32 goes into the float factor). In int16 position E = 8 G + 2 k + h: row k, pair P = 2 G + h;
+// one vpmaddwd then leaves row k's terms in int32 lanes of row k, like the main sums.
+
+// Activations of one column and super-block, spread for the parts: x[ib][j] (V bytes each), then
+// the pair sums b[E] (int16, kPairs * 4), then d.
+template <int V, int kPairs>
+struct act_layout {
+    static constexpr size_t kX = 8 * 128, kB = kPairs * 8, kD = kX + kB, kSize = (kD + 4 + 63) / 64 * 64;
+};
+
+template <typename I, int kPairs>
+void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint8_t * out) {
+    using L = act_layout<I::kBytes, kPairs>;
+    constexpr int V = I::kBytes, NP = 128 / V;
+    for (int c = 0; c < nc; ++c) {
+        const auto * a = (const block_q8_K *) (x + c * x_stride);
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t * o = out + (c * nb + b) * L::kSize;
+            for (int ib = 0; ib < 8; ++ib) {
+                const __m256i x32 = _mm256_loadu_si256((const __m256i *) (a[b].qs + 32 * ib));
+                for (int j = 0; j < NP; ++j) I::store(o + (ib * NP + j) * V, I::spread(x32, I::load(kSpread<V>.v[j])));
+            }
+            auto * bs = (int16_t *) (o + L::kX);
+            for (int e = 0; e < kPairs * 4; ++e) {
+                const int p = 2 * (e / 8) + e % 2;
+                bs[e] = kPairs == 8 ? (int16_t) (a[b].bsums[2 * p] + a[b].bsums[2 * p + 1]) : a[b].bsums[p];
+            }
+            std::memcpy(o + L::kD, &a[b].d, 4);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoders: begin(block, state) once per super-block (scales, min terms, row factors), then per
+// sub-block ib levels(block, ib, lv) (kParts vectors of unsigned levels) and scale(state, ib)
+// (the rows' int16 scales in their lanes). kMaxLevel bounds the levels (how many vpmaddubsw
+// results fit in an int16 sum), kPairs counts the min/offset pairs.
+
+template <typename I, typename Block>
+struct k45_r4 {
+    using vi = typename I::vi;
+    using vf = typename I::vf;
+    static constexpr int kPairs = 8, NM = 64 / I::kBytes;
+    struct state {
+        alignas(64) int16_t s[40] = {};   // slot 4 ib + k; read 8 at a time
+        vi m[NM];
+        vf d, dm;
+    };
+    static void begin(const Block & b, state & st) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        const __m256i lo = _mm256_loadu_si256((const __m256i *) b.scales_l);
+        const __m128i h = _mm_loadu_si128((const __m128i *) b.scales_h);
+        // slot is: its top bits in nibble is / 16 of scales_h[is % 16]
+        const __m256i hx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), m4);
+        const __m256i sc = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(hx, _mm256_set1_epi8(3)), 4));
+        const __m256i mn = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4),
+                                           _mm256_slli_epi16(_mm256_and_si256(hx, _mm256_set1_epi8(0xC)), 2));
+        _mm256_store_si256((__m256i *) st.s, _mm256_cvtepu8_epi16(_mm256_castsi256_si128(sc)));
+        _mm256_store_si256((__m256i *) (st.s + 16), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(sc, 1)));
+        I::widen_u8(_mm256_shuffle_epi8(mn, _mm256_load_si256((const __m256i *) kPairRows)), st.m);
+        st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
+        st.dm = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) (b.d + 4))));
+    }
+    static vi scale(const state & st, int ib) { return I::shuffle(I::bcast16(st.s + 4 * ib), I::load(kRowScales)); }
+    static void nibbles(const uint8_t * run, vi * lv) {
+        const vi m4 = I::set8(0x0F);
+        for (int j = 0; j < 128 / I::kBytes; j += 2) {
+            const vi v = I::load(run + (j / 2) * I::kBytes);
+            lv[j] = I::and_(v, m4);
+            lv[j + 1] = I::and_(I::srli16_4(v), m4);
+        }
+    }
+};
+
+template <typename I>
+struct q4_k_r4_dec : k45_r4<I, q4_k_r4_block> {
+    using Block = q4_k_r4_block;
+    static constexpr int kMaxLevel = 15;
+    static void levels(const Block & b, int ib, typename I::vi * lv) { k45_r4<I, Block>::nibbles(b.qs + 64 * ib, lv); }
+};
+
+template <typename I>
+struct q5_k_r4_dec : k45_r4<I, q5_k_r4_block> {
+    using Block = q5_k_r4_block;
+    static constexpr int kMaxLevel = 31;
+    static void levels(const Block & b, int ib, typename I::vi * lv) {
+        k45_r4<I, Block>::nibbles(b.qs + 64 * ib, lv);
+        const typename I::vi h = I::bcast16(b.qh + 16 * ib), one = I::set8(1);
+        for (int j = 0; j < 128 / I::kBytes; ++j) {
+            lv[j] = I::or_(lv[j], I::slli16_4(I::and_(I::srlv32(h, I::load(kQ5Bits<I::kBytes>.v[j])), one)));
+        }
+    }
+};
+
+template <typename I>
+struct q6_k_r4_dec {
+    using vi = typename I::vi;
+    using vf = typename I::vf;
+    using Block = q6_k_r4_block;
+    static constexpr int kPairs = 16, kMaxLevel = 63, NM = 128 / I::kBytes;
+    struct state {
+        alignas(64) int16_t s[64] = {};   // scales[8 ib + 4 half + k]
+        vi m[NM];
+        vf d, dm;
+    };
+    static void begin(const Block & b, state & st) {
+        const __m256i ctl = _mm256_load_si256((const __m256i *) kPairRows);
+        for (int i = 0; i < 2; ++i) {
+            const __m256i sc = _mm256_loadu_si256((const __m256i *) (b.scales + 32 * i));
+            _mm256_store_si256((__m256i *) (st.s + 32 * i), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(sc)));
+            _mm256_store_si256((__m256i *) (st.s + 32 * i + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(sc, 1)));
+            I::widen_i8(_mm256_shuffle_epi8(sc, ctl), st.m + i * NM / 2);
+        }
+        st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
+        st.dm = I::mul(st.d, I::set1_ps(32.0f));   // levels are q + 32
+    }
+    static vi scale(const state & st, int ib) { return I::shuffle(I::bcast16(st.s + 8 * ib), I::load(kHalfScales)); }
+    static void levels(const Block & b, int ib, vi * lv) {
+        const vi m4 = I::set8(0x0F), three = I::set8(3);
+        const vi h = I::bcast32(b.qh + 32 * ib);
+        for (int j = 0; j < 128 / I::kBytes; j += 2) {
+            const vi v = I::load(b.ql + 64 * ib + (j / 2) * I::kBytes);
+            lv[j] = I::and_(v, m4);
+            lv[j + 1] = I::and_(I::srli16_4(v), m4);
+        }
+        for (int j = 0; j < 128 / I::kBytes; ++j) {
+            lv[j] = I::or_(lv[j], I::slli16_4(I::and_(I::srlv32(h, I::load(kQ6Shifts<I::kBytes>.v[j])), three)));
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+
+// Groups of 4 rows times C columns (spread activations xs, one column every col_bytes).
+template <typename I, typename D, int C>
+void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t row_size, const uint8_t * xs, size_t col_bytes,
+                        float * dst, size_t dst_stride, int nr) {
+    using vi = typename I::vi;
+    using vf = typename I::vf;
+    using L = act_layout<I::kBytes, D::kPairs>;
+    constexpr int V = I::kBytes, NP = 128 / V;
+    // parts whose vpmaddubsw results add up in int16 without overflow (|q8_K| <= 127)
+    constexpr int kFit = 32767 / (2 * 127 * D::kMaxLevel), G = kFit >= NP ? NP : 2;
+    // one column: two accumulators, so the sub-blocks' products are not one chain of vpdpwssd
+    constexpr int A = C == 1 ? 2 : 1;
+    // The groups are one sequential stream, but a super-block's work is long enough that the
+    // hardware prefetchers alone left q5/q6_k_r4 waiting on memory (q6_k_r4 0.69 -> 0.48 ms at
+    // 4096 x 4096 with this, AVX512, least of 5; 1024 and 2048 bytes ahead helped less, 8192 no more).
+    constexpr size_t kAhead = 4096;
+    typename D::state st;
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+        const auto * blk = (const typename D::Block *) ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, 4);
+        vf f[C];
+        for (int c = 0; c < C; ++c) f[c] = I::zero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            for (size_t o = 0; o < sizeof(blk[b]); o += 64) _mm_prefetch((const char *) (blk + b) + kAhead + o, _MM_HINT_T1);
+            D::begin(blk[b], st);
+            vi acc[C][A];
+            for (int c = 0; c < C; ++c) {
+                for (int a = 0; a < A; ++a) acc[c][a] = I::zero();
+            }
+            for (int ib = 0; ib < 8; ++ib) {
+                vi lv[NP];
+                D::levels(blk[b], ib, lv);
+                const vi s = D::scale(st, ib);
+                for (int c = 0; c < C; ++c) {
+                    const uint8_t * X = xs + c * col_bytes + b * L::kSize + ib * 128;
+                    for (int j0 = 0; j0 < NP; j0 += G) {
+                        vi p = I::maddubs(lv[j0], I::load(X + j0 * V));
+                        for (int j = j0 + 1; j < j0 + G; ++j) p = I::add16(p, I::maddubs(lv[j], I::load(X + j * V)));
+                        acc[c][ib % A] = I::dot16(acc[c][ib % A], p, s);
+                    }
+                }
+            }
+            for (int c = 0; c < C; ++c) {
+                const uint8_t * xb = xs + c * col_bytes + b * L::kSize;
+                vi sum = acc[c][0];
+                if constexpr (A > 1) sum = I::add32(sum, acc[c][1]);
+                vi mins = I::zero();
+                for (int v = 0; v < D::NM; ++v) mins = I::dot16(mins, st.m[v], I::load(xb + L::kX + v * V));
+                float d;
+                std::memcpy(&d, xb + L::kD, 4);
+                const vf dx = I::set1_ps(d);
+                f[c] = I::fmadd(I::cvt(sum), I::mul(st.d, dx), f[c]);
+                f[c] = I::fnmadd(I::cvt(mins), I::mul(st.dm, dx), f[c]);
+            }
+        }
+        for (int c = 0; c < C; ++c) _mm_storeu_ps(dst + c * dst_stride + r0, I::sum_lanes(f[c]));
+    }
+}
+
+// The q8_K kernel of a layout: fewer than kMinCols columns here, the panel (Panel) above.
+template <typename I, typename D, int kMinCols, ggml_gemm_t Panel>
+void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
+          int nr, int nc) {
+    static_assert(kMinCols <= 6, "column tiles up to 5");
+    if (nc >= kMinCols) {
+        Panel(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
+    GGML_ASSERT(nr % 4 == 0 && n % QK_K == 0 && "interleaved gemm: whole row groups and blocks");
+    using L = act_layout<I::kBytes, D::kPairs>;
+    const int64_t nb = n / QK_K;
+    const size_t col_bytes = nb * L::kSize, row_size = nb * sizeof(typename D::Block) / 4;
+    auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, nc * col_bytes);
+    spread_columns<I, D::kPairs>((const uint8_t *) x, x_stride, nc, nb, xs);
+    const auto * wb = (const uint8_t *) w;
+    switch (nc) {
+        case 1: rows_times_columns<I, D, 1>(nb, wb, w_stride, row_size, xs, col_bytes, dst, dst_stride, nr); break;
+        case 2: rows_times_columns<I, D, 2>(nb, wb, w_stride, row_size, xs, col_bytes, dst, dst_stride, nr); break;
+        case 3: rows_times_columns<I, D, 3>(nb, wb, w_stride, row_size, xs, col_bytes, dst, dst_stride, nr); break;
+        case 4: rows_times_columns<I, D, 4>(nb, wb, w_stride, row_size, xs, col_bytes, dst, dst_stride, nr); break;
+        default: rows_times_columns<I, D, 5>(nb, wb, w_stride, row_size, xs, col_bytes, dst, dst_stride, nr); break;
+    }
+}
+
+} // namespace r4k_gemv
+} // namespace
