@@ -163,13 +163,18 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 // Session 6 (same method; batch 1 as the least CPU time of 3 alternating runs at load 9 to 14):
 // mxfp4_r8 0.40 vs mxfp4 0.45 ms at batch 1, equal at 512 (AVX512); q8_KV_r8 0.96 vs 16.4 ms and
 // 26.6 vs 424 ms (both levels run the same float kernel; its twin is a decoded float product).
+// Session 7: q4_k_r4 / q5_k_r4 / q6_k_r4 got token-generation loops of their own
+// (gemv-r4-k-loop.h) and woven per-32 batch kernels. Least / median CPU ms of 4 alternating runs
+// at load 11 (r4 against plain twin): batch 1 at 4096 x 4096, AVX512 q4 0.42 / 0.44 vs 0.44 /
+// 0.45, q5 0.44 / 0.48 vs 0.53 / 0.54, q6 0.43 / 0.52 vs 0.48 / 0.66; AVX2 q4 0.39 / 0.42 vs
+// 0.40 / 0.40, q5 0.51 / 0.55 vs 0.53 / 0.53 (and 0.47 vs 0.53 in an earlier set), q6 0.56 / 0.64
+// vs 0.47 / 0.49. Batch 512 at K = 2048, M = 4096: AVX512 29.8 / 29.9 / 31.8 vs 30.7 / 30.2 /
+// 32.6 ms; AVX2 44.5 / 46.4 / 58.9 vs 48.4 / 51.3 / 69.2 (batch 32 0.83x to 0.93x everywhere).
 // Not listed (r4 = the 4-row layouts of the same family):
-//  - slower at batch 1, as fast or faster in batches: q4_k_r4 / q5_k_r4 / q6_k_r4 everywhere,
-//    q2_k_r4 / iq2_k_r4 / iq3_k_r4 / iq5_k_r4 and iq4_xs_r8 on AVX512, q8_0_r8 on AVX2. Token
-//    generation decodes the woven groups into the panel layout before the product, which costs
-//    more than the plain streaming kernels. AVX512's 16-lane decoders (avx512/panel-r16-k.h)
-//    narrowed it (q6_k_r4 1.21 -> 0.81 ms against q6_K's 0.50, q2_k_r4 0.55 -> 0.51 against 0.38,
-//    q4_k_r4 0.49 against 0.44, q5_k_r4 0.65 against 0.52), not closed it;
+//  - slower at batch 1, as fast or faster in batches: q6_k_r4 on AVX2 (above), q2_k_r4 / iq2_k_r4
+//    / iq3_k_r4 / iq5_k_r4 and iq4_xs_r8 on AVX512, q8_0_r8 on AVX2. Token generation decodes
+//    those woven groups into the panel layout before the product, which costs more than the plain
+//    streaming kernels (q2_k_r4 0.51 ms against q2_K's 0.38 on AVX512);
 //  - the lattice r4 types (iq2_xxs_r4 .. iq3_s_r4): about 6x faster than the plain kernels at
 //    batch 512 but 1.5x to 3x slower at batch 1 (grid entries are scattered row by row);
 //  - iq1_s_r4 / iq1_m_r4 (quantized on their own, not a repack of iq1_s / iq1_m), q8_k_r8 and
@@ -216,11 +221,12 @@ bool ggml_cpu_repack_pays(ggml_type interleaved) {
     static constexpr ggml_type k_avx512[] = {
         GGML_TYPE_Q4_0_R8,  GGML_TYPE_Q8_0_R8, GGML_TYPE_Q5_0_R4,   GGML_TYPE_Q6_0_R4, GGML_TYPE_IQ4_NL_R4,
         GGML_TYPE_Q3_K_R4,  GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16, GGML_TYPE_MXFP4_R8, GGML_TYPE_Q8_KV_R8,
+        GGML_TYPE_Q4_K_R4,  GGML_TYPE_Q5_K_R4,   GGML_TYPE_Q6_K_R4,
     };
     static constexpr ggml_type k_avx2[] = {
         GGML_TYPE_Q4_0_R8,  GGML_TYPE_IQ4_XS_R8, GGML_TYPE_Q5_0_R4,  GGML_TYPE_Q6_0_R4,  GGML_TYPE_Q2_K_R4,
         GGML_TYPE_Q3_K_R4,  GGML_TYPE_IQ2_K_R4,  GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16,
-        GGML_TYPE_Q8_KV_R8,
+        GGML_TYPE_Q8_KV_R8, GGML_TYPE_Q4_K_R4,   GGML_TYPE_Q5_K_R4,
     };
     auto listed = [interleaved](const auto & types) {
         for (ggml_type t : types) {
