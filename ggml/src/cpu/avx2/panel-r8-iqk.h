@@ -1,5 +1,5 @@
 // Group decoders (panel-r8.h) of the interleaved non-linear ik types and iq4_xs_r8: iq2_k_r4,
-// iq3_k_r4, iq5_k_r4, iq5_ks_r4 (two 4-row groups per 8 lanes) and iq4_xs_r8. Levels are grid
+// iq3_k_r4, iq4_k_r4, iq4_ks_r4, iq5_k_r4, iq5_ks_r4 (two 4-row groups per 8 lanes) and iq4_xs_r8. Levels are grid
 // values (signed bytes, looked up with vpshufb); activations are q8_K, as for the plain twins.
 #pragma once
 
@@ -55,6 +55,30 @@ inline __m256i lookup32(const int8_t * grid, __m256i idx4, __m256i upper) {
 // adds it after the lookup.
 constexpr int kIq5GridShift = kIq5Grid[32] - kIq5Grid[0];
 
+// iq4_k_r4 / iq5_k_r4 coefficients of 16-value sub-block j = 2 ib + half: row k's 6-bit scale
+// (stored + 32) in split_scale6 slot 8 ib + 4 half + k times its fp16 row scale; returns the
+// grid shift (`step` where bit ib of extra[4 half + k] is set).
+template <bool kSigned, typename Block>
+inline __m256i k_r4_grid_coefs(const Block * a, const Block * b, int j, int step, float * scale, float * bias) {
+    const int ib = j / 2, half = j % 2;
+    const __m256i sc = _mm256_sub_epi32(split_scales6_x4(a->scales_l, a->scales_h, b->scales_l, b->scales_h, 8 * ib + 4 * half),
+                                        _mm256_set1_epi32(32));
+    store_signed_coefs<kSigned>(_mm256_mul_ps(fp16x4x2(a->d, b->d), _mm256_cvtepi32_ps(sc)), scale, bias);
+    return grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, step);
+}
+
+// iq4_ks_r4 / iq5_ks_r4 coefficients of 32-value sub-block j: row k's scale byte at scales[4 j + k]
+// (bits 1..7: scale + 127, bit 0: shifted grid) times its f32 row scale rs[group][k]; returns the
+// grid shift.
+template <bool kSigned, typename Block>
+inline __m256i ks_r4_grid_coefs(const Block * a, const Block * b, const float * const * rs, int j, int step, float * scale, float * bias) {
+    const __m256i s = pair4_epu8(a->scales + 4 * j, b->scales + 4 * j);
+    const __m256i sc = _mm256_sub_epi32(_mm256_and_si256(s, _mm256_set1_epi32(254)), _mm256_set1_epi32(127));
+    const __m256 d = _mm256_set_m128(_mm_loadu_ps(rs[1]), _mm_loadu_ps(rs[0]));
+    store_signed_coefs<kSigned>(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)), scale, bias);
+    return grid_shift(a->scales + 4 * j, b->scales + 4 * j, 0, step);
+}
+
 // iq5_k_r4: 16-value sub-blocks j = 2 ib + half. Row k's 6-bit scale (stored + 32) in split_scale6
 // slot 8 ib + 4 half + k; its shifted-grid bit is bit ib of extra[4 half + k]; the low 4 bits of
 // the grid index in the r4 nibble runs at qs + 64 ib, the fifth of quarter Q at bit
@@ -64,10 +88,7 @@ struct grp_iq5_k_r4 : grid_traits<iq5_k_r4_block, 4, 16, QK_K, kSigned> {
     KILN_GROUP_DECODE decode(const iq5_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
         const int ib = j / 2, half = j % 2;
         const iq5_k_r4_block * a = blk[0], * b = blk[1];
-        const __m256i sc = _mm256_sub_epi32(split_scales6_x4(a->scales_l, a->scales_h, b->scales_l, b->scales_h, 8 * ib + 4 * half),
-                                            _mm256_set1_epi32(32));
-        store_signed_coefs<kSigned>(_mm256_mul_ps(fp16x4x2(a->d, b->d), _mm256_cvtepi32_ps(sc)), scale, bias);
-        const __m256i shift = grid_shift(a->extra + 4 * half, b->extra + 4 * half, ib, kIq5GridShift);
+        const __m256i shift = k_r4_grid_coefs<kSigned>(a, b, j, kIq5GridShift, scale, bias);
         __m256i q[4];
         r4_nibble_half(a->qs + 64 * ib, b->qs + 64 * ib, half, q);
         // the fifth bits of the second half sit 2 bits above the first half's (iq5_k_r4_hbit)
@@ -89,11 +110,7 @@ struct grp_iq5_ks_r4 : grid_traits<iq5_ks_r4_block, 4, 32, QK_K, kSigned> {
     KILN_GROUP_DECODE decode(const iq5_ks_r4_block * const * blk, const float * const * rs, int j, uint8_t * out, size_t vs, float * scale,
                        float * bias) {
         const iq5_ks_r4_block * a = blk[0], * b = blk[1];
-        const __m256i s = pair4_epu8(a->scales + 4 * j, b->scales + 4 * j);
-        const __m256i sc = _mm256_sub_epi32(_mm256_and_si256(s, _mm256_set1_epi32(254)), _mm256_set1_epi32(127));
-        const __m256 d = _mm256_set_m128(_mm_loadu_ps(rs[1]), _mm_loadu_ps(rs[0]));
-        store_signed_coefs<kSigned>(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)), scale, bias);
-        const __m256i shift = grid_shift(a->scales + 4 * j, b->scales + 4 * j, 0, kIq5GridShift);
+        const __m256i shift = ks_r4_grid_coefs<kSigned>(a, b, rs, j, kIq5GridShift, scale, bias);
         __m256i q[8];
         r4_nibbles(a->qs + 64 * j, b->qs + 64 * j, q);
         const __m256i h = pair16(a->qh + 16 * j, b->qh + 16 * j);
@@ -101,6 +118,39 @@ struct grp_iq5_ks_r4 : grid_traits<iq5_ks_r4_block, 4, 32, QK_K, kSigned> {
             const __m256i v = lookup32(kIq5Grid, q[k], move_bits<1>(h, iq5_k_r4_hbit(4 * k), 7));
             store_levels<kSigned>(out + k * vs, _mm256_add_epi8(v, shift));
         }
+    }
+};
+
+// The shifted iq4 grid (entries 16..31) is the plain one plus a constant (+4).
+constexpr int kIq4GridShift = kIq4Grid[16] - kIq4Grid[0];
+
+// iq4_k_r4: iq5_k_r4's layout without the fifth bits: 16-value sub-blocks j = 2 ib + half, row
+// k's 6-bit scale (stored + 32) in split_scale6 slot 8 ib + 4 half + k, its shifted-grid bit in
+// bit ib of extra[4 half + k], grid indices in the r4 nibble runs at qs + 64 ib.
+template <bool kSigned>
+struct grp_iq4_k_r4 : grid_traits<iq4_k_r4_block, 4, 16, QK_K, kSigned> {
+    KILN_GROUP_DECODE decode(const iq4_k_r4_block * const * blk, int j, uint8_t * out, size_t vs, float * scale, float * bias) {
+        const int ib = j / 2, half = j % 2;
+        const iq4_k_r4_block * a = blk[0], * b = blk[1];
+        const __m256i shift = k_r4_grid_coefs<kSigned>(a, b, j, kIq4GridShift, scale, bias), table = grid16(kIq4Grid);
+        __m256i q[4];
+        r4_nibble_half(a->qs + 64 * ib, b->qs + 64 * ib, half, q);
+        for (int i = 0; i < 4; ++i) store_levels<kSigned>(out + i * vs, _mm256_add_epi8(_mm256_shuffle_epi8(table, q[i]), shift));
+    }
+};
+
+// iq4_ks_r4: iq5_ks_r4's row scales and scale bytes over iq4_k_r4's nibble runs.
+template <bool kSigned>
+struct grp_iq4_ks_r4 : grid_traits<iq4_ks_r4_block, 4, 32, QK_K, kSigned> {
+    static constexpr bool kRowScales = true;
+    using RowScale = float;
+    KILN_GROUP_DECODE decode(const iq4_ks_r4_block * const * blk, const float * const * rs, int j, uint8_t * out, size_t vs, float * scale,
+                             float * bias) {
+        const iq4_ks_r4_block * a = blk[0], * b = blk[1];
+        const __m256i shift = ks_r4_grid_coefs<kSigned>(a, b, rs, j, kIq4GridShift, scale, bias), table = grid16(kIq4Grid);
+        __m256i q[8];
+        r4_nibbles(a->qs + 64 * j, b->qs + 64 * j, q);
+        for (int k = 0; k < 8; ++k) store_levels<kSigned>(out + k * vs, _mm256_add_epi8(_mm256_shuffle_epi8(table, q[k]), shift));
     }
 };
 

@@ -18,6 +18,7 @@
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
 #include "panel.h"
+#include "avx2/panel-r8-iqk.h"
 #include "scales.h"
 #include "trellis-seeds-x86.h"
 
@@ -597,10 +598,15 @@ void decode_iq4_ks_r4_row(const iq4_ks_r4_block & b, float row_d, int k, simd_bl
     sb.d = row_d;
 }
 
-// 4-row groups (w_stride == row size in tensors; other strides gather the group first).
-template <typename Block, bool RowScale, void (*decode)(const Block &, float, int, simd_block &)>
+// 4-row groups (w_stride == row size in tensors; other strides gather the group first); batches
+// (kMinCols columns or more) through the panel gemm with the group decoders of panel-r8-iqk.h.
+template <typename Block, bool RowScale, void (*decode)(const Block &, float, int, simd_block &), ggml_gemm_t Panel>
 void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        Panel(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
     const int64_t nb = n / QK_K;
     const size_t row_size = (RowScale ? 4 : 0) + nb * sizeof(Block) / 4;
     simd_block sb;
@@ -627,10 +633,11 @@ void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
 
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_ik_avx2() {
+    using namespace kiln_panel;
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_r4_avx2<iq4_k_r4_block, false, decode_iq4_k_r4_row>);
+                           gemm_r4_avx2<iq4_k_r4_block, false, decode_iq4_k_r4_row, gemm_r8<grp_iq4_k_r4<true>, act_q8_K<16>>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_r4_avx2<iq4_ks_r4_block, true, decode_iq4_ks_r4_row>);
+                           gemm_r4_avx2<iq4_ks_r4_block, true, decode_iq4_ks_r4_row, gemm_r8<grp_iq4_ks_r4<true>, act_q8_K<32>>>);
     const ggml_cpu_isa isa = GGML_CPU_ISA_AVX2;
     const ggml_type q8 = GGML_TYPE_Q8_K;
     // S: values per scale (32 where both 16-value halves of a 32-block share one)
