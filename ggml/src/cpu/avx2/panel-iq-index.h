@@ -19,7 +19,9 @@
 //   chunk(b, k, idx, signs)   values 64 k .. 64 k + 63: their grid indices (8 in idx[0], or 16
 //                             in idx[0], idx[1]) and, bit j for value 64 k + j, the signs, or
 //                             with kDelta bit j for group j the groups whose delta is -1;
-//   scales(b, scale)          the QK_K / kSub sub-block scales d * factor * (2 s + 1).
+//   d(b), kFactor             the block's super-scale and the type's dot factor;
+//   odd_scales(b, s)          the QK_K / kSub sub-block scales' odd integers 2 s + 1 (the block
+//                             loop's int16 scales; lattice_scales makes the panels' floats).
 #pragma once
 
 #include <immintrin.h>
@@ -59,10 +61,10 @@ inline uint64_t signs7x8(uint64_t codes) {
 // The four 7-bit sign codes in bits 0..27 of an iq2_xxs / iq3_xxs word, one per byte.
 inline uint64_t codes7x4(uint32_t a) { return _pdep_u32(a, 0x7F7F7F7Fu); }
 
-// The odd scales 2 s + 1 of 16-value sub-blocks whose 4-bit s are the nibbles of sc[0 .. n / 2)
-// (low nibble first), times df.
-inline void nibble_scales(const uint8_t * sc, int n, float df, float * scale) {
-    for (int j = 0; j < n; ++j) scale[j] = df * (float) (2 * ((sc[j / 2] >> 4 * (j % 2)) & 0xF) + 1);
+// The odd scales 2 s + 1 of the sub-blocks whose 4-bit s are the nibbles of sc[0 .. n / 2) (low
+// nibble first).
+inline void nibble_scales(const uint8_t * sc, int n, int * s) {
+    for (int j = 0; j < n; ++j) s[j] = 2 * ((sc[j / 2] >> 4 * (j % 2)) & 0xF) + 1;
 }
 
 // iq2_xxs: per 32 values 8 bytes: 4 grid indices, then a word of four 7-bit sign codes and a
@@ -80,9 +82,10 @@ struct lattice_index<ggml_iq::block_iq2_xxs> {
         idx[0] = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) p), pick));
         signs = signs7x8(codes7x4(load_u32_at(p + 4)) | codes7x4(load_u32_at(p + 12)) << 32);
     }
-    static void scales(const ggml_iq::block_iq2_xxs & b, float * scale) {
-        const float df = fp16_to_f32(b.d) * ggml_iq::IQ2_DOT_FACTOR;
-        for (int j = 0; j < 8; ++j) scale[j] = df * (float) (2 * (load_u32_at((const uint8_t *) b.qs + 8 * j + 4) >> 28) + 1);
+    static constexpr float kFactor = ggml_iq::IQ2_DOT_FACTOR;
+    static float d(const ggml_iq::block_iq2_xxs & b) { return fp16_to_f32(b.d); }
+    static void odd_scales(const ggml_iq::block_iq2_xxs & b, int * s) {
+        for (int j = 0; j < 8; ++j) s[j] = (int) (2 * (load_u32_at((const uint8_t *) b.qs + 8 * j + 4) >> 28) + 1);
     }
 };
 
@@ -99,9 +102,9 @@ struct lattice_index<ggml_iq::block_iq2_xs> {
         idx[0] = _mm256_and_si256(_mm256_cvtepu16_epi32(w), _mm256_set1_epi32(511));
         signs = signs7x8((uint64_t) _mm_cvtsi128_si64(_mm_packus_epi16(_mm_srli_epi16(w, 9), _mm_setzero_si128())));
     }
-    static void scales(const ggml_iq::block_iq2_xs & b, float * scale) {
-        nibble_scales(b.scales, 16, fp16_to_f32(b.d) * ggml_iq::IQ2_DOT_FACTOR, scale);
-    }
+    static constexpr float kFactor = ggml_iq::IQ2_DOT_FACTOR;
+    static float d(const ggml_iq::block_iq2_xs & b) { return fp16_to_f32(b.d); }
+    static void odd_scales(const ggml_iq::block_iq2_xs & b, int * s) { nibble_scales(b.scales, 16, s); }
 };
 
 // iq2_s: per 8 values an index byte (qs[j]) with 2 high bits (bits 2 (j % 4) of qh[j / 4]) and a
@@ -120,9 +123,9 @@ struct lattice_index<ggml_iq::block_iq2_s> {
         idx[0] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
         signs = load_u64(b.qs + 32 + 8 * k);
     }
-    static void scales(const ggml_iq::block_iq2_s & b, float * scale) {
-        nibble_scales(b.scales, 16, fp16_to_f32(b.d) * ggml_iq::IQ2_DOT_FACTOR, scale);
-    }
+    static constexpr float kFactor = ggml_iq::IQ2_DOT_FACTOR;
+    static float d(const ggml_iq::block_iq2_s & b) { return fp16_to_f32(b.d); }
+    static void odd_scales(const ggml_iq::block_iq2_s & b, int * s) { nibble_scales(b.scales, 16, s); }
 };
 
 // iq3_xxs: 64 index bytes of 4-value grid entries, then per 32 values a word of four 7-bit sign
@@ -141,9 +144,10 @@ struct lattice_index<ggml_iq::block_iq3_xxs> {
         const uint8_t * sas = b.qs + QK_K / 4 + 8 * k;
         signs = signs7x8(codes7x4(load_u32_at(sas)) | codes7x4(load_u32_at(sas + 4)) << 32);
     }
-    static void scales(const ggml_iq::block_iq3_xxs & b, float * scale) {
-        const float df = fp16_to_f32(b.d) * ggml_iq::IQ3XXS_DOT_FACTOR;
-        for (int j = 0; j < 8; ++j) scale[j] = df * (float) (2 * (load_u32_at(b.qs + QK_K / 4 + 4 * j) >> 28) + 1);
+    static constexpr float kFactor = ggml_iq::IQ3XXS_DOT_FACTOR;
+    static float d(const ggml_iq::block_iq3_xxs & b) { return fp16_to_f32(b.d); }
+    static void odd_scales(const ggml_iq::block_iq3_xxs & b, int * s) {
+        for (int j = 0; j < 8; ++j) s[j] = (int) (2 * (load_u32_at(b.qs + QK_K / 4 + 4 * j) >> 28) + 1);
     }
 };
 
@@ -166,9 +170,9 @@ struct lattice_index<ggml_iq::block_iq3_s> {
         }
         signs = load_u64(b.signs + 8 * k);
     }
-    static void scales(const ggml_iq::block_iq3_s & b, float * scale) {
-        nibble_scales(b.scales, 8, fp16_to_f32(b.d) * ggml_iq::IQ3S_DOT_FACTOR, scale);
-    }
+    static constexpr float kFactor = ggml_iq::IQ3S_DOT_FACTOR;
+    static float d(const ggml_iq::block_iq3_s & b) { return fp16_to_f32(b.d); }
+    static void odd_scales(const ggml_iq::block_iq3_s & b, int * s) { nibble_scales(b.scales, 8, s); }
 };
 
 // iq1_s: per 32 values a 16-bit word: 3 high index bits per 8 values (bits 3 l), a 3-bit scale
@@ -188,9 +192,10 @@ struct lattice_index<ggml_iq::block_iq1_s> {
         idx[0] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
         neg = (h0 >> 15 ? 0x0F : 0) | (h1 >> 15 ? 0xF0 : 0);
     }
-    static void scales(const ggml_iq::block_iq1_s & b, float * scale) {
-        const float df = fp16_to_f32(b.d) * ggml_iq::IQ1_DOT_FACTOR;
-        for (int j = 0; j < 8; ++j) scale[j] = df * (float) (2 * ((b.qh[j] >> 12) & 7) + 1);
+    static constexpr float kFactor = ggml_iq::IQ1_DOT_FACTOR;
+    static float d(const ggml_iq::block_iq1_s & b) { return fp16_to_f32(b.d); }
+    static void odd_scales(const ggml_iq::block_iq1_s & b, int * s) {
+        for (int j = 0; j < 8; ++j) s[j] = 2 * ((b.qh[j] >> 12) & 7) + 1;
     }
 };
 
@@ -213,13 +218,32 @@ struct lattice_index<ggml_iq::block_iq1_m> {
         // bit 3 of each lane to bit 31, then one bit per lane
         neg = (uint64_t) _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 28)));
     }
-    static void scales(const ggml_iq::block_iq1_m & b, float * scale) {
+    static constexpr float kFactor = ggml_iq::IQ1_DOT_FACTOR;
+    static float d(const ggml_iq::block_iq1_m & b) { return ggml_iq::iq1_m_super_scale(b); }
+    static void odd_scales(const ggml_iq::block_iq1_m & b, int * s) {
         uint16_t sc[4];
         std::memcpy(sc, b.scales, sizeof(sc));
-        const float df = ggml_iq::iq1_m_super_scale(b) * ggml_iq::IQ1_DOT_FACTOR;
-        for (int g = 0; g < 16; ++g) scale[g] = df * (float) (2 * ((sc[g / 4] >> 3 * (g % 4)) & 7) + 1);
+        for (int g = 0; g < 16; ++g) s[g] = 2 * ((sc[g / 4] >> 3 * (g % 4)) & 7) + 1;
     }
 };
+
+// The QK_K / kSub sub-block scales d * factor * (2 s + 1) of a block, as the panels use them.
+template <typename X, typename Block>
+inline void lattice_scales(const Block & b, float * scale) {
+    int s[QK_K / 16];
+    X::odd_scales(b, s);
+    const float df = X::d(b) * X::kFactor;
+    for (int j = 0; j < QK_K / X::kSub; ++j) scale[j] = df * (float) s[j];
+}
+
+// The block loop's per-16-value int16 scales 2 s + 1 (sc[j] for values 16 j .. 16 j + 15).
+template <typename X, typename Block>
+inline void lattice_scales16(const Block & b, int16_t * sc) {
+    int s[QK_K / 16];
+    X::odd_scales(b, s);
+    constexpr int rep = X::kSub / 16;
+    for (int j = 0; j < QK_K / 16; ++j) sc[j] = (int16_t) s[j / rep];
+}
 
 } // namespace kiln_panel
 } // namespace

@@ -1,8 +1,10 @@
 // AVX2 gemm kernels of the lattice i-quants (IQ1_S/M, IQ2_XXS/XS/S, IQ3_XXS/S) against q8_K.
-// Each weight block is decoded once into signed int8 weights and int16 scales (quants-iq.h),
-// then reused for every activation column: |w| x sign(a, w) with maddubs, scales with madd,
-// int32 accumulation. The per-block integer sums equal the scalar kernels' exactly, and the
-// float accumulation is the same fma chain, so results match the scalar path bit for bit.
+// Fewer than kiln_panel::kMinCols columns (token generation): each weight block is decoded once
+// in vectors (the index layer of avx2/panel-iq-index.h: per 32 values one grid gather and a sign
+// mask) into |w|, a sign source and int16 scales, then reused for every activation column:
+// |w| x sign(a, w) with maddubs, scales with madd, int32 accumulation. The per-block integer sums
+// equal the scalar kernels' exactly, and the float accumulation is the same fma chain
+// (gemm-iq-loop.h), so results match the scalar path bit for bit.
 // Batches (kiln_panel::kMinCols columns or more) go to the panel gemm (panel.h) with the
 // decoders of panel-iq.h: signed levels repacked 8 rows to a vector, exact in int32 per
 // sub-block; only the float sums of the sub-blocks' scaled products differ from the scalar
@@ -15,27 +17,17 @@
 
 #include <immintrin.h>
 
-#include <cstring>
-
 namespace {
 
 using namespace ggml_iq;
 
-// 32 decoded weights, built from 64-bit lanes: decode wrote 8 bytes at a time, and a 32-byte
-// load of those fresh stores would miss store forwarding.
-inline __m256i load_decoded(const int8_t * p) {
-    uint64_t q[4];
-    std::memcpy(q, p, sizeof(q));
-    return _mm256_set_epi64x((long long) q[3], (long long) q[2], (long long) q[1], (long long) q[0]);
-}
-
 // The ISA description for the shared block loop (gemm-iq-loop.h).
 struct iq_avx2 {
     static constexpr int kPanelMinCols = kiln_panel::kMinCols;
-    template <typename T>
+    template <typename Block>
     static void panel(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                       size_t dst_stride, int nr, int nc) {
-        using D = kiln_panel::lattice_panel<typename T::Block>;
+        using D = kiln_panel::lattice_panel<Block>;
         kiln_panel::gemm<D, kiln_panel::act_q8_K<D::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     }
 
@@ -45,12 +37,30 @@ struct iq_avx2 {
         __m256i scales[QK_K / 32];   // int16: lanes 0-7 scale of the first 16 weights, 8-15 the next
     };
 
-    static void prepare(const decoded_block & db, prepared & pb) {
-        for (int k = 0; k < QK_K / 32; ++k) {
-            const __m256i w = load_decoded(db.q + 32 * k);
-            pb.sign_w[k] = w;
-            pb.abs_w[k]  = _mm256_sign_epi8(w, w);
-            pb.scales[k] = _mm256_set_m128i(_mm_set1_epi16(db.sc[2 * k + 1]), _mm_set1_epi16(db.sc[2 * k]));
+    template <typename X, typename Block>
+    static void prepare(const Block & b, prepared & pb) {
+        alignas(32) int16_t sc16[QK_K / 16];
+        kiln_panel::lattice_scales16<X>(b, sc16);
+        for (int k = 0; k < QK_K / 64; ++k) {
+            __m256i idx[2];
+            uint64_t bits;
+            X::chunk(b, k, idx, bits);
+            for (int h = 0; h < 2; ++h) {
+                const __m256i g = kiln_panel::gather_grid<X>(idx, h);
+                const int j = 2 * k + h;
+                if constexpr (X::kDelta) {
+                    // 8 g + delta: delta -1 in the groups whose bit is set, else +1
+                    const __m256i delta = _mm256_or_si256(kiln_panel::group_mask4(bits >> 4 * h), _mm256_set1_epi8(1));
+                    const __m256i w = _mm256_add_epi8(kiln_panel::times8(g), delta);
+                    pb.sign_w[j] = w;
+                    pb.abs_w[j] = _mm256_abs_epi8(w);
+                } else {
+                    // sign source -1 where the value is negative, +1 elsewhere (never 0)
+                    pb.sign_w[j] = _mm256_or_si256(kiln_panel::byte_mask32((uint32_t) (bits >> 32 * h)), _mm256_set1_epi8(1));
+                    pb.abs_w[j] = g;
+                }
+                pb.scales[j] = _mm256_set_m128i(_mm_set1_epi16(sc16[2 * j + 1]), _mm_set1_epi16(sc16[2 * j]));
+            }
         }
     }
 

@@ -31,6 +31,17 @@ inline __m512i iq1_offset_levels(__m512i g, __mmask8 neg) {
     return _mm512_add_epi8(g8, delta);
 }
 
+// The grid entries of 64 values from their indices (lattice_index::chunk): bytes of magnitudes,
+// or iq1's entries -1, 0, 1.
+template <typename X>
+inline __m512i gather_grid(const __m256i * idx) {
+    if constexpr (sizeof(typename X::Grid) == 8) {
+        return _mm512_i32gather_epi64(idx[0], (const long long *) X::grid, 8);
+    } else {
+        return _mm512_i32gather_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(idx[0]), idx[1], 1), (const int *) X::grid, 4);
+    }
+}
+
 template <typename Block>
 struct lattice_panel {
     using X = lattice_index<Block>;
@@ -41,15 +52,10 @@ struct lattice_panel {
             __m256i idx[2];
             uint64_t bits;
             X::chunk(b, k, idx, bits);
-            __m512i g;
-            if constexpr (sizeof(typename X::Grid) == 8) {
-                g = _mm512_i32gather_epi64(idx[0], (const long long *) X::grid, 8);
-            } else {
-                g = _mm512_i32gather_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(idx[0]), idx[1], 1), (const int *) X::grid, 4);
-            }
+            const __m512i g = gather_grid<X>(idx);
             v[k] = X::kDelta ? iq1_offset_levels(g, (__mmask8) bits) : offset_levels(g, bits);
         }
-        X::scales(b, scale);
+        lattice_scales<X>(b, scale);
         // the level offset (panel.h folds it away; written to keep the decoder contract)
         for (int j = 0; j < QK_K / kSub; ++j) bias[j] = -128.0f * scale[j];
     }

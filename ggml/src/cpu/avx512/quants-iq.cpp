@@ -1,6 +1,8 @@
 // AVX512 (BW + VNNI) gemm kernels of the lattice i-quants (IQ1_S/M, IQ2_XXS/XS/S, IQ3_XXS/S)
-// against q8_K. Each weight block is decoded once (quants-iq.h) into |w| (u8), the sign mask of
-// w and 16-bit scales laid out to match vpmaddubsw's pair sums; then per activation column and
+// against q8_K. Fewer than kiln_panel::kMinCols columns (token generation): each weight block is
+// decoded once in vectors (avx2/panel-iq-index.h: per 64 values one grid gather, the signs as a
+// mask register) into |w| (u8), the sign mask of w and 16-bit scales laid out to match
+// vpmaddubsw's pair sums; then per activation column and
 // 64 weights: negate a where w < 0 (masked subtract), vpmaddubsw |w| x a (|w| <= 62, |a| <= 127:
 // no saturation), vpdpwssd with the scales into an int32 accumulator. The per-block integer sums
 // equal the scalar kernels' exactly and the float accumulation is the same fma chain, so results
@@ -20,28 +22,17 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
 namespace {
 
 using namespace ggml_iq;
 
-// 64 decoded weights, built from 64-bit lanes: decode wrote 8 bytes at a time, and a 64-byte
-// load of those fresh stores would miss store forwarding.
-inline __m512i load_decoded(const int8_t * p) {
-    uint64_t q[8];
-    std::memcpy(q, p, sizeof(q));
-    return _mm512_set_epi64((long long) q[7], (long long) q[6], (long long) q[5], (long long) q[4], (long long) q[3],
-                            (long long) q[2], (long long) q[1], (long long) q[0]);
-}
-
 // The ISA description for the shared block loop (gemm-iq-loop.h).
 struct iq_avx512 {
     static constexpr int kPanelMinCols = kiln_panel::kMinCols;
-    template <typename T>
+    template <typename Block>
     static void panel(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                       size_t dst_stride, int nr, int nc) {
-        using D = kiln_panel::lattice_panel<typename T::Block>;
+        using D = kiln_panel::lattice_panel<Block>;
         kiln_panel::gemm<D, kiln_panel::act_q8_K<D::kSub>>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     }
 
@@ -51,16 +42,29 @@ struct iq_avx512 {
         __m512i   scales[QK_K / 64];   // int16 lane i: scale of weights 64k + 2i, 64k + 2i + 1
     };
 
-    static void prepare(const decoded_block & db, prepared & pb) {
+    template <typename X, typename Block>
+    static void prepare(const Block & b, prepared & pb) {
         const __m512i group_of_lane = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
                                                        1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m512i sc = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_load_si256((const __m256i *) db.sc), 0);
+        alignas(32) int16_t sc16[QK_K / 16];
+        kiln_panel::lattice_scales16<X>(b, sc16);
+        const __m512i sc = _mm512_castsi256_si512(_mm256_load_si256((const __m256i *) sc16));
         for (int k = 0; k < QK_K / 64; ++k) {
-            const __m512i w = load_decoded(db.q + 64 * k);
-            pb.neg[k] = _mm512_movepi8_mask(w);
-            pb.abs_w[k] = _mm512_abs_epi8(w);
-            const __m512i idx = _mm512_add_epi16(group_of_lane, _mm512_set1_epi16((short) (4 * k)));
-            pb.scales[k] = _mm512_permutexvar_epi16(idx, sc);
+            __m256i idx[2];
+            uint64_t bits;
+            X::chunk(b, k, idx, bits);
+            const __m512i g = kiln_panel::gather_grid<X>(idx);
+            if constexpr (X::kDelta) {
+                // signed 8 g + delta: the panel's offset level 128 + w with its top bit flipped
+                const __m512i w = _mm512_xor_si512(kiln_panel::iq1_offset_levels(g, (__mmask8) bits), _mm512_set1_epi8((char) 0x80));
+                pb.neg[k] = _mm512_movepi8_mask(w);
+                pb.abs_w[k] = _mm512_abs_epi8(w);
+            } else {
+                pb.neg[k] = _cvtu64_mask64(bits);
+                pb.abs_w[k] = g;
+            }
+            const __m512i idx16 = _mm512_add_epi16(group_of_lane, _mm512_set1_epi16((short) (4 * k)));
+            pb.scales[k] = _mm512_permutexvar_epi16(idx16, sc);
         }
     }
 
