@@ -24,25 +24,27 @@
 
 namespace {
 
+// nc < I::kPanelMinCols.
 template <typename I, typename Block>
 void gemm_iq(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
              int nr, int nc) {
     using X = kiln_panel::lattice_index<Block>;
     const int64_t nb = n / QK_K;
     typename I::prepared pb;
+    // the sums in registers: in dst, each fma would wait on the last one's store (dst may alias)
+    float acc[I::kPanelMinCols];
     for (int r = 0; r < nr; ++r) {
         const auto * b = (const Block *) ((const char *) w + r * w_stride);
-        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] = 0.0f;
+        for (int c = 0; c < nc; ++c) acc[c] = 0.0f;
         for (int64_t i = 0; i < nb; ++i) {
             I::template prepare<X>(b[i], pb);
             const float d = X::d(b[i]);
             for (int c = 0; c < nc; ++c) {
                 const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
-                float & acc = dst[c * dst_stride + r];
-                acc = std::fma(d * a.d, (float) I::block_dot(pb, a.qs), acc);
+                acc[c] = std::fma(d * a.d, (float) I::block_dot(pb, a.qs), acc[c]);
             }
         }
-        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] *= X::kFactor;
+        for (int c = 0; c < nc; ++c) dst[c * dst_stride + r] = acc[c] * X::kFactor;
     }
 }
 

@@ -1,7 +1,7 @@
 // Panel decoders (panel.h) of the plain lattice i-quants (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s,
 // iq1_s, iq1_m) on AVX512: one 256-value block of a row per call, 64 values per vector.
 //
-// Per 64 values (avx2/panel-iq-index.h says where they come from): one gather of their 8 grid
+// Per 64 values (avx2/panel-iq-index.h says where they come from): two gathers of their 8 grid
 // entries (16 for the 4-value iq3 grids), their 64 sign bits as one mask register, one masked
 // subtract. The signed level q goes out as the unsigned byte 128 + q (|q| <= 62), an offset the
 // panel folds away (kLevelOffset), so products are exact in int32 per sub-block. A value is
@@ -32,13 +32,18 @@ inline __m512i iq1_offset_levels(__m512i g, __mmask8 neg) {
 }
 
 // The grid entries of 64 values from their indices (lattice_index::chunk): bytes of magnitudes,
-// or iq1's entries -1, 0, 1.
+// or iq1's entries -1, 0, 1. Two 256-bit gathers: on Zen 4 they cost less than one 512-bit gather
+// (batch 1, K = M = 4096: iq3_s 2.43 -> 2.30 CPU ms; the panels unchanged).
 template <typename X>
 inline __m512i gather_grid(const __m256i * idx) {
     if constexpr (sizeof(typename X::Grid) == 8) {
-        return _mm512_i32gather_epi64(idx[0], (const long long *) X::grid, 8);
+        const __m256i lo = _mm256_i32gather_epi64((const long long *) X::grid, _mm256_castsi256_si128(idx[0]), 8);
+        const __m256i hi = _mm256_i32gather_epi64((const long long *) X::grid, _mm256_extracti128_si256(idx[0], 1), 8);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     } else {
-        return _mm512_i32gather_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(idx[0]), idx[1], 1), (const int *) X::grid, 4);
+        const __m256i lo = _mm256_i32gather_epi32((const int *) X::grid, idx[0], 4);
+        const __m256i hi = _mm256_i32gather_epi32((const int *) X::grid, idx[1], 4);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     }
 }
 
