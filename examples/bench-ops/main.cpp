@@ -2,9 +2,12 @@
 // prompt shapes, plus the hot element-wise ops of a transformer layer.
 //
 //   kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv] [--heads n_head]
+//                  [--type TYPE] [--layers N]
 //
 // Attention rows (L: layers, one op each) print the time per call, GFLOP/s (2 flops per multiply-add in q·k and p·v,
-// counting only unmasked pairs) and the KV bytes read per second.
+// counting only unmasked pairs) and the KV bytes read per second. Each layered decode row is
+// followed by its roofline: the same cache bytes read and nothing computed, by the same number of
+// threads, "read" splitting the cells of each layer, "read/h" the heads of each cell.
 #include "bench-moe.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -19,30 +22,40 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
 
 [[noreturn]] void usage(const char * msg) {
     if (msg) std::fprintf(stderr, "error: %s\n", msg);
-    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv] [--heads n_head]\n");
+    std::fprintf(stderr, "usage: kiln-bench-ops [-t threads] [-r reps] [--isa scalar|avx2|avx512] [--only decode|prompt|ops|moe] [--kv n_kv] [--heads n_head]\n"
+                         "                      [--type TYPE] [--layers N]   (attention rows of that cache type / layer count only)\n");
     std::exit(msg ? 1 : 0);
 }
 
+// Uniform values in [-1, 1): a xorshift generator and row conversions, so that filling the
+// 28-layer caches takes a fraction of the timed work (std::uniform_real_distribution and a
+// per-value f16 conversion took most of a profiled run).
 void fill(ggml_tensor * t, std::mt19937 & rng) {
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    const int64_t n = ggml_nelements(t);
-    if (t->type == GGML_TYPE_F32) {
-        for (int64_t i = 0; i < n; ++i) ((float *) t->data)[i] = d(rng);
-    } else if (t->type == GGML_TYPE_F16) {
-        for (int64_t i = 0; i < n; ++i) ((ggml_fp16_t *) t->data)[i] = ggml_fp32_to_fp16(d(rng));
-    } else if (t->type == GGML_TYPE_BF16) {
-        for (int64_t i = 0; i < n; ++i) ((ggml_bf16_t *) t->data)[i] = ggml_fp32_to_bf16(d(rng));
-    } else {
-        std::vector<float> row(t->ne[0]);
-        for (int64_t r = 0; r < ggml_nrows(t); ++r) {
-            for (float & x : row) x = d(rng);
-            ggml_get_type_traits(t->type)->from_float_ref(row.data(), (char *) t->data + r * t->nb[1], t->ne[0]);
+    uint64_t x = ((uint64_t) rng() << 32) | rng() | 1;
+    std::vector<float> row(t->ne[0]);
+    for (int64_t r = 0; r < ggml_nrows(t); ++r) {
+        for (float & v : row) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v = (float) (x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        }
+        char * dst = (char *) t->data + r * t->nb[1];
+        if (t->type == GGML_TYPE_F32) {
+            std::memcpy(dst, row.data(), row.size() * sizeof(float));
+        } else if (t->type == GGML_TYPE_F16) {
+            ggml_fp32_to_fp16_row(row.data(), (ggml_fp16_t *) dst, t->ne[0]);
+        } else if (t->type == GGML_TYPE_BF16) {
+            ggml_fp32_to_bf16_row(row.data(), (ggml_bf16_t *) dst, t->ne[0]);
+        } else {
+            ggml_get_type_traits(t->type)->from_float_ref(row.data(), dst, t->ne[0]);
         }
     }
 }
@@ -61,25 +74,79 @@ struct timing {
 // Per-call times: median over reps timed blocks, each block repeating the graph enough times to
 // last at least ~5 ms (short ops would otherwise measure the clock's resolution). CPU time is
 // shown too: on a shared, oversubscribed machine wall time includes waiting for a core.
-timing time_graph(ggml_backend_t be, ggml_cgraph * g, int reps) {
+timing time_call(const std::function<void()> & call, int reps) {
     const int64_t t0 = ggml_time_us();
-    if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS) {
-        std::fprintf(stderr, "error: graph compute failed\n");
-        std::exit(1);
-    }
+    call();
     const int64_t first_us = std::max<int64_t>(1, ggml_time_us() - t0);
     const int per_block = (int) std::max<int64_t>(1, 5000 / first_us);
     std::vector<double> wall, cpu;
     for (int r = 0; r < reps; ++r) {
         const int64_t b0 = ggml_time_us();
         const double c0 = cpu_seconds();
-        for (int k = 0; k < per_block; ++k) ggml_backend_graph_compute(be, g);
+        for (int k = 0; k < per_block; ++k) call();
         cpu.push_back((cpu_seconds() - c0) * 1000.0 / per_block);
         wall.push_back((ggml_time_us() - b0) / 1000.0 / per_block);
     }
     std::sort(wall.begin(), wall.end());
     std::sort(cpu.begin(), cpu.end());
     return { wall[wall.size() / 2], cpu[cpu.size() / 2] };
+}
+
+timing time_graph(ggml_backend_t be, ggml_cgraph * g, int reps) {
+    if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS) {
+        std::fprintf(stderr, "error: graph compute failed\n");
+        std::exit(1);
+    }
+    return time_call([&] { ggml_backend_graph_compute(be, g); }, reps);
+}
+
+volatile uint64_t g_stream_sink;   // what stream_read read, so that the reads are kept
+
+// The roofline of a decode step: the bytes its caches hold for the step's cells (bufs: each
+// layer's K and V, n_cells cells of cell_bytes), read with plain 64-byte loads by nth threads and
+// nothing computed. by_heads: each thread reads its share of every cell (the heads it owns: a
+// run of cell_bytes / nth at the cell stride); otherwise a contiguous share of the cells of each
+// buffer (a split over the KV length).
+timing stream_read(const std::vector<const char *> & bufs, size_t cell_bytes, int64_t n_cells, int nth, bool by_heads,
+                   int reps) {
+    typedef uint64_t v8 __attribute__((vector_size(64)));
+    auto read = [](const char * p, size_t n, size_t stride, int64_t count) {
+        v8 a = {}, b = {};
+        for (int64_t c = 0; c < count; ++c, p += stride) {
+            size_t i = 0;
+            for (; i + 128 <= n; i += 128) {
+                v8 x, y;
+                std::memcpy(&x, p + i, 64);
+                std::memcpy(&y, p + i + 64, 64);
+                a ^= x;
+                b ^= y;
+            }
+            for (; i + 64 <= n; i += 64) {
+                v8 x;
+                std::memcpy(&x, p + i, 64);
+                a ^= x;
+            }
+        }
+        a ^= b;
+        g_stream_sink = a[0] ^ a[7];
+    };
+    auto work = [&](int ith) {
+        for (const char * buf : bufs) {
+            if (by_heads) {
+                const size_t share = cell_bytes / nth;
+                read(buf + ith * share, share, cell_bytes, n_cells);
+            } else {
+                const int64_t c0 = n_cells * ith / nth, c1 = n_cells * (ith + 1) / nth;
+                read(buf + c0 * cell_bytes, (c1 - c0) * cell_bytes, 0, 1);
+            }
+        }
+    };
+    return time_call([&] {
+        std::vector<std::thread> pool;
+        for (int t = 1; t < nth; ++t) pool.emplace_back(work, t);
+        work(0);
+        for (std::thread & th : pool) th.join();
+    }, reps);
 }
 
 struct attn_shape {
@@ -99,7 +166,8 @@ int main(int argc, char ** argv) {
     int n_threads = 2, reps = 5;
     int64_t only_kv = 0;     // > 0: only the attention shapes of this KV length (for perf)
     int64_t only_heads = 0;  // > 0: ... and of this many query heads
-    std::string only;
+    int only_layers = 0;     // > 0: ... and of this many layers
+    std::string only, only_type;   // ... and of this cache type
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -126,7 +194,9 @@ int main(int argc, char ** argv) {
         } else if (a == "--heads") {
             only_heads = std::atoll(next().c_str());
             if (only_heads < 1) usage("--heads must be positive");
-        } else if (a == "-h" || a == "--help") usage(nullptr);
+        } else if (a == "--type") only_type = next();
+        else if (a == "--layers") only_layers = std::atoi(next().c_str());
+        else if (a == "-h" || a == "--help") usage(nullptr);
         else usage(("unknown argument " + a).c_str());
     }
     if (n_threads < 1 || reps < 1) usage("-t and -r must be positive");
@@ -180,6 +250,8 @@ int main(int argc, char ** argv) {
         if (!only.empty() && only != s.what) continue;
         if (only_kv > 0 && s.n_kv != only_kv) continue;
         if (only_heads > 0 && s.n_head != only_heads) continue;
+        if (!only_type.empty() && only_type != ggml_type_name(s.kv)) continue;
+        if (only_layers > 0 && only_layers != s.layers) continue;
         const size_t kv_bytes = 2 * ggml_row_size(s.kv, s.D) * s.n_kv * s.n_head_kv * s.layers;
         ggml_init_params ip = { kv_bytes + (size_t) s.n_q * s.D * s.n_head * 8 + s.n_kv * s.n_q * 4 + (64 << 20) +
                                     (size_t) s.layers * (s.n_q * s.D * s.n_head * 4 + 4096), nullptr, false };
@@ -188,7 +260,16 @@ int main(int argc, char ** argv) {
         fill(q, rng);
         ggml_tensor * mask = nullptr;
         double pairs = (double) s.n_q * s.n_kv;
-        if (s.causal) {
+        if (!s.causal && s.layers > 1) {
+            // a model's decode step: an f32 mask row over the cells, the last few of them masked
+            // (llama's n_kv is padded past the last used cell)
+            const int64_t padding = 17;
+            mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, s.n_kv, s.n_q);
+            for (int64_t iq = 0; iq < s.n_q; ++iq) {
+                for (int64_t j = 0; j < s.n_kv; ++j) ((float *) mask->data)[iq * s.n_kv + j] = j < s.n_kv - padding ? 0.0f : -INFINITY;
+            }
+            pairs = (double) s.n_q * (s.n_kv - padding);
+        } else if (s.causal) {
             const bool f32 = s.layers > 1 || s.model;   // the model's mask is f32
             mask = ggml_new_tensor_2d(ctx, f32 ? GGML_TYPE_F32 : GGML_TYPE_F16, s.n_kv, s.n_q);
             pairs = 0;
@@ -203,6 +284,7 @@ int main(int argc, char ** argv) {
             }
         }
         ggml_cgraph * g = ggml_new_graph(ctx);
+        std::vector<const char *> bufs;   // the layers' caches (layered rows)
         for (int l = 0; l < s.layers; ++l) {
             ggml_tensor * k, * v;
             if (s.layers == 1 && !s.model) {
@@ -215,6 +297,8 @@ int main(int argc, char ** argv) {
                 ggml_tensor * vc = ggml_new_tensor_2d(ctx, s.kv, s.D * s.n_head_kv, s.n_kv);
                 fill(kc, rng);
                 fill(vc, rng);
+                bufs.push_back((const char *) kc->data);
+                bufs.push_back((const char *) vc->data);
                 const size_t hs = ggml_row_size(s.kv, s.D);
                 k = ggml_view_3d(ctx, kc, s.D, s.n_kv, s.n_head_kv, kc->nb[1], hs, 0);
                 v = ggml_view_3d(ctx, vc, s.D, s.n_kv, s.n_head_kv, vc->nb[1], hs, 0);
@@ -228,6 +312,16 @@ int main(int argc, char ** argv) {
         std::printf("| %-6s | %5lld | %6lld | %4lld | %3lld/%-2lld | %-5s | %2d | %9.3f | %9.3f | %8.1f | %8.2f |\n", s.what,
                     (long long) s.n_q, (long long) s.n_kv, (long long) s.D, (long long) s.n_head, (long long) s.n_head_kv,
                     ggml_type_name(s.kv), s.layers, ms, tm.cpu_ms, flops / ms / 1e6, kv_bytes / ms / 1e6);
+        if (s.layers > 1 && s.n_q == 1) {
+            // its roofline: the same bytes streamed, both ways of sharing them out
+            const size_t cell = ggml_row_size(s.kv, s.D) * s.n_head_kv;
+            for (bool by_heads : { false, true }) {
+                const timing st = stream_read(bufs, cell, s.n_kv, n_threads, by_heads, reps);
+                std::printf("| %-6s | %5s | %6lld | %4s | %6s | %-5s | %2d | %9.3f | %9.3f | %8s | %8.2f |\n",
+                            by_heads ? "read/h" : "read", "", (long long) s.n_kv, "", "", ggml_type_name(s.kv), s.layers,
+                            st.wall_ms, st.cpu_ms, "", kv_bytes / st.wall_ms / 1e6);
+            }
+        }
         ggml_free(ctx);
     }
 
