@@ -115,15 +115,14 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     };
     p.direct_k = in_place(k, p.D);
     p.direct_v = in_place(v, p.Dv);
-    // A decode step read in place is a stream of the cache: a unit takes several consecutive kv
-    // heads and walks their tiles together, so a thread reads the heads of a cell side by side
-    // (one contiguous run per cell in llama's cache) instead of one head's 256 bytes every few
-    // KB, once per head. The heads are dealt out in equal blocks when they divide evenly, else
-    // every thread takes all of them over its own share of the KV length.
-    p.HU = 1;
-    if (p.n_q == 1 && p.direct_k && p.direct_v) {
-        p.HU = p.n_head_kv % nth == 0 ? p.n_head_kv / nth : p.n_head_kv;
-    }
+    // A decode step read in place is a stream of the cache: a unit takes every kv head and
+    // walks their tiles together, so a thread reads whole cells (one contiguous run per cell in
+    // llama's cache), and threads share the cells out, not the heads. Reading a share of every
+    // cell costs a thread as much as reading all of it: kiln-bench-ops' "read/h" rows (half of
+    // each 2 KB cell per thread, two threads) took 4.4x the CPU time of "read" (contiguous
+    // halves of the cells) on a Zen 4, and one thread reading 1 KB of every 2 KB took as long as
+    // reading all of them.
+    p.HU = p.direct_k && p.direct_v ? p.n_head_kv : 1;
     p.R = p.RH * p.HU;
     // Many rows per decoded tile (prompt processing) of a bf16 or quantized cache: bf16 products
     // where the CPU has them, at twice the f32 rate. Their rounding (8-bit mantissas for q and
@@ -141,10 +140,10 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     p.SR = p.bf16 || p.f32t ? p.R : p.direct_k && p.direct_v ? k_group_direct : k_group;
     p.n_hg = p.n_head_kv / p.HU;
     p.n_units = p.n_seq * p.n_hg * p.n_qb;
-    // One query: every unit costs the same, so whole units dealt out evenly need no merge and no
-    // second barrier (each barrier can cost a time slice on a busy machine); the KV length is
-    // split only when the units cannot be shared out evenly.
-    const bool uneven = p.n_q == 1 && p.n_units % nth != 0 && p.n_units < 8 * nth;
+    // One query, or a cache read in place: every unit costs the same, so whole units dealt out
+    // evenly need no merge and no second barrier (each barrier can cost a time slice on a busy
+    // machine); the KV length is split only when the units cannot be shared out evenly.
+    const bool uneven = (p.n_q == 1 || p.HU > 1) && p.n_units % nth != 0 && p.n_units < 8 * nth;
     p.split_kv = nth > 1 && (p.n_units < nth || uneven);
     p.per_thread = floats(p.R * p.D) + floats(k_tile * p.D) + floats(k_tile * p.Dv) + 2 * floats(p.SR * k_tile) +
                    floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
@@ -551,7 +550,7 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     // tile-major over the unit's kv heads: the cells of a tile are read once, all heads together
     for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) {
         const int64_t nt = std::min(k_tile, kv1 - j0);
-        if (p.direct_k && p.direct_v && p.n_q == 1) prefetch_tile(p, a, sq, hg, j0 + k_prefetch * k_tile, kv1);
+        if (p.direct_k && p.direct_v) prefetch_tile(p, a, sq, hg, j0 + k_prefetch * k_tile, kv1);
         for (int64_t hl = 0; hl < p.HU; ++hl) {
             attend_tile(p, a, sc, sq, hg * p.HU + hl, hl * per_head, (hl + 1) * per_head, j0, nt);
         }
