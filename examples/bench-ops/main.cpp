@@ -241,6 +241,10 @@ int main(int argc, char ** argv) {
         { "decode", 1, 1600, 128, 16, 8, GGML_TYPE_Q8_0, false, 28 },
         // and the Qwen3-30B-A3B-shaped MoE model's step (GQA 8) through its 8 layers' caches
         { "decode", 1, 1600, 128, 32, 4, GGML_TYPE_F16, false, 8 },
+        // both in the CPU's L2 (two layers of 96 cells, 768 KB): the kernels' cost without memory
+        { "decode", 1, 96, 128, 16, 8, GGML_TYPE_F16, false, 2 },
+        { "decode", 1, 96, 128, 16, 8, GGML_TYPE_Q8_0, false, 2 },
+        { "decode", 1, 192, 128, 32, 4, GGML_TYPE_F16, false, 2 },
     };
     std::printf("flash attention (GQA heads q/kv, D = head size)\n");
     std::printf("| %-6s | %5s | %6s | %4s | %6s | %-5s | %2s | %9s | %9s | %8s | %8s |\n", "shape", "n_q", "n_kv", "D", "heads",

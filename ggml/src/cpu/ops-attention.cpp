@@ -72,6 +72,7 @@ struct fa_plan {
     bool    direct_k, direct_v;   // K / V rows read in place (qk_cache / pv_cache)
     bool    bf16;                 // decoded tiles packed to bf16 for the bf16 products (qk_bf16 / pv_bf16)
     bool    f32t;                 // keys packed transposed in f32 for qk_kt, values read in place or decoded
+    bool    cells;                // read in place and scored cell by cell (qk_cells): see attend_cells
     int64_t SR;                   // score rows of the scratch (rows computed together)
     size_t  per_thread;   // bytes of each thread's private scratch
     size_t  partial;      // bytes of the shared partial states (split_kv)
@@ -138,6 +139,10 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
     // transposed once per tile (no horizontal sums), all rows of the unit in one pass.
     p.f32t = packed && !p.bf16 && vec.qk_kt && vec.pack_kt && vec.pv_block;
     p.SR = p.bf16 || p.f32t ? p.R : p.direct_k && p.direct_v ? k_group_direct : k_group;
+    // Read in place, with query rows per head that qk_cells takes: scores cell after cell, every
+    // head of a cell together (attend_cells).
+    p.cells = p.HU > 1 && vec.qk_cells && vec.qk_cells_rows(p.RH);
+    if (p.cells) p.SR = p.R;
     p.n_hg = p.n_head_kv / p.HU;
     p.n_units = p.n_seq * p.n_hg * p.n_qb;
     // One query, or a cache read in place: every unit costs the same, so whole units dealt out
@@ -149,6 +154,7 @@ fa_plan make_plan(const ggml_tensor * dst, int nth) {
                    floats(p.R * (p.Dv + 2)) + ggml_pad(2 * k_tile * sizeof(void *), 64) +
                    ggml_pad(p.R * 2 * sizeof(void *), 64) + floats(p.R);
     if (p.bf16 || p.f32t) p.per_thread += packed_bytes(p);
+    if (p.cells) p.per_thread += floats(p.R * p.D) + ggml_pad(3 * p.R * sizeof(void *), 64);
     p.partial = p.split_kv ? floats((int64_t) nth * p.n_seq * p.n_q * p.n_head * (p.Dv + 2)) : 0;
     return p;
 }
@@ -179,6 +185,11 @@ struct fa_scratch {
     uint32_t * vt;          // packed value tile [k_tile/2][Dv]
     // f32t path only
     float * ktf;            // transposed key tile [D][k_tile]
+    // cells path only
+    float * q16;            // the unit's query rows packed by 16-value chunks (qk_cells)
+    float ** accc;          // R: the rows' states
+    const float ** mvc;     // R: the rows' mask values on the tile
+    const char ** mlast;    // R: ... and the mask rows they came from
 };
 
 fa_scratch carve(const fa_plan & p, char * base) {
@@ -209,6 +220,12 @@ fa_scratch carve(const fa_plan & p, char * base) {
         s.vt = (uint32_t *) take(ggml_pad(k_tile / 2 * p.Dv * sizeof(uint32_t), 64));
     }
     if (p.f32t) s.ktf = (float *) take(floats(p.D * k_tile));
+    if (p.cells) {
+        s.q16 = (float *) take(floats(p.R * p.D));
+        s.accc = (float **) take(ggml_pad(3 * p.R * sizeof(void *), 64));
+        s.mvc = (const float **) (s.accc + p.R);
+        s.mlast = (const char **) (s.accc + 2 * p.R);
+    }
     return s;
 }
 
@@ -465,6 +482,68 @@ void attend_tile(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     }
 }
 
+// One KV tile [j0, j0 + nt) of the unit's cells [.., kv1) for every row of a decode unit (all kv
+// heads, p.cells): the scores of all heads cell after cell (qk_cells, which prefetches the cells
+// ahead, keys and values), one softmax step over all rows, then the value pass head by head on
+// rows now in the L2 cache.
+// A row whose mask hides the whole tile gets zero weights; a tile hidden from every row is not
+// read at all.
+void attend_cells(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t sq, int64_t j0, int64_t nt,
+                  int64_t kv1) {
+    const auto & vec = ggml_cpu_vec();
+    const int64_t stride = p.Dv + 2;
+    bool any = false;
+    // rows of one query share its mask row (unless the mask has one per head): one conversion
+    // and one verdict per distinct row, the last one remembered
+    int64_t n_conv = 0;
+    const char * last = nullptr;
+    const float * last_m = nullptr;
+    bool last_live = false;
+    for (int64_t r = 0; r < p.R; ++r) {
+        sc.accc[r] = sc.state + r * stride;
+        if (!sc.mrow[r]) {
+            sc.mvc[r] = nullptr;
+            any = true;
+            continue;
+        }
+        if (sc.mrow[r] != last) {
+            last = sc.mrow[r];
+            if (a.mask->type == GGML_TYPE_F16) {
+                float * dst = sc.mvals + n_conv++ * k_tile;
+                vec.f16_to_f32(nt, dst, (const uint16_t *) last + j0);
+                last_m = dst;
+            } else {
+                last_m = (const float *) last + j0;
+            }
+            last_live = vec.max(nt, last_m) != -INFINITY;
+        }
+        sc.mvc[r] = last_m;
+        any = any || last_live;
+    }
+    if (!any) return;
+    const ggml_tensor * k = a.k;
+    const ggml_tensor * v = a.v;
+    const char * kb = ggml_cpu_row_ptr(k, j0, 0, sq);
+    const char * vb = ggml_cpu_row_ptr(v, j0, 0, sq);
+    // the cells ahead are prefetched when the heads of a cell lie side by side (llama's cache)
+    auto cell_run = [&](const ggml_tensor * t, int64_t n) -> size_t {
+        const size_t row = ggml_row_size(t->type, n);
+        return (size_t) t->nb[2] == row && (size_t) t->nb[1] >= p.n_head_kv * row ? p.n_head_kv * row : 0;
+    };
+    const size_t k_run = cell_run(k, p.D), v_run = cell_run(v, p.Dv);
+    vec.qk_cells(k->type, p.D, sc.q16, p.RH, p.n_head_kv, kb, k->nb[1], k->nb[2], nt, sc.scores, k_tile, vb, v->nb[1],
+                 k_run && v_run ? k_run : 0, k_run && v_run ? v_run : 0, kv1 - j0);
+    if (vec.softmax_tile && a.softcap == 0.0f && p.Dv % 16 == 0) {   // (it rescales acc 16 values at a time)
+        vec.softmax_tile(p.R, nt, sc.scores, sc.accc, p.Dv, sc.mvc, sc.slope, a.scale);
+    } else {
+        softmax_update(p, a, p.R, nt, sc.scores, sc.accc, sc.mvc, sc.slope);
+    }
+    for (int64_t h = 0; h < p.n_head_kv; ++h) {
+        for (int64_t t = 0; t < nt; ++t) sc.vrow[t] = vb + t * v->nb[1] + h * v->nb[2];
+        vec.pv_cache(v->type, p.Dv, sc.accc + h * p.RH, sc.scores + h * p.RH * k_tile, k_tile, p.RH, sc.vrow, nt);
+    }
+}
+
 // A decode step streams the cache from memory with little arithmetic per byte (G rows per cache
 // row): the rows of a tile k_prefetch tiles ahead are requested while this one is computed, so
 // the loads of a tile find its rows on the way instead of each row's first line stalling. (A
@@ -541,6 +620,14 @@ void attend_unit(const fa_plan & p, const fa_args & a, fa_scratch & sc, int64_t 
     }
 
     if (p.bf16) ggml_cpu_vec().rows_bf16(p.D, sc.qrow, rows, sc.qb);
+    if (p.cells) {
+        // packed by 16-value chunks for qk_cells
+        for (int64_t ri = 0; ri < rows; ++ri) {
+            for (int64_t c = 0; c < p.D / 16; ++c) std::memcpy(sc.q16 + (c * rows + ri) * 16, sc.qrow[ri] + c * 16, 16 * sizeof(float));
+        }
+        for (int64_t j0 = kv0; j0 < kv1; j0 += k_tile) attend_cells(p, a, sc, sq, j0, std::min(k_tile, kv1 - j0), kv1);
+        return;
+    }
 
     if (p.bf16 || p.f32t) {
         attend_packed(p, a, sc, sq, hg, iq0, nq, kv0, kv1);

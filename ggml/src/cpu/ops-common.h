@@ -88,6 +88,18 @@ struct ggml_cpu_vec_fns {
     // y[r] += sum over t < nt of p[r*p_stride + t] * v[t] for r < ny (p rounded to bf16)
     void (*pv_bf16)(int64_t n, float * const * y, const float * p, int64_t p_stride, int64_t ny, const uint32_t * vt,
                     int64_t nt);
+    // Decode scores over whole cache cells, cell after cell in address order (the KV cache's
+    // layout: the rows of nh kv heads of cell t at k + t*k_cell + h*k_head): out[(h*rph + g)*os + t]
+    // = dot(q row h*rph + g, row (t, h)) for t < nt, h < nh, g < rph; the query rows packed by
+    // 16-value chunks, qp[(c*nh*rph + r)*16 + l] = q[r][16c + l]. While cell t is scored, the
+    // k_bytes at k + t'*k_cell and v_bytes at v + t'*v_cell of a cell t' some way ahead (t' <
+    // pf_cells) are prefetched (the cells' keys and values, side by side in the cache; 0 bytes:
+    // none). A type qk_cache reads, n % 16 == 0, rph one that qk_cells_rows accepts; NULL where
+    // there is none.
+    void (*qk_cells)(ggml_type type, int64_t n, const float * qp, int64_t rph, int64_t nh, const char * k, size_t k_cell,
+                     size_t k_head, int64_t nt, float * out, int64_t out_stride, const char * v, size_t v_cell,
+                     size_t k_bytes, size_t v_bytes, int64_t pf_cells);
+    bool (*qk_cells_rows)(int64_t rph);
 };
 
 // Whether the table's qk_cache / pv_cache kernels read rows of this type and length.

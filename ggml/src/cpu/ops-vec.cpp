@@ -98,6 +98,7 @@ constexpr ggml_cpu_vec_fns k_scalar_fns = {
     nullptr,            // cache_reads_more
     nullptr, nullptr, nullptr,   // pack_kt, qk_kt, pv_tile: the scalar level decodes tiles to f32 and uses the row forms
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,   // the bf16 tile kernels: f32 products instead
+    nullptr, nullptr,   // qk_cells, qk_cells_rows: as qk_cache
 };
 
 constexpr int k_n_fns = sizeof(ggml_cpu_vec_fns) / sizeof(void *);

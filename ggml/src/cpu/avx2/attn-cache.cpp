@@ -35,6 +35,18 @@ struct isa_avx2 {
         return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
     }
     static void reduce(const vf (&a)[KR], float * out) { reduce4_ps(a, out); }
+    // the 8 sums of 8 accumulators: pairs interleaved and added, then quads, then the two
+    // 128-bit lanes
+    static constexpr int NACC = 8;
+    static void reduce_all(const vf (&a)[NACC], float * out) {
+        vf b[4], c[2];
+        for (int i = 0; i < 4; ++i) b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+        for (int i = 0; i < 2; ++i) {
+            const __m256d x = _mm256_castps_pd(b[2 * i]), y = _mm256_castps_pd(b[2 * i + 1]);
+            c[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+        }
+        _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20), _mm256_permute2f128_ps(c[0], c[1], 0x31)));
+    }
     // 8 x 8: pairs, then quads within 128-bit lanes, then the lanes
     static void transpose(vf (&r)[W]) {
         vf t[W], u[W];
@@ -110,6 +122,8 @@ void ggml_cpu_register_attn_cache_avx2() {
     ggml_cpu_vec_fns f = {};
     f.qk_cache = qk_cache<isa_avx2>;
     f.pv_cache = pv_cache<isa_avx2>;
+    f.qk_cells = qk_cells<isa_avx2>;
+    f.qk_cells_rows = qk_cells_rows;
     f.cache_reads_more = cache_reads_more;
     f.pack_kt = pack_kt<isa_avx2>;
     f.qk_kt = qk_kt<isa_avx2>;
