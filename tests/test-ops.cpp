@@ -727,6 +727,7 @@ struct fa_case {
     // sequences' cells in alternating blocks (-2), with one row given a -inf hole, one a stray
     // nonzero value and one a -0 among its visible keys
     int64_t plain_window = 0;
+    bool hole = false;         // cells 32..63 masked for every row (a whole tile no row sees)
 };
 
 std::string fa_name(const fa_case & c) {
@@ -736,7 +737,7 @@ std::string fa_name(const fa_case & c) {
                   (long long) c.n_head_kv, (long long) c.n_seq, ggml_type_name(c.kv_type),
                   c.mask_type == GGML_TYPE_COUNT ? "none" : ggml_type_name(c.mask_type), c.max_bias, c.softcap, c.q_permuted);
     return std::string(buf) + (c.sinks ? " sinks" : "") + (c.cell_major ? " cell-major" : "") +
-           (c.plain_window ? " plain window " + std::to_string(c.plain_window) : "");
+           (c.plain_window ? " plain window " + std::to_string(c.plain_window) : "") + (c.hole ? " hole" : "");
 }
 
 // 0 where key j is visible to query iq (causal, within the last `window` keys when window > 0,
@@ -854,6 +855,26 @@ TEST_F(Ops, FlashAttention) {
         { 64, 64, 6, 150, 16, 1, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 1, true, false, 70 },
         // two sequences' cells interleaved in blocks (whole tiles masked inside a row's span)
         { 64, 64, 30, 230, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 1, 1, false, true, -2 },
+        // decode scored cell by cell (every kv head of a cell together, the cells ahead
+        // prefetched), on the cache's layout: GQA 2 with 8 kv heads over several tiles and a
+        // partial one; GQA 8 on q8_0; 2, 4 and 8 queries (2 x 2, 4 x 2 and 8 x 1 rows per head)
+        // and 3 (6 rows per head: the head-by-head path); three sequences (units that two threads
+        // cannot share evenly: the KV length split); a tile hidden from every row; a query that
+        // sees nothing; ALiBi with an f16 mask per head; q4_0 and bf16 with softcap (the generic
+        // softmax step)
+        { 128, 128, 1, 173, 16, 8, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, false, 1, 1, false, true },
+        { 128, 128, 1, 100, 32, 4, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.088f, 0.0f, 0.0f, true, false, 1, 1, false, true },
+        { 64, 64, 2, 90, 8, 4, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 1, false, true },
+        { 64, 64, 4, 75, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 1, 1, false, true },
+        { 64, 64, 8, 50, 4, 4, 1, GGML_TYPE_Q8_0, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 1, false, true },
+        { 64, 64, 3, 61, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 1, false, true },
+        { 64, 64, 1, 70, 8, 4, 3, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 3, false, true },
+        { 128, 128, 1, 140, 16, 8, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.088f, 0.0f, 0.0f, true, false, 1, 1, false, true, 0, true },
+        { 64, 64, 2, 96, 8, 4, 1, GGML_TYPE_Q8_0, GGML_TYPE_F16, 0.125f, 0.0f, 0.0f, true, false, 1, 1, false, true, 0, true },
+        { 64, 64, 1, 45, 4, 2, 1, GGML_TYPE_F16, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, true, 1, 1, false, true },
+        { 64, 64, 1, 80, 8, 4, 1, GGML_TYPE_F16, GGML_TYPE_F16, 0.125f, 4.0f, 0.0f, true, false, 8, 1, false, true },
+        { 64, 64, 1, 66, 8, 2, 1, GGML_TYPE_Q4_0, GGML_TYPE_F32, 0.125f, 0.0f, 0.0f, true, false, 1, 1, true, true },
+        { 64, 64, 1, 58, 8, 8, 1, GGML_TYPE_BF16, GGML_TYPE_F16, 0.125f, 0.0f, 25.0f, true, false, 1, 1, false, true },
     };
     uint32_t seed = 1700;
     for (const fa_case & c : cases) {
@@ -888,6 +909,11 @@ TEST_F(Ops, FlashAttention) {
             }
             if (c.dead_row) {
                 for (int64_t j = 0; j < c.n_kv; ++j) set(mask, j, c.n_q / 2, 0, 0, -INFINITY);
+            }
+            if (c.hole) {
+                for_each(mask, [&](int64_t j, int64_t iq, int64_t i2, int64_t i3) {
+                    if (j >= 32 && j < 64) set(mask, j, iq, i2, i3, -INFINITY);
+                });
             }
         }
         ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, mask, c.scale, c.max_bias, c.softcap);
