@@ -5,7 +5,9 @@
 // their KV head (all heads of the group and a block of queries), so each cache row is read once
 // per unit. How a tile is read depends on how many rows share it:
 //  - few (token generation: the G heads of one query): f16/bf16/q8_0/q4_0 rows are read in place
-//    by the qk_cache / pv_cache kernels, which widen them in registers; nothing is written;
+//    by the qk_cache / pv_cache kernels, which widen them in registers; nothing is written. A
+//    unit then takes every kv head, and the scores are computed cell by cell in address order
+//    (qk_cells, the cells ahead prefetched), the value pass head by head (attend_cells);
 //  - many (prompt processing): the tile is packed once and all rows of the unit that see it are
 //    computed in one pass: for bf16 and quantized caches on CPUs with AVX512-BF16, as bf16 tiles
 //    for the vdpbf16ps kernels (avx512/attn-tile.cpp); otherwise (f16 and f32 caches always: see
@@ -15,8 +17,8 @@
 //    tiles some row sees are visited and the mask is read only where it is not plain 0;
 //  - otherwise (no such kernels, or head sizes they do not take) the tile is decoded to f32 and
 //    the blocked f32 kernels run on it, k_group rows at a time.
-// A decode unit read in place spans several kv heads, walked tile by tile, so a thread streams
-// the heads of a cache cell side by side.
+// A decode unit read in place spans every kv head, so a thread streams whole cache cells, and
+// threads share out the cells (a split over the KV length), never the heads of a cell.
 // Each query row keeps an online-softmax state (running max M, running sum S, unnormalised
 // output acc).
 //
