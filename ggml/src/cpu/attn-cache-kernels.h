@@ -195,7 +195,7 @@ void pv_cache(ggml_type type, int64_t n, float * const * y, const float * p, int
 // that the value pass, head by head over the tile, finds its rows in the L2 cache. (Kiln-bench-ops,
 // Qwen3-0.6B shape, 28 layers of 1600 f16 cells, one thread on a loaded Zen 4: 25 ms with neither,
 // 20 ms with the values only loaded alongside their keys, 14-15 ms with both prefetched 16 cells
-// ahead; 64 cells ahead no better.)
+// ahead; 8, 32 or 64 cells ahead no better, two threads.)
 //
 // Query rows are packed by 16-value chunks (qp[(c * nr + r) * 16 + l] = q[r][16c + l], nr rows in
 // all), so the NACC rows of a block are adjacent: one pointer, constant offsets.
