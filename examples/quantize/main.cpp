@@ -19,7 +19,8 @@ namespace {
 
 void print_usage(FILE * out) {
     std::fprintf(out,
-        "usage: llama-quantize [options] model-f32.gguf [model-quant.gguf] TYPE [nthreads]\n\n"
+        "usage: llama-quantize [options] model-f32.gguf [model-quant.gguf] TYPE [nthreads]\n"
+        "       llama-quantize --repack [--repack-pattern RE] model.gguf model-repacked.gguf [TYPE] [nthreads]\n\n"
         "  --allow-requantize       allow requantizing tensors that are already quantized (quality suffers)\n"
         "  --leave-output-tensor    leave output.weight unquantized (bigger file, better quality)\n"
         "  --pure                   the default type for every tensor, no mix (fallbacks still apply)\n"
@@ -35,8 +36,9 @@ void print_usage(FILE * out) {
         "  --dry-run                print each tensor's type and the size, write nothing\n"
         "  --ignore-imatrix-rules   quantize very low-bit types without an imatrix anyway\n"
         "  --repack                 no quantizing: repack every quantized tensor that has a row-interleaved\n"
-        "                           twin (q4_K -> q4_k_r4, iq4_xs -> iq4_xs_r8, ...) into it; TYPE is\n"
-        "                           still required and ignored\n"
+        "                           twin (q4_K -> q4_k_r4, iq4_xs -> iq4_xs_r8, ...) into it. TYPE is\n"
+        "                           optional: the reference's command form requires one, so a valid\n"
+        "                           type is accepted and the log says it selects nothing\n"
         "  --repack-pattern RE[,RE] with --repack: only tensors whose name matches one of the regexes\n"
         "  -h, --help               this text and the file types\n\n"
         "TYPE is a name (any case) or number:\n\n");
@@ -155,19 +157,20 @@ int main(int argc, char ** argv) {
     if (!include_w.empty() && !exclude_w.empty()) return fail("only one of --include-weights and --exclude-weights can be used");
 
     // in [out] TYPE [nthreads], read left to right as the reference does: the second argument
-    // is the type if it names one, else the output file
+    // is the type if it names one, else the output file. --repack needs no type (each tensor goes
+    // to its own twin), but the reference requires one there too, so it may still be given.
     if (positional.size() < 2) {
         print_usage(stderr);
-        return fail("expected an input model and a type");
+        return fail(params.repack ? "expected an input model and an output file" : "expected an input model and a type");
     }
     std::string fname_in = positional[0], fname_out, type_arg;
     size_t next = 1;
     if (!llama_quant_ftype_find(positional[1])) {
         fname_out = positional[1];
         next = 2;
-        if (positional.size() < 3) return fail("expected a type after the output file " + fname_out);
+        if (positional.size() < 3 && !params.repack) return fail("expected a type after the output file " + fname_out);
     }
-    type_arg = positional[next++];
+    if (next < positional.size()) type_arg = positional[next++];
     if (next < positional.size()) {
         char * end = nullptr;
         params.nthread = (int) std::strtol(positional[next].c_str(), &end, 10);
@@ -175,12 +178,16 @@ int main(int argc, char ** argv) {
         ++next;
     }
     if (next < positional.size()) return fail("too many arguments: expected in.gguf [out.gguf] TYPE [nthreads]");
-    const llama_ftype_info * ft = llama_quant_ftype_find(type_arg);
-    if (!ft) {
+    const llama_ftype_info * ft = type_arg.empty() ? nullptr : llama_quant_ftype_find(type_arg);
+    if (!type_arg.empty() && !ft) {
         print_usage(stderr);
         return fail("unknown file type '" + type_arg + "'");
     }
-    params.ftype = ft->id;
+    if (ft) params.ftype = ft->id;
+    if (params.repack && ft) {
+        std::fprintf(stderr, "llama-quantize: --repack: type %s selects nothing (every quantized tensor with an interleaved "
+                     "twin is repacked; --repack-pattern selects tensors)\n", ft->name);
+    }
     if (fname_out.empty()) {
         const size_t slash = fname_in.find_last_of('/');
         fname_out = (slash == std::string::npos ? std::string() : fname_in.substr(0, slash + 1)) + "ggml-model-" + ft->name + ".gguf";

@@ -65,11 +65,19 @@ if [ -x "$G" ]; then
     grep -q "foo.bar" "$TMP/info" || fail "--override-kv int not written"
 fi
 
-# --repack: the quantized weights with an interleaved twin are repacked (the type argument is
-# required and ignored), --repack-pattern limits them, and it needs --repack
-expect_ok "$Q" --repack "$TMP/q4km.gguf" "$TMP/rp.gguf" Q8_0
+# --repack: the quantized weights with an interleaved twin are repacked, --repack-pattern limits
+# them, and it needs --repack. It takes no type; the reference's form with one (which the
+# reference requires and does not use) still runs, and the log says the type selects nothing.
+expect_ok "$Q" --repack "$TMP/q4km.gguf" "$TMP/rp.gguf"
 grep -q "blk.0.attn_q.weight.*repacking to q4_k_r4" "$TMP/out" || fail "--repack: attn_q not repacked to q4_k_r4"
 grep -q "token_embd.weight.*keeping as is" "$TMP/out" || fail "--repack touched token_embd"
+grep -q "selects nothing" "$TMP/err" && fail "--repack without a type talks about one"
+expect_ok "$Q" --repack "$TMP/q4km.gguf" "$TMP/rp1.gguf" Q8_0 2
+grep -q "type Q8_0 selects nothing" "$TMP/err" || fail "--repack with a type: no log line saying the type is not used"
+grep -q "blk.0.attn_q.weight.*repacking to q4_k_r4" "$TMP/out" || fail "--repack Q8_0 did not repack attn_q to q4_k_r4"
+cmp -s "$TMP/rp.gguf" "$TMP/rp1.gguf" || fail "--repack with and without a type wrote different files"
+expect_err "unknown file type 'Q9_X'" "$Q" --repack "$TMP/q4km.gguf" "$TMP/x.gguf" Q9_X
+expect_err "expected an input model and an output file" "$Q" --repack "$TMP/q4km.gguf"
 expect_ok "$Q" --repack --repack-pattern "ffn_down" "$TMP/q4km.gguf" "$TMP/rp2.gguf" Q8_0
 grep -q "attn_q.weight.*repacking" "$TMP/out" && fail "--repack-pattern ffn_down repacked attn_q"
 grep -q "ffn_down.weight.*repacking to q6_k_r4" "$TMP/out" || fail "--repack-pattern: ffn_down not repacked"
