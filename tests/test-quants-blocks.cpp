@@ -1,17 +1,28 @@
-// The block arithmetic shared with the CUDA kernels (ggml/src/quants/quants-blocks.h), checked on
-// the host against the CPU's reference decoders and encoders, bit for bit:
-//   - every type of KILN_BLOCK_TYPES decodes chunk by chunk to exactly what the type's to_float
-//     gives, for rows made by the quantizer and for random bytes (every bit pattern of the row
-//     scale, block scales and quants, not only those a quantizer writes);
+// The block arithmetic shared with the CUDA kernels (ggml/src/quants/quants-blocks.h and its
+// sibling headers), checked on the host, bit for bit:
+//   - every type of KILN_BLOCK_TYPES decodes the reference's own blocks of golden/quants.gguf
+//     (q.T, qw.T) to exactly the reference's dequantized values (dq.T, dqw.T);
+//   - where the CPU decodes a type with its own loops, the shared decoder gives exactly what the
+//     type's to_float gives, for rows made by the quantizer and for random bytes (every bit
+//     pattern of the row scale, block scales and quants, not only those a quantizer writes);
+//   - where the CPU's to_float is the shared decoder (the lattice and ternary types), random
+//     bytes decode to the values of the integer form the CPU's dot products use (lattice), and
+//     ternary values survive the reference encoder exactly;
+//   - the trellis types' matrix-product values (row scale times the reference's factor) are the
+//     CPU gemm's;
 //   - encode32_q8_0 writes the blocks quantize_row_q8_0_ref writes, with quants made with the
 //     stored scale;
 //   - the fp16 / bf16 conversions match the library's on special and random values.
 // This runs without a GPU: it is what keeps the device decoders honest in CI.
 #include "testing.h"
 
+#include "golden-quants-file.h"
+
 #include "ggml.h"
 #include "quants/quants-blocks.h"
 #include "quants/quants-common.h"
+#include "quants/quants-ik.h"
+#include "quants/quants-iq.h"
 
 #include <gtest/gtest.h>
 
@@ -43,6 +54,16 @@ struct block_type_case {
     decode_rows_fn decode;
 };
 
+// The types whose CPU to_float is the shared decoder run over a row (kiln_row_to_float): comparing
+// the two would compare a function with itself, so these are checked against independent forms.
+bool cpu_decodes_with_shared(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S:
+        case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: return true;
+        default: return false;
+    }
+}
+
 std::vector<block_type_case> all_cases() {
     std::vector<block_type_case> v;
 #define KILN_CASE(type, block, qk, meta, fn) v.push_back({ type, sizeof(block), qk, meta, decode_with_traits<type> });
@@ -51,12 +72,28 @@ std::vector<block_type_case> all_cases() {
     return v;
 }
 
-// Equal bits, or both NaN (random fp16 scales include NaNs, whose payload may differ).
-void expect_same_values(const std::vector<float> & want, const std::vector<float> & got, const std::string & what) {
+std::vector<block_type_case> cases_with_own_cpu_decoder() {
+    std::vector<block_type_case> v;
+    for (const auto & c : all_cases()) {
+        if (!cpu_decodes_with_shared(c.type)) v.push_back(c);
+    }
+    return v;
+}
+
+std::string case_name(const ::testing::TestParamInfo<block_type_case> & i) { return ggml_type_name(i.param.type); }
+
+// (GoogleTest prints a parameter with its test; the type's name says it all)
+void PrintTo(const block_type_case & c, std::ostream * os) { *os << ggml_type_name(c.type); }
+
+// Equal bits, or both NaN (random fp16 scales include NaNs, whose payload may differ); with
+// zero_sign_free, +0 and -0 count as equal.
+void expect_same_values(const std::vector<float> & want, const std::vector<float> & got, const std::string & what,
+                        bool zero_sign_free = false) {
     ASSERT_EQ(want.size(), got.size());
     int shown = 0;
     for (size_t i = 0; i < want.size(); ++i) {
         if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+        if (zero_sign_free && want[i] == 0.0f && got[i] == 0.0f) continue;
         uint32_t a, b;
         std::memcpy(&a, &want[i], 4);
         std::memcpy(&b, &got[i], 4);
@@ -67,13 +104,28 @@ void expect_same_values(const std::vector<float> & want, const std::vector<float
 
 class QuantsBlocks : public ::testing::TestWithParam<block_type_case> {};
 
-TEST_P(QuantsBlocks, DecodesQuantizedRowsLikeTheCpu) {
+TEST_P(QuantsBlocks, LayoutFactsMatchTheTypeTable) {
     const block_type_case & c = GetParam();
     const ggml_type_traits * tt = ggml_get_type_traits(c.type);
     ASSERT_TRUE(tt && tt->to_float) << ggml_type_name(c.type);
-    ASSERT_EQ(tt->type_size, c.block_bytes) << "block size of " << ggml_type_name(c.type);
-    ASSERT_EQ(tt->blck_size, c.qk) << "values per block of " << ggml_type_name(c.type);
-    ASSERT_EQ(tt->row_meta_size, (size_t) c.row_meta) << "row scale of " << ggml_type_name(c.type);
+    EXPECT_EQ(tt->type_size, c.block_bytes) << "block size of " << ggml_type_name(c.type);
+    EXPECT_EQ(tt->blck_size, c.qk) << "values per block of " << ggml_type_name(c.type);
+    EXPECT_EQ(tt->row_meta_size, (size_t) c.row_meta) << "row scale of " << ggml_type_name(c.type);
+    EXPECT_EQ(tt->nrows_interleaved, 1) << ggml_type_name(c.type);
+}
+
+// The shared decoder agrees with the CPU's own loops (types the CPU decodes without it).
+class QuantsBlocksOwnCpu : public ::testing::TestWithParam<block_type_case> {};
+
+// The CPU decodes iq3_kt through the integer form its gemm uses, which writes +0 where the
+// reference (and the shared decoder) write -0: a zero magnitude with its sign bit set. Products
+// are the same; everything else must match bit for bit.
+bool cpu_zero_sign_differs(ggml_type t) { return t == GGML_TYPE_IQ3_KT; }
+
+TEST_P(QuantsBlocksOwnCpu, DecodesQuantizedRowsLikeTheCpu) {
+    const block_type_case & c = GetParam();
+    const ggml_type_traits * tt = ggml_get_type_traits(c.type);
+    ASSERT_TRUE(tt && tt->to_float) << ggml_type_name(c.type);
     // 3 rows of 7 super-blocks: an odd count, with scales ranging over several magnitudes
     const int64_t n = 7 * QK_K, rows = 3;
     std::vector<float> src = kiln_test::random_floats(n * rows, 1234 + c.type, -2.0f, 2.0f);
@@ -84,10 +136,10 @@ TEST_P(QuantsBlocks, DecodesQuantizedRowsLikeTheCpu) {
     std::vector<float> want(n * rows), got(n * rows);
     for (int64_t r = 0; r < rows; ++r) tt->to_float(q.data() + r * row_bytes, want.data() + r * n, n);   // one row at a time
     c.decode(q.data(), n, rows, got.data());
-    expect_same_values(want, got, std::string(ggml_type_name(c.type)) + " quantized");
+    expect_same_values(want, got, std::string(ggml_type_name(c.type)) + " quantized", cpu_zero_sign_differs(c.type));
 }
 
-TEST_P(QuantsBlocks, DecodesRandomBytesLikeTheCpu) {
+TEST_P(QuantsBlocksOwnCpu, DecodesRandomBytesLikeTheCpu) {
     const block_type_case & c = GetParam();
     const ggml_type_traits * tt = ggml_get_type_traits(c.type);
     const int64_t n_blocks = 64;   // one row
@@ -97,23 +149,183 @@ TEST_P(QuantsBlocks, DecodesRandomBytesLikeTheCpu) {
     std::vector<float> want(n_blocks * c.qk), got(n_blocks * c.qk);
     tt->to_float(bytes.data(), want.data(), (int64_t) want.size());
     c.decode(bytes.data(), (int64_t) got.size(), 1, got.data());
-    expect_same_values(want, got, std::string(ggml_type_name(c.type)) + " random bytes");
+    expect_same_values(want, got, std::string(ggml_type_name(c.type)) + " random bytes", cpu_zero_sign_differs(c.type));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSharedTypes, QuantsBlocks, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<block_type_case> & i) {
-                             return std::string(ggml_type_name(i.param.type));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllSharedTypes, QuantsBlocks, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(CpuOwnDecoder, QuantsBlocksOwnCpu, ::testing::ValuesIn(cases_with_own_cpu_decoder()), case_name);
 
-TEST(QuantsBlocksList, CoversTheTypesTheGpuDecodes) {
-    // the kernels' first list (issue 15): the layouts must be among the shared ones
-    const ggml_type needed[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
-                                 GGML_TYPE_IQ4_XS, GGML_TYPE_IQ4_NL };
+const golden_tensors & golden() {
+    static const golden_tensors g = read_golden_tensors();
+    return g;
+}
+
+// The reference's blocks decode to the reference's values, bit for bit (golden/README.md allows
+// 1 ulp for arithmetic that is not plain float; every shared decoder reproduces it exactly).
+TEST_P(QuantsBlocks, DecodesTheReferenceBlocksExactly) {
+    const block_type_case & c = GetParam();
+    const golden_tensors & g = golden();
+    ASSERT_TRUE(g.error.empty()) << g.error;
+    const std::string name = ggml_type_name(c.type);
+    int forms = 0;
+    for (const std::string form : { "", "w" }) {
+        const std::string q_name = "q" + form + "." + name, dq_name = "dq" + form + "." + name;
+        const golden_tensor * q = g.find(q_name);
+        const golden_tensor * dq = g.find(dq_name);
+        if (!q) continue;
+        ASSERT_TRUE(dq) << q_name << " without its dequantized values";
+        ASSERT_EQ(q->type, c.type);
+        ASSERT_EQ(q->ne.size(), 2u);
+        const int64_t n = q->ne[0], rows = q->ne[1];
+        ASSERT_EQ(q->data.size(), ggml_row_size(c.type, n) * rows);
+        std::vector<float> got(n * rows);
+        c.decode(q->data.data(), n, rows, got.data());
+        expect_same_values(std::vector<float>(dq->f32(), dq->f32() + n * rows), got, q_name);
+        std::printf("%s: %lld blocks of %s decoded as %s\n", name.c_str(), (long long) (n / c.qk * rows), q_name.c_str(),
+                    dq_name.c_str());
+        ++forms;
+    }
+    if (forms == 0) GTEST_SKIP() << "golden/quants.gguf holds no q." << name << " or qw." << name;
+}
+
+// Every quantized type the CPU decodes is in the list, save the row-interleaved layouts (the
+// CPU's repacked forms, refused by the GPU's placement) and the activation types q8_1 / q8_K (never
+// in model files): a type added to the CPU without a shared decoder fails here.
+TEST(QuantsBlocksList, CoversEveryPlainTypeTheCpuDecodes) {
     const auto cases = all_cases();
-    for (ggml_type t : needed) {
+    int covered = 0;
+    for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+        if (!ggml_type_is_valid(t)) continue;
+        const ggml_type_traits * tt = ggml_get_type_traits((ggml_type) t);
+        if (!tt->is_quantized || !tt->to_float || tt->nrows_interleaved > 1) continue;
+        if (t == GGML_TYPE_Q8_1 || t == GGML_TYPE_Q8_K) continue;
         bool found = false;
         for (const auto & c : cases) found = found || c.type == t;
-        EXPECT_TRUE(found) << ggml_type_name(t);
+        EXPECT_TRUE(found) << ggml_type_name((ggml_type) t) << " has a CPU decoder but no shared one";
+        covered += found;
+    }
+    EXPECT_EQ(covered, (int) cases.size());
+}
+
+// ---- the lattice types: random bytes against the integer form of the CPU's dot products
+
+// value = d * factor * sc[i / 16] * q[i], exact in double (at most 22 significant bits); the float
+// decoders round twice (the sub-block scale, then the value).
+struct lattice_case {
+    ggml_type type;
+    void (*decode)(const void * block, ggml_iq::decoded_block & out);
+    float factor;
+};
+
+template <typename Block, void (*fn)(const Block &, ggml_iq::decoded_block &)>
+void decode_int_form(const void * b, ggml_iq::decoded_block & out) {
+    fn(*(const Block *) b, out);
+}
+
+TEST(QuantsBlocksLattice, RandomBytesDecodeToTheIntegerForm) {
+    using namespace ggml_iq;
+    const lattice_case lattice[] = {
+        { GGML_TYPE_IQ2_XXS, decode_int_form<block_iq2_xxs, decode_iq2_xxs>, IQ2_DOT_FACTOR },
+        { GGML_TYPE_IQ2_XS, decode_int_form<block_iq2_xs, decode_iq2_xs>, IQ2_DOT_FACTOR },
+        { GGML_TYPE_IQ2_S, decode_int_form<block_iq2_s, decode_iq2_s>, IQ2_DOT_FACTOR },
+        { GGML_TYPE_IQ3_XXS, decode_int_form<block_iq3_xxs, decode_iq3_xxs>, IQ3XXS_DOT_FACTOR },
+        { GGML_TYPE_IQ3_S, decode_int_form<block_iq3_s, decode_iq3_s>, IQ3S_DOT_FACTOR },
+        { GGML_TYPE_IQ1_S, decode_int_form<block_iq1_s, decode_iq1_s>, IQ1_DOT_FACTOR },
+        { GGML_TYPE_IQ1_M, decode_int_form<block_iq1_m, decode_iq1_m>, IQ1_DOT_FACTOR },
+    };
+    const auto cases = all_cases();
+    for (const lattice_case & l : lattice) {
+        const block_type_case * c = nullptr;
+        for (const auto & k : cases) c = k.type == l.type ? &k : c;
+        ASSERT_TRUE(c) << ggml_type_name(l.type);
+        std::mt19937 rng(17 + l.type);
+        const int n_blocks = 512;
+        std::vector<uint8_t> bytes(n_blocks * c->block_bytes);
+        for (auto & b : bytes) b = (uint8_t) rng();
+        std::vector<float> got(n_blocks * QK_K);
+        c->decode(bytes.data(), (int64_t) got.size(), 1, got.data());
+        int bad = 0, checked = 0;
+        for (int ib = 0; ib < n_blocks; ++ib) {
+            decoded_block db;
+            l.decode(bytes.data() + ib * c->block_bytes, db);
+            if (!std::isfinite(db.d)) continue;   // NaN / inf scales: nothing to compare with
+            for (int i = 0; i < QK_K; ++i) {
+                const double want = (double) db.d * l.factor * db.sc[i / 16] * db.q[i];
+                const float y = got[ib * QK_K + i];
+                // two roundings of a float, or of a subnormal (absolute 2^-149 each)
+                const double tol = 2.5 * std::ldexp(std::fabs(want), -24) + 2 * std::ldexp(1.0, -149);
+                if (!(std::fabs(y - want) <= tol) && bad++ < 5) {
+                    ADD_FAILURE() << ggml_type_name(l.type) << " block " << ib << " value " << i << ": " << y << ", integer form " << want;
+                }
+                ++checked;
+            }
+        }
+        EXPECT_EQ(bad, 0) << ggml_type_name(l.type);
+        EXPECT_GT(checked, n_blocks * QK_K / 2) << ggml_type_name(l.type);
+    }
+}
+
+// ---- the ternary types: the reference encoder's blocks decode to exactly what it encoded
+
+TEST(QuantsBlocksTernary, EncodedTritsDecodeExactly) {
+    for (ggml_type t : { GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0 }) {
+        const int64_t n_blocks = 40;
+        std::mt19937 rng(3 + t);
+        std::vector<float> x(n_blocks * QK_K);
+        for (int64_t ib = 0; ib < n_blocks; ++ib) {
+            const float scale = std::ldexp(1.0f, (int) (rng() % 21) - 10);   // exact in fp16
+            for (int j = 0; j < QK_K; ++j) x[ib * QK_K + j] = scale * (float) ((int) (rng() % 3) - 1);
+            x[ib * QK_K + rng() % QK_K] = rng() % 2 ? scale : -scale;       // the block's max is the scale
+        }
+        std::vector<uint8_t> q(ggml_row_size(t, (int64_t) x.size()));
+        ASSERT_GT(ggml_quantize_chunk(t, x.data(), q.data(), 0, 1, (int64_t) x.size(), nullptr), 0u);
+        std::vector<float> got(x.size());
+        if (t == GGML_TYPE_TQ1_0) kiln_row_to_float<GGML_TYPE_TQ1_0>(q.data(), got.data(), (int64_t) x.size());
+        else kiln_row_to_float<GGML_TYPE_TQ2_0>(q.data(), got.data(), (int64_t) x.size());
+        expect_same_values(x, got, ggml_type_name(t));
+    }
+}
+
+// ---- the trellis types: matrix products scale the row by the reference's factor, as the CPU gemm
+
+TEST(QuantsBlocksTrellis, MatmulValuesAreTheCpuGemms) {
+    struct kt_case { ggml_type type; size_t bytes; void (*gemm_decode)(const void *, float, ik_decoded &); float factor; };
+    const kt_case kts[] = {
+        { GGML_TYPE_IQ1_KT, sizeof(block_iq1_kt), ik_decode_iq1_kt, kiln_block_traits<GGML_TYPE_IQ1_KT>::matmul_factor },
+        { GGML_TYPE_IQ2_KT, sizeof(block_iq2_kt), ik_decode_iq2_kt_gemm, kiln_block_traits<GGML_TYPE_IQ2_KT>::matmul_factor },
+        { GGML_TYPE_IQ3_KT, sizeof(block_iq3_kt), ik_decode_iq3_kt_gemm, kiln_block_traits<GGML_TYPE_IQ3_KT>::matmul_factor },
+        { GGML_TYPE_IQ4_KT, sizeof(block_iq4_kt), ik_decode_iq4_kt, kiln_block_traits<GGML_TYPE_IQ4_KT>::matmul_factor },
+    };
+    EXPECT_EQ(kts[1].factor, 1.05f);   // golden/README.md: the reference's inference-time factors
+    EXPECT_EQ(kts[2].factor, 1.01f);
+    EXPECT_EQ(kts[0].factor, 1.0f);
+    EXPECT_EQ(kts[3].factor, 1.0f);
+    for (const kt_case & k : kts) {
+        const int n_blocks = 16;
+        std::mt19937 rng(40 + k.type);
+        std::vector<uint8_t> row(4 + n_blocks * k.bytes);
+        for (auto & b : row) b = (uint8_t) rng();
+        const float row_d = 0.0123f;
+        std::memcpy(row.data(), &row_d, 4);
+        std::vector<float> want(n_blocks * QK_K), got(n_blocks * QK_K);
+        ik_decoded db;
+        for (int ib = 0; ib < n_blocks; ++ib) {
+            k.gemm_decode(row.data() + 4 + ib * k.bytes, row_d, db);
+            for (int i = 0; i < QK_K; ++i) want[ib * QK_K + i] = db.d * (float) db.sc[i / 16] * (float) db.q[i];
+        }
+        for (int64_t ch = 0; ch < n_blocks * QK_K / 32; ++ch) {
+            switch (k.type) {
+#define KILN_KT_CASE(T) \
+    case T: kiln_block_traits<T>::decode_row((const char *) row.data(), ch, got.data() + 32 * ch, kiln_block_traits<T>::matmul_factor); break;
+                KILN_KT_CASE(GGML_TYPE_IQ1_KT)
+                KILN_KT_CASE(GGML_TYPE_IQ2_KT)
+                KILN_KT_CASE(GGML_TYPE_IQ3_KT)
+                KILN_KT_CASE(GGML_TYPE_IQ4_KT)
+#undef KILN_KT_CASE
+                default: FAIL();
+            }
+        }
+        expect_same_values(want, got, std::string(ggml_type_name(k.type)) + " matmul values", cpu_zero_sign_differs(k.type));
     }
 }
 

@@ -8,6 +8,7 @@
 // The suite is type-agnostic: a type in the golden file without a registered decoder, quantizer
 // or gemm is skipped with a note, so a family is tested as soon as it registers.
 #include "testing.h"
+#include "golden-quants-file.h"
 
 #include "cpu-traits.h"
 #include "ggml-cpu.h"
@@ -28,63 +29,23 @@
 
 namespace {
 
-struct golden_tensor {
-    ggml_type            type = GGML_TYPE_F32;
-    std::vector<int64_t> ne;
-    std::vector<uint8_t> data;
-
-    const float * f32() const { return (const float *) data.data(); }
-    int64_t nelements() const {
-        int64_t n = 1;
-        for (auto e : ne) n *= e;
-        return n;
-    }
-};
-
-struct golden_data {
-    std::string                          error;   // non-empty when the files could not be read
-    std::map<std::string, golden_tensor> tensors;
-    nlohmann::json                       summary;
-    std::vector<std::string>             type_names;   // every T with a q.T or qw.T tensor
-
-    const golden_tensor * find(const std::string & name) const {
-        auto it = tensors.find(name);
-        return it == tensors.end() ? nullptr : &it->second;
-    }
+struct golden_data : golden_tensors {
+    nlohmann::json           summary;
+    std::vector<std::string> type_names;   // every T with a q.T or qw.T tensor
 };
 
 golden_data load_golden() {
     golden_data g;
-    const std::string path = kiln_test::shared_path("golden/quants.gguf");
-    gguf_init_params params = { /*no_alloc =*/ true, /*ctx =*/ nullptr };
-    gguf_context * ctx = gguf_init_from_file(path.c_str(), params);
-    if (!ctx) {
-        g.error = path + ": " + (gguf_last_error() ? gguf_last_error() : "cannot read");
-        return g;
-    }
-    std::ifstream in(path, std::ios::binary);
-    const size_t data_offset = gguf_get_data_offset(ctx);
-    for (int64_t i = 0; i < gguf_get_n_tensors(ctx); ++i) {
-        golden_tensor t;
-        t.type = gguf_get_tensor_type(ctx, i);
-        for (int d = 0; d < gguf_get_tensor_n_dims(ctx, i); ++d) t.ne.push_back(gguf_get_tensor_ne(ctx, i, d));
-        t.data.resize(gguf_get_tensor_size(ctx, i));
-        in.seekg((std::streamoff) (data_offset + gguf_get_tensor_offset(ctx, i)));
-        in.read((char *) t.data.data(), (std::streamsize) t.data.size());
-        if (!in) {
-            g.error = path + ": short read of tensor " + gguf_get_tensor_name(ctx, i);
-            break;
-        }
-        const std::string name = gguf_get_tensor_name(ctx, i);
+    static_cast<golden_tensors &>(g) = read_golden_tensors();
+    if (!g.error.empty()) return g;
+    for (const auto & [name, t] : g.tensors) {
         for (const char * prefix : { "q.", "qw." }) {
             if (name.rfind(prefix, 0) == 0) {
                 const std::string tn = name.substr(std::strlen(prefix));
                 if (std::find(g.type_names.begin(), g.type_names.end(), tn) == g.type_names.end()) g.type_names.push_back(tn);
             }
         }
-        g.tensors.emplace(name, std::move(t));
     }
-    gguf_free(ctx);
     std::ifstream js(kiln_test::shared_path("golden/quants-summary.json"));
     if (!js) {
         g.error = "cannot open golden/quants-summary.json";

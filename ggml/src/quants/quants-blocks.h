@@ -1,9 +1,15 @@
 // Block layouts that both the CPU code and the CUDA kernels read, and the arithmetic that turns a
 // block into values, written once as KILN_HD functions (__host__ __device__ under nvcc, plain
-// inline functions elsewhere). The CPU decoders in quants/*.cpp keep their own loops (they are
-// the reference and are tuned for the CPU); tests/test-quants-blocks.cpp checks on the host that
-// every decoder here reproduces them bit for bit, so the GPU can never disagree with the CPU on a
-// layout without a CPU-side test failing.
+// inline functions elsewhere). Families with large tables or long decoders have their own
+// headers next to this one, included below: quants-blocks-iq.h (the lattice i-quants, with
+// their grids) and quants-blocks-kt.h (the trellis types).
+//
+// Where the CPU decodes a type through its own loops (the legacy, k and ik types: they are the
+// reference and are tuned for the CPU, or share an integer form with the gemm kernels),
+// tests/test-quants-blocks.cpp checks on the host that every decoder here reproduces them bit for
+// bit; where the CPU's to_float is the decoder here run over a row (the lattice and ternary
+// types), the test checks it against the reference's golden dequantized data. Either way the GPU
+// cannot disagree with the CPU on a layout without a CPU-side test failing.
 //
 // This header includes only ggml.h (for ggml_fp16_t and the type ids) and ggml-hd.h (KILN_HD): nvcc
 // compiles it as it is.
@@ -102,10 +108,17 @@ extern const int8_t kvalues_mxfp4[16];
       -124, -112, -101, -90, -81, -72, -63, -55, -48, -41, -34, -28, -22, -16, -10, -4,                 \
       1, 7, 13, 19, 25, 31, 38, 45, 53, 61, 70, 79, 89, 99, 111, 123 }
 
+// iq2_kl: pairs of iq3nl levels, low byte first
+#define KILN_IQ2KL_VALUES                                                                                  \
+    { 0xe9c1, 0x0dc1, 0xc1d8, 0xf6d8, 0x0dd8, 0x2fd8, 0xd8e9, 0xe9e9, 0x01e9, 0x0de9, 0x1ce9, 0xc1f6, 0x01f6, \
+      0x0df6, 0x2ff6, 0xe901, 0xf601, 0x0101, 0x0d01, 0x1c01, 0xd80d, 0xe90d, 0xf60d, 0x010d, 0x0d0d, 0xc11c, \
+      0xe91c, 0x011c, 0x1c1c, 0x2f1c, 0xe92f, 0x0d2f }
+
 extern const int8_t ik_iq2nl_values[8];
 extern const int8_t ik_iq3nl_values[16];
 extern const int8_t ik_iq4k_values[32];
 extern const int8_t ik_iq5nl_values[64];
+extern const uint16_t ik_iq2kl_values[32];
 
 #if defined(__CUDACC__)
 static __constant__ int8_t kiln_iq4nl_dev[16] = KILN_IQ4NL_VALUES;
@@ -114,6 +127,7 @@ static __constant__ int8_t kiln_iq2nl_dev[8] = KILN_IQ2NL_VALUES;
 static __constant__ int8_t kiln_iq3nl_dev[16] = KILN_IQ3NL_VALUES;
 static __constant__ int8_t kiln_iq4k_dev[32] = KILN_IQ4K_VALUES;
 static __constant__ int8_t kiln_iq5nl_dev[64] = KILN_IQ5NL_VALUES;
+static __constant__ uint16_t kiln_iq2kl_dev[32] = KILN_IQ2KL_VALUES;
 #endif
 
 #if defined(__CUDA_ARCH__)
@@ -127,6 +141,7 @@ KILN_HD int iq2nl_value(int q) { return KILN_VALUE(ik_iq2nl_values, kiln_iq2nl_d
 KILN_HD int iq3nl_value(int q) { return KILN_VALUE(ik_iq3nl_values, kiln_iq3nl_dev, q); }
 KILN_HD int iq4k_value(int q) { return KILN_VALUE(ik_iq4k_values, kiln_iq4k_dev, q); }
 KILN_HD int iq5nl_value(int q) { return KILN_VALUE(ik_iq5nl_values, kiln_iq5nl_dev, q); }
+KILN_HD int iq2kl_pair(int q) { return KILN_VALUE(ik_iq2kl_values, kiln_iq2kl_dev, q); }
 
 // ---------------------------------------------------------------------------------------------
 // 32-value formats
@@ -656,9 +671,119 @@ KILN_HD void decode32_iq3_ks(const block_iq3_ks & b, int c, float row_d, float *
     }
 }
 
-// The scale a row of row_meta bytes (0, 2: f16, 4: f32) begins with.
+// row: f32 d. 32 16-bit words per block; each word's low bit is one bit of its 32-value sub-block's
+// scale byte (coded as in iq4_ks) and its other 15 bits, "x ^ (x >> 1)" decoded, give 4 nibbles.
+struct block_iq4_kss {
+    uint32_t qs[32];
+};
+static_assert(sizeof(block_iq4_kss) == 128, "iq4_kss block size");
+
+// iq4_kss: chunk c is words 8c .. 8c + 7; word k gives the nibbles of values 2k, 2k + 1 (low
+// nibbles) and 2k + 16, 2k + 17 (high nibbles).
+KILN_HD void decode32_iq4_kss(const block_iq4_kss & b, int c, float row_d, float * y) {
+    uint16_t w[8];
+    memcpy(w, (const uint8_t *) b.qs + 16 * c, sizeof(w));
+    int ls = 0;
+    for (int k = 0; k < 8; ++k) ls |= (w[k] & 1) << k;
+    const float dl = row_d * (float) ((ls & 254) - 127);
+    const int shifted = (ls & 1) * 16;
+    for (int k = 0; k < 8; ++k) {
+        const int v = (w[k] & 0xFFFE) ^ ((w[k] & 0xFFFE) >> 1);
+        for (int h = 0; h < 2; ++h) {
+            const int byte = (v >> (8 * h)) & 0xFF;
+            y[2 * k + h]      = dl * (float) iq4k_value(shifted + (byte & 0xF));
+            y[2 * k + h + 16] = dl * (float) iq4k_value(shifted + (byte >> 4));
+        }
+    }
+}
+
+// row: f16 d
+struct block_iq2_kl {
+    uint16_t scales_h;     // 2 high scale bits per 32 values
+    uint8_t  scales_l[4];  // 4 low scale bits per 32 values
+    uint8_t  qs[64];       // 4-bit pair indices: low nibbles the first 32 of each 64, high the second
+    uint8_t  qh[16];       // fifth index bit
+};
+static_assert(sizeof(block_iq2_kl) == 86, "iq2_kl block size");
+
+// iq2_kl: each 5-bit index picks a pair of iq3nl levels (values 2j, 2j + 1 of the chunk).
+KILN_HD void decode32_iq2_kl(const block_iq2_kl & b, int c, float row_d, float * y) {
+    const int ib64 = c / 2, hi = c % 2;
+    const int ls = (((b.scales_l[c % 4] >> 4 * (ib64 / 2)) & 0xF) | (((b.scales_h >> (2 * c)) & 3) << 4)) - 32;
+    const float dl = row_d * (float) ls;
+    const uint8_t * qs = b.qs + 16 * ib64;
+    for (int j = 0; j < 16; ++j) {
+        const int p = iq2kl_pair(((qs[j] >> (4 * hi)) & 0xF) | (((b.qh[j] >> c) & 1) << 4));
+        y[2 * j]     = dl * (float) (int8_t) (p & 0xFF);
+        y[2 * j + 1] = dl * (float) (int8_t) (p >> 8);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ternary types of llama.cpp (BitNet b1.58 / TriLM models): every weight is -1, 0 or +1 times one
+// fp16 scale per 256.
+
+// tq1_0: 240 weights five per byte in 48 bytes (a 32-byte then a 16-byte run: byte m of a run
+// holds weights m, m + run, ... m + 4 run), the last 16 four per byte in qh. A byte holds its
+// trits as a base-3 fraction scaled to 256 (rounded up), so trit n is the top of byte * 3^n * 3
+// over 256 (no division to decode).
+struct block_tq1_0 {
+    uint8_t     qs[48];
+    uint8_t     qh[4];
+    ggml_fp16_t d;
+};
+static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block size");
+
+// tq2_0: 2 bits per weight (0..2 for -1..+1), byte m of each 32-byte run holding weights m + 32 l
+// at bits 2 l.
+struct block_tq2_0 {
+    uint8_t     qs[64];
+    ggml_fp16_t d;
+};
+static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block size");
+
+// Trit n (0..4) of a packed tq1_0 byte, as -1 / 0 / +1.
+KILN_HD int kiln_trit(uint8_t byte, int n) {
+    const int pow3[5] = { 1, 3, 9, 27, 81 };
+    const uint8_t q = (uint8_t) (byte * pow3[n]);
+    return ((q * 3) >> 8) - 1;
+}
+
+// tq1_0: value v of the block is trit v / 32 of qs[v % 32] (v < 160), trit (v - 160) / 16 of
+// qs[32 + v % 16] (v < 240), else trit (v - 240) / 4 of qh[v % 4].
+KILN_HD void decode32_tq1_0(const block_tq1_0 & b, int c, float, float * y) {
+    const float d = kiln_fp16_to_f32(b.d);
+    for (int j = 0; j < 32; ++j) {
+        const int v = 32 * c + j;
+        const int t = v < 160 ? kiln_trit(b.qs[v % 32], v / 32)
+                    : v < 240 ? kiln_trit(b.qs[32 + v % 16], (v - 160) / 16)
+                              : kiln_trit(b.qh[v % 4], (v - 240) / 4);
+        y[j] = (float) t * d;
+    }
+}
+
+// tq2_0: chunk c is bits 2 (c % 4) of bytes 32 (c / 4) ...
+KILN_HD void decode32_tq2_0(const block_tq2_0 & b, int c, float, float * y) {
+    const float d = kiln_fp16_to_f32(b.d);
+    const uint8_t * qs = b.qs + 32 * (c / 4);
+    for (int m = 0; m < 32; ++m) y[m] = (float) (((qs[m] >> 2 * (c % 4)) & 3) - 1) * d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// q8_KV (ik_llama.cpp's K/V-cache type): each row starts with an f32 scale and the i32 sum of its
+// quants, then one int8 per value.
+struct block_q8_KV {
+    int8_t qs[32];
+};
+static_assert(sizeof(block_q8_KV) == 32, "q8_KV block size");
+
+KILN_HD void decode32_q8_KV(const block_q8_KV & b, int, float row_d, float * y) {
+    for (int j = 0; j < 32; ++j) y[j] = row_d * b.qs[j];
+}
+
+// The scale a row of row_meta bytes (0; 2: f16; 4: f32; 8: f32, then q8_KV's i32 sum) begins with.
 KILN_HD float kiln_row_scale(const char * row, int row_meta) {
-    if (row_meta == 4) {
+    if (row_meta == 4 || row_meta == 8) {
         float d;
         memcpy(&d, row, 4);
         return d;
@@ -717,34 +842,57 @@ KILN_HD void encode32_q8_0(const float * x, block_q8_0 & b) {
     for (int j = 0; j < 32; ++j) b.qs[j] = (int8_t) roundf(x[j] * s.id);
 }
 
+// The families with their own headers (they use the helpers above).
+#include "quants-blocks-iq.h"
+#include "quants-blocks-kt.h"
+
 // ---------------------------------------------------------------------------------------------
 // The list: one entry per type the kernels decode. `decode` turns chunk c (0 .. qk/32 - 1) of a
-// block into 32 floats. Kernels and tests are written once over this list.
+// block into 32 floats; `meta` is the bytes of the scale a row starts with (kiln_row_scale).
+// Kernels and tests are written once over this list. What it lacks stays on the CPU: the
+// row-interleaved layouts (_r4/_r8/_r16, repacked for the CPU's SIMD kernels) and the activation
+// types q8_1 / q8_K that never appear in model files.
 
-#define KILN_BLOCK_TYPES(X)                           \
-    X(GGML_TYPE_Q4_0, block_q4_0, QK4_0, 0, decode32_q4_0)   \
-    X(GGML_TYPE_Q4_1, block_q4_1, QK4_1, 0, decode32_q4_1)   \
-    X(GGML_TYPE_Q5_0, block_q5_0, QK5_0, 0, decode32_q5_0)   \
-    X(GGML_TYPE_Q5_1, block_q5_1, QK5_1, 0, decode32_q5_1)   \
-    X(GGML_TYPE_Q6_0, block_q6_0, QK6_0, 0, decode32_q6_0)   \
-    X(GGML_TYPE_Q8_0, block_q8_0, QK8_0, 0, decode32_q8_0)   \
-    X(GGML_TYPE_IQ4_NL, block_iq4_nl, QK4_NL, 0, decode32_iq4_nl) \
-    X(GGML_TYPE_MXFP4, block_mxfp4, QK_MXFP4, 0, decode32_mxfp4) \
-    X(GGML_TYPE_IQ4_XS, block_iq4_xs, QK_K, 0, decode32_iq4_xs) \
-    X(GGML_TYPE_Q2_K, block_q2_K, QK_K, 0, decode32_q2_K)   \
-    X(GGML_TYPE_Q3_K, block_q3_K, QK_K, 0, decode32_q3_K)   \
-    X(GGML_TYPE_Q4_K, block_q4_K, QK_K, 0, decode32_q4_K)   \
-    X(GGML_TYPE_Q5_K, block_q5_K, QK_K, 0, decode32_q5_K)   \
-    X(GGML_TYPE_Q6_K, block_q6_K, QK_K, 0, decode32_q6_K)   \
-    X(GGML_TYPE_IQ2_K, block_iq2_k, QK_K, 0, decode32_iq2_k)  \
-    X(GGML_TYPE_IQ3_K, block_iq3_k, QK_K, 0, decode32_iq3_k)  \
-    X(GGML_TYPE_IQ4_K, block_iq4_k, QK_K, 0, decode32_iq4_k)  \
-    X(GGML_TYPE_IQ5_K, block_iq5_k, QK_K, 0, decode32_iq5_k)  \
-    X(GGML_TYPE_IQ6_K, block_iq6_k, QK_K, 0, decode32_iq6_k) \
-    X(GGML_TYPE_IQ4_KS, block_iq4_ks, QK_K, 4, decode32_iq4_ks) \
-    X(GGML_TYPE_IQ5_KS, block_iq5_ks, QK_K, 4, decode32_iq5_ks) \
-    X(GGML_TYPE_IQ2_KS, block_iq2_ks, QK_K, 2, decode32_iq2_ks) \
-    X(GGML_TYPE_IQ3_KS, block_iq3_ks, QK_K, 2, decode32_iq3_ks)
+#define KILN_BLOCK_TYPES(X)                                         \
+    X(GGML_TYPE_Q4_0, block_q4_0, QK4_0, 0, decode32_q4_0)           \
+    X(GGML_TYPE_Q4_1, block_q4_1, QK4_1, 0, decode32_q4_1)           \
+    X(GGML_TYPE_Q5_0, block_q5_0, QK5_0, 0, decode32_q5_0)           \
+    X(GGML_TYPE_Q5_1, block_q5_1, QK5_1, 0, decode32_q5_1)           \
+    X(GGML_TYPE_Q6_0, block_q6_0, QK6_0, 0, decode32_q6_0)           \
+    X(GGML_TYPE_Q8_0, block_q8_0, QK8_0, 0, decode32_q8_0)           \
+    X(GGML_TYPE_IQ4_NL, block_iq4_nl, QK4_NL, 0, decode32_iq4_nl)    \
+    X(GGML_TYPE_MXFP4, block_mxfp4, QK_MXFP4, 0, decode32_mxfp4)     \
+    X(GGML_TYPE_IQ4_XS, block_iq4_xs, QK_K, 0, decode32_iq4_xs)      \
+    X(GGML_TYPE_Q2_K, block_q2_K, QK_K, 0, decode32_q2_K)            \
+    X(GGML_TYPE_Q3_K, block_q3_K, QK_K, 0, decode32_q3_K)            \
+    X(GGML_TYPE_Q4_K, block_q4_K, QK_K, 0, decode32_q4_K)            \
+    X(GGML_TYPE_Q5_K, block_q5_K, QK_K, 0, decode32_q5_K)            \
+    X(GGML_TYPE_Q6_K, block_q6_K, QK_K, 0, decode32_q6_K)            \
+    X(GGML_TYPE_IQ2_K, block_iq2_k, QK_K, 0, decode32_iq2_k)         \
+    X(GGML_TYPE_IQ3_K, block_iq3_k, QK_K, 0, decode32_iq3_k)         \
+    X(GGML_TYPE_IQ4_K, block_iq4_k, QK_K, 0, decode32_iq4_k)         \
+    X(GGML_TYPE_IQ5_K, block_iq5_k, QK_K, 0, decode32_iq5_k)         \
+    X(GGML_TYPE_IQ6_K, block_iq6_k, QK_K, 0, decode32_iq6_k)         \
+    X(GGML_TYPE_IQ4_KS, block_iq4_ks, QK_K, 4, decode32_iq4_ks)      \
+    X(GGML_TYPE_IQ5_KS, block_iq5_ks, QK_K, 4, decode32_iq5_ks)      \
+    X(GGML_TYPE_IQ2_KS, block_iq2_ks, QK_K, 2, decode32_iq2_ks)      \
+    X(GGML_TYPE_IQ3_KS, block_iq3_ks, QK_K, 2, decode32_iq3_ks)      \
+    X(GGML_TYPE_IQ4_KSS, block_iq4_kss, QK_K, 4, decode32_iq4_kss)   \
+    X(GGML_TYPE_IQ2_KL, block_iq2_kl, QK_K, 2, decode32_iq2_kl)      \
+    X(GGML_TYPE_IQ2_XXS, block_iq2_xxs, QK_K, 0, decode32_iq2_xxs)   \
+    X(GGML_TYPE_IQ2_XS, block_iq2_xs, QK_K, 0, decode32_iq2_xs)      \
+    X(GGML_TYPE_IQ2_S, block_iq2_s, QK_K, 0, decode32_iq2_s)         \
+    X(GGML_TYPE_IQ3_XXS, block_iq3_xxs, QK_K, 0, decode32_iq3_xxs)   \
+    X(GGML_TYPE_IQ3_S, block_iq3_s, QK_K, 0, decode32_iq3_s)         \
+    X(GGML_TYPE_IQ1_S, block_iq1_s, QK_K, 0, decode32_iq1_s)         \
+    X(GGML_TYPE_IQ1_M, block_iq1_m, QK_K, 0, decode32_iq1_m)         \
+    X(GGML_TYPE_IQ1_KT, block_iq1_kt, QK_K, 4, decode32_iq1_kt)      \
+    X(GGML_TYPE_IQ2_KT, block_iq2_kt, QK_K, 4, decode32_iq2_kt)      \
+    X(GGML_TYPE_IQ3_KT, block_iq3_kt, QK_K, 4, decode32_iq3_kt)      \
+    X(GGML_TYPE_IQ4_KT, block_iq4_kt, QK_K, 4, decode32_iq4_kt)      \
+    X(GGML_TYPE_TQ1_0, block_tq1_0, QK_K, 0, decode32_tq1_0)         \
+    X(GGML_TYPE_TQ2_0, block_tq2_0, QK_K, 0, decode32_tq2_0)         \
+    X(GGML_TYPE_Q8_KV, block_q8_KV, 32, 8, decode32_q8_KV)
 
 // In an unnamed namespace: the members must not get external linkage where per-ISA code includes
 // this header (the isa-symbols test rejects weak symbols there).
@@ -755,12 +903,20 @@ template <ggml_type T> struct kiln_block_traits;
         using block_t = block;                                                                           \
         static constexpr int chunks = (qk) / 32;                                                         \
         static constexpr int row_meta = (meta);                                                          \
-        /* chunk ch (32 values) of a row: the row's scale (if any), then its blocks */                   \
-        static KILN_HD_MEMBER void decode_row(const char * row, int64_t ch, float * y) {                 \
+        /* what matrix products multiply the row scale by (quants-blocks-kt.h) */                        \
+        static constexpr float matmul_factor = kiln_matmul_row_factor(type);                             \
+        /* chunk ch (32 values) of a row: the row's scale (if any; times `factor`), then its blocks */   \
+        static KILN_HD_MEMBER void decode_row(const char * row, int64_t ch, float * y, float factor = 1.0f) { \
             const block_t & b = *(const block_t *) (row + row_meta + (ch / chunks) * sizeof(block_t));   \
-            fn(b, (int) (ch % chunks), kiln_row_scale(row, row_meta), y);                                \
+            fn(b, (int) (ch % chunks), kiln_row_scale(row, row_meta) * factor, y);                       \
         }                                                                                                \
     };
 KILN_BLOCK_TYPES(KILN_BLOCK_TRAITS)
 #undef KILN_BLOCK_TRAITS
+
+// n values of one row (n a multiple of the block size; any number of rows for types without a
+// row scale): the CPU's to_float for the types whose only decoder is the one here.
+template <ggml_type T> void kiln_row_to_float(const void * x, float * y, int64_t n) {
+    for (int64_t ch = 0; ch < n / 32; ++ch) kiln_block_traits<T>::decode_row((const char *) x, ch, y + 32 * ch);
+}
 } // namespace

@@ -27,56 +27,10 @@ extern const uint16_t ik_iq2kl_values[32];  // pairs of iq3nl levels (low byte f
 // ---------------------------------------------------------------------------------------------
 // Blocks (per 256 values). Types marked "row:" carry a per-row scale before their blocks.
 
-// block_iq2_k .. block_iq6_k and the row-scaled block_iq4_ks, block_iq5_ks, block_iq2_ks and
-// block_iq3_ks are declared in quants-blocks.h (included through quants-common.h), whose
-// decoders the CUDA kernels share.
-
-// row: f32 d. 32 16-bit words; each word's low bit is one bit of the 32-block's scale byte and
-// its other 15 bits, "x ^ (x >> 1)" decoded, give 4 nibbles.
-struct block_iq4_kss {
-    uint32_t qs[32];
-};
-static_assert(sizeof(block_iq4_kss) == 128, "iq4_kss block size");
-
-// row: f16 d
-struct block_iq2_kl {
-    uint16_t scales_h;
-    uint8_t  scales_l[4];
-    uint8_t  qs[64];
-    uint8_t  qh[16];
-};
-static_assert(sizeof(block_iq2_kl) == 86, "iq2_kl block size");
-
-// Trellis types (quants-kt.cpp). Row: f32 d. A 15/16-bit seed s gives a run of values
-// v_m = (sum of the four bytes of (s * K^(m+1)) & 0x3f3f3f3f) - 126, m = 0.. (K = 0xCBAC1FED),
-// i.e. integers in [-126, 126]; value = (d * scale) * v.
-struct block_iq1_kt {
-    uint8_t sh[8];    // per 32 values: low nibble iq4_k-grid scale index, high nibble seed bit 12 of its 4 runs
-    uint8_t ql[32];   // seed bits 0..7 of each run of 8 values
-    uint8_t qh[16];   // seed bits 8..11: low nibble runs 0..15, high nibble runs 16..31
-};
-static_assert(sizeof(block_iq1_kt) == 56, "iq1_kt block size");
-
-struct block_iq2_kt {
-    uint8_t scales[4];   // per 32 values: iq4_k-grid scale index (low nibbles blocks 0-3, high 4-7)
-    uint8_t ql[64];      // 32 little-endian 16-bit seeds, one per 8 values
-};
-static_assert(sizeof(block_iq2_kt) == 68, "iq2_kt block size");
-
-struct block_iq3_kt {
-    uint8_t scales[4];   // per 32 values: unsigned 4-bit scale (low nibbles blocks 0-3, high 4-7)
-    uint8_t ql[64];      // 32 16-bit seeds (magnitudes |v|)
-    uint8_t qh[32];      // bit b of qh[p]: value p of 32-block b is negative
-};
-static_assert(sizeof(block_iq3_kt) == 100, "iq3_kt block size");
-
-struct block_iq4_kt {
-    uint8_t shb[32];   // 8 u32: bit 0 seed offset, bits 1-7 scale + 64, bits 8+3g.. seed bits 12-14 of run g
-    uint8_t ql[64];    // seed bits 0..7 of each run of 4 values
-    uint8_t qh[32];    // seed bits 8..11: low nibble runs 0..31, high nibble runs 32..63
-};
-static_assert(sizeof(block_iq4_kt) == 128, "iq4_kt block size");
-
+// block_iq2_k .. block_iq6_k, the row-scaled block_iq4_ks, block_iq5_ks, block_iq2_ks,
+// block_iq3_ks, block_iq4_kss and block_iq2_kl (quants-blocks.h, included through
+// quants-common.h) and the trellis blocks block_iq1_kt .. block_iq4_kt (quants-blocks-kt.h) are
+// declared with the decoders the CUDA kernels share.
 
 // Row-interleaved blocks of 4 rows (quants-interleaved.cpp). Within a 32-value sub-block ib,
 // the 64 bytes qs[64 ib ..] hold 4 bytes per row at offsets 0/16/32/48 + 4 k: low nibbles of the
@@ -129,8 +83,8 @@ void ik_decode_iq3_kt(const void * b, float row_d, ik_decoded & out);
 void ik_decode_iq4_kt(const void * b, float row_d, ik_decoded & out);
 void ik_decode_iq2_kt_gemm(const void * b, float row_d, ik_decoded & out);
 void ik_decode_iq3_kt_gemm(const void * b, float row_d, ik_decoded & out);
-constexpr float kIq2KtGemmFactor = 1.05f;
-constexpr float kIq3KtGemmFactor = 1.01f;
+constexpr float kIq2KtGemmFactor = kiln_matmul_row_factor(GGML_TYPE_IQ2_KT);
+constexpr float kIq3KtGemmFactor = kiln_matmul_row_factor(GGML_TYPE_IQ3_KT);
 
 // Layout of a type's row for the shared drivers: per-row scale kind and block size.
 enum ik_row_scale { IK_ROW_NONE = 0, IK_ROW_F16 = 2, IK_ROW_F32 = 4 };

@@ -1,6 +1,7 @@
 // Private header of the lattice i-quant families (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
-// IQ3_S): block layouts, lookup grids (quants-iq-grids.cpp), and the "decoded block" form that
-// the SIMD gemm kernels (cpu/avx2, cpu/avx512) work on.
+// IQ3_S): the block layouts and grids (quants-blocks-iq.h, shared with the CUDA kernels, whose
+// float decoders are the CPU's to_float too), and the "decoded block" form that the SIMD gemm
+// kernels (cpu/avx2, cpu/avx512) work on.
 //
 // Every type stores groups of 8 (IQ1/IQ2) or 4 (IQ3) weights as an index into a grid of lattice
 // points plus signs; all of them decode to  value = d * (small odd integer scale) * grid * sign.
@@ -20,68 +21,17 @@
 
 namespace ggml_iq {
 
-// ---- block layouts (sizes as llama.cpp writes them) -------------------------------------------
+// ---- block layouts and grids: quants-blocks-iq.h (shared with the CUDA kernels) ---------------
 
-struct block_iq2_xxs {           // 2.0625 bpw
-    ggml_fp16_t d;
-    uint16_t    qs[QK_K / 8];    // per 32 weights: 4 grid bytes, then 4x7 sign bits + 4-bit scale
-};
-static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block size");
-
-struct block_iq2_xs {            // 2.3125 bpw
-    ggml_fp16_t d;
-    uint16_t    qs[QK_K / 8];    // 9-bit grid index | 7 sign bits << 9, per 8 weights
-    uint8_t     scales[QK_K / 32];
-};
-static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs block size");
-
-struct block_iq2_s {             // 2.5625 bpw
-    ggml_fp16_t d;
-    uint8_t     qs[QK_K / 4];    // 32 low grid-index bytes, then 32 sign bytes
-    uint8_t     qh[QK_K / 32];   // 2 high index bits per 8 weights
-    uint8_t     scales[QK_K / 32];
-};
-static_assert(sizeof(block_iq2_s) == 82, "iq2_s block size");
-
-struct block_iq3_xxs {           // 3.0625 bpw
-    ggml_fp16_t d;
-    uint8_t     qs[3 * QK_K / 8];  // 64 grid bytes, then per 32 weights 4x7 sign bits + 4-bit scale
-};
-static_assert(sizeof(block_iq3_xxs) == 98, "iq3_xxs block size");
-
-struct block_iq3_s {             // 3.4375 bpw
-    ggml_fp16_t d;
-    uint8_t     qs[QK_K / 4];
-    uint8_t     qh[QK_K / 32];
-    uint8_t     signs[QK_K / 8];
-    uint8_t     scales[QK_K / 64];
-};
-static_assert(sizeof(block_iq3_s) == 110, "iq3_s block size");
-
-struct block_iq1_s {             // 1.5625 bpw
-    ggml_fp16_t d;
-    uint8_t     qs[QK_K / 8];
-    uint16_t    qh[QK_K / 32];   // 3 high index bits per 8 weights, 3-bit scale, delta sign
-};
-static_assert(sizeof(block_iq1_s) == 50, "iq1_s block size");
-
-struct block_iq1_m {             // 1.75 bpw; the fp16 super-scale is spread over the scale nibbles
-    uint8_t qs[QK_K / 8];
-    uint8_t qh[QK_K / 16];
-    uint8_t scales[QK_K / 32];
-};
-static_assert(sizeof(block_iq1_m) == 56, "iq1_m block size");
+using ::block_iq1_m;
+using ::block_iq1_s;
+using ::block_iq2_s;
+using ::block_iq2_xs;
+using ::block_iq2_xxs;
+using ::block_iq3_s;
+using ::block_iq3_xxs;
 
 constexpr float IQ1_DELTA = 0.125f;   // IQ1 values are grid (-1/0/+1) shifted by +-1/8
-
-// ---- grids ---------------------------------------------------------------------------------
-
-extern const uint64_t iq2xxs_grid[256];
-extern const uint64_t iq2xs_grid[512];
-extern const uint64_t iq2s_grid[1024];
-extern const uint32_t iq3xxs_grid[256];
-extern const uint32_t iq3s_grid[512];
-extern const uint64_t iq1s_grid[2048];
 
 // IQ2_XXS/IQ2_XS/IQ3_XXS store 7 sign bits per 8 weights; the 8th makes the count of negative
 // signs even. Returns the 8 sign bits for a 7-bit code.

@@ -3,9 +3,10 @@
 // weights. IQ1_S keeps one shift sign per 32 weights; IQ1_M one per 8 and splits its fp16 d
 // across the top nibbles of the four scale words.
 //
-// The quantizers solve the ternary split exactly (sorted prefix sums, every pair of boundaries)
-// as llama.cpp does, then move off-grid groups to the best neighbouring grid point. For the dot
-// products a weight is taken as 8*grid + shift sign (exact small integers), times d*(2s+1)/8.
+// The decoders (to_float) are quants-blocks-iq.h's, shared with the CUDA kernels. The quantizers
+// solve the ternary split exactly (sorted prefix sums, every pair of boundaries) as llama.cpp
+// does, then move off-grid groups to the best neighbouring grid point. For the dot products a
+// weight is taken as 8*grid + shift sign (exact small integers), times d*(2s+1)/8.
 #include "quants-iq.h"
 #include "quants-iq-scalar.h"
 #include "quants-interleaved.h"
@@ -20,43 +21,6 @@
 namespace {
 
 using namespace ggml_iq;
-
-// ---- decoders ---------------------------------------------------------------------------------
-
-void iq1_s_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_iq1_s *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const uint16_t h = x[i].qh[ib];
-            const float dl = d * (2 * ((h >> 12) & 7) + 1);
-            const float delta = h & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
-            for (int l = 0; l < 4; ++l) {
-                const auto * grid = (const int8_t *) (iq1s_grid + (x[i].qs[4 * ib + l] | ((h >> 3 * l) & 7) << 8));
-                for (int j = 0; j < 8; ++j) y[j] = dl * (grid[j] + delta);
-                y += 8;
-            }
-        }
-    }
-}
-
-void iq1_m_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_iq1_m *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = iq1_m_super_scale(x[i]);
-        uint16_t sc[4];
-        std::memcpy(sc, x[i].scales, sizeof(sc));
-        for (int k = 0; k < QK_K / 8; ++k) {
-            const int g = k / 2;   // 16-weight scale group
-            const float dl = d * (2 * ((sc[g / 4] >> 3 * (g % 4)) & 7) + 1);
-            const uint8_t h = x[i].qh[k / 2] >> 4 * (k % 2);
-            const float delta = h & 0x08 ? -IQ1_DELTA : IQ1_DELTA;
-            const auto * grid = (const int8_t *) (iq1s_grid + (x[i].qs[k] | (h & 7) << 8));
-            for (int j = 0; j < 8; ++j) y[j] = dl * (grid[j] + delta);
-            y += 8;
-        }
-    }
-}
 
 // ---- quantizers -------------------------------------------------------------------------------
 
@@ -518,13 +482,13 @@ float iq1_m_block_d(const block_iq1_m & b) { return iq1_m_super_scale(b); }
 
 void register_iq1_types() {
     auto * s = ggml_type_traits_mut(GGML_TYPE_IQ1_S);
-    s->to_float = iq1_s_to_float;
+    s->to_float = kiln_row_to_float<GGML_TYPE_IQ1_S>;   // quants-blocks-iq.h, shared with the GPU
     s->from_float_ref = iq1_s_from_float;
     s->quantize = quantize_iq1_s;
     s->requires_imatrix = true;
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_S, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K, gemm_iq_scalar<block_iq1_s, block_dot_iq1_s, fp16_block_d<block_iq1_s>, IQ1_DOT_FACTOR>);
     auto * m = ggml_type_traits_mut(GGML_TYPE_IQ1_M);
-    m->to_float = iq1_m_to_float;
+    m->to_float = kiln_row_to_float<GGML_TYPE_IQ1_M>;
     m->from_float_ref = iq1_m_from_float;
     m->quantize = quantize_iq1_m;
     m->requires_imatrix = false;

@@ -2,9 +2,10 @@
 // an E8-like lattice grid (magnitudes 0x08/0x19/0x2b) with separate sign bits, scaled per 32
 // (XXS) or 16 (XS, S) weights by (2s+1)/8 times the block's fp16 d.
 //
-// Decoders reproduce llama.cpp's float arithmetic exactly; the quantizers follow its importance-
-// weighted lattice search (same trials, same tie-breaking), and the scalar gemm against q8_K is
-// the reference the SIMD kernels are tested against. The lattice search shared with IQ3 lives here.
+// The decoders (to_float) are quants-blocks-iq.h's, shared with the CUDA kernels; the quantizers
+// follow llama.cpp's importance-weighted lattice search (same trials, same tie-breaking), and the
+// scalar gemm against q8_K is the reference the SIMD kernels are tested against. The lattice
+// search shared with IQ3 lives here.
 #include "quants-iq.h"
 #include "quants-iq-scalar.h"
 #include "cpu-traits.h"
@@ -205,66 +206,6 @@ float ggml_iq::lattice_quantize(const search_grid & g, const lattice_search & p,
 }
 
 namespace {
-
-// ---- decoders ---------------------------------------------------------------------------------
-
-inline float sign_of(uint8_t signs, int j) { return (signs >> j) & 1 ? -1.f : 1.f; }
-
-void iq2_xxs_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_iq2_xxs *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            uint32_t aux[2];
-            std::memcpy(aux, x[i].qs + 4 * ib, sizeof(aux));
-            const auto * idx = (const uint8_t *) &aux[0];
-            const float db = d * (0.5f + (aux[1] >> 28)) * 0.25f;
-            for (int l = 0; l < 4; ++l) {
-                const uint8_t * grid = grid_bytes(iq2xxs_grid, idx[l]);
-                const uint8_t signs = expand_signs7(aux[1] >> 7 * l);
-                for (int j = 0; j < 8; ++j) y[j] = db * grid[j] * sign_of(signs, j);
-                y += 8;
-            }
-        }
-    }
-}
-
-void iq2_xs_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_iq2_xs *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const float db[2] = { d * (0.5f + (x[i].scales[ib] & 0xf)) * 0.25f,
-                                  d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f };
-            for (int l = 0; l < 4; ++l) {
-                const uint16_t q = x[i].qs[4 * ib + l];
-                const uint8_t * grid = grid_bytes(iq2xs_grid, q & 511);
-                const uint8_t signs = expand_signs7(q >> 9);
-                for (int j = 0; j < 8; ++j) y[j] = db[l / 2] * grid[j] * sign_of(signs, j);
-                y += 8;
-            }
-        }
-    }
-}
-
-void iq2_s_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_iq2_s *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        const uint8_t * signs = x[i].qs + QK_K / 8;
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const float db[2] = { d * (0.5f + (x[i].scales[ib] & 0xf)) * 0.25f,
-                                  d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f };
-            for (int l = 0; l < 4; ++l) {
-                const int k = 4 * ib + l;
-                const int idx = x[i].qs[k] | ((x[i].qh[ib] >> 2 * l) & 3) << 8;
-                const uint8_t * grid = grid_bytes(iq2s_grid, idx);
-                for (int j = 0; j < 8; ++j) y[j] = db[l / 2] * grid[j] * sign_of(signs[k], j);
-                y += 8;
-            }
-        }
-    }
-}
 
 // ---- quantizers -------------------------------------------------------------------------------
 
@@ -498,11 +439,11 @@ int32_t block_dot_iq2_s(const block_iq2_s & b, const block_q8_K & a) {
 void register_iq2_types() {
     struct entry { ggml_type t; ggml_to_float_t dq; ggml_from_float_t ref; ggml_quantize_rows_t q; bool need_im; ggml_gemm_t gemm; };
     const entry entries[] = {
-        { GGML_TYPE_IQ2_XXS, iq2_xxs_to_float, iq2_xxs_from_float, quantize_iq2_xxs, true,
+        { GGML_TYPE_IQ2_XXS, kiln_row_to_float<GGML_TYPE_IQ2_XXS>, iq2_xxs_from_float, quantize_iq2_xxs, true,
           gemm_iq_scalar<block_iq2_xxs, block_dot_iq2_xxs, fp16_block_d<block_iq2_xxs>, IQ2_DOT_FACTOR> },
-        { GGML_TYPE_IQ2_XS, iq2_xs_to_float, iq2_xs_from_float, quantize_iq2_xs, true,
+        { GGML_TYPE_IQ2_XS, kiln_row_to_float<GGML_TYPE_IQ2_XS>, iq2_xs_from_float, quantize_iq2_xs, true,
           gemm_iq_scalar<block_iq2_xs, block_dot_iq2_xs, fp16_block_d<block_iq2_xs>, IQ2_DOT_FACTOR> },
-        { GGML_TYPE_IQ2_S, iq2_s_to_float, iq2_s_from_float, quantize_iq2_s, false,
+        { GGML_TYPE_IQ2_S, kiln_row_to_float<GGML_TYPE_IQ2_S>, iq2_s_from_float, quantize_iq2_s, false,
           gemm_iq_scalar<block_iq2_s, block_dot_iq2_s, fp16_block_d<block_iq2_s>, IQ2_DOT_FACTOR> },
     };
     for (const auto & e : entries) {

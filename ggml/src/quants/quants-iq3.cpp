@@ -3,8 +3,9 @@
 // per 8 weights (even parity), scale (2s+1)/4 * d. IQ3_S: 512-point grid, all 8 sign bits,
 // scale (2s+1) * d.
 //
-// Decoders reproduce llama.cpp's float arithmetic exactly; the quantizers use the lattice search
-// of quants-iq2.cpp with llama.cpp's parameters; the scalar gemm is the SIMD kernels' reference.
+// The decoders (to_float) are quants-blocks-iq.h's, shared with the CUDA kernels; the quantizers
+// use the lattice search of quants-iq2.cpp with llama.cpp's parameters; the scalar gemm is the
+// SIMD kernels' reference.
 #include "quants-iq.h"
 #include "quants-iq-scalar.h"
 #include "cpu-traits.h"
@@ -15,55 +16,6 @@
 namespace {
 
 using namespace ggml_iq;
-
-inline float sign_of(uint8_t signs, int j) { return (signs >> j) & 1 ? -1.f : 1.f; }
-
-// ---- decoders ---------------------------------------------------------------------------------
-
-void iq3_xxs_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_iq3_xxs *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        const uint8_t * qs = x[i].qs;
-        const uint8_t * sas = x[i].qs + QK_K / 4;
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            uint32_t aux;
-            std::memcpy(&aux, sas + 4 * ib, sizeof(aux));
-            const float db = d * (0.5f + (aux >> 28)) * 0.5f;
-            for (int l = 0; l < 4; ++l) {
-                const uint8_t signs = expand_signs7(aux >> 7 * l);
-                const uint8_t * g1 = grid_bytes(iq3xxs_grid, qs[8 * ib + 2 * l]);
-                const uint8_t * g2 = grid_bytes(iq3xxs_grid, qs[8 * ib + 2 * l + 1]);
-                for (int j = 0; j < 4; ++j) {
-                    y[j]     = db * g1[j] * sign_of(signs, j);
-                    y[j + 4] = db * g2[j] * sign_of(signs, j + 4);
-                }
-                y += 8;
-            }
-        }
-    }
-}
-
-void iq3_s_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_iq3_s *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const float db = d * (1 + 2 * ((x[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf));
-            for (int l = 0; l < 4; ++l) {
-                const uint8_t signs = x[i].signs[4 * ib + l];
-                const int k = 8 * ib + 2 * l;
-                const uint8_t * g1 = grid_bytes(iq3s_grid, x[i].qs[k]     | ((x[i].qh[ib] >> (2 * l)) & 1) << 8);
-                const uint8_t * g2 = grid_bytes(iq3s_grid, x[i].qs[k + 1] | ((x[i].qh[ib] >> (2 * l + 1)) & 1) << 8);
-                for (int j = 0; j < 4; ++j) {
-                    y[j]     = db * g1[j] * sign_of(signs, j);
-                    y[j + 4] = db * g2[j] * sign_of(signs, j + 4);
-                }
-                y += 8;
-            }
-        }
-    }
-}
 
 // ---- quantizers -------------------------------------------------------------------------------
 
@@ -241,14 +193,14 @@ int32_t block_dot_iq3_s(const block_iq3_s & b, const block_q8_K & a) {
 
 void register_iq3_types() {
     auto * xxs = ggml_type_traits_mut(GGML_TYPE_IQ3_XXS);
-    xxs->to_float = iq3_xxs_to_float;
+    xxs->to_float = kiln_row_to_float<GGML_TYPE_IQ3_XXS>;   // quants-blocks-iq.h, shared with the GPU
     xxs->from_float_ref = iq3_xxs_from_float;
     xxs->quantize = quantize_iq3_xxs;
     xxs->requires_imatrix = false;
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_XXS, GGML_CPU_ISA_SCALAR, GGML_TYPE_Q8_K,
                            gemm_iq_scalar<block_iq3_xxs, block_dot_iq3_xxs, fp16_block_d<block_iq3_xxs>, IQ3XXS_DOT_FACTOR>);
     auto * s = ggml_type_traits_mut(GGML_TYPE_IQ3_S);
-    s->to_float = iq3_s_to_float;
+    s->to_float = kiln_row_to_float<GGML_TYPE_IQ3_S>;
     s->from_float_ref = iq3_s_from_float;
     s->quantize = quantize_iq3_s;
     s->requires_imatrix = false;

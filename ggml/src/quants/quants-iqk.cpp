@@ -22,9 +22,7 @@ const int8_t ik_iq6nl_values[128] = {
     -50, -46, -43, -39, -36, -33, -30, -27, -24, -21, -18, -15, -12, -10, -7, -4,
     -1, 1, 4, 7, 10, 13, 15, 18, 21, 24, 28, 31, 34, 37, 41, 45,
     48, 52, 56, 60, 64, 69, 73, 78, 83, 88, 93, 99, 104, 110, 116, 122 };
-const uint16_t ik_iq2kl_values[32] = {
-    0xe9c1, 0x0dc1, 0xc1d8, 0xf6d8, 0x0dd8, 0x2fd8, 0xd8e9, 0xe9e9, 0x01e9, 0x0de9, 0x1ce9, 0xc1f6, 0x01f6, 0x0df6, 0x2ff6, 0xe901,
-    0xf601, 0x0101, 0x0d01, 0x1c01, 0xd80d, 0xe90d, 0xf60d, 0x010d, 0x0d0d, 0xc11c, 0xe91c, 0x011c, 0x1c1c, 0x2f1c, 0xe92f, 0x0d2f };
+const uint16_t ik_iq2kl_values[32] = KILN_IQ2KL_VALUES;
 
 // ---------------------------------------------------------------------------------------------
 // Decoders into the common form. Index arithmetic mirrors where the reference's dequantizer

@@ -1,11 +1,7 @@
 // Ternary types of llama.cpp (BitNet b1.58 / TriLM models): TQ1_0 (id 34, 1.6875 bpw) and TQ2_0
 // (id 35, 2.0625 bpw). Every weight is -1, 0 or +1 times one fp16 scale per 256 (the block's
-// largest magnitude).
-//   TQ1_0: 240 weights five per byte in 48 bytes (32-byte then 16-byte runs: byte m of a run holds
-//   weights m, m + run, ... m + 4 run), the last 16 four per byte in 4 bytes. A byte holds the
-//   trits as a base-3 fraction scaled to 256 (rounded up), so trit n is the top of byte * 3^n * 3
-//   over 256 (no division to decode).
-//   TQ2_0: 2 bits per weight, byte m of each 32-byte run holding weights m + 32 l at bits 2 l.
+// largest magnitude). The layouts and the decoders (shared with the CUDA kernels) are in
+// quants-blocks.h; here are the reference encoders and the registration.
 #include "quants-interleaved.h"
 
 #include <algorithm>
@@ -13,18 +9,6 @@
 #include <cstring>
 
 namespace {
-
-struct block_tq1_0 { uint8_t qs[48]; uint8_t qh[4]; ggml_fp16_t d; };
-struct block_tq2_0 { uint8_t qs[64]; ggml_fp16_t d; };
-static_assert(sizeof(block_tq1_0) == 54 && sizeof(block_tq2_0) == 66, "ternary block sizes");
-
-constexpr uint8_t kPow3[6] = { 1, 3, 9, 27, 81, 243 };
-
-// Trit n (0..4) of a packed byte, as -1 / 0 / +1.
-inline int trit(uint8_t byte, int n) {
-    const uint8_t q = (uint8_t) (byte * kPow3[n]);
-    return ((q * 3) >> 8) - 1;
-}
 
 // Pack trits t[0..count) (0..2, most significant first) into one byte, with (5 - count) zero
 // trits after them.
@@ -66,21 +50,6 @@ void quantize_row_tq1_0_ref(const float * x, void * vy, int64_t n) {
     }
 }
 
-void tq1_0_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_tq1_0 *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        for (int run : { 32, 16 }) {
-            const int byte0 = run == 32 ? 0 : 32;
-            for (int k = 0; k < 5; ++k) {
-                for (int m = 0; m < run; ++m) *y++ = (float) trit(x[i].qs[byte0 + m], k) * d;
-            }
-        }
-        for (int k = 0; k < 4; ++k) {
-            for (int m = 0; m < 4; ++m) *y++ = (float) trit(x[i].qh[m], k) * d;
-        }
-    }
-}
 
 void quantize_row_tq2_0_ref(const float * x, void * vy, int64_t n) {
     auto * y = (block_tq2_0 *) vy;
@@ -97,24 +66,13 @@ void quantize_row_tq2_0_ref(const float * x, void * vy, int64_t n) {
     }
 }
 
-void tq2_0_to_float(const void * vx, float * y, int64_t n) {
-    const auto * x = (const block_tq2_0 *) vx;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        for (int j = 0; j < 64; j += 32) {
-            for (int l = 0; l < 4; ++l) {
-                for (int m = 0; m < 32; ++m) *y++ = (float) (((x[i].qs[j + m] >> 2 * l) & 3) - 1) * d;
-            }
-        }
-    }
-}
 
 void register_ternary_types() {
     ggml_type_traits_mut(GGML_TYPE_TQ1_0)->from_float_ref = quantize_row_tq1_0_ref;
     ggml_type_traits_mut(GGML_TYPE_TQ2_0)->from_float_ref = quantize_row_tq2_0_ref;
     // products over decoded rows with q8_K activations (no integer kernel yet)
-    register_float_path<GGML_TYPE_TQ1_0>(tq1_0_to_float);
-    register_float_path<GGML_TYPE_TQ2_0>(tq2_0_to_float);
+    register_float_path<GGML_TYPE_TQ1_0>(kiln_row_to_float<GGML_TYPE_TQ1_0>);   // quants-blocks.h, shared with the GPU
+    register_float_path<GGML_TYPE_TQ2_0>(kiln_row_to_float<GGML_TYPE_TQ2_0>);
 }
 GGML_REGISTER(register_ternary_types);
 
