@@ -107,11 +107,13 @@ static __device__ __forceinline__ float block_max(float x, float * shared) {
 
 // Chunk ch (values 32 ch .. 32 ch + 31) of a row of a type of KILN_BLOCK_TYPES (quants-blocks.h):
 // the row's scale if the type has one, then its blocks, decoded by the functions the host tests
-// compare with the CPU decoders.
-static __device__ __forceinline__ void decode_row_chunk(int type, const char * row, int64_t ch, float * y) {
+// compare with the CPU decoders. matmul: the values a matrix product uses, which for iq2_kt and
+// iq3_kt carry the reference's inference-time factor (to_float's values do not). Placement never
+// hands a kernel another type (cuda_type_is_decodable gates every op that decodes).
+static __device__ __forceinline__ void decode_row_chunk(int type, const char * row, int64_t ch, float * y, bool matmul = false) {
     switch (type) {
 #define KILN_DECODE_CASE(T, B, QK, META, FN) \
-    case T: kiln_block_traits<T>::decode_row(row, ch, y); break;
+    case T: kiln_block_traits<T>::decode_row(row, ch, y, matmul ? kiln_block_traits<T>::matmul_factor : 1.0f); break;
         KILN_BLOCK_TYPES(KILN_DECODE_CASE)
 #undef KILN_DECODE_CASE
         default: break;

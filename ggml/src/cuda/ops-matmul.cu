@@ -34,22 +34,32 @@ struct mmv_args {
     int glu;               // moe_up_gate: ggml_glu_op
 };
 
+// The weights' layout as warp_row_dot reads it, passed by value: a reference to the kernel's
+// parameter block would make every thread copy it to local memory.
+struct mmv_weights {
+    int type;
+    bool quant;
+    int64_t K, nb0;
+};
+
 // One weight row (quantized blocks or f32/f16/bf16 values) dotted with x (f32, dense); every
-// lane of the warp returns the sum.
-__device__ float warp_row_dot(const mmv_args & p, const char * w, const float * x) {
+// lane of the warp returns the sum. Not inlined: the kernel calls it at three places, and each
+// inlined copy of the decoder switch (every type of KILN_BLOCK_TYPES) doubled this file's
+// compile time.
+__device__ __noinline__ float warp_row_dot(mmv_weights wt, const char * w, const float * x) {
     const int lane = threadIdx.x % k_warp;
     float acc = 0.0f;
-    if (p.quant) {
-        const int64_t chunks = p.K / 32;
+    if (wt.quant) {
+        const int64_t chunks = wt.K / 32;
         for (int64_t ch = lane; ch < chunks; ch += k_warp) {
             float v[32];
-            decode_row_chunk(p.a.type, w, ch, v);
+            decode_row_chunk(wt.type, w, ch, v, /*matmul=*/true);
             const float * xx = x + ch * 32;
 #pragma unroll
             for (int j = 0; j < 32; ++j) acc += v[j] * xx[j];
         }
     } else {
-        for (int64_t k = lane; k < p.K; k += k_warp) acc += load_float(w + k * p.a.nb[0], p.a.type) * x[k];
+        for (int64_t k = lane; k < wt.K; k += k_warp) acc += load_float(w + k * wt.nb0, wt.type) * x[k];
     }
     return warp_sum(acc);
 }
@@ -60,12 +70,13 @@ __global__ void mmv_kernel(mmv_args p) {
     const int64_t m = (int64_t) blockIdx.x * k_rows_per_block + threadIdx.x / k_warp;
     if (m >= p.M) return;
     const int64_t j = blockIdx.y, t = blockIdx.z;
+    const mmv_weights wt = { p.a.type, p.quant, p.K, p.a.nb[0] };
     float r;
     if (p.mode == mmv_mode::mul_mat) {
         const int64_t i2 = t % p.b.ne[2], i3 = t / p.b.ne[2];
         const char * w = p.a.data + (i2 / p.r2) * p.a.nb[2] + (i3 / p.r3) * p.a.nb[3] + m * p.a.nb[1];
         const float * x = (const float *) row_at(p.b, j, i2, i3);
-        r = warp_row_dot(p, w, x);
+        r = warp_row_dot(wt, w, x);
         if (threadIdx.x % k_warp == 0) *(float *) (row_at(p.dst, j, i2, i3) + m * p.dst.nb[0]) = r;
         return;
     }
@@ -75,9 +86,9 @@ __global__ void mmv_kernel(mmv_args p) {
         return;
     }
     const float * x = (const float *) row_at(p.b, j % p.n_b, t, 0);
-    r = warp_row_dot(p, p.a.data + e * p.a.nb[2] + m * p.a.nb[1], x);
+    r = warp_row_dot(wt, p.a.data + e * p.a.nb[2] + m * p.a.nb[1], x);
     if (p.mode == mmv_mode::moe_up_gate) {
-        const float g = warp_row_dot(p, p.gate.data + e * p.gate.nb[2] + m * p.gate.nb[1], x);
+        const float g = warp_row_dot(wt, p.gate.data + e * p.gate.nb[2] + m * p.gate.nb[1], x);
         r *= p.glu == GGML_GLU_OP_GEGLU ? gelu1(g) : silu1(g);
     }
     if (threadIdx.x % k_warp == 0) *(float *) (row_at(p.dst, j, t, 0) + m * p.dst.nb[0]) = r;
@@ -91,7 +102,7 @@ __global__ void dequantize_f16_kernel(const char * a, int64_t a_nb1, int type, i
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n_chunks; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t row = t / chunks_per_row, ch = t % chunks_per_row;
         float v[32];
-        decode_row_chunk(type, a + row * a_nb1, ch, v);
+        decode_row_chunk(type, a + row * a_nb1, ch, v, /*matmul=*/true);
         __half * y = out + row * K + ch * 32;
         for (int j = 0; j < 32; ++j) y[j] = __float2half_rn(v[j]);
     }
