@@ -108,6 +108,6 @@ KILN_HD void decode32_iq4_kt(const block_iq4_kt & b, int c, float row_d, float *
 
 // The factor the reference's matrix products apply to a row's scale: iq2_kt 1.05, iq3_kt 1.01,
 // 1 for every other type (a type's dequantized values never carry it).
-constexpr float kiln_matmul_row_factor(ggml_type t) {
+static constexpr float kiln_matmul_row_factor(ggml_type t) {
     return t == GGML_TYPE_IQ2_KT ? 1.05f : t == GGML_TYPE_IQ3_KT ? 1.01f : 1.0f;
 }
