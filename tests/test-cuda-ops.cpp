@@ -11,6 +11,7 @@
 #include "ggml-cpu.h"
 #include "ggml-cuda.h"
 #include "ggml.h"
+#include "quants/quants-blocks.h"
 
 #include <gtest/gtest.h>
 
@@ -60,9 +61,13 @@ std::vector<std::vector<uint8_t>> make_inputs(ggml_context * ctx, const op_case 
                 case GGML_TYPE_F32: std::memcpy(bytes.data(), v.data(), n * sizeof(float)); break;
                 case GGML_TYPE_F16: ggml_fp32_to_fp16_row(v.data(), (ggml_fp16_t *) bytes.data(), n); break;
                 case GGML_TYPE_BF16: ggml_fp32_to_bf16_row(v.data(), (ggml_bf16_t *) bytes.data(), n); break;
-                default:
-                    EXPECT_GT(ggml_quantize_chunk(t->type, v.data(), bytes.data(), 0, n / t->ne[0], t->ne[0], nullptr), 0u);
+                default: {
+                    // types that require an importance matrix get a uniform one
+                    const std::vector<float> im(ggml_quantize_requires_imatrix(t->type) ? t->ne[0] : 0, 1.0f);
+                    EXPECT_GT(ggml_quantize_chunk(t->type, v.data(), bytes.data(), 0, n / t->ne[0], t->ne[0], im.empty() ? nullptr : im.data()),
+                              0u);
                     break;
+                }
             }
         }
         all.push_back(std::move(bytes));
@@ -369,12 +374,18 @@ fill_ints_fn row_ids(int64_t n_rows) {
     };
 }
 
+// Every weight type the GPU decodes (KILN_BLOCK_TYPES, quants-blocks.h) after the float types: a
+// type added to the list is tested here without being named.
+std::vector<ggml_type> gpu_weight_types() {
+    std::vector<ggml_type> v = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+#define KILN_GPU_TYPE(T, B, QK, META, FN) v.push_back(T);
+    KILN_BLOCK_TYPES(KILN_GPU_TYPE)
+#undef KILN_GPU_TYPE
+    return v;
+}
+
 TEST_F(CudaOps, GetRowsDecodesEveryWeightType) {
-    const ggml_type types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
-                                GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                                GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ2_K, GGML_TYPE_IQ3_K,
-                                GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K, GGML_TYPE_MXFP4, GGML_TYPE_Q6_0,
-                                GGML_TYPE_IQ4_KS, GGML_TYPE_IQ5_KS, GGML_TYPE_IQ2_KS, GGML_TYPE_IQ3_KS };
+    const std::vector<ggml_type> types = gpu_weight_types();
     for (ggml_type t : types) {
         check({ std::string("get_rows ") + ggml_type_name(t), [t](ggml_context * ctx) {
                    ggml_tensor * a = ggml_new_tensor_3d(ctx, t, 512, 19, 2);
@@ -421,18 +432,12 @@ TEST_F(CudaOps, SortAndTopK) {
 
 // ---- matrix products
 
-const ggml_type k_weight_types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0,
-                                     GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS, GGML_TYPE_IQ4_NL,
-                                     GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_0, GGML_TYPE_Q4_1, GGML_TYPE_IQ2_K,
-                                     GGML_TYPE_IQ3_K, GGML_TYPE_IQ4_K, GGML_TYPE_IQ5_K, GGML_TYPE_IQ6_K, GGML_TYPE_IQ4_KS,
-                                     GGML_TYPE_IQ5_KS, GGML_TYPE_IQ2_KS, GGML_TYPE_IQ3_KS };
-
 // The CPU quantizes activations for its integer kernels; the GPU keeps them f32 (one column at a
 // time) or f16 (cuBLAS): both stay within this of each other.
 double matmul_tolerance(ggml_type t) { return t == GGML_TYPE_F32 ? 1e-9 : 5e-4; }
 
 TEST_F(CudaOps, MulMatEveryTypeBothPaths) {
-    for (ggml_type t : k_weight_types) {
+    for (ggml_type t : gpu_weight_types()) {
         for (int64_t n : { 1, 3, 16, 33 }) {   // 1 and 3: from the blocks; 16 and 33: cuBLAS
             check({ std::string("mul_mat ") + ggml_type_name(t) + " N=" + std::to_string(n), [t, n](ggml_context * ctx) {
                        ggml_tensor * a = ggml_new_tensor_2d(ctx, t, 768, 67);
@@ -469,8 +474,9 @@ fill_ints_fn expert_ids(int64_t n_expert) {
 }
 
 TEST_F(CudaOps, MulMatIdAndFusedExperts) {
+    // iq3_xxs (a lattice grid read per lane) and iq2_kt (the row factor of products) besides
     for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS,
-                         GGML_TYPE_IQ4_KS }) {
+                         GGML_TYPE_IQ4_KS, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ2_KT }) {
         for (int64_t n_b : { 1, 2 }) {
             check({ std::string("mul_mat_id ") + ggml_type_name(t) + " n_b=" + std::to_string(n_b), [t, n_b](ggml_context * ctx) {
                        ggml_tensor * as = ggml_new_tensor_3d(ctx, t, 512, 37, 6);

@@ -744,8 +744,9 @@ static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block size");
 
 // Trit n (0..4) of a packed tq1_0 byte, as -1 / 0 / +1.
 KILN_HD int kiln_trit(uint8_t byte, int n) {
-    const int pow3[5] = { 1, 3, 9, 27, 81 };
-    const uint8_t q = (uint8_t) (byte * pow3[n]);
+    int pow3 = 1;   // computed, not looked up: a device would keep a table in local memory
+    for (int i = 0; i < n; ++i) pow3 *= 3;
+    const uint8_t q = (uint8_t) (byte * pow3);
     return ((q * 3) >> 8) - 1;
 }
 
