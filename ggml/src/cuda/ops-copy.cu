@@ -9,6 +9,11 @@
 
 namespace {
 
+// Chunk ch of a quantized row to 32 floats. Not inlined: two kernels decode, and each inlined
+// copy of the decoder switch (every type of KILN_BLOCK_TYPES) adds seconds of compile time; the
+// values pass through the stack, which costs little next to the stores that follow.
+__device__ __noinline__ void decode_chunk(int type, const char * row, int64_t ch, float * v) { decode_row_chunk(type, row, ch, v); }
+
 // ---- conversions between float types, any shapes with equal element counts
 
 __global__ void convert_kernel(cuda_view src, cuda_view dst, int64_t n) {
@@ -30,7 +35,7 @@ __global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int
         const coord4 cd = row_coord(r, dst.ne);
         float v[32];
         if (decode) {
-            decode_row_chunk(src.type, row_at(src, cs.i1, cs.i2, cs.i3), ch, v);
+            decode_chunk(src.type, row_at(src, cs.i1, cs.i2, cs.i3), ch, v);
             char * y = row_at(dst, cd.i1, cd.i2, cd.i3) + ch * 32 * dst.nb[0];
             for (int j = 0; j < 32; ++j) store_float(y + j * dst.nb[0], dst.type, v[j]);
         } else {
@@ -63,7 +68,7 @@ __global__ void get_rows_kernel(cuda_view a, cuda_view ids, cuda_view dst, bool 
         }
         float v[32];
         if (valid) {
-            decode_row_chunk(a.type, x, u, v);
+            decode_chunk(a.type, x, u, v);
         } else {
             for (int j = 0; j < 32; ++j) v[j] = 0.0f;
         }
