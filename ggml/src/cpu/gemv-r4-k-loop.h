@@ -1,5 +1,5 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
-// q4_k_r4, q5_k_r4 and q6_k_r4 against q8_K activations, written once over an ISA description;
+// q2_k_r4 .. q6_k_r4 against q8_K activations, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -18,13 +18,21 @@
 // of a group being row k. A 64-byte run is kParts = 128 / V parts: part j holds the low (j even)
 // or high (j odd) nibbles of the V bytes at (j / 2) V; its lane group G covers the run's 16 bytes
 // at 16 g, g = (j / 2) (V / 16) + G, which hold quarter kLowQuarter[g] (+ 2 for the high nibbles).
+// q2_k_r4 / q3_k_r4 keep 2-bit levels as crumbs instead (r4_crumb_byte): a sub-block's 32 bytes
+// are two 16-byte halves h (quarters 4 h .. 4 h + 3 of the 4 rows, quarter 4 h + s at bits 2 s).
+// Both halves go into every vector (bcast32), lane group G taking half G % 2, and part j shifts
+// lane group G by 2 s with s = j (V / 32) + G / 2, so again each int32 lane holds 4 values of one
+// quarter of its row; q3_k_r4's third bits (bit `quarter` of the row's 4 qh bytes) are added the
+// same way. In both layouts odd lane groups hold the second 16 values of the sub-block, which is
+// what lets the 16-value scales of q2/q3/q6 share one scale shuffle (kHalfScales).
 //
 // An ISA struct I provides the vector types vi / vf and: load, store, bcast16 (16 bytes into every
 // 128-bit lane), bcast32 (bytes 0..15 into the even 128-bit lanes, 16..31 into the odd ones),
 // zero, set8, and_, or_, add16, srli16_4, slli16_4, srlv32, shuffle (vpshufb), maddubs,
 // dot16(acc, a, b) (acc + the int16 pair products), spread(32 bytes, lane indices) (vpermd),
 // widen_u8 / widen_i8 (32 bytes -> V / 2 ... int16 vectors), and the float cvt, mul, fmadd,
-// fnmadd, rows4 (4 floats into every 128-bit lane), sum_lanes (the 128-bit lanes added).
+// fnmadd, rows4 (4 floats into every 128-bit lane), sum_lanes (the 128-bit lanes added),
+// srli16_4 / slli16_4 / slli16_2 (int16 shifts by 4 or 2).
 #pragma once
 
 #include "cpu-traits.h"
@@ -40,24 +48,32 @@ namespace r4k_gemv {
 // the quarter whose low nibbles the run's 16-byte group g holds (r4_nibble_byte's offsets)
 constexpr int kLowQuarter[4] = { 0, 4, 1, 5 };
 
+// The quarter that int32 lane l of part j holds, in vectors of V bytes: nibble runs, crumbs.
+constexpr int nibble_quarter(int V, int j, int l) { return kLowQuarter[(j / 2) * (V / 16) + l / 4] + 2 * (j % 2); }
+constexpr int crumb_quarter(int V, int j, int l) { return 4 * (l / 4 % 2) + j * (V / 32) + l / 8; }
+
 // Per part and int32 lane, a number derived from the quarter the lane holds (f: quarter -> int).
-template <int V, int (*F)(int)>
+template <int V, int (*Q)(int, int, int), int (*F)(int)>
 struct lane_table {
     static constexpr int kParts = 128 / V, kLanes = V / 4;
     alignas(64) int32_t v[kParts][kLanes] = {};
     constexpr lane_table() {
         for (int j = 0; j < kParts; ++j) {
-            for (int l = 0; l < kLanes; ++l) v[j][l] = F(kLowQuarter[(j / 2) * (V / 16) + l / 4] + 2 * (j % 2));
+            for (int l = 0; l < kLanes; ++l) v[j][l] = F(Q(V, j, l));
         }
     }
 };
 constexpr int quarter_of(int q) { return q; }
 constexpr int q5_bit_of(int q) { return q5_k_r4_hbit(4 * q); }
 constexpr int q6_shift_of(int q) { return q6_k_r4_hshift(4 * q); }
+constexpr int crumb_shift_of(int q) { return 2 * (q % 4); }
 
-template <int V> constexpr lane_table<V, quarter_of> kSpread{};
-template <int V> constexpr lane_table<V, q5_bit_of> kQ5Bits{};
-template <int V> constexpr lane_table<V, q6_shift_of> kQ6Shifts{};
+template <int V> constexpr lane_table<V, nibble_quarter, quarter_of> kSpread{};
+template <int V> constexpr lane_table<V, nibble_quarter, q5_bit_of> kQ5Bits{};
+template <int V> constexpr lane_table<V, nibble_quarter, q6_shift_of> kQ6Shifts{};
+// crumbs: the activations' spread is also the third bits' shift (bit `quarter` of a qh byte)
+template <int V> constexpr lane_table<V, crumb_quarter, quarter_of> kCrumbSpread{};
+template <int V> constexpr lane_table<V, crumb_quarter, crumb_shift_of> kCrumbShifts{};
 
 // vpshufb controls, the same in every 128-bit lane unless said otherwise:
 //   int16 k of 4 (row k's sub-block scale) into both halves of int32 lane k;
@@ -89,17 +105,18 @@ struct act_layout {
     static constexpr size_t kX = 8 * 128, kB = kPairs * 8, kD = kX + kB, kSize = (kD + 4 + 63) / 64 * 64;
 };
 
-template <typename I, int kPairs>
+template <typename I, int kPairs, bool kCrumbs>
 void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint8_t * out) {
     using L = act_layout<I::kBytes, kPairs>;
     constexpr int V = I::kBytes, NP = 128 / V;
+    const auto & spread = kCrumbs ? kCrumbSpread<V>.v : kSpread<V>.v;
     for (int c = 0; c < nc; ++c) {
         const auto * a = (const block_q8_K *) (x + c * x_stride);
         for (int64_t b = 0; b < nb; ++b) {
             uint8_t * o = out + (c * nb + b) * L::kSize;
             for (int ib = 0; ib < 8; ++ib) {
                 const __m256i x32 = _mm256_loadu_si256((const __m256i *) (a[b].qs + 32 * ib));
-                for (int j = 0; j < NP; ++j) I::store(o + (ib * NP + j) * V, I::spread(x32, I::load(kSpread<V>.v[j])));
+                for (int j = 0; j < NP; ++j) I::store(o + (ib * NP + j) * V, I::spread(x32, I::load(spread[j])));
             }
             auto * bs = (int16_t *) (o + L::kX);
             for (int e = 0; e < kPairs * 4; ++e) {
@@ -115,13 +132,15 @@ void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint
 // Decoders: begin(block, state) once per super-block (scales, min terms, row factors), then per
 // sub-block ib levels(block, ib, lv) (kParts vectors of unsigned levels) and scale(state, ib)
 // (the rows' int16 scales in their lanes). kMaxLevel bounds the levels (how many vpmaddubsw
-// results fit in an int16 sum), kPairs counts the min/offset pairs.
+// results fit in an int16 sum), kPairs counts the min/offset pairs, kCrumbs says the levels are
+// 2-bit crumbs (the activations' spread follows).
 
 template <typename I, typename Block>
 struct k45_r4 {
     using vi = typename I::vi;
     using vf = typename I::vf;
     static constexpr int kPairs = 8, NM = 64 / I::kBytes;
+    static constexpr bool kCrumbs = false;
     struct state {
         alignas(64) int16_t s[40] = {};   // slot 4 ib + k; read 8 at a time
         vi m[NM];
@@ -173,29 +192,109 @@ struct q5_k_r4_dec : k45_r4<I, q5_k_r4_block> {
     }
 };
 
+// The layouts with a scale per 16 values (q2_k_r4, q3_k_r4, q6_k_r4): int16 scales in slot
+// 8 ib + 4 half + k, the min/offset multipliers already in pair order (kPairRows, widened).
 template <typename I>
-struct q6_k_r4_dec {
+struct half_scales_state {
+    alignas(64) int16_t s[64] = {};
+    typename I::vi m[128 / I::kBytes];
+    typename I::vf d, dm;
+    typename I::vi scale(int ib) const { return I::shuffle(I::bcast16(s + 8 * ib), I::load(kHalfScales)); }
+    // 32 slots from bytes (signed or not), into s[32 i ..] and the pair multipliers
+    void put(int i, __m256i v, bool is_signed) {
+        const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+        _mm256_store_si256((__m256i *) (s + 32 * i), is_signed ? _mm256_cvtepi8_epi16(lo) : _mm256_cvtepu8_epi16(lo));
+        _mm256_store_si256((__m256i *) (s + 32 * i + 16), is_signed ? _mm256_cvtepi8_epi16(hi) : _mm256_cvtepu8_epi16(hi));
+    }
+    void put_pairs(int i, __m256i v, bool is_signed) {
+        const __m256i p = _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *) kPairRows));
+        if (is_signed) I::widen_i8(p, m + i * (64 / I::kBytes));
+        else I::widen_u8(p, m + i * (64 / I::kBytes));
+    }
+};
+
+// What the per-16 decoders share: their state, scale shuffle, pair count and level bound.
+template <typename I, typename B, int kMax, bool kCrumb>
+struct per16_dec {
+    using Block = B;
+    using state = half_scales_state<I>;
+    static constexpr int kPairs = 16, kMaxLevel = kMax, NM = 128 / I::kBytes;
+    static constexpr bool kCrumbs = kCrumb;
+    static typename I::vi scale(const state & st, int ib) { return st.scale(ib); }
+};
+
+// 2-bit crumb levels of sub-block ib (q2_k_r4, q3_k_r4), unsigned, in the crumb lanes
+template <typename I>
+inline void crumb_levels(const uint8_t * qs, int ib, typename I::vi * lv) {
+    const typename I::vi c = I::bcast32(qs + 32 * ib), three = I::set8(3);
+    for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::and_(I::srlv32(c, I::load(kCrumbShifts<I::kBytes>.v[j])), three);
+}
+
+// q2_k_r4: per 16 values a 4-bit scale (low nibble) and min (high) at scales[8 ib + 4 half + k],
+// d[k] and the min factor d[k + 4]: levels 0..3 times the scale, less min x bsum.
+template <typename I>
+struct q2_k_r4_dec : per16_dec<I, q2_k_r4_block, 3, true> {
+    using state = half_scales_state<I>;
+    static void begin(const q2_k_r4_block & b, state & st) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        for (int i = 0; i < 2; ++i) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *) (b.scales + 32 * i));
+            st.put(i, _mm256_and_si256(v, m4), false);
+            st.put_pairs(i, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), false);
+        }
+        st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
+        st.dm = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) (b.d + 4))));
+    }
+    static void levels(const q2_k_r4_block & b, int ib, typename I::vi * lv) { crumb_levels<I>(b.qs, ib, lv); }
+};
+
+// q3_k_r4: per 16 values a 6-bit scale (stored + 32) in split_scale6 slot 8 ib + 4 half + k,
+// levels 0..7 (crumb | third bit << 2) for values level - 4: the offset 4 is the min term, with
+// the signed scales as its multipliers and 4 d as its factor.
+template <typename I>
+struct q3_k_r4_dec : per16_dec<I, q3_k_r4_block, 7, true> {
+    using state = half_scales_state<I>;
+    static void begin(const q3_k_r4_block & b, state & st) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+        const __m256i lo = _mm256_loadu_si256((const __m256i *) b.scales_l);
+        const __m128i h = _mm_loadu_si128((const __m128i *) b.scales_h);
+        // slot is (0..63): low nibble of scales_l[is % 32] (high nibble for is >= 32), top two bits
+        // at 2 (is / 16) of scales_h[is % 16]
+        const __m256i h01 = _mm256_set_m128i(_mm_srli_epi16(h, 2), h), h23 = _mm256_set_m128i(_mm_srli_epi16(h, 6), _mm_srli_epi16(h, 4));
+        const __m256i s0 = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(h01, m3), 4));
+        const __m256i s1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), _mm256_slli_epi16(_mm256_and_si256(h23, m3), 4));
+        for (int i = 0; i < 2; ++i) {
+            const __m256i v = _mm256_sub_epi8(i ? s1 : s0, k32);
+            st.put(i, v, true);
+            st.put_pairs(i, v, true);
+        }
+        st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
+        st.dm = I::mul(st.d, I::set1_ps(4.0f));
+    }
+    static void levels(const q3_k_r4_block & b, int ib, typename I::vi * lv) {
+        crumb_levels<I>(b.qs, ib, lv);
+        const typename I::vi h = I::bcast16(b.qh + 16 * ib), one = I::set8(1);
+        for (int j = 0; j < 128 / I::kBytes; ++j) {
+            lv[j] = I::or_(lv[j], I::slli16_2(I::and_(I::srlv32(h, I::load(kCrumbSpread<I::kBytes>.v[j])), one)));
+        }
+    }
+};
+
+template <typename I>
+struct q6_k_r4_dec : per16_dec<I, q6_k_r4_block, 63, false> {
     using vi = typename I::vi;
     using vf = typename I::vf;
     using Block = q6_k_r4_block;
-    static constexpr int kPairs = 16, kMaxLevel = 63, NM = 128 / I::kBytes;
-    struct state {
-        alignas(64) int16_t s[64] = {};   // scales[8 ib + 4 half + k]
-        vi m[NM];
-        vf d, dm;
-    };
+    using state = half_scales_state<I>;
     static void begin(const Block & b, state & st) {
-        const __m256i ctl = _mm256_load_si256((const __m256i *) kPairRows);
         for (int i = 0; i < 2; ++i) {
             const __m256i sc = _mm256_loadu_si256((const __m256i *) (b.scales + 32 * i));
-            _mm256_store_si256((__m256i *) (st.s + 32 * i), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(sc)));
-            _mm256_store_si256((__m256i *) (st.s + 32 * i + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(sc, 1)));
-            I::widen_i8(_mm256_shuffle_epi8(sc, ctl), st.m + i * NM / 2);
+            st.put(i, sc, true);
+            st.put_pairs(i, sc, true);
         }
         st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
         st.dm = I::mul(st.d, I::set1_ps(32.0f));   // levels are q + 32
     }
-    static vi scale(const state & st, int ib) { return I::shuffle(I::bcast16(st.s + 8 * ib), I::load(kHalfScales)); }
     static void levels(const Block & b, int ib, vi * lv) {
         const vi m4 = I::set8(0x0F), three = I::set8(3);
         const vi h = I::bcast32(b.qh + 32 * ib);
@@ -284,7 +383,7 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
     const int64_t nb = n / QK_K;
     const size_t col_bytes = nb * L::kSize, row_size = nb * sizeof(typename D::Block) / 4;
     auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, nc * col_bytes);
-    spread_columns<I, D::kPairs>((const uint8_t *) x, x_stride, nc, nb, xs);
+    spread_columns<I, D::kPairs, D::kCrumbs>((const uint8_t *) x, x_stride, nc, nb, xs);
     const auto * wb = (const uint8_t *) w;
     switch (nc) {
         case 1: rows_times_columns<I, D, 1>(nb, wb, w_stride, row_size, xs, col_bytes, dst, dst_stride, nr); break;

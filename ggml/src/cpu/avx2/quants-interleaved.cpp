@@ -1,6 +1,6 @@
 // AVX2 gemm kernels of the row-interleaved layouts read straight from their woven groups by
 // the panel gemm (avx2/panel-r8*.h; the list is register_r8_gemms in panel-r8-types.h), for
-// batches and token generation alike, but q4_k_r4 / q5_k_r4 / q6_k_r4 token generation, which
+// batches and token generation alike, but q2_k_r4 .. q6_k_r4 token generation, which
 // takes the lane-shaped loop of gemv-r4-k-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose
 // activations are f32, has a float product of its own (gemm-q8-kv-r8.h).
 #include "avx2/register.h"
@@ -30,6 +30,7 @@ struct r4k_isa {
     static vi add32(vi a, vi b) { return _mm256_add_epi32(a, b); }
     static vi srli16_4(vi v) { return _mm256_srli_epi16(v, 4); }
     static vi slli16_4(vi v) { return _mm256_slli_epi16(v, 4); }
+    static vi slli16_2(vi v) { return _mm256_slli_epi16(v, 2); }
     static vi srlv32(vi v, vi n) { return _mm256_srlv_epi32(v, n); }
     static vi shuffle(vi v, vi c) { return _mm256_shuffle_epi8(v, c); }
     static vi maddubs(vi u, vi s) { return _mm256_maddubs_epi16(u, s); }
@@ -58,8 +59,10 @@ struct r4k_isa {
 void ggml_cpu_register_interleaved_avx2() {
     using namespace kiln_panel;
     register_r8_gemms(GGML_CPU_ISA_AVX2);
-    // token generation of q4_k_r4 / q5_k_r4 / q6_k_r4 by the lane-shaped loop, batches by the panel
+    // token generation of q2_k_r4 .. q6_k_r4 by the lane-shaped loop, batches by the panel
     auto reg = [](ggml_type t, ggml_gemm_t fn) { ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, fn); };
+    reg(GGML_TYPE_Q2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q2_k_r4, act_q8_K<16>>>);
+    reg(GGML_TYPE_Q3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q3_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q6_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_k_r4, act_q8_K<16>>>);
