@@ -1,5 +1,5 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
-// q2_k_r4 .. q6_k_r4 against q8_K activations, written once over an ISA description;
+// q2_k_r4 .. q6_k_r4 and of iq4_k_r4 against q8_K activations, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -32,7 +32,9 @@
 // dot16(acc, a, b) (acc + the int16 pair products), spread(32 bytes, lane indices) (vpermd),
 // widen_u8 / widen_i8 (32 bytes -> V / 2 ... int16 vectors), and the float cvt, mul, fmadd,
 // fnmadd, rows4 (4 floats into every 128-bit lane), sum_lanes (the 128-bit lanes added),
-// srli16_4 / slli16_4 / slli16_2 (int16 shifts by 4 or 2).
+// srli16_4 / slli16_4 / slli16_2 (int16 shifts by 4 or 2), nibble_or(a, b) ((a & 0x0F) | b), and
+// for 32-byte vectors slli16<N> / srli16<N>, for 64-byte ones rolv32 (per-lane rotate left),
+// abs8 and sign8(x, s) (x negated where s < 0, as vpsignb; x where s is 0 is never used).
 #pragma once
 
 #include "cpu-traits.h"
@@ -67,10 +69,12 @@ constexpr int quarter_of(int q) { return q; }
 constexpr int q5_bit_of(int q) { return q5_k_r4_hbit(4 * q); }
 constexpr int q6_shift_of(int q) { return q6_k_r4_hshift(4 * q); }
 constexpr int crumb_shift_of(int q) { return 2 * (q % 4); }
+constexpr int q6_rotation_of(int q) { return (4 - q6_k_r4_hshift(4 * q)) & 31; }
 
 template <int V> constexpr lane_table<V, nibble_quarter, quarter_of> kSpread{};
 template <int V> constexpr lane_table<V, nibble_quarter, q5_bit_of> kQ5Bits{};
 template <int V> constexpr lane_table<V, nibble_quarter, q6_shift_of> kQ6Shifts{};
+template <int V> constexpr lane_table<V, nibble_quarter, q6_rotation_of> kQ6Rotations{};
 // crumbs: the activations' spread is also the third bits' shift (bit `quarter` of a qh byte)
 template <int V> constexpr lane_table<V, crumb_quarter, quarter_of> kCrumbSpread{};
 template <int V> constexpr lane_table<V, crumb_quarter, crumb_shift_of> kCrumbShifts{};
@@ -135,12 +139,23 @@ void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint
 // results fit in an int16 sum), kPairs counts the min/offset pairs, kCrumbs says the levels are
 // 2-bit crumbs (the activations' spread follows).
 
+// The 4-bit levels of a 64-byte nibble run, in the nibble lanes
+template <typename I>
+inline void nibble_levels(const uint8_t * run, typename I::vi * lv) {
+    const typename I::vi m4 = I::set8(0x0F);
+    for (int j = 0; j < 128 / I::kBytes; j += 2) {
+        const typename I::vi v = I::load(run + (j / 2) * I::kBytes);
+        lv[j] = I::and_(v, m4);
+        lv[j + 1] = I::and_(I::srli16_4(v), m4);
+    }
+}
+
 template <typename I, typename Block>
 struct k45_r4 {
     using vi = typename I::vi;
     using vf = typename I::vf;
     static constexpr int kPairs = 8, NM = 64 / I::kBytes;
-    static constexpr bool kCrumbs = false;
+    static constexpr bool kCrumbs = false, kSigned = false;
     struct state {
         alignas(64) int16_t s[40] = {};   // slot 4 ib + k; read 8 at a time
         vi m[NM];
@@ -162,14 +177,7 @@ struct k45_r4 {
         st.dm = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) (b.d + 4))));
     }
     static vi scale(const state & st, int ib) { return I::shuffle(I::bcast16(st.s + 4 * ib), I::load(kRowScales)); }
-    static void nibbles(const uint8_t * run, vi * lv) {
-        const vi m4 = I::set8(0x0F);
-        for (int j = 0; j < 128 / I::kBytes; j += 2) {
-            const vi v = I::load(run + (j / 2) * I::kBytes);
-            lv[j] = I::and_(v, m4);
-            lv[j + 1] = I::and_(I::srli16_4(v), m4);
-        }
-    }
+    static void nibbles(const uint8_t * run, vi * lv) { nibble_levels<I>(run, lv); }
 };
 
 template <typename I>
@@ -219,7 +227,7 @@ struct per16_dec {
     using Block = B;
     using state = half_scales_state<I>;
     static constexpr int kPairs = 16, kMaxLevel = kMax, NM = 128 / I::kBytes;
-    static constexpr bool kCrumbs = kCrumb;
+    static constexpr bool kCrumbs = kCrumb, kSigned = false;
     static typename I::vi scale(const state & st, int ib) { return st.scale(ib); }
 };
 
@@ -248,6 +256,20 @@ struct q2_k_r4_dec : per16_dec<I, q2_k_r4_block, 3, true> {
     static void levels(const q2_k_r4_block & b, int ib, typename I::vi * lv) { crumb_levels<I>(b.qs, ib, lv); }
 };
 
+// The 64 split_scale6 slots (low nibbles in sl[32], top two bits in sh[16]) less 32, as int8:
+// slots 0..31 in out[0], 32..63 in out[1]. Slot is: nibble is / 32 of sl[is % 32], the top bits
+// at 2 (is / 16) of sh[is % 16].
+inline void split_scales6_minus32(const uint8_t * sl, const uint8_t * sh, __m256i * out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    const __m256i lo = _mm256_loadu_si256((const __m256i *) sl);
+    const __m128i h = _mm_loadu_si128((const __m128i *) sh);
+    const __m256i h01 = _mm256_set_m128i(_mm_srli_epi16(h, 2), h), h23 = _mm256_set_m128i(_mm_srli_epi16(h, 6), _mm_srli_epi16(h, 4));
+    const __m256i s0 = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(h01, m3), 4));
+    const __m256i s1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), _mm256_slli_epi16(_mm256_and_si256(h23, m3), 4));
+    out[0] = _mm256_sub_epi8(s0, k32);
+    out[1] = _mm256_sub_epi8(s1, k32);
+}
+
 // q3_k_r4: per 16 values a 6-bit scale (stored + 32) in split_scale6 slot 8 ib + 4 half + k,
 // levels 0..7 (crumb | third bit << 2) for values level - 4: the offset 4 is the min term, with
 // the signed scales as its multipliers and 4 d as its factor.
@@ -255,18 +277,11 @@ template <typename I>
 struct q3_k_r4_dec : per16_dec<I, q3_k_r4_block, 7, true> {
     using state = half_scales_state<I>;
     static void begin(const q3_k_r4_block & b, state & st) {
-        const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
-        const __m256i lo = _mm256_loadu_si256((const __m256i *) b.scales_l);
-        const __m128i h = _mm_loadu_si128((const __m128i *) b.scales_h);
-        // slot is (0..63): low nibble of scales_l[is % 32] (high nibble for is >= 32), top two bits
-        // at 2 (is / 16) of scales_h[is % 16]
-        const __m256i h01 = _mm256_set_m128i(_mm_srli_epi16(h, 2), h), h23 = _mm256_set_m128i(_mm_srli_epi16(h, 6), _mm_srli_epi16(h, 4));
-        const __m256i s0 = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(h01, m3), 4));
-        const __m256i s1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), _mm256_slli_epi16(_mm256_and_si256(h23, m3), 4));
+        __m256i sc[2];
+        split_scales6_minus32(b.scales_l, b.scales_h, sc);
         for (int i = 0; i < 2; ++i) {
-            const __m256i v = _mm256_sub_epi8(i ? s1 : s0, k32);
-            st.put(i, v, true);
-            st.put_pairs(i, v, true);
+            st.put(i, sc[i], true);
+            st.put_pairs(i, sc[i], true);
         }
         st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
         st.dm = I::mul(st.d, I::set1_ps(4.0f));
@@ -277,6 +292,53 @@ struct q3_k_r4_dec : per16_dec<I, q3_k_r4_block, 7, true> {
         for (int j = 0; j < 128 / I::kBytes; ++j) {
             lv[j] = I::or_(lv[j], I::slli16_2(I::and_(I::srlv32(h, I::load(kCrumbSpread<I::kBytes>.v[j])), one)));
         }
+    }
+};
+
+// iq4_k_r4: the iq4_k grid looked up by nibble (signed levels: rows_times_columns multiplies
+// |level| by the activations carrying the level's sign), a 6-bit scale (less 32) per 16 values
+// in split_scale6 slot 8 ib + 4 half + k, and per slot an extra bit (bit ib of extra[k + 4 half])
+// choosing the shifted grid, which is the grid plus kIq4Shift: that part is the min term, the
+// extra-masked scales as multipliers and -kIq4Shift d as the factor.
+constexpr int8_t kIq4Grid[32] = KILN_IQ4K_VALUES;
+constexpr int kIq4Shift = kIq4Grid[16] - kIq4Grid[0];
+constexpr bool iq4_shift_is_uniform() {
+    for (int i = 0; i < 16; ++i) {
+        if (kIq4Grid[16 + i] - kIq4Grid[i] != kIq4Shift) return false;
+    }
+    return true;
+}
+static_assert(iq4_shift_is_uniform(), "the shifted iq4_k grid is the grid plus a constant");
+// per slot byte b of the 32 slots 32 i + b: the extra bit of its sub-block ib = 4 i + b / 8
+alignas(32) constexpr uint8_t kExtraBits[2][32] = {
+    { 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8 },
+    { 16, 16, 16, 16, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32, 64, 64, 64, 64, 64, 64, 64, 64,
+      128, 128, 128, 128, 128, 128, 128, 128 },
+};
+
+template <typename I>
+struct iq4_k_r4_dec : per16_dec<I, iq4_k_r4_block, 127, false> {
+    using state = half_scales_state<I>;
+    static constexpr bool kSigned = true;
+    static void begin(const iq4_k_r4_block & b, state & st) {
+        __m256i sc[2];
+        split_scales6_minus32(b.scales_l, b.scales_h, sc);
+        int64_t extra;
+        std::memcpy(&extra, b.extra, 8);
+        const __m256i ext = _mm256_set1_epi64x(extra);   // slot byte b: extra[b % 8] = extra[4 half + k]
+        for (int i = 0; i < 2; ++i) {
+            const __m256i bit = _mm256_load_si256((const __m256i *) kExtraBits[i]);
+            const __m256i shifted = _mm256_cmpeq_epi8(_mm256_and_si256(ext, bit), bit);
+            st.put(i, sc[i], true);
+            st.put_pairs(i, _mm256_and_si256(sc[i], shifted), true);
+        }
+        st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
+        st.dm = I::mul(st.d, I::set1_ps((float) -kIq4Shift));
+    }
+    static void levels(const iq4_k_r4_block & b, int ib, typename I::vi * lv) {
+        nibble_levels<I>(b.qs + 64 * ib, lv);
+        const typename I::vi grid = I::bcast16(kIq4Grid);
+        for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
     }
 };
 
@@ -295,17 +357,29 @@ struct q6_k_r4_dec : per16_dec<I, q6_k_r4_block, 63, false> {
         st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
         st.dm = I::mul(st.d, I::set1_ps(32.0f));   // levels are q + 32
     }
+    // Part J's two high bits moved to bits 4-5 of each byte (still to be masked). In 32-byte
+    // vectors every lane of a part holds the same quarter, so the move is an immediate shift; in
+    // 64-byte ones the quarters differ by lane group, and a per-lane rotate does it in one.
+    template <int J> static vi high_bits_at_4(vi h) {
+        if constexpr (I::kBytes == 32) {
+            constexpr int s = kQ6Shifts<32>.v[J][0];
+            static_assert(kQ6Shifts<32>.v[J][7] == s, "a part of 32 bytes holds one quarter");
+            if constexpr (s < 4) return I::template slli16<4 - s>(h);
+            else if constexpr (s > 4) return I::template srli16<s - 4>(h);
+            else return h;
+        } else {
+            return I::rolv32(h, I::load(kQ6Rotations<I::kBytes>.v[J]));
+        }
+    }
+    template <int J> static void part_pair(const uint8_t * ql, vi h, vi * lv) {
+        const vi v = I::load(ql + (J / 2) * I::kBytes), top = I::set8(0x30);
+        lv[J] = I::nibble_or(v, I::and_(high_bits_at_4<J>(h), top));
+        lv[J + 1] = I::nibble_or(I::srli16_4(v), I::and_(high_bits_at_4<J + 1>(h), top));
+    }
     static void levels(const Block & b, int ib, vi * lv) {
-        const vi m4 = I::set8(0x0F), three = I::set8(3);
         const vi h = I::bcast32(b.qh + 32 * ib);
-        for (int j = 0; j < 128 / I::kBytes; j += 2) {
-            const vi v = I::load(b.ql + 64 * ib + (j / 2) * I::kBytes);
-            lv[j] = I::and_(v, m4);
-            lv[j + 1] = I::and_(I::srli16_4(v), m4);
-        }
-        for (int j = 0; j < 128 / I::kBytes; ++j) {
-            lv[j] = I::or_(lv[j], I::slli16_4(I::and_(I::srlv32(h, I::load(kQ6Shifts<I::kBytes>.v[j])), three)));
-        }
+        part_pair<0>(b.ql + 64 * ib, h, lv);
+        if constexpr (I::kBytes == 32) part_pair<2>(b.ql + 64 * ib, h, lv);
     }
 };
 
@@ -320,7 +394,7 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
     using L = act_layout<I::kBytes, D::kPairs>;
     constexpr int V = I::kBytes, NP = 128 / V;
     // parts whose vpmaddubsw results add up in int16 without overflow (|q8_K| <= 127)
-    constexpr int kFit = 32767 / (2 * 127 * D::kMaxLevel), G = kFit >= NP ? NP : 2;
+    constexpr int kFit = 32767 / (2 * 127 * D::kMaxLevel), G = kFit >= NP ? NP : kFit >= 2 ? 2 : 1;
     // one column: two accumulators, so the sub-blocks' products are not one chain of vpdpwssd
     constexpr int A = C == 1 ? 2 : 1;
     // The groups are one sequential stream, but a super-block's work is long enough that the
@@ -340,14 +414,22 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
                 for (int a = 0; a < A; ++a) acc[c][a] = I::zero();
             }
             for (int ib = 0; ib < 8; ++ib) {
-                vi lv[NP];
+                vi lv[NP], sign[D::kSigned ? NP : 1];
                 D::levels(blk[b], ib, lv);
+                if constexpr (D::kSigned) {
+                    for (int j = 0; j < NP; ++j) sign[j] = lv[j], lv[j] = I::abs8(lv[j]);
+                }
+                // the activations of part j, with the level's sign where the levels are signed
+                auto act = [&](const uint8_t * X, int j) {
+                    if constexpr (D::kSigned) return I::sign8(I::load(X + j * V), sign[j]);
+                    else return I::load(X + j * V);
+                };
                 const vi s = D::scale(st, ib);
                 for (int c = 0; c < C; ++c) {
                     const uint8_t * X = xs + c * col_bytes + b * L::kSize + ib * 128;
                     for (int j0 = 0; j0 < NP; j0 += G) {
-                        vi p = I::maddubs(lv[j0], I::load(X + j0 * V));
-                        for (int j = j0 + 1; j < j0 + G; ++j) p = I::add16(p, I::maddubs(lv[j], I::load(X + j * V)));
+                        vi p = I::maddubs(lv[j0], act(X, j0));
+                        for (int j = j0 + 1; j < j0 + G; ++j) p = I::add16(p, I::maddubs(lv[j], act(X, j)));
                         acc[c][ib % A] = I::dot16(acc[c][ib % A], p, s);
                     }
                 }

@@ -568,23 +568,6 @@ inline void r4_split(const uint8_t * q64, int k, __m128i & first, __m128i & seco
     second = _mm_unpackhi_epi64(lo, hi);
 }
 
-inline int r4_scale6(const uint8_t * sl, const uint8_t * sh, int is) {
-    return ((sl[is % 32] >> 4 * (is / 32)) & 0xF) | (((sh[is % 16] >> 2 * (is / 16)) & 3) << 4);
-}
-
-void decode_iq4_k_r4_row(const iq4_k_r4_block & b, float, int k, simd_block & sb) {
-    static const iq4_tables tables;
-    for (int ib = 0; ib < 8; ++ib) {
-        __m128i first, second;
-        r4_split(b.qs + 64 * ib, k, first, second);
-        const __m128i v1 = _mm_shuffle_epi8(_mm256_castsi256_si128(tables.t[(b.extra[k] >> ib) & 1]), first);
-        const __m128i v2 = _mm_shuffle_epi8(_mm256_castsi256_si128(tables.t[(b.extra[k + 4] >> ib) & 1]), second);
-        sb.q[ib] = _mm256_set_m128i(v2, v1);
-        sb.sc[ib] = scale_pair(r4_scale6(b.scales_l, b.scales_h, 8 * ib + k) - 32, r4_scale6(b.scales_l, b.scales_h, 8 * ib + k + 4) - 32);
-    }
-    sb.d = _cvtsh_ss(b.d[k]);
-}
-
 void decode_iq4_ks_r4_row(const iq4_ks_r4_block & b, float row_d, int k, simd_block & sb) {
     static const iq4_tables tables;
     for (int ib = 0; ib < 8; ++ib) {
@@ -634,8 +617,7 @@ void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_ik_avx2() {
     using namespace kiln_panel;
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_r4_avx2<iq4_k_r4_block, false, decode_iq4_k_r4_row, gemm_r8<grp_iq4_k_r4<true>, act_q8_K<16>>>);
+    // iq4_k_r4: quants-interleaved.cpp (the lane-shaped loop of gemv-r4-k-loop.h)
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
                            gemm_r4_avx2<iq4_ks_r4_block, true, decode_iq4_ks_r4_row, gemm_r8<grp_iq4_ks_r4<true>, act_q8_K<32>>>);
     const ggml_cpu_isa isa = GGML_CPU_ISA_AVX2;

@@ -31,6 +31,11 @@ struct r4k_isa {
     static vi srli16_4(vi v) { return _mm256_srli_epi16(v, 4); }
     static vi slli16_4(vi v) { return _mm256_slli_epi16(v, 4); }
     static vi slli16_2(vi v) { return _mm256_slli_epi16(v, 2); }
+    template <int N> static vi slli16(vi v) { return _mm256_slli_epi16(v, N); }
+    template <int N> static vi srli16(vi v) { return _mm256_srli_epi16(v, N); }
+    static vi abs8(vi v) { return _mm256_abs_epi8(v); }
+    static vi sign8(vi x, vi s) { return _mm256_sign_epi8(x, s); }
+    static vi nibble_or(vi a, vi b) { return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi8(0x0F)), b); }
     static vi srlv32(vi v, vi n) { return _mm256_srlv_epi32(v, n); }
     static vi shuffle(vi v, vi c) { return _mm256_shuffle_epi8(v, c); }
     static vi maddubs(vi u, vi s) { return _mm256_maddubs_epi16(u, s); }
@@ -66,6 +71,7 @@ void ggml_cpu_register_interleaved_avx2() {
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q6_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_k_r4, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_k_r4<true>, act_q8_K<16>>>);
     // q6_K's AVX2 batch kernel reads q8_0 pairs each with its scale (kSuper = 1)
     register_k_r4_batch_gemms<grp_q4_k_r4, grp_q5_k_r4, grp_q6_k_r4, act_q8_0_halves<false>>(GGML_CPU_ISA_AVX2);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, q8_kv_r8::gemm<2>);

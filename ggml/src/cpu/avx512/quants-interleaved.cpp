@@ -32,6 +32,11 @@ struct r4k_isa {
     static vi srli16_4(vi v) { return _mm512_srli_epi16(v, 4); }
     static vi slli16_4(vi v) { return _mm512_slli_epi16(v, 4); }
     static vi slli16_2(vi v) { return _mm512_slli_epi16(v, 2); }
+    static vi rolv32(vi v, vi n) { return _mm512_rolv_epi32(v, n); }
+    static vi abs8(vi v) { return _mm512_abs_epi8(v); }
+    static vi sign8(vi x, vi s) { return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(s), _mm512_setzero_si512(), x); }
+    // (a & 0x0F) | b in one vpternlogd (0xEA: A & B | C)
+    static vi nibble_or(vi a, vi b) { return _mm512_ternarylogic_epi32(a, _mm512_set1_epi8(0x0F), b, 0xEA); }
     static vi srlv32(vi v, vi n) { return _mm512_srlv_epi32(v, n); }
     static vi shuffle(vi v, vi c) { return _mm512_shuffle_epi8(v, c); }
     static vi maddubs(vi u, vi s) { return _mm512_maddubs_epi16(u, s); }
@@ -52,6 +57,17 @@ struct r4k_isa {
     }
 };
 
+// The batch kernel of a layout registered before this folder's (quants-ik.cpp unweaves iq4_k_r4
+// into the plain iq4_k kernel), kept as the many-column path under the lane-shaped loop.
+template <ggml_type T>
+struct earlier_gemm {
+    static inline ggml_gemm_t fn = nullptr;
+    static void call(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                     size_t dst_stride, int nr, int nc) {
+        fn(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+    }
+};
+
 } // namespace
 
 void ggml_cpu_register_interleaved_avx512() {
@@ -65,5 +81,9 @@ void ggml_cpu_register_interleaved_avx512() {
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q4_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q5_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q6_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q6_k_r4, act_q8_K<16>>>);
+    using iq4_k_r4_batch = earlier_gemm<GGML_TYPE_IQ4_K_R4>;
+    iq4_k_r4_batch::fn = ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_K_R4)->gemm[GGML_CPU_ISA_AVX512];
+    GGML_ASSERT(iq4_k_r4_batch::fn && "quants-ik.cpp registers iq4_k_r4 first");
+    reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, iq4_k_r4_batch::call>);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, q8_kv_r8::gemm<4>);
 }
