@@ -1,5 +1,5 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
-// q2_k_r4 .. q6_k_r4 and of iq4_k_r4 against q8_K activations, written once over an ISA description;
+// q2_k_r4 .. q6_k_r4 and of iq4_k_r4 / iq4_ks_r4 against q8_K activations, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -156,6 +156,7 @@ struct k45_r4 {
     using vf = typename I::vf;
     static constexpr int kPairs = 8, NM = 64 / I::kBytes;
     static constexpr bool kCrumbs = false, kSigned = false;
+    static constexpr size_t kHeader = 0;
     struct state {
         alignas(64) int16_t s[40] = {};   // slot 4 ib + k; read 8 at a time
         vi m[NM];
@@ -228,6 +229,7 @@ struct per16_dec {
     using state = half_scales_state<I>;
     static constexpr int kPairs = 16, kMaxLevel = kMax, NM = 128 / I::kBytes;
     static constexpr bool kCrumbs = kCrumb, kSigned = false;
+    static constexpr size_t kHeader = 0;   // bytes before a group's blocks
     static typename I::vi scale(const state & st, int ib) { return st.scale(ib); }
 };
 
@@ -316,6 +318,14 @@ alignas(32) constexpr uint8_t kExtraBits[2][32] = {
       128, 128, 128, 128, 128, 128, 128, 128 },
 };
 
+// the (unshifted) grid values of a nibble run
+template <typename I>
+inline void iq4_levels(const uint8_t * run, typename I::vi * lv) {
+    nibble_levels<I>(run, lv);
+    const typename I::vi grid = I::bcast16(kIq4Grid);
+    for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
+}
+
 template <typename I>
 struct iq4_k_r4_dec : per16_dec<I, iq4_k_r4_block, 127, false> {
     using state = half_scales_state<I>;
@@ -335,11 +345,37 @@ struct iq4_k_r4_dec : per16_dec<I, iq4_k_r4_block, 127, false> {
         st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
         st.dm = I::mul(st.d, I::set1_ps((float) -kIq4Shift));
     }
-    static void levels(const iq4_k_r4_block & b, int ib, typename I::vi * lv) {
-        nibble_levels<I>(b.qs + 64 * ib, lv);
-        const typename I::vi grid = I::bcast16(kIq4Grid);
-        for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
+    static void levels(const iq4_k_r4_block & b, int ib, typename I::vi * lv) { iq4_levels<I>(b.qs + 64 * ib, lv); }
+};
+
+// iq4_ks_r4: 4 f32 row scales lead the group (group()); per block the iq4_ks scale byte of
+// sub-block ib at scales[4 ib + k]: scale (s & 254) - 127 for both 16-value halves, bit 0 the
+// shifted grid (as iq4_k_r4's extra bits).
+// vpshufb within each 128-bit lane of 16 scale bytes (sub-blocks 4 i .. 4 i + 3): slot byte b
+// (8 ib' + 4 half + k) takes byte 4 ib' + k.
+alignas(32) constexpr uint8_t kScaleSlots[32] = {
+    0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7, 8, 9, 10, 11, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15,
+};
+
+template <typename I>
+struct iq4_ks_r4_dec : per16_dec<I, iq4_ks_r4_block, 127, false> {
+    using state = half_scales_state<I>;
+    static constexpr bool kSigned = true;
+    static constexpr size_t kHeader = 16;
+    static void group(const uint8_t * g, state & st) {
+        st.d = I::rows4(_mm_loadu_ps((const float *) g));
+        st.dm = I::mul(st.d, I::set1_ps((float) -kIq4Shift));
     }
+    static void begin(const iq4_ks_r4_block & b, state & st) {
+        const __m256i ctl = _mm256_load_si256((const __m256i *) kScaleSlots), one = _mm256_set1_epi8(1);
+        for (int i = 0; i < 2; ++i) {
+            const __m256i raw = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (b.scales + 16 * i))), ctl);
+            const __m256i sc = _mm256_sub_epi8(_mm256_andnot_si256(one, raw), _mm256_set1_epi8(127));
+            st.put(i, sc, true);
+            st.put_pairs(i, _mm256_and_si256(sc, _mm256_cmpeq_epi8(_mm256_and_si256(raw, one), one)), true);
+        }
+    }
+    static void levels(const iq4_ks_r4_block & b, int ib, typename I::vi * lv) { iq4_levels<I>(b.qs + 64 * ib, lv); }
 };
 
 template <typename I>
@@ -403,7 +439,9 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
     constexpr size_t kAhead = 4096;
     typename D::state st;
     for (int r0 = 0; r0 < nr; r0 += 4) {
-        const auto * blk = (const typename D::Block *) ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, 4);
+        const char * group = ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, 4);
+        if constexpr (D::kHeader > 0) D::group((const uint8_t *) group, st);
+        const auto * blk = (const typename D::Block *) (group + D::kHeader);
         vf f[C];
         for (int c = 0; c < C; ++c) f[c] = I::zero_ps();
         for (int64_t b = 0; b < nb; ++b) {
@@ -463,7 +501,7 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
     GGML_ASSERT(nr % 4 == 0 && n % QK_K == 0 && "interleaved gemm: whole row groups and blocks");
     using L = act_layout<I::kBytes, D::kPairs>;
     const int64_t nb = n / QK_K;
-    const size_t col_bytes = nb * L::kSize, row_size = nb * sizeof(typename D::Block) / 4;
+    const size_t col_bytes = nb * L::kSize, row_size = (D::kHeader + nb * sizeof(typename D::Block)) / 4;
     auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, nc * col_bytes);
     spread_columns<I, D::kPairs, D::kCrumbs>((const uint8_t *) x, x_stride, nc, nb, xs);
     const auto * wb = (const uint8_t *) w;

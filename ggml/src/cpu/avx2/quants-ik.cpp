@@ -18,7 +18,6 @@
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
 #include "panel.h"
-#include "avx2/panel-r8-iqk.h"
 #include "scales.h"
 #include "trellis-seeds-x86.h"
 
@@ -464,14 +463,6 @@ inline __m256i block_dot_lanes(const simd_block & sb, const int8_t * a) {
     return acc;
 }
 
-inline int32_t block_dot(const simd_block & sb, const int8_t * a) {
-    const __m256i acc = block_dot_lanes(sb, a);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
-
 // The panel's view of a row of Row (an ik_row_scale) then blocks of Bytes: the row scale read per
 // block, the levels as decoded and the integer scales of every 16 values from the decoder's int16
 // pairs, which the panel folds into the levels (kFolded, avx2/panel.h).
@@ -553,73 +544,12 @@ void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
     });
 }
 
-// Row k of a 4-row interleaved 32-block: the four 4-byte pieces of the row, nibbles split and
-// put back in natural order (low half: positions 0-15, high half 16-31).
-inline void r4_split(const uint8_t * q64, int k, __m128i & first, __m128i & second) {
-    int32_t p[4];
-    std::memcpy(&p[0], q64 + 4 * k, 4);
-    std::memcpy(&p[1], q64 + 32 + 4 * k, 4);
-    std::memcpy(&p[2], q64 + 16 + 4 * k, 4);
-    std::memcpy(&p[3], q64 + 48 + 4 * k, 4);
-    const __m128i b = _mm_set_epi32(p[3], p[2], p[1], p[0]);
-    const __m128i m4 = _mm_set1_epi8(0xF);
-    const __m128i lo = _mm_and_si128(b, m4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
-    first = _mm_unpacklo_epi64(lo, hi);
-    second = _mm_unpackhi_epi64(lo, hi);
-}
-
-void decode_iq4_ks_r4_row(const iq4_ks_r4_block & b, float row_d, int k, simd_block & sb) {
-    static const iq4_tables tables;
-    for (int ib = 0; ib < 8; ++ib) {
-        __m128i first, second;
-        r4_split(b.qs + 64 * ib, k, first, second);
-        const uint8_t s = b.scales[4 * ib + k];
-        const __m128i t = _mm256_castsi256_si128(tables.t[s & 1]);
-        sb.q[ib] = _mm256_set_m128i(_mm_shuffle_epi8(t, second), _mm_shuffle_epi8(t, first));
-        sb.sc[ib] = _mm256_set1_epi16((short) ((s & 254) - 127));
-    }
-    sb.d = row_d;
-}
-
-// 4-row groups (w_stride == row size in tensors; other strides gather the group first); batches
-// (kMinCols columns or more) through the panel gemm with the group decoders of panel-r8-iqk.h.
-template <typename Block, bool RowScale, void (*decode)(const Block &, float, int, simd_block &), ggml_gemm_t Panel>
-void gemm_r4_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
-                  size_t dst_stride, int nr, int nc) {
-    if (nc >= kiln_panel::kMinCols) {
-        Panel(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
-        return;
-    }
-    const int64_t nb = n / QK_K;
-    const size_t row_size = (RowScale ? 4 : 0) + nb * sizeof(Block) / 4;
-    simd_block sb;
-    for (int r0 = 0; r0 < nr; r0 += 4) {
-        const char * group = ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, 4);
-        const float * row_d = (const float *) group;
-        const auto * blocks = (const Block *) (group + (RowScale ? 16 : 0));
-        for (int k = 0; k < 4; ++k) {
-            for (int c = 0; c < nc; ++c) dst[c * dst_stride + r0 + k] = 0.0f;
-        }
-        for (int64_t i = 0; i < nb; ++i) {
-            for (int k = 0; k < 4; ++k) {
-                decode(blocks[i], RowScale ? row_d[k] : 0.f, k, sb);
-                for (int c = 0; c < nc; ++c) {
-                    const auto & a = ((const block_q8_K *) ((const char *) x + c * x_stride))[i];
-                    dst[c * dst_stride + r0 + k] += (sb.d * a.d) * (float) block_dot(sb, a.qs);
-                }
-            }
-        }
-    }
-}
-
 } // namespace
 
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_ik_avx2() {
     using namespace kiln_panel;
-    // iq4_k_r4: quants-interleaved.cpp (the lane-shaped loop of gemv-r4-k-loop.h)
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K,
-                           gemm_r4_avx2<iq4_ks_r4_block, true, decode_iq4_ks_r4_row, gemm_r8<grp_iq4_ks_r4<true>, act_q8_K<32>>>);
+    // iq4_k_r4 / iq4_ks_r4: quants-interleaved.cpp (the lane-shaped loop of gemv-r4-k-loop.h)
     const ggml_cpu_isa isa = GGML_CPU_ISA_AVX2;
     const ggml_type q8 = GGML_TYPE_Q8_K;
     // S: values per scale (32 where both 16-value halves of a 32-block share one)

@@ -57,8 +57,8 @@ struct r4k_isa {
     }
 };
 
-// The batch kernel of a layout registered before this folder's (quants-ik.cpp unweaves iq4_k_r4
-// into the plain iq4_k kernel), kept as the many-column path under the lane-shaped loop.
+// The batch kernel of a layout registered before this folder's (quants-ik.cpp unweaves iq4_k_r4 /
+// iq4_ks_r4 into the plain kernels), kept as the many-column path under the lane-shaped loop.
 template <ggml_type T>
 struct earlier_gemm {
     static inline ggml_gemm_t fn = nullptr;
@@ -85,5 +85,9 @@ void ggml_cpu_register_interleaved_avx512() {
     iq4_k_r4_batch::fn = ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_K_R4)->gemm[GGML_CPU_ISA_AVX512];
     GGML_ASSERT(iq4_k_r4_batch::fn && "quants-ik.cpp registers iq4_k_r4 first");
     reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, iq4_k_r4_batch::call>);
+    using iq4_ks_r4_batch = earlier_gemm<GGML_TYPE_IQ4_KS_R4>;
+    iq4_ks_r4_batch::fn = ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_KS_R4)->gemm[GGML_CPU_ISA_AVX512];
+    GGML_ASSERT(iq4_ks_r4_batch::fn && "quants-ik.cpp registers iq4_ks_r4 first");
+    reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, iq4_ks_r4_batch::call>);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, q8_kv_r8::gemm<4>);
 }
