@@ -1,5 +1,5 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
-// q2_k_r4 .. q6_k_r4 and of iq4_k_r4 / iq4_ks_r4 against q8_K activations, written once over an ISA description;
+// q2_k_r4 .. q6_k_r4 and of iq2_k_r4, iq3_k_r4, iq4_k_r4, iq4_ks_r4 against q8_K activations, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -223,12 +223,12 @@ struct half_scales_state {
 };
 
 // What the per-16 decoders share: their state, scale shuffle, pair count and level bound.
-template <typename I, typename B, int kMax, bool kCrumb>
+template <typename I, typename B, int kMax, bool kCrumb, bool kSign = false>
 struct per16_dec {
     using Block = B;
     using state = half_scales_state<I>;
     static constexpr int kPairs = 16, kMaxLevel = kMax, NM = 128 / I::kBytes;
-    static constexpr bool kCrumbs = kCrumb, kSigned = false;
+    static constexpr bool kCrumbs = kCrumb, kSigned = kSign;
     static constexpr size_t kHeader = 0;   // bytes before a group's blocks
     static typename I::vi scale(const state & st, int ib) { return st.scale(ib); }
 };
@@ -238,6 +238,15 @@ template <typename I>
 inline void crumb_levels(const uint8_t * qs, int ib, typename I::vi * lv) {
     const typename I::vi c = I::bcast32(qs + 32 * ib), three = I::set8(3);
     for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::and_(I::srlv32(c, I::load(kCrumbShifts<I::kBytes>.v[j])), three);
+}
+
+// the third level bits (bit `quarter` of the row's 4 bytes qh[16 ib + 4 k ..]) added as 4
+template <typename I>
+inline void third_bits(const uint8_t * qh, int ib, typename I::vi * lv) {
+    const typename I::vi h = I::bcast16(qh + 16 * ib), one = I::set8(1);
+    for (int j = 0; j < 128 / I::kBytes; ++j) {
+        lv[j] = I::or_(lv[j], I::slli16_2(I::and_(I::srlv32(h, I::load(kCrumbSpread<I::kBytes>.v[j])), one)));
+    }
 }
 
 // q2_k_r4: per 16 values a 4-bit scale (low nibble) and min (high) at scales[8 ib + 4 half + k],
@@ -290,10 +299,7 @@ struct q3_k_r4_dec : per16_dec<I, q3_k_r4_block, 7, true> {
     }
     static void levels(const q3_k_r4_block & b, int ib, typename I::vi * lv) {
         crumb_levels<I>(b.qs, ib, lv);
-        const typename I::vi h = I::bcast16(b.qh + 16 * ib), one = I::set8(1);
-        for (int j = 0; j < 128 / I::kBytes; ++j) {
-            lv[j] = I::or_(lv[j], I::slli16_2(I::and_(I::srlv32(h, I::load(kCrumbSpread<I::kBytes>.v[j])), one)));
-        }
+        third_bits<I>(b.qh, ib, lv);
     }
 };
 
@@ -318,34 +324,102 @@ alignas(32) constexpr uint8_t kExtraBits[2][32] = {
       128, 128, 128, 128, 128, 128, 128, 128 },
 };
 
+
+// The per-16 start of a block of the ik grid types with extra bits (iq2_k_r4, iq3_k_r4,
+// iq4_k_r4): int8 scales of the 64 slots (sc), bit ib of extra[4 half + k] for the shifted grid
+// (the grid plus Shift), fp16 row scales d.
+inline __m256i slot_bits(const uint8_t * bytes8, int i) {   // 0xFF where the slot's bit is set
+    int64_t v;
+    std::memcpy(&v, bytes8, 8);
+    const __m256i bit = _mm256_load_si256((const __m256i *) kExtraBits[i]);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_set1_epi64x(v), bit), bit);   // byte b: bytes8[b % 8]
+}
+template <typename I>
+inline void grid_begin(const __m256i * sc, const uint8_t * extra, const ggml_fp16_t * d, int shift, half_scales_state<I> & st) {
+    for (int i = 0; i < 2; ++i) {
+        st.put(i, sc[i], true);
+        st.put_pairs(i, _mm256_and_si256(sc[i], slot_bits(extra, i)), true);
+    }
+    st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) d)));
+    st.dm = I::mul(st.d, I::set1_ps((float) -shift));
+}
+// levels (indices) into grid values in place
+template <typename I>
+inline void grid_lookup(const int8_t * grid16, typename I::vi * lv) {
+    const typename I::vi grid = I::bcast16(grid16);
+    for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
+}
+
 // the (unshifted) grid values of a nibble run
 template <typename I>
 inline void iq4_levels(const uint8_t * run, typename I::vi * lv) {
     nibble_levels<I>(run, lv);
-    const typename I::vi grid = I::bcast16(kIq4Grid);
-    for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
+    grid_lookup<I>(kIq4Grid, lv);
 }
 
 template <typename I>
-struct iq4_k_r4_dec : per16_dec<I, iq4_k_r4_block, 127, false> {
+struct iq4_k_r4_dec : per16_dec<I, iq4_k_r4_block, 127, false, true> {
     using state = half_scales_state<I>;
-    static constexpr bool kSigned = true;
     static void begin(const iq4_k_r4_block & b, state & st) {
         __m256i sc[2];
         split_scales6_minus32(b.scales_l, b.scales_h, sc);
-        int64_t extra;
-        std::memcpy(&extra, b.extra, 8);
-        const __m256i ext = _mm256_set1_epi64x(extra);   // slot byte b: extra[b % 8] = extra[4 half + k]
-        for (int i = 0; i < 2; ++i) {
-            const __m256i bit = _mm256_load_si256((const __m256i *) kExtraBits[i]);
-            const __m256i shifted = _mm256_cmpeq_epi8(_mm256_and_si256(ext, bit), bit);
-            st.put(i, sc[i], true);
-            st.put_pairs(i, _mm256_and_si256(sc[i], shifted), true);
-        }
-        st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
-        st.dm = I::mul(st.d, I::set1_ps((float) -kIq4Shift));
+        grid_begin<I>(sc, b.extra, b.d, kIq4Shift, st);
     }
     static void levels(const iq4_k_r4_block & b, int ib, typename I::vi * lv) { iq4_levels<I>(b.qs + 64 * ib, lv); }
+};
+
+// iq2_k_r4 / iq3_k_r4: crumbs (iq3_k: + third bit, as q3_k_r4) indexing the iq2nl / iq3nl grids,
+// extra bits as iq4_k_r4's. iq2_k: scale nibble / 16 of scales[slot % 32] less 8; iq3_k: odd
+// magnitude 2 nibble + 1 from scales_l, negative where bit slot / 8 of scales_h[slot % 8] is set.
+// The grid tables are padded to 16 entries for vpshufb.
+alignas(16) constexpr int8_t kIq2Grid[16] = { -31, -13, 1, 17 };
+alignas(16) constexpr int8_t kIq3Grid[16] = { -63, -40, -23, -10, 1, 13, 28, 47 };
+constexpr int8_t kIq2Values[8] = KILN_IQ2NL_VALUES, kIq3Values[16] = KILN_IQ3NL_VALUES;
+constexpr int kIq2Shift = kIq2Values[4] - kIq2Values[0], kIq3Shift = kIq3Values[8] - kIq3Values[0];
+constexpr bool grids_match() {
+    for (int i = 0; i < 4; ++i) {
+        if (kIq2Grid[i] != kIq2Values[i] || kIq2Values[4 + i] - kIq2Values[i] != kIq2Shift) return false;
+    }
+    for (int i = 0; i < 8; ++i) {
+        if (kIq3Grid[i] != kIq3Values[i] || kIq3Values[8 + i] - kIq3Values[i] != kIq3Shift) return false;
+    }
+    return true;
+}
+static_assert(grids_match(), "the iq2nl / iq3nl grids as the format defines them, the shifted ones a constant apart");
+
+template <typename I>
+struct iq2_k_r4_dec : per16_dec<I, iq2_k_r4_block, 31, true, true> {
+    using state = half_scales_state<I>;
+    static void begin(const iq2_k_r4_block & b, state & st) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *) b.scales), m4 = _mm256_set1_epi8(0x0F), k8 = _mm256_set1_epi8(8);
+        const __m256i sc[2] = { _mm256_sub_epi8(_mm256_and_si256(v, m4), k8),
+                                _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), k8) };
+        grid_begin<I>(sc, b.extra, b.d, kIq2Shift, st);
+    }
+    static void levels(const iq2_k_r4_block & b, int ib, typename I::vi * lv) {
+        crumb_levels<I>(b.qs, ib, lv);
+        grid_lookup<I>(kIq2Grid, lv);
+    }
+};
+
+template <typename I>
+struct iq3_k_r4_dec : per16_dec<I, iq3_k_r4_block, 63, true, true> {
+    using state = half_scales_state<I>;
+    static void begin(const iq3_k_r4_block & b, state & st) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *) b.scales_l), m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        __m256i sc[2];
+        for (int i = 0; i < 2; ++i) {
+            const __m256i nib = _mm256_and_si256(i ? _mm256_srli_epi16(v, 4) : v, m4);
+            const __m256i mag = _mm256_add_epi8(_mm256_add_epi8(nib, nib), one), neg = slot_bits(b.scales_h, i);
+            sc[i] = _mm256_sub_epi8(_mm256_xor_si256(mag, neg), neg);
+        }
+        grid_begin<I>(sc, b.extra, b.d, kIq3Shift, st);
+    }
+    static void levels(const iq3_k_r4_block & b, int ib, typename I::vi * lv) {
+        crumb_levels<I>(b.qs, ib, lv);
+        third_bits<I>(b.qh, ib, lv);
+        grid_lookup<I>(kIq3Grid, lv);
+    }
 };
 
 // iq4_ks_r4: 4 f32 row scales lead the group (group()); per block the iq4_ks scale byte of
@@ -358,9 +432,8 @@ alignas(32) constexpr uint8_t kScaleSlots[32] = {
 };
 
 template <typename I>
-struct iq4_ks_r4_dec : per16_dec<I, iq4_ks_r4_block, 127, false> {
+struct iq4_ks_r4_dec : per16_dec<I, iq4_ks_r4_block, 127, false, true> {
     using state = half_scales_state<I>;
-    static constexpr bool kSigned = true;
     static constexpr size_t kHeader = 16;
     static void group(const uint8_t * g, state & st) {
         st.d = I::rows4(_mm_loadu_ps((const float *) g));

@@ -71,6 +71,8 @@ void ggml_cpu_register_interleaved_avx2() {
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q6_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_k_r4, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_k_r4<true>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_k_r4<true>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_k_r4<true>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_ks_r4<true>, act_q8_K<32>>>);
     // q6_K's AVX2 batch kernel reads q8_0 pairs each with its scale (kSuper = 1)

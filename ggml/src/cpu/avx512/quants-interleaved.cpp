@@ -81,6 +81,8 @@ void ggml_cpu_register_interleaved_avx512() {
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q4_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q5_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q6_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q6_k_r4, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_k_r4<kSignedLevels>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_k_r4<kSignedLevels>, act_q8_K<16>>>);
     using iq4_k_r4_batch = earlier_gemm<GGML_TYPE_IQ4_K_R4>;
     iq4_k_r4_batch::fn = ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_K_R4)->gemm[GGML_CPU_ISA_AVX512];
     GGML_ASSERT(iq4_k_r4_batch::fn && "quants-ik.cpp registers iq4_k_r4 first");
