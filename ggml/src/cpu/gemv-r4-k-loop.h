@@ -1,5 +1,5 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
-// q2_k_r4 .. q6_k_r4 and of iq2_k_r4, iq3_k_r4, iq4_k_r4, iq4_ks_r4 against q8_K activations, written once over an ISA description;
+// q2_k_r4 .. q6_k_r4 and of iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 against q8_K activations, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -34,7 +34,8 @@
 // fnmadd, rows4 (4 floats into every 128-bit lane), sum_lanes (the 128-bit lanes added),
 // srli16_4 / slli16_4 / slli16_2 (int16 shifts by 4 or 2), nibble_or(a, b) ((a & 0x0F) | b), and
 // for 32-byte vectors slli16<N> / srli16<N>, for 64-byte ones rolv32 (per-lane rotate left),
-// abs8 and sign8(x, s) (x negated where s < 0, as vpsignb; x where s is 0 is never used).
+// abs8 and sign8(x, s) (x negated where s < 0, as vpsignb; x where s is 0 is never used),
+// select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's).
 #pragma once
 
 #include "cpu-traits.h"
@@ -308,15 +309,16 @@ struct q3_k_r4_dec : per16_dec<I, q3_k_r4_block, 7, true> {
 // in split_scale6 slot 8 ib + 4 half + k, and per slot an extra bit (bit ib of extra[k + 4 half])
 // choosing the shifted grid, which is the grid plus kIq4Shift: that part is the min term, the
 // extra-masked scales as multipliers and -kIq4Shift d as the factor.
-constexpr int8_t kIq4Grid[32] = KILN_IQ4K_VALUES;
-constexpr int kIq4Shift = kIq4Grid[16] - kIq4Grid[0];
-constexpr bool iq4_shift_is_uniform() {
-    for (int i = 0; i < 16; ++i) {
-        if (kIq4Grid[16 + i] - kIq4Grid[i] != kIq4Shift) return false;
+// The shift of a grid of 2 n values whose second half is the first plus a constant (checked).
+constexpr int grid_shift(const int8_t * g, int n) {
+    for (int i = 0; i < n; ++i) {
+        if (g[n + i] - g[i] != g[n] - g[0]) return 1000;
     }
-    return true;
+    return g[n] - g[0];
 }
-static_assert(iq4_shift_is_uniform(), "the shifted iq4_k grid is the grid plus a constant");
+constexpr int8_t kIq4Grid[32] = KILN_IQ4K_VALUES;
+constexpr int kIq4Shift = grid_shift(kIq4Grid, 16);
+static_assert(kIq4Shift != 1000, "the shifted iq4_k grid is the grid plus a constant");
 // per slot byte b of the 32 slots 32 i + b: the extra bit of its sub-block ib = 4 i + b / 8
 alignas(32) constexpr uint8_t kExtraBits[2][32] = {
     { 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8 },
@@ -357,15 +359,42 @@ inline void iq4_levels(const uint8_t * run, typename I::vi * lv) {
     grid_lookup<I>(kIq4Grid, lv);
 }
 
-template <typename I>
-struct iq4_k_r4_dec : per16_dec<I, iq4_k_r4_block, 127, false, true> {
+// iq4_k_r4 / iq5_k_r4: 6-bit scales (split_scale6 slots, less 32), extra bits for the shifted grid
+template <typename I, typename B, int Shift>
+struct k6_grid_dec : per16_dec<I, B, 127, false, true> {
     using state = half_scales_state<I>;
-    static void begin(const iq4_k_r4_block & b, state & st) {
+    static void begin(const B & b, state & st) {
         __m256i sc[2];
         split_scales6_minus32(b.scales_l, b.scales_h, sc);
-        grid_begin<I>(sc, b.extra, b.d, kIq4Shift, st);
+        grid_begin<I>(sc, b.extra, b.d, Shift, st);
     }
+};
+
+template <typename I>
+struct iq4_k_r4_dec : k6_grid_dec<I, iq4_k_r4_block, kIq4Shift> {
     static void levels(const iq4_k_r4_block & b, int ib, typename I::vi * lv) { iq4_levels<I>(b.qs + 64 * ib, lv); }
+};
+
+// iq5_k_r4 / iq5_ks_r4: iq4's nibbles and a fifth bit (bit kIq5HighBit[quarter] of the row's 4
+// bytes qh[16 ib + 4 k ..]) choosing the grid's upper 16 entries
+constexpr int8_t kIq5Grid[64] = KILN_IQ5NL_VALUES;
+constexpr int kIq5Shift = grid_shift(kIq5Grid, 32);
+static_assert(kIq5Shift != 1000, "the shifted iq5 grid is the grid plus a constant");
+constexpr int iq5_high_bit_of(int q) { return q % 2 * 4 + q / 2; }   // iq5_k_r4_hbit: 0 4 1 5 2 6 3 7
+template <int V> constexpr lane_table<V, nibble_quarter, iq5_high_bit_of> kIq5HighBits{};
+
+template <typename I>
+inline void iq5_levels(const uint8_t * qs, const uint8_t * qh, int ib, typename I::vi * lv) {
+    nibble_levels<I>(qs + 64 * ib, lv);
+    const typename I::vi lo = I::bcast16(kIq5Grid), hi = I::bcast16(kIq5Grid + 16), h = I::bcast16(qh + 16 * ib);
+    for (int j = 0; j < 128 / I::kBytes; ++j) {
+        lv[j] = I::select_bit0(I::shuffle(lo, lv[j]), I::shuffle(hi, lv[j]), I::srlv32(h, I::load(kIq5HighBits<I::kBytes>.v[j])));
+    }
+}
+
+template <typename I>
+struct iq5_k_r4_dec : k6_grid_dec<I, iq5_k_r4_block, kIq5Shift> {
+    static void levels(const iq5_k_r4_block & b, int ib, typename I::vi * lv) { iq5_levels<I>(b.qs, b.qh, ib, lv); }
 };
 
 // iq2_k_r4 / iq3_k_r4: crumbs (iq3_k: + third bit, as q3_k_r4) indexing the iq2nl / iq3nl grids,
@@ -422,7 +451,7 @@ struct iq3_k_r4_dec : per16_dec<I, iq3_k_r4_block, 63, true, true> {
     }
 };
 
-// iq4_ks_r4: 4 f32 row scales lead the group (group()); per block the iq4_ks scale byte of
+// iq4_ks_r4 / iq5_ks_r4: 4 f32 row scales lead the group (group()); per block the scale byte of
 // sub-block ib at scales[4 ib + k]: scale (s & 254) - 127 for both 16-value halves, bit 0 the
 // shifted grid (as iq4_k_r4's extra bits).
 // vpshufb within each 128-bit lane of 16 scale bytes (sub-blocks 4 i .. 4 i + 3): slot byte b
@@ -431,15 +460,15 @@ alignas(32) constexpr uint8_t kScaleSlots[32] = {
     0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7, 8, 9, 10, 11, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15,
 };
 
-template <typename I>
-struct iq4_ks_r4_dec : per16_dec<I, iq4_ks_r4_block, 127, false, true> {
+template <typename I, typename B, int Shift>
+struct ks_grid_dec : per16_dec<I, B, 127, false, true> {
     using state = half_scales_state<I>;
     static constexpr size_t kHeader = 16;
     static void group(const uint8_t * g, state & st) {
         st.d = I::rows4(_mm_loadu_ps((const float *) g));
-        st.dm = I::mul(st.d, I::set1_ps((float) -kIq4Shift));
+        st.dm = I::mul(st.d, I::set1_ps((float) -Shift));
     }
-    static void begin(const iq4_ks_r4_block & b, state & st) {
+    static void begin(const B & b, state & st) {
         const __m256i ctl = _mm256_load_si256((const __m256i *) kScaleSlots), one = _mm256_set1_epi8(1);
         for (int i = 0; i < 2; ++i) {
             const __m256i raw = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (b.scales + 16 * i))), ctl);
@@ -448,7 +477,16 @@ struct iq4_ks_r4_dec : per16_dec<I, iq4_ks_r4_block, 127, false, true> {
             st.put_pairs(i, _mm256_and_si256(sc, _mm256_cmpeq_epi8(_mm256_and_si256(raw, one), one)), true);
         }
     }
+};
+
+template <typename I>
+struct iq4_ks_r4_dec : ks_grid_dec<I, iq4_ks_r4_block, kIq4Shift> {
     static void levels(const iq4_ks_r4_block & b, int ib, typename I::vi * lv) { iq4_levels<I>(b.qs + 64 * ib, lv); }
+};
+
+template <typename I>
+struct iq5_ks_r4_dec : ks_grid_dec<I, iq5_ks_r4_block, kIq5Shift> {
+    static void levels(const iq5_ks_r4_block & b, int ib, typename I::vi * lv) { iq5_levels<I>(b.qs, b.qh, ib, lv); }
 };
 
 template <typename I>

@@ -35,6 +35,7 @@ struct r4k_isa {
     template <int N> static vi srli16(vi v) { return _mm256_srli_epi16(v, N); }
     static vi abs8(vi v) { return _mm256_abs_epi8(v); }
     static vi sign8(vi x, vi s) { return _mm256_sign_epi8(x, s); }
+    static vi select_bit0(vi a, vi b, vi v) { return _mm256_blendv_epi8(a, b, _mm256_slli_epi16(v, 7)); }
     static vi nibble_or(vi a, vi b) { return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi8(0x0F)), b); }
     static vi srlv32(vi v, vi n) { return _mm256_srlv_epi32(v, n); }
     static vi shuffle(vi v, vi c) { return _mm256_shuffle_epi8(v, c); }
@@ -74,6 +75,8 @@ void ggml_cpu_register_interleaved_avx2() {
     reg(GGML_TYPE_IQ2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_k_r4<true>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_k_r4<true>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_k_r4<true>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_k_r4<true>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ5_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_ks_r4<true>, act_q8_K<32>>>);
     reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_ks_r4<true>, act_q8_K<32>>>);
     // q6_K's AVX2 batch kernel reads q8_0 pairs each with its scale (kSuper = 1)
     register_k_r4_batch_gemms<grp_q4_k_r4, grp_q5_k_r4, grp_q6_k_r4, act_q8_0_halves<false>>(GGML_CPU_ISA_AVX2);
