@@ -260,21 +260,21 @@ TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
 }
 
 // Token generation cuts a product by rows (threads, -sm graph) and calls a kernel with the few
-// columns a step has: for the q8_K kernels of q2_k_r4 .. q6_k_r4, iq2_k_r4 .. iq5_ks_r4 at every
-// level this CPU runs, 12 rows x 5 columns in one call give bit for bit what row groups [0,4),
-// [4,12) one column at a time give (their token-generation loop, gemv-r4-k-loop.h, tiles
-// columns differently per count).
+// columns a step has: for the q8_K kernels of q2_k_r4 .. q6_k_r4, iq2_k_r4 .. iq5_ks_r4 and the
+// q8_0 ones of iq4_nl_r4, q5_0_r4, q6_0_r4 at every level this CPU runs, 12 rows x 5 columns in
+// one call give bit for bit what row groups [0,4), [4,12) one column at a time give (their
+// token-generation loop, gemv-r4-k-loop.h, tiles columns differently per count).
 TEST(InterleavedTokenGeneration, ProductDoesNotDependOnTheCut) {
     const int64_t n = 768;
     const int nr = 12, nc = 5;
     int compared = 0;
     for (ggml_type t : { GGML_TYPE_Q2_K_R4, GGML_TYPE_Q3_K_R4, GGML_TYPE_Q4_K_R4, GGML_TYPE_Q5_K_R4, GGML_TYPE_Q6_K_R4,
                          GGML_TYPE_IQ2_K_R4, GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ4_K_R4, GGML_TYPE_IQ5_K_R4, GGML_TYPE_IQ4_KS_R4,
-                         GGML_TYPE_IQ5_KS_R4 }) {
+                         GGML_TYPE_IQ5_KS_R4, GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q5_0_R4, GGML_TYPE_Q6_0_R4 }) {
         const size_t row = ggml_row_size(t, n);
         const std::vector<uint8_t> q = quantize(t, weights(nr, n, 900 + t), nr, n, nullptr);
         const ggml_type vdt = ggml_cpu_get_type_traits(t)->vec_dot_type;
-        ASSERT_EQ(vdt, GGML_TYPE_Q8_K) << ggml_type_name(t);
+        ASSERT_TRUE(vdt == GGML_TYPE_Q8_K || vdt == GGML_TYPE_Q8_0) << ggml_type_name(t);
         const size_t xrow = ggml_row_size(vdt, n);
         const std::vector<float> act = kiln_test::random_floats(nc * n, 17, -2.0f, 2.0f);
         std::vector<uint8_t> xq(nc * xrow);

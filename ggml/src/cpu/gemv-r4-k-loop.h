@@ -1,5 +1,6 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
-// q2_k_r4 .. q6_k_r4 and of iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 against q8_K activations, written once over an ISA description;
+// q2_k_r4 .. q6_k_r4 and of iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 against q8_K activations,
+// and of iq4_nl_r4 / q5_0_r4 / q6_0_r4 against q8_0,, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -35,7 +36,7 @@
 // srli16_4 / slli16_4 / slli16_2 (int16 shifts by 4 or 2), nibble_or(a, b) ((a & 0x0F) | b), and
 // for 32-byte vectors slli16<N> / srli16<N>, for 64-byte ones rolv32 (per-lane rotate left),
 // abs8 and sign8(x, s) (x negated where s < 0, as vpsignb; x where s is 0 is never used),
-// select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's).
+// select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's), sub8, set16.
 #pragma once
 
 #include "cpu-traits.h"
@@ -105,17 +106,30 @@ alignas(32) constexpr uint8_t kPairRows[32] = {
 
 // Activations of one column and super-block, spread for the parts: x[ib][j] (V bytes each), then
 // the pair sums b[E] (int16, kPairs * 4), then d.
-template <int V, int kPairs>
+// (The 32-value layouts take q8_0 activations: one sub-block, no pair sums, d from fp16.)
+template <int V, int kPairs, int kSubs>
 struct act_layout {
-    static constexpr size_t kX = 8 * 128, kB = kPairs * 8, kD = kX + kB, kSize = (kD + 4 + 63) / 64 * 64;
+    static constexpr size_t kX = kSubs * 128, kB = kPairs * 8, kD = kX + kB, kSize = (kD + 4 + 63) / 64 * 64;
 };
 
-template <typename I, int kPairs, bool kCrumbs>
+template <typename I, typename D>
 void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint8_t * out) {
-    using L = act_layout<I::kBytes, kPairs>;
+    constexpr int kPairs = D::kPairs;
+    using L = act_layout<I::kBytes, kPairs, D::kSubs>;
     constexpr int V = I::kBytes, NP = 128 / V;
-    const auto & spread = kCrumbs ? kCrumbSpread<V>.v : kSpread<V>.v;
+    const auto & spread = D::kCrumbs ? kCrumbSpread<V>.v : kSpread<V>.v;
     for (int c = 0; c < nc; ++c) {
+        if constexpr (D::kSubs == 1) {
+            const auto * a = (const block_q8_0 *) (x + c * x_stride);
+            for (int64_t b = 0; b < nb; ++b) {
+                uint8_t * o = out + (c * nb + b) * L::kSize;
+                const __m256i x32 = _mm256_loadu_si256((const __m256i *) a[b].qs);
+                for (int j = 0; j < NP; ++j) I::store(o + j * V, I::spread(x32, I::load(spread[j])));
+                const float d = GGML_FP16_TO_FP32(a[b].d);
+                std::memcpy(o + L::kD, &d, 4);
+            }
+            continue;
+        }
         const auto * a = (const block_q8_K *) (x + c * x_stride);
         for (int64_t b = 0; b < nb; ++b) {
             uint8_t * o = out + (c * nb + b) * L::kSize;
@@ -158,6 +172,7 @@ struct k45_r4 {
     static constexpr int kPairs = 8, NM = 64 / I::kBytes;
     static constexpr bool kCrumbs = false, kSigned = false;
     static constexpr size_t kHeader = 0;
+    static constexpr int kSubs = 8;
     struct state {
         alignas(64) int16_t s[40] = {};   // slot 4 ib + k; read 8 at a time
         vi m[NM];
@@ -231,6 +246,7 @@ struct per16_dec {
     static constexpr int kPairs = 16, kMaxLevel = kMax, NM = 128 / I::kBytes;
     static constexpr bool kCrumbs = kCrumb, kSigned = kSign;
     static constexpr size_t kHeader = 0;   // bytes before a group's blocks
+    static constexpr int kSubs = 8;        // 32-value sub-blocks per block
     static typename I::vi scale(const state & st, int ib) { return st.scale(ib); }
 };
 
@@ -530,6 +546,60 @@ struct q6_k_r4_dec : per16_dec<I, q6_k_r4_block, 63, false> {
     }
 };
 
+// The 32-value layouts (iq4_nl_r4, q5_0_r4, q6_0_r4) against q8_0: a block is one sub-block
+// with a float scale per row, so the loop's per-block float step is per 32 values; the levels
+// are signed (q5_0 / q6_0 less their offsets 16 / 32), which leaves no min term, and the int16
+// scale is 1.
+template <typename I, typename B, int kMax>
+struct b32_dec {
+    using Block = B;
+    struct state {
+        typename I::vf d, dm;
+    };
+    static constexpr int kPairs = 0, kMaxLevel = kMax, NM = 0, kSubs = 1;
+    static constexpr bool kCrumbs = false, kSigned = true;
+    static constexpr size_t kHeader = 0;
+    static void begin(const B & b, state & st) { st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d))); }
+    static typename I::vi scale(const state &, int) { return I::set16(1); }
+};
+
+template <typename I>
+struct iq4_nl_r4_dec : b32_dec<I, iq4_nl_r4_block, 127> {
+    static void levels(const iq4_nl_r4_block & b, int, typename I::vi * lv) { iq4_levels<I>(b.qs, lv); }
+};
+
+constexpr int q5_0_bit_of(int q) { return q % 4 * 2 + q / 4; }   // q5_0_r4_hbit: 0 2 4 6 1 3 5 7
+constexpr int q6_0_shift_of(int q) { return 2 * (q % 4); }        // q6_0_r4_hshift
+template <int V> constexpr lane_table<V, nibble_quarter, q5_0_bit_of> kQ50Bits{};
+template <int V> constexpr lane_table<V, nibble_quarter, q6_0_shift_of> kQ60Shifts{};
+
+// nibbles | (the high bits of h at the lane's shift, masked) << 4, less the offset
+template <typename I>
+inline void offset_levels(const uint8_t * qs, typename I::vi h, const int32_t * shifts, char mask, char offset, typename I::vi * lv) {
+    nibble_levels<I>(qs, lv);
+    const typename I::vi m = I::set8(mask), off = I::set8(offset);
+    for (int j = 0; j < 128 / I::kBytes; ++j) {
+        lv[j] = I::sub8(I::or_(lv[j], I::slli16_4(I::and_(I::srlv32(h, I::load(shifts + j * I::kBytes / 4)), m))), off);
+    }
+}
+
+// q5_0_r4: the fifth bits of row k in qh[4 k + p % 4]
+template <typename I>
+struct q5_0_r4_dec : b32_dec<I, q5_0_r4_block, 16> {
+    static void levels(const q5_0_r4_block & b, int, typename I::vi * lv) {
+        offset_levels<I>(b.qs, I::bcast16(b.qh), kQ50Bits<I::kBytes>.v[0], 1, 16, lv);
+    }
+};
+
+// q6_0_r4: the top two bits in qh[q6_0_r4_hoff(p) + 4 k + p % 4] (the second 16 bytes for
+// quarters 4..7, which the odd lane groups hold: bcast32)
+template <typename I>
+struct q6_0_r4_dec : b32_dec<I, q6_0_r4_block, 32> {
+    static void levels(const q6_0_r4_block & b, int, typename I::vi * lv) {
+        offset_levels<I>(b.qs, I::bcast32(b.qh), kQ60Shifts<I::kBytes>.v[0], 3, 32, lv);
+    }
+};
+
 // ---------------------------------------------------------------------------------------------
 
 // Groups of 4 rows times C columns (spread activations xs, one column every col_bytes).
@@ -538,7 +608,7 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
                         float * dst, size_t dst_stride, int nr) {
     using vi = typename I::vi;
     using vf = typename I::vf;
-    using L = act_layout<I::kBytes, D::kPairs>;
+    using L = act_layout<I::kBytes, D::kPairs, D::kSubs>;
     constexpr int V = I::kBytes, NP = 128 / V;
     // parts whose vpmaddubsw results add up in int16 without overflow (|q8_K| <= 127)
     constexpr int kFit = 32767 / (2 * 127 * D::kMaxLevel), G = kFit >= NP ? NP : kFit >= 2 ? 2 : 1;
@@ -562,7 +632,7 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
             for (int c = 0; c < C; ++c) {
                 for (int a = 0; a < A; ++a) acc[c][a] = I::zero();
             }
-            for (int ib = 0; ib < 8; ++ib) {
+            for (int ib = 0; ib < D::kSubs; ++ib) {
                 vi lv[NP], sign[D::kSigned ? NP : 1];
                 D::levels(blk[b], ib, lv);
                 if constexpr (D::kSigned) {
@@ -587,13 +657,15 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
                 const uint8_t * xb = xs + c * col_bytes + b * L::kSize;
                 vi sum = acc[c][0];
                 if constexpr (A > 1) sum = I::add32(sum, acc[c][1]);
-                vi mins = I::zero();
-                for (int v = 0; v < D::NM; ++v) mins = I::dot16(mins, st.m[v], I::load(xb + L::kX + v * V));
                 float d;
                 std::memcpy(&d, xb + L::kD, 4);
                 const vf dx = I::set1_ps(d);
                 f[c] = I::fmadd(I::cvt(sum), I::mul(st.d, dx), f[c]);
-                f[c] = I::fnmadd(I::cvt(mins), I::mul(st.dm, dx), f[c]);
+                if constexpr (D::NM > 0) {
+                    vi mins = I::zero();
+                    for (int v = 0; v < D::NM; ++v) mins = I::dot16(mins, st.m[v], I::load(xb + L::kX + v * V));
+                    f[c] = I::fnmadd(I::cvt(mins), I::mul(st.dm, dx), f[c]);
+                }
             }
         }
         for (int c = 0; c < C; ++c) _mm_storeu_ps(dst + c * dst_stride + r0, I::sum_lanes(f[c]));
@@ -609,12 +681,12 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
         Panel(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
         return;
     }
-    GGML_ASSERT(nr % 4 == 0 && n % QK_K == 0 && "interleaved gemm: whole row groups and blocks");
-    using L = act_layout<I::kBytes, D::kPairs>;
-    const int64_t nb = n / QK_K;
+    GGML_ASSERT(nr % 4 == 0 && n % (32 * D::kSubs) == 0 && "interleaved gemm: whole row groups and blocks");
+    using L = act_layout<I::kBytes, D::kPairs, D::kSubs>;
+    const int64_t nb = n / (32 * D::kSubs);
     const size_t col_bytes = nb * L::kSize, row_size = (D::kHeader + nb * sizeof(typename D::Block)) / 4;
     auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, nc * col_bytes);
-    spread_columns<I, D::kPairs, D::kCrumbs>((const uint8_t *) x, x_stride, nc, nb, xs);
+    spread_columns<I, D>((const uint8_t *) x, x_stride, nc, nb, xs);
     const auto * wb = (const uint8_t *) w;
     switch (nc) {
         case 1: rows_times_columns<I, D, 1>(nb, wb, w_stride, row_size, xs, col_bytes, dst, dst_stride, nr); break;

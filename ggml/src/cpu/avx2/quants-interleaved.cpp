@@ -27,6 +27,8 @@ struct r4k_isa {
     static vi and_(vi a, vi b) { return _mm256_and_si256(a, b); }
     static vi or_(vi a, vi b) { return _mm256_or_si256(a, b); }
     static vi add16(vi a, vi b) { return _mm256_add_epi16(a, b); }
+    static vi sub8(vi a, vi b) { return _mm256_sub_epi8(a, b); }
+    static vi set16(short v) { return _mm256_set1_epi16(v); }
     static vi add32(vi a, vi b) { return _mm256_add_epi32(a, b); }
     static vi srli16_4(vi v) { return _mm256_srli_epi16(v, 4); }
     static vi slli16_4(vi v) { return _mm256_slli_epi16(v, 4); }
@@ -67,6 +69,11 @@ void ggml_cpu_register_interleaved_avx2() {
     register_r8_gemms(GGML_CPU_ISA_AVX2);
     // token generation of q2_k_r4 .. q6_k_r4 by the lane-shaped loop, batches by the panel
     auto reg = [](ggml_type t, ggml_gemm_t fn) { ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, fn); };
+    auto reg0 = [](ggml_type t, ggml_gemm_t fn) { ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, fn); };
+    using q8_0 = act_q8_32<false>;
+    reg0(GGML_TYPE_IQ4_NL_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_nl_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_nl_r4<true>, q8_0>>);
+    reg0(GGML_TYPE_Q5_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_0_r4, q8_0>>);
+    reg0(GGML_TYPE_Q6_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_0_r4, q8_0>>);
     reg(GGML_TYPE_Q2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q2_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q3_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_k_r4, act_q8_K<32>>>);
