@@ -261,16 +261,18 @@ TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
 
 // Token generation cuts a product by rows (threads, -sm graph) and calls a kernel with the few
 // columns a step has: for the q8_K kernels of q2_k_r4 .. q6_k_r4, iq2_k_r4 .. iq5_ks_r4 and the
-// q8_0 ones of iq4_nl_r4, q5_0_r4, q6_0_r4 at every level this CPU runs, 12 rows x 5 columns in
-// one call give bit for bit what row groups [0,4), [4,12) one column at a time give (their
-// token-generation loop, gemv-r4-k-loop.h, tiles columns differently per count).
+// q8_0 ones of iq4_nl_r4, q5_0_r4, q6_0_r4, q4_0_r8, q8_0_r8 at every level this CPU runs, 3 R
+// rows x 5 columns in one call give bit for bit what row groups [0,R), [R,3R) one column at a
+// time give (their token-generation loop, gemv-r4-k-loop.h, tiles columns differently per count).
 TEST(InterleavedTokenGeneration, ProductDoesNotDependOnTheCut) {
     const int64_t n = 768;
-    const int nr = 12, nc = 5;
+    const int nc = 5;
     int compared = 0;
     for (ggml_type t : { GGML_TYPE_Q2_K_R4, GGML_TYPE_Q3_K_R4, GGML_TYPE_Q4_K_R4, GGML_TYPE_Q5_K_R4, GGML_TYPE_Q6_K_R4,
                          GGML_TYPE_IQ2_K_R4, GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ4_K_R4, GGML_TYPE_IQ5_K_R4, GGML_TYPE_IQ4_KS_R4,
-                         GGML_TYPE_IQ5_KS_R4, GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q5_0_R4, GGML_TYPE_Q6_0_R4 }) {
+                         GGML_TYPE_IQ5_KS_R4, GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q5_0_R4, GGML_TYPE_Q6_0_R4, GGML_TYPE_Q4_0_R8,
+                         GGML_TYPE_Q8_0_R8 }) {
+        const int R = ggml_get_type_traits(t)->nrows_interleaved, nr = 3 * R;   // 12 or 24 rows, cut at R
         const size_t row = ggml_row_size(t, n);
         const std::vector<uint8_t> q = quantize(t, weights(nr, n, 900 + t), nr, n, nullptr);
         const ggml_type vdt = ggml_cpu_get_type_traits(t)->vec_dot_type;
@@ -284,7 +286,7 @@ TEST(InterleavedTokenGeneration, ProductDoesNotDependOnTheCut) {
             if (!fn || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
             std::vector<float> whole(nc * nr, -7.0f), cut(nc * nr, -9.0f);
             fn(n, q.data(), row, xq.data(), xrow, whole.data(), nr, nr, nc);
-            const int cuts[] = { 0, 4, nr };
+            const int cuts[] = { 0, R, nr };
             for (int p = 0; p < 2; ++p) {
                 for (int c = 0; c < nc; ++c) {
                     fn(n, q.data() + cuts[p] * row, row, xq.data() + c * xrow, xrow, cut.data() + c * nr + cuts[p], nr,

@@ -1,6 +1,6 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
 // q2_k_r4 .. q6_k_r4 and of iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 against q8_K activations,
-// and of iq4_nl_r4 / q5_0_r4 / q6_0_r4 against q8_0,, written once over an ISA description;
+// and of iq4_nl_r4 / q5_0_r4 / q6_0_r4 / q4_0_r8 / q8_0_r8 against q8_0,, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -36,7 +36,8 @@
 // srli16_4 / slli16_4 / slli16_2 (int16 shifts by 4 or 2), nibble_or(a, b) ((a & 0x0F) | b), and
 // for 32-byte vectors slli16<N> / srli16<N>, for 64-byte ones rolv32 (per-lane rotate left),
 // abs8 and sign8(x, s) (x negated where s < 0, as vpsignb; x where s is 0 is never used),
-// select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's), sub8, set16.
+// select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's), sub8, set16;
+// for the 8-row layouts rows8 (8 floats into every 256-bit half) and sum_rows8 (halves added).
 #pragma once
 
 #include "cpu-traits.h"
@@ -57,9 +58,9 @@ constexpr int nibble_quarter(int V, int j, int l) { return kLowQuarter[(j / 2) *
 constexpr int crumb_quarter(int V, int j, int l) { return 4 * (l / 4 % 2) + j * (V / 32) + l / 8; }
 
 // Per part and int32 lane, a number derived from the quarter the lane holds (f: quarter -> int).
-template <int V, int (*Q)(int, int, int), int (*F)(int)>
+template <int V, int (*Q)(int, int, int), int (*F)(int), int R = 4>
 struct lane_table {
-    static constexpr int kParts = 128 / V, kLanes = V / 4;
+    static constexpr int kParts = 32 * R / V, kLanes = V / 4;
     alignas(64) int32_t v[kParts][kLanes] = {};
     constexpr lane_table() {
         for (int j = 0; j < kParts; ++j) {
@@ -80,6 +81,24 @@ template <int V> constexpr lane_table<V, nibble_quarter, q6_rotation_of> kQ6Rota
 // crumbs: the activations' spread is also the third bits' shift (bit `quarter` of a qh byte)
 template <int V> constexpr lane_table<V, crumb_quarter, quarter_of> kCrumbSpread{};
 template <int V> constexpr lane_table<V, crumb_quarter, crumb_shift_of> kCrumbShifts{};
+// 8-row layouts (q4_0_r8, q8_0_r8): 32-byte runs of 4 bytes per row (int32 lane = row), a run
+// holding one quarter of the 8 rows; 64-byte vectors take two runs (lanes 8..15 the second).
+// q8_0_r8's runs are quarters 0..7 in order; q4_0_r8's run m holds quarter m (low nibbles) and
+// 4 + m (high), its parts alternating low and high.
+constexpr int r8_byte_quarter(int V, int j, int l) { return j * (V / 32) + l / 8; }
+constexpr int r8_nibble_quarter(int V, int j, int l) { return 4 * (j % 2) + (j / 2) * (V / 32) + l / 8; }
+template <int V> constexpr lane_table<V, r8_byte_quarter, quarter_of, 8> kR8ByteSpread{};
+template <int V> constexpr lane_table<V, r8_nibble_quarter, quarter_of, 8> kR8NibbleSpread{};
+
+// The layouts' lane shapes (D::kLanes), each with its activation spread
+enum lane_shape { kNibbleLanes, kCrumbLanes, kR8ByteLanes, kR8NibbleLanes };
+template <int V, lane_shape S>
+constexpr const auto & spread_table() {
+    if constexpr (S == kNibbleLanes) return kSpread<V>.v;
+    else if constexpr (S == kCrumbLanes) return kCrumbSpread<V>.v;
+    else if constexpr (S == kR8ByteLanes) return kR8ByteSpread<V>.v;
+    else return kR8NibbleSpread<V>.v;
+}
 
 // vpshufb controls, the same in every 128-bit lane unless said otherwise:
 //   int16 k of 4 (row k's sub-block scale) into both halves of int32 lane k;
@@ -107,17 +126,17 @@ alignas(32) constexpr uint8_t kPairRows[32] = {
 // Activations of one column and super-block, spread for the parts: x[ib][j] (V bytes each), then
 // the pair sums b[E] (int16, kPairs * 4), then d.
 // (The 32-value layouts take q8_0 activations: one sub-block, no pair sums, d from fp16.)
-template <int V, int kPairs, int kSubs>
+template <int V, int kPairs, int kSubs, int kRows = 4>
 struct act_layout {
-    static constexpr size_t kX = kSubs * 128, kB = kPairs * 8, kD = kX + kB, kSize = (kD + 4 + 63) / 64 * 64;
+    static constexpr size_t kX = kSubs * 32 * kRows, kB = kPairs * 8, kD = kX + kB, kSize = (kD + 4 + 63) / 64 * 64;
 };
 
 template <typename I, typename D>
 void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint8_t * out) {
     constexpr int kPairs = D::kPairs;
-    using L = act_layout<I::kBytes, kPairs, D::kSubs>;
-    constexpr int V = I::kBytes, NP = 128 / V;
-    const auto & spread = D::kCrumbs ? kCrumbSpread<V>.v : kSpread<V>.v;
+    using L = act_layout<I::kBytes, kPairs, D::kSubs, D::kRows>;
+    constexpr int V = I::kBytes, NP = 32 * D::kRows / V;
+    const auto & spread = spread_table<V, D::kLanes>();
     for (int c = 0; c < nc; ++c) {
         if constexpr (D::kSubs == 1) {
             const auto * a = (const block_q8_0 *) (x + c * x_stride);
@@ -151,8 +170,8 @@ void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint
 // Decoders: begin(block, state) once per super-block (scales, min terms, row factors), then per
 // sub-block ib levels(block, ib, lv) (kParts vectors of unsigned levels) and scale(state, ib)
 // (the rows' int16 scales in their lanes). kMaxLevel bounds the levels (how many vpmaddubsw
-// results fit in an int16 sum), kPairs counts the min/offset pairs, kCrumbs says the levels are
-// 2-bit crumbs (the activations' spread follows).
+// results fit in an int16 sum), kPairs counts the min/offset pairs, kLanes is the lane shape of
+// the levels (the activations' spread follows), kRows the rows of a group (4 or 8).
 
 // The 4-bit levels of a 64-byte nibble run, in the nibble lanes
 template <typename I>
@@ -170,9 +189,10 @@ struct k45_r4 {
     using vi = typename I::vi;
     using vf = typename I::vf;
     static constexpr int kPairs = 8, NM = 64 / I::kBytes;
-    static constexpr bool kCrumbs = false, kSigned = false;
+    static constexpr bool kSigned = false;
+    static constexpr lane_shape kLanes = kNibbleLanes;
     static constexpr size_t kHeader = 0;
-    static constexpr int kSubs = 8;
+    static constexpr int kSubs = 8, kRows = 4;
     struct state {
         alignas(64) int16_t s[40] = {};   // slot 4 ib + k; read 8 at a time
         vi m[NM];
@@ -244,9 +264,10 @@ struct per16_dec {
     using Block = B;
     using state = half_scales_state<I>;
     static constexpr int kPairs = 16, kMaxLevel = kMax, NM = 128 / I::kBytes;
-    static constexpr bool kCrumbs = kCrumb, kSigned = kSign;
+    static constexpr bool kSigned = kSign;
+    static constexpr lane_shape kLanes = kCrumb ? kCrumbLanes : kNibbleLanes;
     static constexpr size_t kHeader = 0;   // bytes before a group's blocks
-    static constexpr int kSubs = 8;        // 32-value sub-blocks per block
+    static constexpr int kSubs = 8, kRows = 4;   // 32-value sub-blocks per block, rows per group
     static typename I::vi scale(const state & st, int ib) { return st.scale(ib); }
 };
 
@@ -550,17 +571,40 @@ struct q6_k_r4_dec : per16_dec<I, q6_k_r4_block, 63, false> {
 // with a float scale per row, so the loop's per-block float step is per 32 values; the levels
 // are signed (q5_0 / q6_0 less their offsets 16 / 32), which leaves no min term, and the int16
 // scale is 1.
-template <typename I, typename B, int kMax>
+template <typename I, typename B, int kMax, int R = 4, lane_shape S = kNibbleLanes>
 struct b32_dec {
     using Block = B;
     struct state {
         typename I::vf d, dm;
     };
-    static constexpr int kPairs = 0, kMaxLevel = kMax, NM = 0, kSubs = 1;
-    static constexpr bool kCrumbs = false, kSigned = true;
+    static constexpr int kPairs = 0, kMaxLevel = kMax, NM = 0, kSubs = 1, kRows = R;
+    static constexpr bool kSigned = true;
+    static constexpr lane_shape kLanes = S;
     static constexpr size_t kHeader = 0;
-    static void begin(const B & b, state & st) { st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d))); }
+    static void begin(const B & b, state & st) {
+        if constexpr (R == 4) st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) b.d)));
+        else st.d = I::rows8(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) b.d)));
+    }
     static typename I::vi scale(const state &, int) { return I::set16(1); }
+};
+
+// q4_0_r8: nibbles less 8; q8_0_r8: the bytes themselves
+template <typename I>
+struct q4_0_r8_dec : b32_dec<I, q4_0_r8_block, 8, 8, kR8NibbleLanes> {
+    static void levels(const q4_0_r8_block & b, int, typename I::vi * lv) {
+        const typename I::vi m4 = I::set8(0x0F), eight = I::set8(8);
+        for (int j = 0; j < 256 / I::kBytes; j += 2) {
+            const typename I::vi v = I::load(b.qs + (j / 2) * I::kBytes);
+            lv[j] = I::sub8(I::and_(v, m4), eight);
+            lv[j + 1] = I::sub8(I::and_(I::srli16_4(v), m4), eight);
+        }
+    }
+};
+template <typename I>
+struct q8_0_r8_dec : b32_dec<I, q8_0_r8_block, 127, 8, kR8ByteLanes> {
+    static void levels(const q8_0_r8_block & b, int, typename I::vi * lv) {
+        for (int j = 0; j < 256 / I::kBytes; ++j) lv[j] = I::load(b.qs + j * I::kBytes);
+    }
 };
 
 template <typename I>
@@ -608,8 +652,8 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
                         float * dst, size_t dst_stride, int nr) {
     using vi = typename I::vi;
     using vf = typename I::vf;
-    using L = act_layout<I::kBytes, D::kPairs, D::kSubs>;
-    constexpr int V = I::kBytes, NP = 128 / V;
+    using L = act_layout<I::kBytes, D::kPairs, D::kSubs, D::kRows>;
+    constexpr int V = I::kBytes, NP = 32 * D::kRows / V, R = D::kRows;
     // parts whose vpmaddubsw results add up in int16 without overflow (|q8_K| <= 127)
     constexpr int kFit = 32767 / (2 * 127 * D::kMaxLevel), G = kFit >= NP ? NP : kFit >= 2 ? 2 : 1;
     // one column: two accumulators, so the sub-blocks' products are not one chain of vpdpwssd
@@ -619,8 +663,8 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
     // 4096 x 4096 with this, AVX512, least of 5; 1024 and 2048 bytes ahead helped less, 8192 no more).
     constexpr size_t kAhead = 4096;
     typename D::state st;
-    for (int r0 = 0; r0 < nr; r0 += 4) {
-        const char * group = ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, 4);
+    for (int r0 = 0; r0 < nr; r0 += R) {
+        const char * group = ggml_cpu_contiguous_group((const char *) w + r0 * w_stride, w_stride, row_size, R);
         if constexpr (D::kHeader > 0) D::group((const uint8_t *) group, st);
         const auto * blk = (const typename D::Block *) (group + D::kHeader);
         vf f[C];
@@ -645,7 +689,7 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
                 };
                 const vi s = D::scale(st, ib);
                 for (int c = 0; c < C; ++c) {
-                    const uint8_t * X = xs + c * col_bytes + b * L::kSize + ib * 128;
+                    const uint8_t * X = xs + c * col_bytes + b * L::kSize + ib * NP * V;
                     for (int j0 = 0; j0 < NP; j0 += G) {
                         vi p = I::maddubs(lv[j0], act(X, j0));
                         for (int j = j0 + 1; j < j0 + G; ++j) p = I::add16(p, I::maddubs(lv[j], act(X, j)));
@@ -668,7 +712,10 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
                 }
             }
         }
-        for (int c = 0; c < C; ++c) _mm_storeu_ps(dst + c * dst_stride + r0, I::sum_lanes(f[c]));
+        for (int c = 0; c < C; ++c) {
+            if constexpr (R == 4) _mm_storeu_ps(dst + c * dst_stride + r0, I::sum_lanes(f[c]));
+            else _mm256_storeu_ps(dst + c * dst_stride + r0, I::sum_rows8(f[c]));
+        }
     }
 }
 
@@ -681,10 +728,10 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
         Panel(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
         return;
     }
-    GGML_ASSERT(nr % 4 == 0 && n % (32 * D::kSubs) == 0 && "interleaved gemm: whole row groups and blocks");
-    using L = act_layout<I::kBytes, D::kPairs, D::kSubs>;
+    GGML_ASSERT(nr % D::kRows == 0 && n % (32 * D::kSubs) == 0 && "interleaved gemm: whole row groups and blocks");
+    using L = act_layout<I::kBytes, D::kPairs, D::kSubs, D::kRows>;
     const int64_t nb = n / (32 * D::kSubs);
-    const size_t col_bytes = nb * L::kSize, row_size = (D::kHeader + nb * sizeof(typename D::Block)) / 4;
+    const size_t col_bytes = nb * L::kSize, row_size = (D::kHeader + nb * sizeof(typename D::Block)) / D::kRows;
     auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, nc * col_bytes);
     spread_columns<I, D>((const uint8_t *) x, x_stride, nc, nb, xs);
     const auto * wb = (const uint8_t *) w;

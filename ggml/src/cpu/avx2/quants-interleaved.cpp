@@ -59,6 +59,8 @@ struct r4k_isa {
     static vf fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
     static vf fnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
     static vf rows4(__m128 r) { return _mm256_set_m128(r, r); }
+    static vf rows8(__m256 r) { return r; }
+    static __m256 sum_rows8(vf f) { return f; }
     static __m128 sum_lanes(vf f) { return _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1)); }
 };
 
@@ -71,6 +73,8 @@ void ggml_cpu_register_interleaved_avx2() {
     auto reg = [](ggml_type t, ggml_gemm_t fn) { ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_K, fn); };
     auto reg0 = [](ggml_type t, ggml_gemm_t fn) { ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX2, GGML_TYPE_Q8_0, fn); };
     using q8_0 = act_q8_32<false>;
+    reg0(GGML_TYPE_Q4_0_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_0_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_0_r8, q8_0>>);
+    reg0(GGML_TYPE_Q8_0_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::q8_0_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_q8_0_r8<true>, q8_0>>);
     reg0(GGML_TYPE_IQ4_NL_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_nl_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_nl_r4<true>, q8_0>>);
     reg0(GGML_TYPE_Q5_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_0_r4, q8_0>>);
     reg0(GGML_TYPE_Q6_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_0_r4, q8_0>>);
