@@ -1,6 +1,6 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
 // q2_k_r4 .. q6_k_r4 and of iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 against q8_K activations,
-// and of iq4_nl_r4 / q5_0_r4 / q6_0_r4 / q4_0_r8 / q8_0_r8 against q8_0,, written once over an ISA description;
+// and of iq4_nl_r4 / q5_0_r4 / q6_0_r4 / q4_0_r8 / q8_0_r8 / mxfp4_r8 against q8_0,, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -588,16 +588,43 @@ struct b32_dec {
     static typename I::vi scale(const state &, int) { return I::set16(1); }
 };
 
+// the nibbles of the 8-row runs, parts alternating low and high
+template <typename I>
+inline void r8_nibbles(const uint8_t * qs, typename I::vi * lv) {
+    const typename I::vi m4 = I::set8(0x0F);
+    for (int j = 0; j < 256 / I::kBytes; j += 2) {
+        const typename I::vi v = I::load(qs + (j / 2) * I::kBytes);
+        lv[j] = I::and_(v, m4);
+        lv[j + 1] = I::and_(I::srli16_4(v), m4);
+    }
+}
+
 // q4_0_r8: nibbles less 8; q8_0_r8: the bytes themselves
 template <typename I>
 struct q4_0_r8_dec : b32_dec<I, q4_0_r8_block, 8, 8, kR8NibbleLanes> {
     static void levels(const q4_0_r8_block & b, int, typename I::vi * lv) {
-        const typename I::vi m4 = I::set8(0x0F), eight = I::set8(8);
-        for (int j = 0; j < 256 / I::kBytes; j += 2) {
-            const typename I::vi v = I::load(b.qs + (j / 2) * I::kBytes);
-            lv[j] = I::sub8(I::and_(v, m4), eight);
-            lv[j + 1] = I::sub8(I::and_(I::srli16_4(v), m4), eight);
-        }
+        r8_nibbles<I>(b.qs, lv);
+        for (int j = 0; j < 256 / I::kBytes; ++j) lv[j] = I::sub8(lv[j], I::set8(8));
+    }
+};
+
+// mxfp4_r8: q4_0_r8's runs indexing the mxfp4 table (twice the e2m1 values), per row an e8m0
+// exponent: the scale 2^(e - 128) built as float bits (e - 1) << 23, or the subnormal
+// 0x00200000 << e for e < 2 (e8m0_to_fp32_half)
+alignas(16) constexpr int8_t kMxfp4Grid[16] = KILN_MXFP4_VALUES;
+template <typename I>
+struct mxfp4_r8_dec : b32_dec<I, mxfp4_r8_block, 12, 8, kR8NibbleLanes> {
+    using state = typename b32_dec<I, mxfp4_r8_block, 12, 8, kR8NibbleLanes>::state;
+    static void begin(const mxfp4_r8_block & b, state & st) {
+        const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) b.e)), one = _mm256_set1_epi32(1);
+        const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+        const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+        st.d = I::rows8(_mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, _mm256_cmpgt_epi32(e, one))));
+    }
+    static void levels(const mxfp4_r8_block & b, int, typename I::vi * lv) {
+        r8_nibbles<I>(b.qs, lv);
+        const typename I::vi grid = I::bcast16(kMxfp4Grid);
+        for (int j = 0; j < 256 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
     }
 };
 template <typename I>

@@ -87,6 +87,7 @@ void ggml_cpu_register_interleaved_avx512() {
     using q8_0 = act_q8_32<false>;
     reg0(GGML_TYPE_Q4_0_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_0_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_0_r8, q8_0>>);
     reg0(GGML_TYPE_Q8_0_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::q8_0_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_q8_0_r8<kSignedLevels>, q8_0>>);
+    reg0(GGML_TYPE_MXFP4_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::mxfp4_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_mxfp4_r8<kSignedLevels>, q8_0>>);
     reg0(GGML_TYPE_IQ4_NL_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_nl_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_nl_r4<kSignedLevels>, q8_0>>);
     reg0(GGML_TYPE_Q5_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_0_r4, q8_0>>);
     reg0(GGML_TYPE_Q6_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_0_r4, q8_0>>);
