@@ -173,11 +173,12 @@ void spread_columns(const uint8_t * x, size_t x_stride, int nc, int64_t nb, uint
 // results fit in an int16 sum), kPairs counts the min/offset pairs, kLanes is the lane shape of
 // the levels (the activations' spread follows), kRows the rows of a group (4 or 8).
 
-// The 4-bit levels of a 64-byte nibble run, in the nibble lanes
-template <typename I>
+// The 4-bit levels of a nibble run (64 bytes of 4 rows, or 128 of 8), parts alternating low and
+// high nibbles
+template <typename I, int kRunBytes = 64>
 inline void nibble_levels(const uint8_t * run, typename I::vi * lv) {
     const typename I::vi m4 = I::set8(0x0F);
-    for (int j = 0; j < 128 / I::kBytes; j += 2) {
+    for (int j = 0; j < 2 * kRunBytes / I::kBytes; j += 2) {
         const typename I::vi v = I::load(run + (j / 2) * I::kBytes);
         lv[j] = I::and_(v, m4);
         lv[j + 1] = I::and_(I::srli16_4(v), m4);
@@ -588,22 +589,11 @@ struct b32_dec {
     static typename I::vi scale(const state &, int) { return I::set16(1); }
 };
 
-// the nibbles of the 8-row runs, parts alternating low and high
-template <typename I>
-inline void r8_nibbles(const uint8_t * qs, typename I::vi * lv) {
-    const typename I::vi m4 = I::set8(0x0F);
-    for (int j = 0; j < 256 / I::kBytes; j += 2) {
-        const typename I::vi v = I::load(qs + (j / 2) * I::kBytes);
-        lv[j] = I::and_(v, m4);
-        lv[j + 1] = I::and_(I::srli16_4(v), m4);
-    }
-}
-
 // q4_0_r8: nibbles less 8; q8_0_r8: the bytes themselves
 template <typename I>
 struct q4_0_r8_dec : b32_dec<I, q4_0_r8_block, 8, 8, kR8NibbleLanes> {
     static void levels(const q4_0_r8_block & b, int, typename I::vi * lv) {
-        r8_nibbles<I>(b.qs, lv);
+        nibble_levels<I, 128>(b.qs, lv);
         for (int j = 0; j < 256 / I::kBytes; ++j) lv[j] = I::sub8(lv[j], I::set8(8));
     }
 };
@@ -622,7 +612,7 @@ struct mxfp4_r8_dec : b32_dec<I, mxfp4_r8_block, 12, 8, kR8NibbleLanes> {
         st.d = I::rows8(_mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, _mm256_cmpgt_epi32(e, one))));
     }
     static void levels(const mxfp4_r8_block & b, int, typename I::vi * lv) {
-        r8_nibbles<I>(b.qs, lv);
+        nibble_levels<I, 128>(b.qs, lv);
         const typename I::vi grid = I::bcast16(kMxfp4Grid);
         for (int j = 0; j < 256 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
     }
