@@ -1,6 +1,7 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
 // q2_k_r4 .. q6_k_r4 and of iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 against q8_K activations,
-// and of iq4_nl_r4 / q5_0_r4 / q6_0_r4 / q4_0_r8 / q8_0_r8 / mxfp4_r8 against q8_0,, written once over an ISA description;
+// and of iq4_xs_r8 against q8_K, of iq4_nl_r4 / q5_0_r4 / q6_0_r4 / q4_0_r8 / q8_0_r8 / mxfp4_r8
+// against q8_0,, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
@@ -37,7 +38,8 @@
 // for 32-byte vectors slli16<N> / srli16<N>, for 64-byte ones rolv32 (per-lane rotate left),
 // abs8 and sign8(x, s) (x negated where s < 0, as vpsignb; x where s is 0 is never used),
 // select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's), sub8, set16;
-// for the 8-row layouts rows8 (8 floats into every 256-bit half) and sum_rows8 (halves added).
+// for the 8-row layouts rows8 / bcast256 (8 floats / int32 into every 256-bit half) and sum_rows8
+// (halves added).
 #pragma once
 
 #include "cpu-traits.h"
@@ -89,15 +91,19 @@ constexpr int r8_byte_quarter(int V, int j, int l) { return j * (V / 32) + l / 8
 constexpr int r8_nibble_quarter(int V, int j, int l) { return 4 * (j % 2) + (j / 2) * (V / 32) + l / 8; }
 template <int V> constexpr lane_table<V, r8_byte_quarter, quarter_of, 8> kR8ByteSpread{};
 template <int V> constexpr lane_table<V, r8_nibble_quarter, quarter_of, 8> kR8NibbleSpread{};
+// iq4_xs_r8's runs hold quarters 2 m (low nibbles) and 2 m + 1 (high) of 32-byte run m
+constexpr int r8_xs_quarter(int V, int j, int l) { return 2 * ((j / 2) * (V / 32) + l / 8) + j % 2; }
+template <int V> constexpr lane_table<V, r8_xs_quarter, quarter_of, 8> kR8XsSpread{};
 
 // The layouts' lane shapes (D::kLanes), each with its activation spread
-enum lane_shape { kNibbleLanes, kCrumbLanes, kR8ByteLanes, kR8NibbleLanes };
+enum lane_shape { kNibbleLanes, kCrumbLanes, kR8ByteLanes, kR8NibbleLanes, kR8XsLanes };
 template <int V, lane_shape S>
 constexpr const auto & spread_table() {
     if constexpr (S == kNibbleLanes) return kSpread<V>.v;
     else if constexpr (S == kCrumbLanes) return kCrumbSpread<V>.v;
     else if constexpr (S == kR8ByteLanes) return kR8ByteSpread<V>.v;
-    else return kR8NibbleSpread<V>.v;
+    else if constexpr (S == kR8NibbleLanes) return kR8NibbleSpread<V>.v;
+    else return kR8XsSpread<V>.v;
 }
 
 // vpshufb controls, the same in every 128-bit lane unless said otherwise:
@@ -383,11 +389,11 @@ inline void grid_begin(const __m256i * sc, const uint8_t * extra, const ggml_fp1
     st.d = I::rows4(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) d)));
     st.dm = I::mul(st.d, I::set1_ps((float) -shift));
 }
-// levels (indices) into grid values in place
-template <typename I>
+// levels (indices) into grid values in place, for a run of kRunBytes (as nibble_levels)
+template <typename I, int kRunBytes = 64>
 inline void grid_lookup(const int8_t * grid16, typename I::vi * lv) {
     const typename I::vi grid = I::bcast16(grid16);
-    for (int j = 0; j < 128 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
+    for (int j = 0; j < 2 * kRunBytes / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
 }
 
 // the (unshifted) grid values of a nibble run
@@ -613,8 +619,36 @@ struct mxfp4_r8_dec : b32_dec<I, mxfp4_r8_block, 12, 8, kR8NibbleLanes> {
     }
     static void levels(const mxfp4_r8_block & b, int, typename I::vi * lv) {
         nibble_levels<I, 128>(b.qs, lv);
-        const typename I::vi grid = I::bcast16(kMxfp4Grid);
-        for (int j = 0; j < 256 / I::kBytes; ++j) lv[j] = I::shuffle(grid, lv[j]);
+        grid_lookup<I, 128>(kMxfp4Grid, lv);
+    }
+};
+
+// iq4_xs_r8: 8-row groups of iq4_xs super-blocks against q8_K: per sub-block ib 128 bytes of
+// nibbles (kR8XsLanes) through the iq4_nl grid, row k's 6-bit scale (less 32) in split_scale6
+// slot 8 ib + k, fp16 row scales; no min term.
+template <typename I>
+struct iq4_xs_r8_dec {
+    using Block = iq4_xs_r8_block;
+    using state = half_scales_state<I>;
+    static constexpr int kPairs = 0, kMaxLevel = 127, NM = 0, kSubs = 8, kRows = 8;
+    static constexpr bool kSigned = true;
+    static constexpr lane_shape kLanes = kR8XsLanes;
+    static constexpr size_t kHeader = 0;
+    static void begin(const iq4_xs_r8_block & b, state & st) {
+        __m256i sc[2];
+        split_scales6_minus32(b.scales_l, b.scales_h, sc);
+        st.put(0, sc[0], true);
+        st.put(1, sc[1], true);
+        st.d = I::rows8(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) b.d)));
+    }
+    // int32 lane l (row l % 8): the row's scale in both int16 halves
+    static typename I::vi scale(const state & st, int ib) {
+        const __m256i x = _mm256_cvtepi16_epi32(_mm_load_si128((const __m128i *) (st.s + 8 * ib)));
+        return I::bcast256(_mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(x, 16)));
+    }
+    static void levels(const iq4_xs_r8_block & b, int ib, typename I::vi * lv) {
+        nibble_levels<I, 128>(b.qs + 128 * ib, lv);
+        grid_lookup<I, 128>(kIq4Grid, lv);
     }
 };
 template <typename I>

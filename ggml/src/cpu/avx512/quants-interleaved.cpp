@@ -55,6 +55,7 @@ struct r4k_isa {
     static vf fnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }
     static vf rows4(__m128 r) { return _mm512_broadcast_f32x4(r); }
     static vf rows8(__m256 r) { return _mm512_broadcast_f32x8(r); }
+    static vi bcast256(__m256i v) { return _mm512_broadcast_i64x4(v); }
     static __m256 sum_rows8(vf f) {
         return _mm256_add_ps(_mm512_castps512_ps256(f), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
     }
@@ -91,6 +92,7 @@ void ggml_cpu_register_interleaved_avx512() {
     reg0(GGML_TYPE_IQ4_NL_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_nl_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_nl_r4<kSignedLevels>, q8_0>>);
     reg0(GGML_TYPE_Q5_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_0_r4, q8_0>>);
     reg0(GGML_TYPE_Q6_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_0_r4, q8_0>>);
+    reg(GGML_TYPE_IQ4_XS_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_xs_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_xs_r8<kSignedLevels>, act_q8_K<32>>>);
     reg(GGML_TYPE_Q2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q2_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q3_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q4_k_r4, act_q8_K<32>>>);
