@@ -174,26 +174,24 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 // CPU ms of 31 alternating batch-1 runs at K = M = 4096, 3 batch-512 runs; Zen 4, load 2 to 3):
 // the lane-shaped token-generation loop now also serves q2_k_r4, q3_k_r4, iq2_k_r4 .. iq5_k_r4,
 // iq4_ks_r4, iq5_ks_r4 and (against q8_0) iq4_nl_r4, q5_0_r4, q6_0_r4, q4_0_r8, q8_0_r8,
-// mxfp4_r8 and iq4_xs_r8 (lanes of 8 rows), and the lists were
-// re-decided from that table, by the same rule (batch 1 and batch 512 both at least 0.97 of the
-// twin). Ratios twin ms / layout ms, b1 / b512 (the 32-value rows: b1 of 31 runs at load 6):
+// mxfp4_r8 and iq4_xs_r8 (lanes of 8 rows), and the lists were re-decided from that table, by
+// the same rule (batch 1 and batch 512 both at least 0.97 of the twin). Ratios twin ms / layout ms, b1 / b512 (the 32-value rows: b1 of 31 runs at load 6):
 //   AVX512 listed: q2_k_r4 1.32 / 1.02, q3_k_r4 1.15 / 1.01, q4_k_r4 1.01 / 1.00, q5_k_r4 1.16 /
 //     1.02, iq2_k_r4 1.23 / 1.01, iq3_k_r4 1.17 / 1.00, iq4_k_r4 1.42 / 0.97, iq5_k_r4 1.21 / 1.00,
 //     iq4_ks_r4 1.55 / 1.00, iq5_ks_r4 1.31 / 1.01, q5_0_r4 1.31 / 1.00, q6_0_r4 1.58 / 0.98,
 //     iq4_nl_r4 0.99 / 1.00 (1.10 in L2), q8_0_r8 1.06 to 1.10 / 0.98, mxfp4_r8 0.89 to 1.47 /
 //     1.02 (its twin's time alone scattered 0.46 to 0.67 ms; 1.12 in L2), bf16_r16 1.28 / 1.11;
 //   AVX512 taken off or left off: q4_0_r8 0.88 to 1.00 at batch 1 (0.56 before its loop; 1.05
-//     in L2), iq4_xs_r8 0.96 (0.57 before; 1.00 in L2),
-//     q6_k_r4 0.84 to 0.94 at 4096 rows (1.18 in L2, M = 256: the loop is faster but waits on
-//     memory more than q6_K's);
+//     in L2), iq4_xs_r8 0.96 (0.57 before; 1.00 in L2), q6_k_r4 0.84 to 0.94 at 4096 rows (1.18
+//     in L2, M = 256: the loop is faster but waits on memory more than q6_K's);
 //   AVX2 listed: q2_k_r4 1.49 / 1.02, q3_k_r4 1.10 / 1.03, q4_k_r4 0.99 / 1.02, q5_k_r4 1.01 /
 //     1.07, q5_0_r4 1.57 / 1.02, q6_0_r4 1.32 / 0.99, iq4_nl_r4 1.42 / 1.01, q4_0_r8 1.19 to 1.29
 //     / 1.02, mxfp4_r8 0.98 to 1.51 / 1.00, bf16_r16 1.44 / 1.13;
 //   AVX2 taken off or left off: q8_0_r8 0.75 to 0.91 (0.37 before its loop; 1.52 in L2),
 //     q6_k_r4 0.76 at batch 1; iq4_xs_r8 1.20 at batch 1 (0.58 before its loop) but 0.92 to 0.95
-//     at batch 512; iq2_k_r4 .. iq5_k_r4,
-//     iq4_ks_r4, iq5_ks_r4 1.2x to 2.3x faster at batch 1 but 0.84 to 0.92 at batch 512 (the
-//     AVX2 r8 panel's group decoders are slower than the plain types' panel decoders).
+//     at batch 512; iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 1.2x to 2.3x faster at batch 1
+//     but 0.84 to 0.92 at batch 512 (the AVX2 r8 panel's group decoders are slower than the
+//     plain types' panel decoders).
 // Also not listed: the lattice r4 types (iq2_xxs_r4 .. iq3_s_r4: about 0.3x at batch 1 on both
 // levels, grid entries scattered row by row); iq1_s_r4 / iq1_m_r4 (quantized on their own, not a
 // repack of iq1_s / iq1_m); q8_k_r8 and q8_k_r16 (no plain q8_K weights exist to repack).
