@@ -1,8 +1,14 @@
 // Where the values of a plain lattice i-quant block (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s,
-// iq1_s, iq1_m) come from, 64 at a time, for the panel decoders of both ISAs (avx2/panel-iq.h,
-// avx512/panel-iq.h): the grid indices of the 64 values computed in vectors, their sign bits,
-// and the sub-block scales. Each panel then gathers the grid entries and applies the signs in
-// its own registers.
+// iq1_s, iq1_m) come from, 64 at a time, for the decoders of both ISAs (avx2/panel-iq.h,
+// avx512/panel-iq.h, the batch-1 loops of avx*/quants-iq.cpp): the grid indices of the 64 values
+// computed in vectors, their sign bits, and the sub-block scales. Each caller then looks the grid
+// entries up and applies the signs in its own registers.
+//
+// The types differ only in where their bit fields lie, so each is one row of a table
+// (lattice_row below: the grid, and a bit_field per field) read by one generic step
+// (lattice_index): adding a type is adding a row. The constants a step uses (which bytes each
+// vector lane takes, the shifts, the masks of pext) are computed from the row at compile time,
+// and static_asserts check that every load stays inside the block.
 //
 // Why not quants-iq.h's block decode: that one builds the 256 levels 8 bytes at a time through
 // memory (a table load, a sign-mask lookup and a store per 8 values), which made the repack more
@@ -29,13 +35,14 @@
 #include "avx2/panel-common.h"
 #include "quants/quants-iq.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 namespace {
 namespace kiln_panel {
-
-template <typename Block> struct lattice_index;
 
 inline uint64_t load_u64(const uint8_t * p) {
     uint64_t v;
@@ -48,6 +55,193 @@ inline uint32_t load_u32_at(const uint8_t * p) {
     return v;
 }
 
+// A field repeated over the entries of a block (grid entries, groups of 8 values, sub-blocks):
+// entry j's `width` bits start at bit 8 byte + first + (j / per) gap + (j % per) step of the
+// block (bit 0 of byte 0 first, little-endian words): runs of `per` fields `step` bits apart,
+// the runs `gap` bits apart. width 0: the type has no such field.
+struct bit_field {
+    int byte = 0, first = 0, width = 0, step = 0, per = QK_K, gap = 0;
+    constexpr int bit(int j) const { return 8 * byte + first + (j / per) * gap + (j % per) * step; }
+};
+
+// A type's row: its grid and where each field lies.
+//   index_lo, index_hi  per grid entry: the index's low bits and (width 0 if none) its high bits;
+//   signs               per 8 values: a plain sign byte (width 8) or a 7-bit code whose eighth
+//                       bit makes the count of set bits even (width 7); width 0 for iq1;
+//   delta               iq1, per 8 values: 1 where delta is -1;
+//   scale               per sub-block of `sub` values: s of the scale 2 s + 1;
+//   d                   the block's super-scale; factor, the type's dot factor.
+template <typename Block, typename Grid>
+struct lattice_type {
+    const Grid * grid = nullptr;
+    int sub = 0, max_magnitude = 0;
+    bit_field index_lo{}, index_hi{}, signs{}, delta{}, scale{};
+    float factor = 0.0f;
+    float (*d)(const Block &) = nullptr;
+};
+
+template <typename Block> float fp16_d(const Block & b) { return fp16_to_f32(b.d); }
+inline float iq1_m_d(const ggml_iq::block_iq1_m & b) { return ggml_iq::iq1_m_super_scale(b); }
+
+template <typename Block> constexpr int lattice_row = 0;   // (no row: not a lattice type)
+
+#define KILN_AT(B, member) ((int) offsetof(ggml_iq::B, member))
+
+// iq2_xxs: per 32 values 8 bytes: 4 grid indices, then a word of four 7-bit sign codes and a
+// 4-bit scale (bits 28..31).
+template <>
+constexpr lattice_type<ggml_iq::block_iq2_xxs, uint64_t> lattice_row<ggml_iq::block_iq2_xxs> = {
+    .grid = ggml_iq::iq2xxs_grid, .sub = 32, .max_magnitude = 43,
+    .index_lo = {.byte = KILN_AT(block_iq2_xxs, qs), .width = 8, .step = 8, .per = 4, .gap = 64},
+    .signs = {.byte = KILN_AT(block_iq2_xxs, qs) + 4, .width = 7, .step = 7, .per = 4, .gap = 64},
+    .scale = {.byte = KILN_AT(block_iq2_xxs, qs) + 4, .first = 28, .width = 4, .step = 64},
+    .factor = ggml_iq::IQ2_DOT_FACTOR, .d = fp16_d<ggml_iq::block_iq2_xxs>};
+
+// iq2_xs: per 8 values a 16-bit word: 9-bit grid index, 7-bit sign code; 4-bit scales per 16.
+template <>
+constexpr lattice_type<ggml_iq::block_iq2_xs, uint64_t> lattice_row<ggml_iq::block_iq2_xs> = {
+    .grid = ggml_iq::iq2xs_grid, .sub = 16, .max_magnitude = 43,
+    .index_lo = {.byte = KILN_AT(block_iq2_xs, qs), .width = 9, .step = 16},
+    .signs = {.byte = KILN_AT(block_iq2_xs, qs), .first = 9, .width = 7, .step = 16},
+    .scale = {.byte = KILN_AT(block_iq2_xs, scales), .width = 4, .step = 4},
+    .factor = ggml_iq::IQ2_DOT_FACTOR, .d = fp16_d<ggml_iq::block_iq2_xs>};
+
+// iq2_s: per 8 values an index byte with 2 high bits in qh, and a plain sign byte; 4-bit scales
+// per 16.
+template <>
+constexpr lattice_type<ggml_iq::block_iq2_s, uint64_t> lattice_row<ggml_iq::block_iq2_s> = {
+    .grid = ggml_iq::iq2s_grid, .sub = 16, .max_magnitude = 43,
+    .index_lo = {.byte = KILN_AT(block_iq2_s, qs), .width = 8, .step = 8},
+    .index_hi = {.byte = KILN_AT(block_iq2_s, qh), .width = 2, .step = 2},
+    .signs = {.byte = KILN_AT(block_iq2_s, qs) + QK_K / 8, .width = 8, .step = 8},
+    .scale = {.byte = KILN_AT(block_iq2_s, scales), .width = 4, .step = 4},
+    .factor = ggml_iq::IQ2_DOT_FACTOR, .d = fp16_d<ggml_iq::block_iq2_s>};
+
+// iq3_xxs: 64 index bytes of 4-value grid entries, then per 32 values a word of four 7-bit sign
+// codes and a 4-bit scale.
+template <>
+constexpr lattice_type<ggml_iq::block_iq3_xxs, uint32_t> lattice_row<ggml_iq::block_iq3_xxs> = {
+    .grid = ggml_iq::iq3xxs_grid, .sub = 32, .max_magnitude = 62,
+    .index_lo = {.byte = KILN_AT(block_iq3_xxs, qs), .width = 8, .step = 8},
+    .signs = {.byte = KILN_AT(block_iq3_xxs, qs) + QK_K / 4, .width = 7, .step = 7, .per = 4, .gap = 32},
+    .scale = {.byte = KILN_AT(block_iq3_xxs, qs) + QK_K / 4, .first = 28, .width = 4, .step = 32},
+    .factor = ggml_iq::IQ3XXS_DOT_FACTOR, .d = fp16_d<ggml_iq::block_iq3_xxs>};
+
+// iq3_s: per 4 values an index byte with its ninth bit in qh; plain sign bytes per 8 values;
+// 4-bit scales per 32.
+template <>
+constexpr lattice_type<ggml_iq::block_iq3_s, uint32_t> lattice_row<ggml_iq::block_iq3_s> = {
+    .grid = ggml_iq::iq3s_grid, .sub = 32, .max_magnitude = 15,
+    .index_lo = {.byte = KILN_AT(block_iq3_s, qs), .width = 8, .step = 8},
+    .index_hi = {.byte = KILN_AT(block_iq3_s, qh), .width = 1, .step = 1},
+    .signs = {.byte = KILN_AT(block_iq3_s, signs), .width = 8, .step = 8},
+    .scale = {.byte = KILN_AT(block_iq3_s, scales), .width = 4, .step = 4},
+    .factor = ggml_iq::IQ3S_DOT_FACTOR, .d = fp16_d<ggml_iq::block_iq3_s>};
+
+// iq1_s: the low index bytes in qs; per 32 values a 16-bit word: 3 high index bits per 8 values,
+// a 3-bit scale (bits 12..14) and the delta sign (bit 15).
+template <>
+constexpr lattice_type<ggml_iq::block_iq1_s, uint64_t> lattice_row<ggml_iq::block_iq1_s> = {
+    .grid = ggml_iq::iq1s_grid, .sub = 32, .max_magnitude = 9,
+    .index_lo = {.byte = KILN_AT(block_iq1_s, qs), .width = 8, .step = 8},
+    .index_hi = {.byte = KILN_AT(block_iq1_s, qh), .width = 3, .step = 3, .per = 4, .gap = 16},
+    .delta = {.byte = KILN_AT(block_iq1_s, qh), .first = 15, .width = 1, .step = 0, .per = 4, .gap = 16},
+    .scale = {.byte = KILN_AT(block_iq1_s, qh), .first = 12, .width = 3, .step = 16},
+    .factor = ggml_iq::IQ1_DOT_FACTOR, .d = fp16_d<ggml_iq::block_iq1_s>};
+
+// iq1_m: per 8 values an index byte with 3 high bits and the delta sign (bit 3) in a nibble of
+// qh; 3-bit scales per 16 values, four to a 16-bit word whose top nibble holds a quarter of the
+// fp16 super-scale.
+template <>
+constexpr lattice_type<ggml_iq::block_iq1_m, uint64_t> lattice_row<ggml_iq::block_iq1_m> = {
+    .grid = ggml_iq::iq1s_grid, .sub = 16, .max_magnitude = 9,
+    .index_lo = {.byte = KILN_AT(block_iq1_m, qs), .width = 8, .step = 8},
+    .index_hi = {.byte = KILN_AT(block_iq1_m, qh), .width = 3, .step = 4},
+    .delta = {.byte = KILN_AT(block_iq1_m, qh), .first = 3, .width = 1, .step = 4},
+    .scale = {.byte = KILN_AT(block_iq1_m, scales), .width = 3, .step = 3, .per = 4, .gap = 16},
+    .factor = ggml_iq::IQ1_DOT_FACTOR, .d = iq1_m_d};
+
+#undef KILN_AT
+
+// The fields F of the kEntries entries of chunk k (values 64 k .. 64 k + 63) lie at the same
+// bits relative to the chunk's anchor byte F.byte + k * kStride for every k; kSpan bytes from
+// the anchor hold them all.
+template <typename Block, bit_field F, int kEntries>
+struct chunk_window {
+    static constexpr int kStride = (F.bit(kEntries) - F.bit(0)) / 8;
+    static constexpr int rel(int j) { return F.bit(j) - 8 * F.byte; }
+    static constexpr int span() {
+        int m = 0;
+        for (int j = 0; j < kEntries; ++j) m = (rel(j) + F.width + 7) / 8 > m ? (rel(j) + F.width + 7) / 8 : m;
+        return m;
+    }
+    static constexpr int kSpan = span();
+    static constexpr bool same_every_chunk() {
+        if ((F.bit(kEntries) - F.bit(0)) % 8 != 0) return false;
+        for (int k = 0; k < QK_K / 64; ++k) {
+            for (int j = 0; j < kEntries; ++j) {
+                if (F.bit(kEntries * k + j) - 8 * (F.byte + k * kStride) != rel(j)) return false;
+            }
+        }
+        return true;
+    }
+    static_assert(F.width > 0 && same_every_chunk(), "a chunk's fields must repeat at a whole-byte stride");
+    // a load of n bytes at the anchor + off stays inside the block in every chunk
+    static constexpr bool fits(int off, int n) { return F.byte + (QK_K / 64 - 1) * kStride + off + n <= (int) sizeof(Block); }
+    static const uint8_t * anchor(const Block & b, int k) { return (const uint8_t *) &b + F.byte + k * kStride; }
+};
+
+// The fields F of a chunk's kEntries (8 or 16) entries as 32-bit lanes, entries 8 h .. 8 h + 7
+// (h = 0 or 1): the window loaded once into both 128-bit halves, each lane's bytes picked by one
+// shuffle, then shifted and masked where the row needs it.
+template <typename Block, bit_field F, int kEntries>
+struct lane_fields {
+    using W = chunk_window<Block, F, kEntries>;
+    static constexpr int kLoad = W::kSpan <= 4 ? 4 : W::kSpan <= 8 ? 8 : 16;
+    static_assert(W::kSpan <= 16 && (kEntries == 8 || kEntries == 16), "a chunk's fields must fit one 16-byte window");
+    static constexpr int shift(int j) { return W::rel(j) % 8; }
+    static constexpr int bytes(int j) { return (shift(j) + F.width + 7) / 8; }
+    struct tables {
+        int8_t pick[2][32];
+        int32_t shift[2][8];
+        bool any_shift, any_mask;
+    };
+    static constexpr tables make() {
+        tables t{};
+        for (int j = 0; j < kEntries; ++j) {
+            const int h = j / 8, l = j % 8;
+            for (int i = 0; i < 4; ++i) t.pick[h][4 * l + i] = (int8_t) (i < bytes(j) ? W::rel(j) / 8 + i : -1);
+            t.shift[h][l] = shift(j);
+            t.any_shift |= shift(j) != 0;
+            t.any_mask |= 8 * bytes(j) - shift(j) > F.width;
+        }
+        return t;
+    }
+    static constexpr tables kT = make();
+    static_assert(F.width + 7 <= 32, "a field must fit a 32-bit lane after its shift");
+
+    static __m256i window(const Block & b, int k) {
+        const uint8_t * p = W::anchor(b, k);
+        if constexpr (!W::fits(0, kLoad)) {
+            alignas(16) uint8_t buf[16] = {};
+            std::memcpy(buf, p, W::kSpan);
+            return _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *) buf));
+        } else if constexpr (kLoad == 4) {
+            return _mm256_set1_epi32((int) load_u32_at(p));
+        } else if constexpr (kLoad == 8) {
+            return _mm256_set1_epi64x((long long) load_u64(p));
+        } else {
+            return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) p));
+        }
+    }
+    static __m256i get(__m256i w, int h) {
+        __m256i x = _mm256_shuffle_epi8(w, _mm256_loadu_si256((const __m256i *) kT.pick[h]));
+        if constexpr (kT.any_shift) x = _mm256_srlv_epi32(x, _mm256_loadu_si256((const __m256i *) kT.shift[h]));
+        if constexpr (kT.any_mask) x = _mm256_and_si256(x, _mm256_set1_epi32((1 << F.width) - 1));
+        return x;
+    }
+};
+
 // The sign bytes of 8 groups from their 7-bit codes (byte j of `codes`): the eighth bit makes
 // each byte's count of set bits even (expand_signs7, eight at once). Folding a byte's bits onto
 // bit 0 reads only bits of that byte.
@@ -58,172 +252,95 @@ inline uint64_t signs7x8(uint64_t codes) {
     return codes | (x & 0x0101010101010101ull) << 7;
 }
 
-// The four 7-bit sign codes in bits 0..27 of an iq2_xxs / iq3_xxs word, one per byte.
-inline uint64_t codes7x4(uint32_t a) { return _pdep_u32(a, 0x7F7F7F7Fu); }
+// The sign fields F (width 7 or 8) of a chunk's 8 groups, field g in byte g: at most two 64-bit
+// words from the anchor; per word its fields are gathered to the bottom (a shift where they are
+// already contiguous, else pext) and laid into their bytes by pdep, which reads only as many low
+// bits as it writes. Plain contiguous sign bytes are one load.
+template <typename Block, bit_field F>
+struct group_signs {
+    using W = chunk_window<Block, F, 8>;
+    // w = 0, 1: the word's field bits (src) and the byte bits they go to (dst)
+    static constexpr uint64_t word_mask(int w, bool dst) {
+        uint64_t m = 0;
+        for (int g = 0; g < 8; ++g) {
+            const int r = W::rel(g) - 64 * w;
+            if (r >= 0 && r < 64) m |= ((1ull << F.width) - 1) << (dst ? 8 * g : r);
+        }
+        return m;
+    }
+    static constexpr bool no_straddle() {
+        for (int g = 0; g < 8; ++g) {
+            if (W::rel(g) / 64 != (W::rel(g) + F.width - 1) / 64) return false;
+        }
+        return true;
+    }
+    static_assert((F.width == 7 || F.width == 8) && W::kSpan <= 16 && no_straddle(), "sign fields: 7 or 8 bits, two words");
+    static constexpr int kLoad1 = W::kSpan <= 12 ? 4 : 8;   // the second word's bytes
+    static_assert(W::fits(0, 8) && (word_mask(1, false) == 0 || W::fits(8, kLoad1)), "sign loads must stay inside the block");
 
-// The odd scales 2 s + 1 of the sub-blocks whose 4-bit s are the nibbles of sc[0 .. n / 2) (low
-// nibble first).
-inline void nibble_scales(const uint8_t * sc, int n, int * s) {
-    for (int j = 0; j < n; ++j) s[j] = 2 * ((sc[j / 2] >> 4 * (j % 2)) & 0xF) + 1;
+    template <int w>
+    static uint64_t word(uint64_t x) {
+        constexpr uint64_t src = word_mask(w, false), dst = word_mask(w, true);
+        constexpr int low = __builtin_ctzll(src);
+        if constexpr (src == dst) return x & src;
+        else if constexpr (((src >> low) & ((src >> low) + 1)) == 0) return _pdep_u64(x >> low, dst);   // one run
+        else return _pdep_u64(_pext_u64(x, src), dst);
+    }
+    static uint64_t get(const Block & b, int k) {
+        const uint8_t * p = W::anchor(b, k);
+        uint64_t f = word<0>(load_u64(p));
+        if constexpr (word_mask(1, false) != 0) f |= word<1>(kLoad1 == 4 ? load_u32_at(p + 8) : load_u64(p + 8));
+        if constexpr (F.width == 8) return f;
+        return signs7x8(f);
+    }
+};
+
+// Field j of F in block p (at most 4 bytes), every position known at compile time.
+template <bit_field F, int j>
+inline uint32_t field_at(const uint8_t * p) {
+    constexpr int lo = F.bit(j) / 8, hi = (F.bit(j) + F.width - 1) / 8;
+    static_assert(hi - lo < 4, "a field must fit 4 bytes");
+    uint32_t v = 0;
+    [&]<int... i>(std::integer_sequence<int, i...>) { ((v |= (uint32_t) p[lo + i] << 8 * i), ...); }(std::make_integer_sequence<int, hi - lo + 1>{});
+    return (v >> F.bit(j) % 8) & ((1u << F.width) - 1);
 }
 
-// iq2_xxs: per 32 values 8 bytes: 4 grid indices, then a word of four 7-bit sign codes and a
-// 4-bit scale (bits 28..31).
-template <>
-struct lattice_index<ggml_iq::block_iq2_xxs> {
-    using Grid = uint64_t;
-    static constexpr const Grid * grid = ggml_iq::iq2xxs_grid;
-    static constexpr int kSub = 32;
-    static constexpr int kMaxMagnitude = 43;
-    static constexpr bool kDelta = false;
-    static void chunk(const ggml_iq::block_iq2_xxs & b, int k, __m256i * idx, uint64_t & signs) {
-        const uint8_t * p = (const uint8_t *) b.qs + 16 * k;
-        const __m128i pick = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1);
-        idx[0] = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) p), pick));
-        signs = signs7x8(codes7x4(load_u32_at(p + 4)) | codes7x4(load_u32_at(p + 12)) << 32);
-    }
-    static constexpr float kFactor = ggml_iq::IQ2_DOT_FACTOR;
-    static float d(const ggml_iq::block_iq2_xxs & b) { return fp16_to_f32(b.d); }
-    static void odd_scales(const ggml_iq::block_iq2_xxs & b, int * s) {
-        for (int j = 0; j < 8; ++j) s[j] = (int) (2 * (load_u32_at((const uint8_t *) b.qs + 8 * j + 4) >> 28) + 1);
-    }
-};
+// The one step every lattice type runs, read from its row.
+template <typename Block>
+struct lattice_index {
+    static constexpr auto T = lattice_row<Block>;
+    using Grid = std::remove_const_t<std::remove_pointer_t<decltype(T.grid)>>;
+    static constexpr const Grid * grid = T.grid;
+    static constexpr int kSub = T.sub;
+    static constexpr int kMaxMagnitude = T.max_magnitude;
+    static constexpr bool kDelta = T.delta.width != 0;
+    static constexpr float kFactor = T.factor;
+    static constexpr int kEntries = 64 / (int) sizeof(Grid);   // grid entries per 64 values
 
-// iq2_xs: per 8 values a 16-bit word: 9-bit grid index, 7-bit sign code; 4-bit scales per 16.
-template <>
-struct lattice_index<ggml_iq::block_iq2_xs> {
-    using Grid = uint64_t;
-    static constexpr const Grid * grid = ggml_iq::iq2xs_grid;
-    static constexpr int kSub = 16;
-    static constexpr int kMaxMagnitude = 43;
-    static constexpr bool kDelta = false;
-    static void chunk(const ggml_iq::block_iq2_xs & b, int k, __m256i * idx, uint64_t & signs) {
-        const __m128i w = _mm_loadu_si128((const __m128i *) (b.qs + 8 * k));
-        idx[0] = _mm256_and_si256(_mm256_cvtepu16_epi32(w), _mm256_set1_epi32(511));
-        signs = signs7x8((uint64_t) _mm_cvtsi128_si64(_mm_packus_epi16(_mm_srli_epi16(w, 9), _mm_setzero_si128())));
-    }
-    static constexpr float kFactor = ggml_iq::IQ2_DOT_FACTOR;
-    static float d(const ggml_iq::block_iq2_xs & b) { return fp16_to_f32(b.d); }
-    static void odd_scales(const ggml_iq::block_iq2_xs & b, int * s) { nibble_scales(b.scales, 16, s); }
-};
-
-// iq2_s: per 8 values an index byte (qs[j]) with 2 high bits (bits 2 (j % 4) of qh[j / 4]) and a
-// plain sign byte (qs[32 + j]); 4-bit scales per 16.
-template <>
-struct lattice_index<ggml_iq::block_iq2_s> {
-    using Grid = uint64_t;
-    static constexpr const Grid * grid = ggml_iq::iq2s_grid;
-    static constexpr int kSub = 16;
-    static constexpr int kMaxMagnitude = 43;
-    static constexpr bool kDelta = false;
-    static void chunk(const ggml_iq::block_iq2_s & b, int k, __m256i * idx, uint64_t & signs) {
-        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qs + 8 * k)));
-        const __m256i qh = _mm256_set1_epi32(b.qh[2 * k] | b.qh[2 * k + 1] << 8);
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(qh, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
-        idx[0] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
-        signs = load_u64(b.qs + 32 + 8 * k);
-    }
-    static constexpr float kFactor = ggml_iq::IQ2_DOT_FACTOR;
-    static float d(const ggml_iq::block_iq2_s & b) { return fp16_to_f32(b.d); }
-    static void odd_scales(const ggml_iq::block_iq2_s & b, int * s) { nibble_scales(b.scales, 16, s); }
-};
-
-// iq3_xxs: 64 index bytes of 4-value grid entries, then per 32 values a word of four 7-bit sign
-// codes and a 4-bit scale.
-template <>
-struct lattice_index<ggml_iq::block_iq3_xxs> {
-    using Grid = uint32_t;
-    static constexpr const Grid * grid = ggml_iq::iq3xxs_grid;
-    static constexpr int kSub = 32;
-    static constexpr int kMaxMagnitude = 62;
-    static constexpr bool kDelta = false;
-    static void chunk(const ggml_iq::block_iq3_xxs & b, int k, __m256i * idx, uint64_t & signs) {
-        const __m128i q = _mm_loadu_si128((const __m128i *) (b.qs + 16 * k));
-        idx[0] = _mm256_cvtepu8_epi32(q);
-        idx[1] = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(q, q));
-        const uint8_t * sas = b.qs + QK_K / 4 + 8 * k;
-        signs = signs7x8(codes7x4(load_u32_at(sas)) | codes7x4(load_u32_at(sas + 4)) << 32);
-    }
-    static constexpr float kFactor = ggml_iq::IQ3XXS_DOT_FACTOR;
-    static float d(const ggml_iq::block_iq3_xxs & b) { return fp16_to_f32(b.d); }
-    static void odd_scales(const ggml_iq::block_iq3_xxs & b, int * s) {
-        for (int j = 0; j < 8; ++j) s[j] = (int) (2 * (load_u32_at(b.qs + QK_K / 4 + 4 * j) >> 28) + 1);
-    }
-};
-
-// iq3_s: per 4 values an index byte qs[j] with its ninth bit j % 8 of qh[j / 8]; plain sign
-// bytes per 8 values; 4-bit scales per 32.
-template <>
-struct lattice_index<ggml_iq::block_iq3_s> {
-    using Grid = uint32_t;
-    static constexpr const Grid * grid = ggml_iq::iq3s_grid;
-    static constexpr int kSub = 32;
-    static constexpr int kMaxMagnitude = 15;
-    static constexpr bool kDelta = false;
-    static void chunk(const ggml_iq::block_iq3_s & b, int k, __m256i * idx, uint64_t & signs) {
-        const __m128i q = _mm_loadu_si128((const __m128i *) (b.qs + 16 * k));
-        const __m256i shifts = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        for (int h = 0; h < 2; ++h) {
-            const __m256i lo = _mm256_cvtepu8_epi32(h ? _mm_unpackhi_epi64(q, q) : q);
-            const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[2 * k + h]), shifts), _mm256_set1_epi32(1));
-            idx[h] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
+    static void chunk(const Block & b, int k, __m256i * idx, uint64_t & bits) {
+        using Lo = lane_fields<Block, T.index_lo, kEntries>;
+        const __m256i wlo = Lo::window(b, k);
+        for (int h = 0; h < kEntries / 8; ++h) {
+            __m256i i = Lo::get(wlo, h);
+            if constexpr (T.index_hi.width != 0) {
+                using Hi = lane_fields<Block, T.index_hi, kEntries>;
+                i = _mm256_or_si256(i, _mm256_slli_epi32(Hi::get(Hi::window(b, k), h), T.index_lo.width));
+            }
+            idx[h] = i;
         }
-        signs = load_u64(b.signs + 8 * k);
+        if constexpr (kDelta) {
+            // one bit per group: each lane's bit to its top, then one movemask
+            using D = lane_fields<Block, T.delta, 8>;
+            const __m256i x = _mm256_slli_epi32(D::get(D::window(b, k), 0), 31);
+            bits = (uint64_t) _mm256_movemask_ps(_mm256_castsi256_ps(x));
+        } else {
+            bits = group_signs<Block, T.signs>::get(b, k);
+        }
     }
-    static constexpr float kFactor = ggml_iq::IQ3S_DOT_FACTOR;
-    static float d(const ggml_iq::block_iq3_s & b) { return fp16_to_f32(b.d); }
-    static void odd_scales(const ggml_iq::block_iq3_s & b, int * s) { nibble_scales(b.scales, 8, s); }
-};
-
-// iq1_s: per 32 values a 16-bit word: 3 high index bits per 8 values (bits 3 l), a 3-bit scale
-// (bits 12..14) and the sign of delta (bit 15); the low index bytes in qs.
-template <>
-struct lattice_index<ggml_iq::block_iq1_s> {
-    using Grid = uint64_t;
-    static constexpr const Grid * grid = ggml_iq::iq1s_grid;
-    static constexpr int kSub = 32;
-    static constexpr int kMaxMagnitude = 9;
-    static constexpr bool kDelta = true;
-    static void chunk(const ggml_iq::block_iq1_s & b, int k, __m256i * idx, uint64_t & neg) {
-        const uint32_t h0 = b.qh[2 * k], h1 = b.qh[2 * k + 1];
-        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qs + 8 * k)));
-        const __m256i h = _mm256_setr_epi32(h0, h0, h0, h0, h1, h1, h1, h1);
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(h, _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9)), _mm256_set1_epi32(7));
-        idx[0] = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8));
-        neg = (h0 >> 15 ? 0x0F : 0) | (h1 >> 15 ? 0xF0 : 0);
-    }
-    static constexpr float kFactor = ggml_iq::IQ1_DOT_FACTOR;
-    static float d(const ggml_iq::block_iq1_s & b) { return fp16_to_f32(b.d); }
-    static void odd_scales(const ggml_iq::block_iq1_s & b, int * s) {
-        for (int j = 0; j < 8; ++j) s[j] = 2 * ((b.qh[j] >> 12) & 7) + 1;
-    }
-};
-
-// iq1_m: per 8 values j an index byte qs[j] with 3 high bits and the delta sign (bit 3) in
-// nibble j % 2 of qh[j / 2]; 3-bit scales per 16 values in the scale words, whose top nibbles
-// hold the fp16 super-scale.
-template <>
-struct lattice_index<ggml_iq::block_iq1_m> {
-    using Grid = uint64_t;
-    static constexpr const Grid * grid = ggml_iq::iq1s_grid;
-    static constexpr int kSub = 16;
-    static constexpr int kMaxMagnitude = 9;
-    static constexpr bool kDelta = true;
-    static void chunk(const ggml_iq::block_iq1_m & b, int k, __m256i * idx, uint64_t & neg) {
-        const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1);
-        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qs + 8 * k)));
-        const __m128i qh4 = _mm_cvtsi32_si128((int) load_u32_at(b.qh + 4 * k));
-        const __m256i h = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_shuffle_epi8(qh4, dup)), _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
-        idx[0] = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(7)), 8));
-        // bit 3 of each lane to bit 31, then one bit per lane
-        neg = (uint64_t) _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 28)));
-    }
-    static constexpr float kFactor = ggml_iq::IQ1_DOT_FACTOR;
-    static float d(const ggml_iq::block_iq1_m & b) { return ggml_iq::iq1_m_super_scale(b); }
-    static void odd_scales(const ggml_iq::block_iq1_m & b, int * s) {
-        uint16_t sc[4];
-        std::memcpy(sc, b.scales, sizeof(sc));
-        for (int g = 0; g < 16; ++g) s[g] = 2 * ((sc[g / 4] >> 3 * (g % 4)) & 7) + 1;
+    static float d(const Block & b) { return T.d(b); }
+    static void odd_scales(const Block & b, int * s) {
+        const uint8_t * p = (const uint8_t *) &b;
+        [&]<int... j>(std::integer_sequence<int, j...>) { ((s[j] = 2 * (int) field_at<T.scale, j>(p) + 1), ...); }(std::make_integer_sequence<int, QK_K / kSub>{});
     }
 };
 
