@@ -26,6 +26,7 @@ bool ggml_cpu_has_avx2(void);
 bool ggml_cpu_has_avx512(void);       // F, BW, VL, DQ
 bool ggml_cpu_has_avx512_vnni(void);
 bool ggml_cpu_has_avx512_bf16(void);
+bool ggml_cpu_has_avx512_vbmi(void);  // byte permutes (vpermb, vpermi2b, vpmultishiftqb)
 bool ggml_cpu_has_neon(void);
 bool ggml_cpu_has_dotprod(void);      // arm64 HWCAP_ASIMDDP
 bool ggml_cpu_has_i8mm(void);         // arm64 HWCAP2_I8MM

@@ -20,7 +20,7 @@
 namespace {
 
 struct cpu_features {
-    bool avx2 = false, avx512 = false, avx512_vnni = false, avx512_bf16 = false;
+    bool avx2 = false, avx512 = false, avx512_vnni = false, avx512_bf16 = false, avx512_vbmi = false;
     bool neon = false, dotprod = false, i8mm = false, arm_fp16 = false, arm_bf16 = false, sve = false;
 };
 
@@ -44,6 +44,7 @@ const cpu_features & features() {
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
         r.avx512_vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
         r.avx512_bf16 = r.avx512 && __builtin_cpu_supports("avx512bf16");
+        r.avx512_vbmi = r.avx512 && __builtin_cpu_supports("avx512vbmi");
 #elif defined(__aarch64__)
         r.neon = true;   // Advanced SIMD is mandatory in arm64
 #if defined(__linux__)
@@ -117,6 +118,7 @@ bool ggml_cpu_has_avx2(void)        { return features().avx2; }
 bool ggml_cpu_has_avx512(void)      { return features().avx512; }
 bool ggml_cpu_has_avx512_vnni(void) { return features().avx512_vnni; }
 bool ggml_cpu_has_avx512_bf16(void) { return features().avx512_bf16; }
+bool ggml_cpu_has_avx512_vbmi(void) { return features().avx512_vbmi; }
 bool ggml_cpu_has_neon(void)        { return features().neon; }
 bool ggml_cpu_has_dotprod(void)     { return features().dotprod; }
 bool ggml_cpu_has_i8mm(void)        { return features().i8mm; }

@@ -47,6 +47,42 @@ inline __m512i gather_grid(const __m256i * idx) {
     }
 }
 
+// The same 64 grid entries by plain loads (grid16), no gather.
+template <typename X>
+inline __m512i load_grid(const __m256i * idx) {
+    alignas(32) uint32_t ix[16];
+    store_indices<X>(idx, ix);
+    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(grid16<X>(ix, 0)), grid16<X>(ix, 1), 1);
+    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(grid16<X>(ix, 2)), grid16<X>(ix, 3), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// A block prepared for the batch-1 loops (avx512/quants-iq*.cpp, gemm-iq-loop.h): |w| (u8), the
+// sign mask of w and 16-bit scales laid out to match vpmaddubsw's pair sums.
+struct lattice_prepared {
+    __m512i   abs_w[QK_K / 64];
+    __mmask64 neg[QK_K / 64];
+    __m512i   scales[QK_K / 64];   // int16 lane i: scale of weights 64k + 2i, 64k + 2i + 1
+};
+
+// The exact int32 block sum with one activation column: per 64 weights negate a where w < 0
+// (masked subtract), vpmaddubsw |w| x a (|w| <= 62, |a| <= 127: no saturation), vpdpwssd with
+// the scales.
+inline int32_t lattice_block_dot(const lattice_prepared & pb, const int8_t * q8) {
+    __m512i acc = _mm512_setzero_si512();
+    for (int k = 0; k < QK_K / 64; ++k) {
+        const __m512i a = _mm512_loadu_si512((const void *) (q8 + 64 * k));
+        const __m512i sa = _mm512_mask_sub_epi8(a, pb.neg[k], _mm512_setzero_si512(), a);
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(pb.abs_w[k], sa), pb.scales[k]);
+    }
+    // (own reduction: GCC 12 warns about the undefined upper halves in _mm512_reduce_add_epi32)
+    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
 template <typename Block>
 struct lattice_panel {
     using X = lattice_index<Block>;

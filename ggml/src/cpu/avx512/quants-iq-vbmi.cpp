@@ -1,0 +1,235 @@
+// Batch-1 kernels of the lattice i-quants whose grid has 256 entries (iq2_xxs, iq3_xxs) on
+// AVX512 with VBMI: no gathers and no scalar field work. This file alone is compiled with
+// -mavx512vbmi and registers only where cpuid reports VBMI; elsewhere avx512/quants-iq.cpp's
+// kernels stay.
+//
+// Each grid byte takes one of a few levels (iq2_xxs: 3, iq3_xxs: 8), so an entry is a 16-bit
+// code (2 or 4 bits a value) whose two bytes are two 256-byte planes, four registers each. Per
+// block: the 64 index bytes look up both planes at once (two vpermi2b and a blend per plane);
+// per 64 values: one vpermi2b brings each value's code bytes into its qword, vpmultishiftqb
+// moves each value's code to its byte and vpermb maps code to level. The signs of all 32 groups
+// come from one vpermb + vpsrlvw (fields to 16-bit lanes) and a 128-entry parity table
+// (vpermi2b); the scales likewise. Every position is read from the type's row
+// (avx2/panel-iq-index.h) at compile time. The levels, signs and scales are those of the other
+// decoders, so the block sums are the same exact integers and the results match the scalar
+// kernel bit for bit (test-quants-iq). Batches go to the AVX512 panel as before.
+#include "avx512/register.h"
+#include "cpu-traits.h"
+#include "gemm-iq-loop.h"
+#include "panel-iq.h"
+#include "quants/quants-iq.h"
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace {
+
+using namespace ggml_iq;
+
+// A grid's code planes: entry i's code (value v in bits c v .. c v + c - 1, c = 16 / values an
+// entry) is plane[0][i] | plane[1][i] << 8; level[j] is the level of code j mod 2^c.
+struct grid_planes {
+    alignas(64) uint8_t plane[2][256];
+    alignas(64) uint8_t level[64];
+};
+
+// Filled by the register function (no static initializers in this folder).
+grid_planes g_planes_iq2_xxs, g_planes_iq3_xxs;
+
+template <typename Block> grid_planes & planes_of();
+template <> grid_planes & planes_of<block_iq2_xxs>() { return g_planes_iq2_xxs; }
+template <> grid_planes & planes_of<block_iq3_xxs>() { return g_planes_iq3_xxs; }
+
+// The planes of a 256-entry grid, false where its bytes take more than 2^c levels.
+template <typename Grid>
+bool make_planes(const Grid * grid, grid_planes & t) {
+    constexpr int V = (int) sizeof(Grid), c = 16 / V;
+    uint8_t levels[1 << c];
+    int n = 0;
+    for (int i = 0; i < 256; ++i) {
+        uint32_t code = 0;
+        for (int v = 0; v < V; ++v) {
+            const uint8_t byte = (uint8_t) (grid[i] >> 8 * v);
+            int j = 0;
+            while (j < n && levels[j] != byte) ++j;
+            if (j == n) {
+                if (n == (1 << c)) return false;
+                levels[n++] = byte;
+            }
+            code |= (uint32_t) j << c * v;
+        }
+        t.plane[0][i] = (uint8_t) code;
+        t.plane[1][i] = (uint8_t) (code >> 8);
+    }
+    for (int j = 0; j < 64; ++j) t.level[j] = j % (1 << c) < n ? levels[j % (1 << c)] : 0;
+    return true;
+}
+
+// The sign byte of each 7-bit code (its eighth bit makes the count of set bits even).
+constexpr auto kSigns7 = [] {
+    struct { alignas(64) uint8_t s[128]; } t{};
+    for (int c = 0; c < 128; ++c) t.s[c] = expand_signs7((uint32_t) c);
+    return t;
+}();
+
+// Constant byte tables of a row, computed at compile time.
+template <int N>
+struct byte_table {
+    alignas(64) int8_t b[N] = {};
+};
+
+// The fields F of entries 0 .. n - 1 in 16-bit lanes: bytes of lane j are the two bytes from the
+// window's byte rel(j) / 8 (vpermb), shifted right by rel(j) % 8 (vpsrlvw). The window: kSpan
+// bytes from byte F.byte of the block, loaded with a mask so nothing past the block is read.
+template <typename Block, kiln_panel::bit_field F, int n>
+struct word_fields {
+    static constexpr int rel(int j) { return F.bit(j) - 8 * F.byte; }
+    static constexpr int span() {
+        int m = 0;
+        for (int j = 0; j < n; ++j) m = (rel(j) + 16) / 8 > m ? (rel(j) + 16) / 8 : m;
+        return m > (int) sizeof(Block) - F.byte ? (int) sizeof(Block) - F.byte : m;
+    }
+    static constexpr int kSpan = span();
+    static constexpr bool valid() {
+        for (int j = 0; j < n; ++j) {
+            if (rel(j) < 0 || rel(j) % 8 + F.width > 16 || rel(j) / 8 + (rel(j) % 8 + F.width > 8) >= kSpan) return false;
+        }
+        return n <= 32 && kSpan <= 64;
+    }
+    static_assert(valid(), "each field within two bytes of a 64-byte window");
+    static constexpr byte_table<64> make_pick() {
+        byte_table<64> t;
+        for (int j = 0; j < n; ++j) t.b[2 * j] = (int8_t) (rel(j) / 8), t.b[2 * j + 1] = (int8_t) (rel(j) / 8 + 1 < kSpan ? rel(j) / 8 + 1 : rel(j) / 8);
+        return t;
+    }
+    static constexpr byte_table<64> make_shift() {
+        byte_table<64> t;
+        for (int j = 0; j < n; ++j) t.b[2 * j] = (int8_t) (rel(j) % 8);
+        return t;
+    }
+    static constexpr byte_table<64> kPick = make_pick(), kShift = make_shift();
+
+    // lane j: field j in its low F.width bits, the bits above it unspecified
+    static __m512i get(const Block & b) {
+        const __mmask64 m = kSpan == 64 ? ~0ull : (1ull << kSpan) - 1;
+        const __m512i w = _mm512_maskz_loadu_epi8(m, (const uint8_t *) &b + F.byte);
+        const __m512i x = _mm512_permutexvar_epi8(_mm512_load_si512(kPick.b), w);
+        return _mm512_srlv_epi16(x, _mm512_load_si512(kShift.b));
+    }
+};
+
+template <typename Block>
+struct vbmi_layout {
+    using X = kiln_panel::lattice_index<Block>;
+    static constexpr auto T = X::T;
+    static constexpr int V = (int) sizeof(typename X::Grid), kPerQ = 8 / V, c = 16 / V;
+    static_assert(!X::kDelta && T.index_hi.width == 0 && T.index_lo.width == 8 && T.index_lo.first % 8 == 0 && T.signs.width == 7,
+                  "byte indices into a 256-entry grid, 7-bit sign codes");
+    static constexpr int pos(int j) { return (T.index_lo.bit(j) - 8 * T.index_lo.byte) / 8; }
+    static_assert(pos(QK_K / V - 1) < 64 && T.index_lo.byte + 64 <= (int) sizeof(Block), "the index bytes in one 64-byte load");
+    // chunk k: qword q takes the code bytes (plane 0 at byte 2e, plane 1 at 2e + 1) of its entries
+    static constexpr byte_table<64> make_codes(int k) {
+        byte_table<64> t;
+        for (int q = 0; q < 8; ++q) {
+            for (int e = 0; e < kPerQ; ++e) {
+                const int j = X::kEntries * k + kPerQ * q + e;
+                t.b[8 * q + 2 * e] = (int8_t) pos(j);
+                t.b[8 * q + 2 * e + 1] = (int8_t) (pos(j) + 64);
+            }
+        }
+        return t;
+    }
+    static constexpr byte_table<64> kCodes[4] = {make_codes(0), make_codes(1), make_codes(2), make_codes(3)};
+    // byte i of a qword: value i's code at bit 16 e + c v of its qword (entry e, value v)
+    static constexpr byte_table<64> make_bit_of_value() {
+        byte_table<64> t;
+        for (int i = 0; i < 64; ++i) t.b[i] = (int8_t) (16 * ((i % 8) / V) + c * ((i % 8) % V));
+        return t;
+    }
+    static constexpr byte_table<64> kBitOfValue = make_bit_of_value();
+    // chunk k: the sign byte of group 8 k + q (lane 8 k + q's low byte) in every byte of qword q
+    static constexpr byte_table<64> make_spread(int k) {
+        byte_table<64> t;
+        for (int i = 0; i < 64; ++i) t.b[i] = (int8_t) (2 * (8 * k + i / 8));
+        return t;
+    }
+    static constexpr byte_table<64> kSpread[4] = {make_spread(0), make_spread(1), make_spread(2), make_spread(3)};
+    // chunk k: int16 lane l (values 64 k + 2 l, + 1) takes the scale of sub-block (64 k + 2 l) / sub
+    static constexpr auto make_scale_lanes(int k) {
+        struct { alignas(64) int16_t w[32]; } t{};
+        for (int l = 0; l < 32; ++l) t.w[l] = (int16_t) ((64 * k + 2 * l) / T.sub);
+        return t;
+    }
+    static constexpr decltype(make_scale_lanes(0)) kScaleLanes[4] = {make_scale_lanes(0), make_scale_lanes(1), make_scale_lanes(2), make_scale_lanes(3)};
+};
+
+// The ISA description for the shared block loop (gemm-iq-loop.h); batches never reach it.
+struct iq_avx512_vbmi {
+    static constexpr int kPanelMinCols = kiln_panel::kMinCols;
+    using prepared = kiln_panel::lattice_prepared;
+
+    template <typename X, typename Block>
+    static void prepare(const Block & b, prepared & pb) {
+        using L = vbmi_layout<Block>;
+        const grid_planes & gp = planes_of<Block>();
+        // the codes of the block's 256 / V entries, plane by plane, in their index bytes' places
+        const __m512i q = _mm512_loadu_si512((const uint8_t *) &b + L::T.index_lo.byte);
+        const __mmask64 upper = _mm512_movepi8_mask(q);
+        auto lookup = [&](const uint8_t * t) {
+            const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(t), q, _mm512_load_si512(t + 64));
+            const __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(t + 128), q, _mm512_load_si512(t + 192));
+            return _mm512_mask_blend_epi8(upper, lo, hi);
+        };
+        const __m512i p0 = lookup(gp.plane[0]), p1 = lookup(gp.plane[1]);
+        const __m512i level = _mm512_load_si512(gp.level);
+        // the 32 groups' sign bytes (lane g's low byte), and the sub-blocks' scales 2 s + 1
+        const __m512i codes = word_fields<Block, L::T.signs, QK_K / 8>::get(b);
+        const __m512i signs = _mm512_permutex2var_epi8(_mm512_load_si512(kSigns7.s), codes, _mm512_load_si512(kSigns7.s + 64));
+        const __m512i s = _mm512_and_si512(word_fields<Block, L::T.scale, QK_K / L::T.sub>::get(b), _mm512_set1_epi16((1 << L::T.scale.width) - 1));
+        const __m512i scales = _mm512_or_si512(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));
+        const __m512i bit_of = _mm512_set1_epi64((long long) 0x8040201008040201ull);
+        for (int k = 0; k < QK_K / 64; ++k) {
+            const __m512i code = _mm512_permutex2var_epi8(p0, _mm512_load_si512(L::kCodes[k].b), p1);
+            const __m512i at = _mm512_multishift_epi64_epi8(_mm512_load_si512(L::kBitOfValue.b), code);
+            pb.abs_w[k] = _mm512_permutexvar_epi8(at, level);
+            pb.neg[k] = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(_mm512_load_si512(L::kSpread[k].b), signs), bit_of);
+            pb.scales[k] = _mm512_permutexvar_epi16(_mm512_load_si512(L::kScaleLanes[k].w), scales);
+        }
+    }
+
+    static int32_t block_dot(const prepared & pb, const int8_t * q8) { return kiln_panel::lattice_block_dot(pb, q8); }
+};
+
+// The AVX512 kernels registered before this file's (batches go on to them).
+ggml_gemm_t g_avx512_iq2_xxs, g_avx512_iq3_xxs;
+
+template <typename Block> ggml_gemm_t & avx512_of();
+template <> ggml_gemm_t & avx512_of<block_iq2_xxs>() { return g_avx512_iq2_xxs; }
+template <> ggml_gemm_t & avx512_of<block_iq3_xxs>() { return g_avx512_iq3_xxs; }
+
+template <typename Block>
+void gemm_vbmi(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
+               int nr, int nc) {
+    if (nc >= kiln_panel::kMinCols) {
+        avx512_of<Block>()(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
+    gemm_iq<iq_avx512_vbmi, Block>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+}
+
+template <typename Block, typename Grid>
+void register_vbmi(ggml_type type, const Grid * grid) {
+    avx512_of<Block>() = ggml_cpu_type_traits_mut(type)->gemm[GGML_CPU_ISA_AVX512];   // (not the reader: it would re-enter registration)
+    if (avx512_of<Block>() && make_planes(grid, planes_of<Block>())) {
+        ggml_cpu_register_gemm(type, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_vbmi<Block>);
+    }
+}
+
+} // namespace
+
+// Called by ggml_cpu_register_avx512() (register.cpp) after the plain AVX512 lattice kernels,
+// only where cpuid reports VBMI.
+void ggml_cpu_register_iq_vbmi_avx512() {
+    register_vbmi<block_iq2_xxs>(GGML_TYPE_IQ2_XXS, iq2xxs_grid);
+    register_vbmi<block_iq3_xxs>(GGML_TYPE_IQ3_XXS, iq3xxs_grid);
+}
