@@ -1,18 +1,20 @@
-// Batch-1 kernels of the lattice i-quants whose grid has 256 entries (iq2_xxs, iq3_xxs) on
-// AVX512 with VBMI: no gathers and no scalar field work. This file alone is compiled with
-// -mavx512vbmi and registers only where cpuid reports VBMI; elsewhere avx512/quants-iq.cpp's
-// kernels stay.
+// Batch-1 kernels of the lattice i-quants whose grid has 256 or 512 entries (iq2_xxs, iq3_xxs,
+// iq2_xs, iq3_s) on AVX512 with VBMI: no gathers and no scalar field work. This file alone is
+// compiled with -mavx512vbmi and registers only where cpuid reports VBMI; elsewhere
+// avx512/quants-iq.cpp's kernels stay.
 //
-// Each grid byte takes one of a few levels (iq2_xxs: 3, iq3_xxs: 8), so an entry is a 16-bit
-// code (2 or 4 bits a value) whose two bytes are two 256-byte planes, four registers each. Per
-// block: the 64 index bytes look up both planes at once (two vpermi2b and a blend per plane);
-// per 64 values: one vpermi2b brings each value's code bytes into its qword, vpmultishiftqb
-// moves each value's code to its byte and vpermb maps code to level. The signs of all 32 groups
-// come from one vpermb + vpsrlvw (fields to 16-bit lanes) and a 128-entry parity table
-// (vpermi2b); the scales likewise. Every position is read from the type's row
-// (avx2/panel-iq-index.h) at compile time. The levels, signs and scales are those of the other
-// decoders, so the block sums are the same exact integers and the results match the scalar
-// kernel bit for bit (test-quants-iq). Batches go to the AVX512 panel as before.
+// Each grid byte takes one of a few levels (iq2: 3, iq3: 8), so an entry is a 16-bit code (2 or
+// 4 bits a value) whose two bytes are two planes of 256 or 512 bytes, 4 or 8 registers each.
+// Byte indices (iq2_xxs, iq3_xxs) look up both planes in place, 64 at once (two vpermi2b and a
+// blend per plane); 9-bit ones (iq2_xs, iq3_s) first go to 16-bit lanes (vpermb + vpsrlvw) and
+// take four vpermi2b and three blends per plane. Per 64 values: one vpermi2b brings each value's
+// code bytes into its qword, vpmultishiftqb moves each value's code to its byte and vpermb maps
+// code to level. The signs of all 32 groups come from one vpermb + vpsrlvw (fields to 16-bit
+// lanes) and, for 7-bit codes, a 128-entry parity table (vpermi2b); the scales likewise. Every
+// position is read from the type's row (avx2/panel-iq-index.h) at compile time. The levels,
+// signs and scales are those of the other decoders, so the block sums are the same exact
+// integers and the results match the scalar kernel bit for bit (test-quants-iq). Batches go to
+// the AVX512 panel as before.
 #include "avx512/register.h"
 #include "cpu-traits.h"
 #include "gemm-iq-loop.h"
@@ -28,25 +30,29 @@ using namespace ggml_iq;
 
 // A grid's code planes: entry i's code (value v in bits c v .. c v + c - 1, c = 16 / values an
 // entry) is plane[0][i] | plane[1][i] << 8; level[j] is the level of code j mod 2^c.
+template <int N>
 struct grid_planes {
-    alignas(64) uint8_t plane[2][256];
+    alignas(64) uint8_t plane[2][N];
     alignas(64) uint8_t level[64];
 };
 
 // Filled by the register function (no static initializers in this folder).
-grid_planes g_planes_iq2_xxs, g_planes_iq3_xxs;
+grid_planes<256> g_planes_iq2_xxs, g_planes_iq3_xxs;
+grid_planes<512> g_planes_iq2_xs, g_planes_iq3_s;
 
-template <typename Block> grid_planes & planes_of();
-template <> grid_planes & planes_of<block_iq2_xxs>() { return g_planes_iq2_xxs; }
-template <> grid_planes & planes_of<block_iq3_xxs>() { return g_planes_iq3_xxs; }
+template <typename Block> auto & planes_of();
+template <> auto & planes_of<block_iq2_xxs>() { return g_planes_iq2_xxs; }
+template <> auto & planes_of<block_iq3_xxs>() { return g_planes_iq3_xxs; }
+template <> auto & planes_of<block_iq2_xs>() { return g_planes_iq2_xs; }
+template <> auto & planes_of<block_iq3_s>() { return g_planes_iq3_s; }
 
-// The planes of a 256-entry grid, false where its bytes take more than 2^c levels.
-template <typename Grid>
-bool make_planes(const Grid * grid, grid_planes & t) {
+// The planes of an N-entry grid, false where its bytes take more than 2^c levels.
+template <typename Grid, int N>
+bool make_planes(const Grid * grid, grid_planes<N> & t) {
     constexpr int V = (int) sizeof(Grid), c = 16 / V;
     uint8_t levels[1 << c];
     int n = 0;
-    for (int i = 0; i < 256; ++i) {
+    for (int i = 0; i < N; ++i) {
         uint32_t code = 0;
         for (int v = 0; v < V; ++v) {
             const uint8_t byte = (uint8_t) (grid[i] >> 8 * v);
@@ -78,15 +84,16 @@ struct byte_table {
     alignas(64) int8_t b[N] = {};
 };
 
-// The fields F of entries 0 .. n - 1 in 16-bit lanes: bytes of lane j are the two bytes from the
+// The fields F of entries j0 .. j0 + n - 1 in 16-bit lanes: bytes of lane j are the two bytes from the
 // window's byte rel(j) / 8 (vpermb), shifted right by rel(j) % 8 (vpsrlvw). The window: kSpan
 // bytes from byte F.byte of the block, loaded with a mask so nothing past the block is read.
-template <typename Block, kiln_panel::bit_field F, int n>
+template <typename Block, kiln_panel::bit_field F, int n, int j0 = 0>
 struct word_fields {
-    static constexpr int rel(int j) { return F.bit(j) - 8 * F.byte; }
+    static constexpr int rel(int j) { return F.bit(j0 + j) - 8 * F.byte; }
     static constexpr int span() {
         int m = 0;
         for (int j = 0; j < n; ++j) m = (rel(j) + 16) / 8 > m ? (rel(j) + 16) / 8 : m;
+        m = m > 64 ? 64 : m;
         return m > (int) sizeof(Block) - F.byte ? (int) sizeof(Block) - F.byte : m;
     }
     static constexpr int kSpan = span();
@@ -118,23 +125,30 @@ struct word_fields {
     }
 };
 
+// Where a type's values come from in this file's decode, all positions from its row.
 template <typename Block>
 struct vbmi_layout {
     using X = kiln_panel::lattice_index<Block>;
     static constexpr auto T = X::T;
     static constexpr int V = (int) sizeof(typename X::Grid), kPerQ = 8 / V, c = 16 / V;
-    static_assert(!X::kDelta && T.index_hi.width == 0 && T.index_lo.width == 8 && T.index_lo.first % 8 == 0 && T.signs.width == 7,
-                  "byte indices into a 256-entry grid, 7-bit sign codes");
+    static constexpr int kEntries = QK_K / V;                                   // per block
+    static constexpr int kGrid = 1 << (T.index_lo.width + T.index_hi.width);  // grid entries
+    // byte indices of a 256-entry grid, all in one 64-byte load: looked up there in place
+    static constexpr bool kBytes = T.index_hi.width == 0 && T.index_lo.width == 8 && T.index_lo.first % 8 == 0;
+    static_assert(!X::kDelta && (T.signs.width == 7 || T.signs.width == 8) && (kBytes || kGrid == 512),
+                  "grids of 256 or 512 entries, signs per 8 values");
     static constexpr int pos(int j) { return (T.index_lo.bit(j) - 8 * T.index_lo.byte) / 8; }
-    static_assert(pos(QK_K / V - 1) < 64 && T.index_lo.byte + 64 <= (int) sizeof(Block), "the index bytes in one 64-byte load");
-    // chunk k: qword q takes the code bytes (plane 0 at byte 2e, plane 1 at 2e + 1) of its entries
+    static_assert(!kBytes || (pos(kEntries - 1) < 64 && T.index_lo.byte + 64 <= (int) sizeof(Block)), "the index bytes in one 64-byte load");
+    // chunk k: qword q takes the code bytes (plane 0 at byte 2e, plane 1 at 2e + 1) of its
+    // entries; in place (kBytes: the planes are the two sources) or from the 16-bit codes of
+    // entries 0..31 and 32..63 (the two sources)
     static constexpr byte_table<64> make_codes(int k) {
         byte_table<64> t;
         for (int q = 0; q < 8; ++q) {
             for (int e = 0; e < kPerQ; ++e) {
                 const int j = X::kEntries * k + kPerQ * q + e;
-                t.b[8 * q + 2 * e] = (int8_t) pos(j);
-                t.b[8 * q + 2 * e + 1] = (int8_t) (pos(j) + 64);
+                t.b[8 * q + 2 * e] = (int8_t) (kBytes ? pos(j) : 2 * (j % 32) + 64 * (j / 32));
+                t.b[8 * q + 2 * e + 1] = (int8_t) (kBytes ? pos(j) + 64 : 2 * (j % 32) + 1 + 64 * (j / 32));
             }
         }
         return t;
@@ -161,6 +175,57 @@ struct vbmi_layout {
         return t;
     }
     static constexpr decltype(make_scale_lanes(0)) kScaleLanes[4] = {make_scale_lanes(0), make_scale_lanes(1), make_scale_lanes(2), make_scale_lanes(3)};
+
+    // The 16-bit codes of entries 32 h .. 32 h + 31 of a 512-entry grid: their 9-bit indices in
+    // 16-bit lanes, each plane looked up in its four 128-byte quarters (index bits 7 and 8 pick)
+    template <int h>
+    static __m512i codes512(const Block & b, const grid_planes<512> & gp) {
+        const __m512i lo = word_fields<Block, T.index_lo, 32, 32 * h>::get(b);
+        __m512i ix = _mm512_and_si512(lo, _mm512_set1_epi16((1 << T.index_lo.width) - 1));
+        if constexpr (T.index_hi.width != 0) {
+            const __m512i hi = _mm512_and_si512(word_fields<Block, T.index_hi, 32, 32 * h>::get(b), _mm512_set1_epi16((1 << T.index_hi.width) - 1));
+            ix = _mm512_or_si512(ix, _mm512_slli_epi16(hi, T.index_lo.width));
+        }
+        const __mmask64 b7 = _mm512_movepi8_mask(ix);
+        const __mmask64 b8 = _kshiftri_mask64(_mm512_test_epi8_mask(ix, _mm512_set1_epi16(0x0100)), 1);
+        __m512i r[2];
+        for (int p = 0; p < 2; ++p) {
+            const uint8_t * t = gp.plane[p];
+            auto half = [&](int o) {
+                const __m512i a = _mm512_permutex2var_epi8(_mm512_load_si512(t + o), ix, _mm512_load_si512(t + o + 64));
+                const __m512i z = _mm512_permutex2var_epi8(_mm512_load_si512(t + o + 128), ix, _mm512_load_si512(t + o + 192));
+                return _mm512_mask_blend_epi8(b7, a, z);
+            };
+            r[p] = _mm512_mask_blend_epi8(b8, half(0), half(256));
+        }
+        // plane 0 in the low byte of each lane, plane 1 in the high one
+        return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, r[0], _mm512_slli_epi16(r[1], 8));
+    }
+
+    // The grid levels (magnitudes) of the block's 256 values, 64 to a vector.
+    static void levels(const Block & b, __m512i * g) {
+        const auto & gp = planes_of<Block>();
+        __m512i src0, src1;
+        if constexpr (kBytes) {
+            // the codes of every entry, plane by plane, in their index bytes' places
+            const __m512i q = _mm512_loadu_si512((const uint8_t *) &b + T.index_lo.byte);
+            const __mmask64 upper = _mm512_movepi8_mask(q);
+            auto lookup = [&](const uint8_t * t) {
+                const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(t), q, _mm512_load_si512(t + 64));
+                const __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(t + 128), q, _mm512_load_si512(t + 192));
+                return _mm512_mask_blend_epi8(upper, lo, hi);
+            };
+            src0 = lookup(gp.plane[0]), src1 = lookup(gp.plane[1]);
+        } else {
+            src0 = src1 = codes512<0>(b, gp);
+            if constexpr (kEntries > 32) src1 = codes512<1>(b, gp);
+        }
+        const __m512i level = _mm512_load_si512(gp.level);
+        for (int k = 0; k < QK_K / 64; ++k) {
+            const __m512i code = _mm512_permutex2var_epi8(src0, _mm512_load_si512(kCodes[k].b), src1);
+            g[k] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_load_si512(kBitOfValue.b), code), level);
+        }
+    }
 };
 
 // The ISA description for the shared block loop (gemm-iq-loop.h); batches never reach it.
@@ -171,27 +236,16 @@ struct iq_avx512_vbmi {
     template <typename X, typename Block>
     static void prepare(const Block & b, prepared & pb) {
         using L = vbmi_layout<Block>;
-        const grid_planes & gp = planes_of<Block>();
-        // the codes of the block's 256 / V entries, plane by plane, in their index bytes' places
-        const __m512i q = _mm512_loadu_si512((const uint8_t *) &b + L::T.index_lo.byte);
-        const __mmask64 upper = _mm512_movepi8_mask(q);
-        auto lookup = [&](const uint8_t * t) {
-            const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(t), q, _mm512_load_si512(t + 64));
-            const __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(t + 128), q, _mm512_load_si512(t + 192));
-            return _mm512_mask_blend_epi8(upper, lo, hi);
-        };
-        const __m512i p0 = lookup(gp.plane[0]), p1 = lookup(gp.plane[1]);
-        const __m512i level = _mm512_load_si512(gp.level);
+        L::levels(b, pb.abs_w);
         // the 32 groups' sign bytes (lane g's low byte), and the sub-blocks' scales 2 s + 1
-        const __m512i codes = word_fields<Block, L::T.signs, QK_K / 8>::get(b);
-        const __m512i signs = _mm512_permutex2var_epi8(_mm512_load_si512(kSigns7.s), codes, _mm512_load_si512(kSigns7.s + 64));
+        __m512i signs = word_fields<Block, L::T.signs, QK_K / 8>::get(b);
+        if constexpr (L::T.signs.width == 7) {
+            signs = _mm512_permutex2var_epi8(_mm512_load_si512(kSigns7.s), signs, _mm512_load_si512(kSigns7.s + 64));
+        }
         const __m512i s = _mm512_and_si512(word_fields<Block, L::T.scale, QK_K / L::T.sub>::get(b), _mm512_set1_epi16((1 << L::T.scale.width) - 1));
         const __m512i scales = _mm512_or_si512(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));
         const __m512i bit_of = _mm512_set1_epi64((long long) 0x8040201008040201ull);
         for (int k = 0; k < QK_K / 64; ++k) {
-            const __m512i code = _mm512_permutex2var_epi8(p0, _mm512_load_si512(L::kCodes[k].b), p1);
-            const __m512i at = _mm512_multishift_epi64_epi8(_mm512_load_si512(L::kBitOfValue.b), code);
-            pb.abs_w[k] = _mm512_permutexvar_epi8(at, level);
             pb.neg[k] = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(_mm512_load_si512(L::kSpread[k].b), signs), bit_of);
             pb.scales[k] = _mm512_permutexvar_epi16(_mm512_load_si512(L::kScaleLanes[k].w), scales);
         }
@@ -201,11 +255,10 @@ struct iq_avx512_vbmi {
 };
 
 // The AVX512 kernels registered before this file's (batches go on to them).
-ggml_gemm_t g_avx512_iq2_xxs, g_avx512_iq3_xxs;
-
-template <typename Block> ggml_gemm_t & avx512_of();
-template <> ggml_gemm_t & avx512_of<block_iq2_xxs>() { return g_avx512_iq2_xxs; }
-template <> ggml_gemm_t & avx512_of<block_iq3_xxs>() { return g_avx512_iq3_xxs; }
+template <typename Block> ggml_gemm_t & avx512_of() {
+    static ggml_gemm_t f;   // (constant-initialized: no guard, no constructor)
+    return f;
+}
 
 template <typename Block>
 void gemm_vbmi(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
@@ -232,4 +285,6 @@ void register_vbmi(ggml_type type, const Grid * grid) {
 void ggml_cpu_register_iq_vbmi_avx512() {
     register_vbmi<block_iq2_xxs>(GGML_TYPE_IQ2_XXS, iq2xxs_grid);
     register_vbmi<block_iq3_xxs>(GGML_TYPE_IQ3_XXS, iq3xxs_grid);
+    register_vbmi<block_iq2_xs>(GGML_TYPE_IQ2_XS, iq2xs_grid);
+    register_vbmi<block_iq3_s>(GGML_TYPE_IQ3_S, iq3s_grid);
 }
