@@ -44,7 +44,9 @@ const cpu_features & features() {
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
         r.avx512_vnni = r.avx512 && __builtin_cpu_supports("avx512vnni");
         r.avx512_bf16 = r.avx512 && __builtin_cpu_supports("avx512bf16");
-        r.avx512_vbmi = r.avx512 && __builtin_cpu_supports("avx512vbmi");
+        // KILN_CPU_VBMI=0 keeps the plain AVX512 kernels where VBMI ones exist (tests run both)
+        const char * vbmi_env = std::getenv("KILN_CPU_VBMI");
+        r.avx512_vbmi = r.avx512 && __builtin_cpu_supports("avx512vbmi") && !(vbmi_env && !std::strcmp(vbmi_env, "0"));
 #elif defined(__aarch64__)
         r.neon = true;   // Advanced SIMD is mandatory in arm64
 #if defined(__linux__)

@@ -1,7 +1,8 @@
-// Batch-1 kernels of the lattice i-quants whose grid has 256 or 512 entries (iq2_xxs, iq3_xxs,
-// iq2_xs, iq3_s) on AVX512 with VBMI: no gathers and no scalar field work. This file alone is
-// compiled with -mavx512vbmi and registers only where cpuid reports VBMI; elsewhere
-// avx512/quants-iq.cpp's kernels stay.
+// Batch-1 kernels of the lattice i-quants on AVX512 with VBMI: no gathers for the grids of 256
+// or 512 entries (iq2_xxs, iq3_xxs, iq2_xs, iq3_s), plain loads for the larger ones (iq2_s,
+// iq1_s, iq1_m), and no scalar field work for signs and scales. This file alone is compiled with
+// -mavx512vbmi and registers only where cpuid reports VBMI (and KILN_CPU_VBMI is not 0);
+// elsewhere avx512/quants-iq.cpp's kernels stay.
 //
 // Each grid byte takes one of a few levels (iq2: 3, iq3: 8), so an entry is a 16-bit code (2 or
 // 4 bits a value) whose two bytes are two planes of 256 or 512 bytes, 4 or 8 registers each.
@@ -36,15 +37,13 @@ struct grid_planes {
     alignas(64) uint8_t level[64];
 };
 
-// Filled by the register function (no static initializers in this folder).
-grid_planes<256> g_planes_iq2_xxs, g_planes_iq3_xxs;
-grid_planes<512> g_planes_iq2_xs, g_planes_iq3_s;
-
-template <typename Block> auto & planes_of();
-template <> auto & planes_of<block_iq2_xxs>() { return g_planes_iq2_xxs; }
-template <> auto & planes_of<block_iq3_xxs>() { return g_planes_iq3_xxs; }
-template <> auto & planes_of<block_iq2_xs>() { return g_planes_iq2_xs; }
-template <> auto & planes_of<block_iq3_s>() { return g_planes_iq3_s; }
+// A type's planes, filled by the register function (zero-initialized storage: no static
+// initializer in this folder).
+template <typename Block, int N>
+grid_planes<N> & planes_of() {
+    static grid_planes<N> p;
+    return p;
+}
 
 // The planes of an N-entry grid, false where its bytes take more than 2^c levels.
 template <typename Grid, int N>
@@ -135,8 +134,8 @@ struct vbmi_layout {
     static constexpr int kGrid = 1 << (T.index_lo.width + T.index_hi.width);  // grid entries
     // byte indices of a 256-entry grid, all in one 64-byte load: looked up there in place
     static constexpr bool kBytes = T.index_hi.width == 0 && T.index_lo.width == 8 && T.index_lo.first % 8 == 0;
-    static_assert(!X::kDelta && (T.signs.width == 7 || T.signs.width == 8) && (kBytes || kGrid == 512),
-                  "grids of 256 or 512 entries, signs per 8 values");
+    // grids of 256 or 512 entries in planes; larger ones (iq2_s, iq1) by plain loads
+    static constexpr bool kPlanes = kBytes || kGrid == 512;
     static constexpr int pos(int j) { return (T.index_lo.bit(j) - 8 * T.index_lo.byte) / 8; }
     static_assert(!kBytes || (pos(kEntries - 1) < 64 && T.index_lo.byte + 64 <= (int) sizeof(Block)), "the index bytes in one 64-byte load");
     // chunk k: qword q takes the code bytes (plane 0 at byte 2e, plane 1 at 2e + 1) of its
@@ -204,7 +203,19 @@ struct vbmi_layout {
 
     // The grid levels (magnitudes) of the block's 256 values, 64 to a vector.
     static void levels(const Block & b, __m512i * g) {
-        const auto & gp = planes_of<Block>();
+        if constexpr (!kPlanes) {
+            for (int k = 0; k < QK_K / 64; ++k) {
+                __m256i idx[2];
+                uint64_t unused;
+                X::chunk(b, k, idx, unused);
+                g[k] = kiln_panel::load_grid<X>(idx);
+            }
+        } else {
+            planes_levels(b, planes_of<Block, kGrid>(), g);
+        }
+    }
+    template <int N>
+    static void planes_levels(const Block & b, const grid_planes<N> & gp, __m512i * g) {
         __m512i src0, src1;
         if constexpr (kBytes) {
             // the codes of every entry, plane by plane, in their index bytes' places
@@ -236,19 +247,33 @@ struct iq_avx512_vbmi {
     template <typename X, typename Block>
     static void prepare(const Block & b, prepared & pb) {
         using L = vbmi_layout<Block>;
-        L::levels(b, pb.abs_w);
-        // the 32 groups' sign bytes (lane g's low byte), and the sub-blocks' scales 2 s + 1
-        __m512i signs = word_fields<Block, L::T.signs, QK_K / 8>::get(b);
-        if constexpr (L::T.signs.width == 7) {
-            signs = _mm512_permutex2var_epi8(_mm512_load_si512(kSigns7.s), signs, _mm512_load_si512(kSigns7.s + 64));
+        if constexpr (X::kDelta) {
+            // iq1: signed 8 g + delta, the panel's offset level 128 + w with its top bit flipped
+            for (int k = 0; k < QK_K / 64; ++k) {
+                __m256i idx[2];
+                uint64_t neg;
+                X::chunk(b, k, idx, neg);
+                const __m512i w = _mm512_xor_si512(kiln_panel::iq1_offset_levels(kiln_panel::load_grid<X>(idx), (__mmask8) neg),
+                                                   _mm512_set1_epi8((char) 0x80));
+                pb.neg[k] = _mm512_movepi8_mask(w);
+                pb.abs_w[k] = _mm512_abs_epi8(w);
+            }
+        } else {
+            L::levels(b, pb.abs_w);
+            // the 32 groups' sign bytes (lane g's low byte)
+            __m512i signs = word_fields<Block, L::T.signs, QK_K / 8>::get(b);
+            if constexpr (L::T.signs.width == 7) {
+                signs = _mm512_permutex2var_epi8(_mm512_load_si512(kSigns7.s), signs, _mm512_load_si512(kSigns7.s + 64));
+            }
+            const __m512i bit_of = _mm512_set1_epi64((long long) 0x8040201008040201ull);
+            for (int k = 0; k < QK_K / 64; ++k) {
+                pb.neg[k] = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(_mm512_load_si512(L::kSpread[k].b), signs), bit_of);
+            }
         }
+        // the sub-blocks' scales 2 s + 1
         const __m512i s = _mm512_and_si512(word_fields<Block, L::T.scale, QK_K / L::T.sub>::get(b), _mm512_set1_epi16((1 << L::T.scale.width) - 1));
         const __m512i scales = _mm512_or_si512(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));
-        const __m512i bit_of = _mm512_set1_epi64((long long) 0x8040201008040201ull);
-        for (int k = 0; k < QK_K / 64; ++k) {
-            pb.neg[k] = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(_mm512_load_si512(L::kSpread[k].b), signs), bit_of);
-            pb.scales[k] = _mm512_permutexvar_epi16(_mm512_load_si512(L::kScaleLanes[k].w), scales);
-        }
+        for (int k = 0; k < QK_K / 64; ++k) pb.scales[k] = _mm512_permutexvar_epi16(_mm512_load_si512(L::kScaleLanes[k].w), scales);
     }
 
     static int32_t block_dot(const prepared & pb, const int8_t * q8) { return kiln_panel::lattice_block_dot(pb, q8); }
@@ -270,12 +295,12 @@ void gemm_vbmi(int64_t n, const void * w, size_t w_stride, const void * x, size_
     gemm_iq<iq_avx512_vbmi, Block>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
 }
 
-template <typename Block, typename Grid>
-void register_vbmi(ggml_type type, const Grid * grid) {
+template <typename Block>
+void register_vbmi(ggml_type type) {
     avx512_of<Block>() = ggml_cpu_type_traits_mut(type)->gemm[GGML_CPU_ISA_AVX512];   // (not the reader: it would re-enter registration)
-    if (avx512_of<Block>() && make_planes(grid, planes_of<Block>())) {
-        ggml_cpu_register_gemm(type, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_vbmi<Block>);
-    }
+    bool ok = avx512_of<Block>() != nullptr;
+    if constexpr (vbmi_layout<Block>::kPlanes) ok = ok && make_planes(kiln_panel::lattice_index<Block>::grid, planes_of<Block, vbmi_layout<Block>::kGrid>());
+    if (ok) ggml_cpu_register_gemm(type, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_vbmi<Block>);
 }
 
 } // namespace
@@ -283,8 +308,11 @@ void register_vbmi(ggml_type type, const Grid * grid) {
 // Called by ggml_cpu_register_avx512() (register.cpp) after the plain AVX512 lattice kernels,
 // only where cpuid reports VBMI.
 void ggml_cpu_register_iq_vbmi_avx512() {
-    register_vbmi<block_iq2_xxs>(GGML_TYPE_IQ2_XXS, iq2xxs_grid);
-    register_vbmi<block_iq3_xxs>(GGML_TYPE_IQ3_XXS, iq3xxs_grid);
-    register_vbmi<block_iq2_xs>(GGML_TYPE_IQ2_XS, iq2xs_grid);
-    register_vbmi<block_iq3_s>(GGML_TYPE_IQ3_S, iq3s_grid);
+    register_vbmi<block_iq2_xxs>(GGML_TYPE_IQ2_XXS);
+    register_vbmi<block_iq2_xs>(GGML_TYPE_IQ2_XS);
+    register_vbmi<block_iq2_s>(GGML_TYPE_IQ2_S);
+    register_vbmi<block_iq3_xxs>(GGML_TYPE_IQ3_XXS);
+    register_vbmi<block_iq3_s>(GGML_TYPE_IQ3_S);
+    register_vbmi<block_iq1_s>(GGML_TYPE_IQ1_S);
+    register_vbmi<block_iq1_m>(GGML_TYPE_IQ1_M);
 }
