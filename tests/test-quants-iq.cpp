@@ -22,9 +22,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -379,6 +381,49 @@ TEST(QuantsIQ, SimdMatchesScalarOnOddShapes) {
         }
     }
     if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) { EXPECT_GE(compared, 7); }   // x86: every IQ type has AVX2 kernels
+}
+
+// Blocks of arbitrary bytes (every grid index, sign code, scale and delta bit pattern, not only
+// those the quantizer picks; the super-scale set to a finite fp16): the token-generation kernels
+// of every SIMD level this CPU runs equal the scalar kernel bit for bit. Run once more with
+// KILN_CPU_VBMI=0 (ctest prefix novbmi.), so both the VBMI and the plain AVX512 decoders are held
+// to it where the CPU has VBMI.
+TEST(QuantsIQ, SimdMatchesScalarOnArbitraryBlocks) {
+    const int64_t n = 4 * QK_K;
+    const int nr = 9, nc = 2;
+    const auto a = kiln_test::random_floats(nc * n, 61, -3.0f, 3.0f);
+    const auto q8 = quantize_act(a.data(), n, nc);
+    std::mt19937 rng(62);
+    int compared = 0;
+    for (ggml_type t : kTypes) {
+        const size_t rs = ggml_row_size(t, n), bs = rs / (n / QK_K);
+        std::vector<uint8_t> q(rs * nr);
+        for (auto & v : q) v = (uint8_t) rng();
+        for (size_t o = 0; o < q.size(); o += bs) {
+            // fp16 super-scales between 1/16 and 1 (exponent 11..15, random mantissa)
+            const uint16_t d = (uint16_t) ((11 + rng() % 5) << 10 | (rng() & 0x3FF));
+            if (t == GGML_TYPE_IQ1_M) {
+                // iq1_m: the fp16 lies in the top nibbles of its four 16-bit scale words
+                uint8_t * sc = q.data() + o + offsetof(ggml_iq::block_iq1_m, scales);
+                for (int w = 0; w < 4; ++w) sc[2 * w + 1] = (uint8_t) ((sc[2 * w + 1] & 0x0F) | ((d >> 4 * w) & 0xF) << 4);
+            } else {
+                std::memcpy(q.data() + o, &d, 2);   // every other lattice block starts with d
+            }
+        }
+        const auto ref = run_gemm(ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR), t, q.data(), rs, n, q8, nr, nc, nr);
+        for (float v : ref) ASSERT_TRUE(std::isfinite(v)) << ggml_type_name(t);
+        for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+            ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+            if (!fn || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+            const auto got = run_gemm(fn, t, q.data(), rs, n, q8, nr, nc, nr);
+            for (size_t j = 0; j < got.size(); ++j) {
+                ASSERT_EQ(std::memcmp(&got[j], &ref[j], sizeof(float)), 0)
+                    << ggml_type_name(t) << " isa " << isa << " output " << j << ": " << got[j] << " vs " << ref[j];
+            }
+            ++compared;
+        }
+    }
+    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) { EXPECT_GE(compared, 7); }
 }
 
 // Batches through the graph: mul_mat, and the expert-routed mul_mat_id where one expert gets
