@@ -1,7 +1,8 @@
 // AVX512 (BW + VNNI) gemm kernels of the lattice i-quants (IQ1_S/M, IQ2_XXS/XS/S, IQ3_XXS/S)
-// against q8_K. Fewer than kiln_panel::kMinCols columns (token generation): each weight block is
-// decoded once in vectors (avx2/panel-iq-index.h: per 64 values one grid gather, the signs as a
-// mask register) into |w| (u8), the sign mask of w and 16-bit scales laid out to match
+// against q8_K, where the CPU lacks VBMI (with VBMI, quants-iq-vbmi.cpp takes token generation).
+// Fewer than kiln_panel::kMinCols columns (token generation): each weight block is decoded once in
+// vectors (avx2/panel-iq-index.h: per 64 values the grid entries by plain loads or a gather, the
+// signs as a mask register) into |w| (u8), the sign mask of w and 16-bit scales laid out to match
 // vpmaddubsw's pair sums; then per activation column and
 // 64 weights: negate a where w < 0 (masked subtract), vpmaddubsw |w| x a (|w| <= 62, |a| <= 127:
 // no saturation), vpdpwssd with the scales into an int32 accumulator. The per-block integer sums
