@@ -221,16 +221,33 @@ void load_model(llama_model & model, const std::string & path, const llama_model
         groups.emplace_back(buft, std::vector<ggml_tensor *>());
         return groups.back().second;
     };
+    // where each weight lives: its -ot rule's device, else its layer's, else (a graph-split layer's
+    // tensors outside the whole part) the main device or the CPU
+    auto placement_of = [&](const ggml_tensor * t, const llama_placement::rule ** rule) {
+        ggml_backend_buffer_type_t buft = plan.buft_of(t->name, rule);
+        const long il = llama_layer_of_name(t->name);
+        if (!*rule && il >= 0 && cuts.split((uint32_t) il) && !cuts.in_whole_part(model.layers[il], (uint32_t) il, t)) {
+            buft = llama_shard_keeps_whole(model.layers[il], t) ? main_buft : ggml_backend_cpu_buffer_type();
+        }
+        return buft;
+    };
     // -rtr: weights whose type has an interleaved twin take it now (allocation follows the new
-    // type); their file bytes are read and repacked below instead of being mapped
+    // type); their file bytes are read and repacked below instead of being mapped. Only weights in
+    // host memory (the CPU and virtual CPU devices): a GPU decodes the plain layouts, not these.
     std::map<const ggml_tensor *, ggml_type> repacked_from;
     if (params.repack_tensors) {
         size_t bytes = 0;
+        int on_device = 0;
         std::map<std::pair<ggml_type, ggml_type>, int> moves;   // (from, to) -> tensors
         std::map<ggml_type, int> kept;                           // types with a twin left plain
         for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
             const ggml_type twin = repack_candidate(t);
             if (twin == t->type) continue;
+            const llama_placement::rule * rule = nullptr;
+            if (!ggml_backend_buft_is_host(placement_of(t, &rule))) {
+                ++on_device;
+                continue;
+            }
             if (!ggml_cpu_repack_pays(twin)) {
                 kept[t->type]++;
                 continue;
@@ -247,6 +264,10 @@ void load_model(llama_model & model, const std::string & path, const llama_model
                        "read instead of mapped\n", repacked_from.size(), bytes / 1048576.0);
         for (const auto & [m, n] : moves) {
             LLAMA_LOG_INFO("llama_model_load: -rtr: %d %s tensors -> %s\n", n, ggml_type_name(m.first), ggml_type_name(m.second));
+        }
+        if (on_device > 0) {
+            LLAMA_LOG_INFO("llama_model_load: -rtr: %d tensors on a GPU kept plain (the interleaved layouts are the CPU's)\n",
+                           on_device);
         }
         for (const auto & [type, n] : kept) {
             // said plainly because users pass -rtr for speed
@@ -268,11 +289,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     size_t n_overridden = 0;
     for (ggml_tensor * t = ggml_get_first_tensor(model.ctx); t; t = ggml_get_next_tensor(model.ctx, t)) {
         const llama_placement::rule * rule = nullptr;
-        ggml_backend_buffer_type_t buft = plan.buft_of(t->name, &rule);
-        const long il = llama_layer_of_name(t->name);
-        if (!rule && il >= 0 && cuts.split((uint32_t) il) && !cuts.in_whole_part(model.layers[il], (uint32_t) il, t)) {
-            buft = llama_shard_keeps_whole(model.layers[il], t) ? main_buft : ggml_backend_cpu_buffer_type();
-        }
+        const ggml_backend_buffer_type_t buft = placement_of(t, &rule);
         if (rule) {
             LLAMA_LOG_INFO("llama_model_load: tensor override: %s (%s, %.2f MiB) -> %s (pattern '%s')\n", t->name,
                            ggml_type_name(t->type), ggml_nbytes(t) / 1048576.0, ggml_backend_buft_name(buft),

@@ -75,7 +75,8 @@ ggml_backend_device g_fake_dev = { { fake_dev_name, fake_dev_description, fake_d
 const int k_registered = (unsetenv("KILN_VIRTUAL_CPU_DEVICES"), ggml_backend_device_register(&g_fake_dev), 0);
 
 // the last token's logits of a 6-token prompt on stories260K, placed by these flags
-std::vector<float> run_with_flags(const std::vector<std::string> & flags, llama_model ** keep = nullptr) {
+std::vector<float> run_with_flags(const std::vector<std::string> & flags, llama_model ** keep = nullptr,
+                                  const char * model_file = "models/stories260K.gguf") {
     common_params p;
     const common_parse_result r = common_params_parse_args(flags, p, COMMON_TOOL_CLI);
     EXPECT_EQ(r.status, common_parse_result::ok) << r.message;
@@ -83,7 +84,7 @@ std::vector<float> run_with_flags(const std::vector<std::string> & flags, llama_
     llama_model_params mp;
     std::string err;
     EXPECT_TRUE(common_model_params_to_llama(p, mp, err)) << err;
-    llama_model * model = llama_model_load_from_file(kiln_test::shared_path("models/stories260K.gguf").c_str(), mp);
+    llama_model * model = llama_model_load_from_file(kiln_test::shared_path(model_file).c_str(), mp);
     EXPECT_NE(model, nullptr) << llama_last_error();
     if (!model) return {};
     kiln_test::context_ptr ctx = kiln_test::small_context(model, 32);
@@ -207,6 +208,31 @@ TEST(DeviceRegistry, ReadHostWeightsGoToTheDevicesHostMemory) {
     ASSERT_FALSE(a.empty());
     ASSERT_EQ(a.size(), b.size());
     EXPECT_LT(kiln_test::logits_rel_diff(b.data(), a.data(), (int) a.size()), 1e-6);
+}
+
+// -rtr repacks only the weights in host memory: a device decodes the plain layouts, not the CPU's
+// interleaved ones. With -ngl 2 the last layer's q4_K weights stay q4_K on FAKE0, the CPU layers'
+// take q4_k_r4 where that pays on this CPU, and the logits are the plain run's.
+TEST(DeviceRegistry, RunTimeRepackLeavesDeviceWeightsPlain) {
+    llama_model * plain = nullptr, * rtr = nullptr;
+    const std::vector<float> a = run_with_flags({ "-ngl", "2" }, &plain, "models/synth-qwen3-Q4_K_M.gguf");
+    const std::vector<float> b = run_with_flags({ "-ngl", "2", "-rtr" }, &rtr, "models/synth-qwen3-Q4_K_M.gguf");
+    ASSERT_TRUE(plain && rtr);
+    kiln_test::model_ptr hold_a(plain), hold_b(rtr);
+    const int n_layer = (int) rtr->layers.size();
+    ASSERT_GE(n_layer, 2);
+    const llama_layer & last = rtr->layers[n_layer - 1];
+    ASSERT_EQ(buft_of(last.wq), &g_fake_buft);
+    EXPECT_EQ(last.wq->type, plain->layers[n_layer - 1].wq->type);
+    ASSERT_EQ(plain->layers[0].wq->type, GGML_TYPE_Q4_K);
+    EXPECT_NE(buft_of(rtr->layers[0].wq), &g_fake_buft);
+    if (ggml_cpu_repack_pays(GGML_TYPE_Q4_K_R4)) EXPECT_EQ(rtr->layers[0].wq->type, GGML_TYPE_Q4_K_R4);
+    for (ggml_tensor * t = ggml_get_first_tensor(rtr->ctx); t; t = ggml_get_next_tensor(rtr->ctx, t)) {
+        if (buft_of(t) == &g_fake_buft) EXPECT_EQ(t->type, ggml_get_tensor(plain->ctx, t->name)->type) << t->name;
+    }
+    ASSERT_FALSE(a.empty());
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_LT(kiln_test::logits_rel_diff(b.data(), a.data(), (int) a.size()), 1e-4);
 }
 
 } // namespace
