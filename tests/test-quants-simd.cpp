@@ -396,37 +396,48 @@ TEST(QuantSimd, SmallBatchProductDoesNotDependOnTheCut) {
     EXPECT_GT(compared, 0);
 }
 
-// The batch kernels of the signed 32-value formats pack a call's rows in one of two layouts by
-// its size (AVX2: int16 levels while they fit a third of an L2, bytes widened as read above):
-// a large call must give bit for bit what the same rows give cut into small calls (the integer
-// block sums are exact and the float steps the same), and both stay near the scalar kernel.
+// The batch kernels cut K into slabs where a call's packed rows would not stay in L2 (AVX2:
+// more than 256 KB of records), and the signed 32-value formats keep int16 levels there: a large
+// call must give bit for bit what the same rows give cut into small calls (the integer block sums
+// are exact and the float steps the same, in the same order), and both stay near the scalar
+// kernel. K = 4352 (17 x 256) leaves a shorter last slab: 72 rows of q8_0 are 705 KB of int16
+// records (3 slabs), of q4_K 392 KB and of q6_K 470 KB (2); 8 rows fit in one.
 TEST(QuantSimd, BatchProductDoesNotDependOnTheRowsPerCall) {
-    const int64_t n = 2560;
-    const int nr = 72, nc = 9, cut = 8;   // 72 x 2560 int16 levels: 360 KB; 8 rows: 40 KB
+    const int64_t n = 4352;
+    const int nr = 72, nc = 9, cut = 8;
     int compared = 0;
-    for (ggml_type t : { GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4 }) {
-        operand w, x;
+    for (ggml_type t : { GGML_TYPE_Q8_0, GGML_TYPE_IQ4_NL, GGML_TYPE_MXFP4, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K }) {
+        operand w;
         ASSERT_TRUE(make_weights(t, nr, n, 500 + t, w)) << ggml_type_name(t);
-        const ggml_type vdt = ggml_cpu_get_type_traits(t)->vec_dot_type;
-        make_activations(vdt, ggml_get_type_traits(vdt)->from_float_ref, nc, n, 600 + t, x);
-        std::vector<float> ref(nc * nr);
-        ggml_cpu_gemm_at(t, GGML_CPU_ISA_SCALAR)(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, ref.data(), nr, nr, nc);
-        for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
-            const ggml_gemm_t fn = ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
-            if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
-            std::vector<float> whole(nc * nr, -7.0f), pieces(nc * nr, -9.0f);
-            fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, whole.data(), nr, nr, nc);
-            for (int r0 = 0; r0 < nr; r0 += cut) {
-                fn(n, w.bytes.data() + r0 * w.stride, w.stride, x.bytes.data(), x.stride, pieces.data() + r0, nr, cut, nc);
+        const ggml_cpu_type_traits * ct = ggml_cpu_get_type_traits(t);
+        for (const bool batch : { false, true }) {
+            const ggml_type vdt = batch ? ct->batch_vec_dot_type : ct->vec_dot_type;
+            if (vdt == GGML_TYPE_COUNT) continue;
+            const auto kernel_at = [&](int isa) {
+                return batch ? ggml_cpu_batch_gemm_at(t, (ggml_cpu_isa) isa) : ggml_cpu_gemm_at(t, (ggml_cpu_isa) isa);
+            };
+            const std::string what = std::string(ggml_type_name(t)) + (batch ? " batch" : "");
+            operand x;
+            make_activations(vdt, ggml_get_type_traits(vdt)->from_float_ref, nc, n, 600 + t, x);
+            std::vector<float> ref(nc * nr);
+            kernel_at(GGML_CPU_ISA_SCALAR)(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, ref.data(), nr, nr, nc);
+            for (int isa = 1; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                const ggml_gemm_t fn = kernel_at(isa);
+                if (!fn || !isa_runs_here((ggml_cpu_isa) isa)) continue;
+                std::vector<float> whole(nc * nr, -7.0f), pieces(nc * nr, -9.0f);
+                fn(n, w.bytes.data(), w.stride, x.bytes.data(), x.stride, whole.data(), nr, nr, nc);
+                for (int r0 = 0; r0 < nr; r0 += cut) {
+                    fn(n, w.bytes.data() + r0 * w.stride, w.stride, x.bytes.data(), x.stride, pieces.data() + r0, nr, cut, nc);
+                }
+                for (int i = 0; i < nc * nr; ++i) {
+                    ASSERT_EQ(std::memcmp(&whole[i], &pieces[i], 4), 0)
+                        << what << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << ": row " << i % nr << " column "
+                        << i / nr << ": " << whole[i] << " in one call, " << pieces[i] << " in calls of " << cut << " rows";
+                    ASSERT_NEAR(whole[i], ref[i], 1e-4f * std::fabs(ref[i]) + 1e-3f)
+                        << what << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << ": row " << i % nr << " column " << i / nr;
+                }
+                ++compared;
             }
-            for (int i = 0; i < nc * nr; ++i) {
-                ASSERT_EQ(std::memcmp(&whole[i], &pieces[i], 4), 0)
-                    << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << ": row " << i % nr << " column "
-                    << i / nr << ": " << whole[i] << " in one call, " << pieces[i] << " in calls of " << cut << " rows";
-                ASSERT_NEAR(whole[i], ref[i], 1e-4f * std::fabs(ref[i]) + 1e-3f)
-                    << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << ": row " << i % nr << " column " << i / nr;
-            }
-            ++compared;
         }
     }
     if (compared == 0) GTEST_SKIP() << "no SIMD kernel of these types runs on this CPU";

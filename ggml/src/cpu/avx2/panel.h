@@ -38,6 +38,11 @@ constexpr int kMinCols = 6;
 // which stays in L1 (about 8 KB) while every row group reads it.
 constexpr bool kSpread = true;
 constexpr int64_t kKBlock = 256;
+// The packed weight records a call keeps at once (panel-drive.inc cuts K into slabs beyond it):
+// a quarter of Zen 3's 512 KB L2, the smallest L2 this path meets (Zen 4 has 1 MB), so that the
+// records, the activation tile and dst stay in L2 while every column tile passes over them.
+// Without it 128 rows at K = 3072 packed 480 KB (q4_K) to 590 KB (q6_K) of records.
+constexpr size_t kSlabBytes = 256 * 1024;
 // Levels may stay signed (kMaxLevel == 0: int16 products, sub_dots_wide, or the sign trick).
 constexpr bool kSignedLevels = true;
 // Activations are packed as they are and offsets stay in the biases (avx512/panel.h folds them
@@ -66,16 +71,13 @@ template <typename D> constexpr bool folded() {
 // Folded levels need int16 records; the others stay bytes (rows in the wide order where
 // wide_x), widened as they are read, unless a caller asks for int16 records (int16_records<D>):
 // those save the widening (q8_0 at K = 1024: 116 -> 122 GFLOP/s) but double the L2 footprint of
-// a call's rows (128 rows at K = 2048: 576 KB), which made q8_0 no faster than the sign trick
-// there (bytes: 119 GFLOP/s); see int16_records_fit.
+// a call's rows, which the K slabs (kSlabBytes) bound.
 template <typename D> struct int16_records : D { static constexpr bool kInt16Records = true; };
 template <typename D> constexpr bool int16_records_of() {
     if constexpr (requires { D::kInt16Records; }) return D::kInt16Records;
     else return false;
 }
 template <typename D> constexpr int step_bytes() { return folded<D>() || int16_records_of<D>() ? 64 : 32; }
-// Whether nr rows of K = n take int16 records: up to 320 KB of them (Zen 3's L2 is 512 KB).
-inline bool int16_records_fit(int64_t n, int nr) { return (size_t) nr * (size_t) n * 2 <= 320 * 1024; }
 template <typename D> constexpr size_t w_record_of = (D::kSub / 4) * step_bytes<D>() + 64;
 
 // 8x8 transpose of 32-bit elements: out[j] = element j of v[0..7].
@@ -105,13 +107,15 @@ inline void transpose8(const __m256i * v, __m256i * out) {
 //   decode(row, i, v, scale, bias): chunk i of a row -> kChunk / 32 vectors of levels (natural
 //   order) and kChunk / kSub scales and biases.
 // rows_avail: rows readable from w (this group's and the next ones'), for prefetching.
+// Chunks [i0, i1) of the rows (a K slab, panel-drive.inc), their records from out on.
 template <typename D>
-void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, uint8_t * out) {
+void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, int64_t i0, int64_t i1,
+                  uint8_t * out) {
     constexpr int S = D::kSub, V = D::kChunk / 32, NS = D::kChunk / S, kStep = step_bytes<D>();
     constexpr size_t rec = w_record_of<D>;
     constexpr int NG = folded<D>() ? D::kChunk / 16 : 1;   // integer scales per row and chunk
     const int64_t nchunks = n / D::kChunk;
-    for (int64_t i = 0; i < nchunks; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
         prefetch_row_slice(w, w_stride, kRows, std::min(2 * kRows, rows_avail), i, nchunks);
         __m256i v[V][kRows];
         float sc[kRows][NS], bi[kRows][NS];
@@ -148,7 +152,7 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             __m256i t[8];
             transpose8(v[k], t);
             // t[j] holds values 32 (i V + k) + 4j .. +3 of the 8 rows
-            const int64_t first = i * D::kChunk + 32 * k;
+            const int64_t first = (i - i0) * D::kChunk + 32 * k;
             for (int j = 0; j < 8; ++j) {
                 const int64_t idx = first + 4 * j;
                 uint8_t * o = out + (idx / S) * rec + ((idx % S) / 4) * kStep;
@@ -171,13 +175,18 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             }
         }
         for (int j = 0; j < NS; ++j) {
-            float * f = (float *) (out + (i * NS + j) * rec + (S / 4) * kStep);
+            float * f = (float *) (out + ((i - i0) * NS + j) * rec + (S / 4) * kStep);
             for (int r = 0; r < kRows; ++r) {
                 f[r] = sc[r][j];
                 f[kRows + r] = bi[r][j];
             }
         }
     }
+}
+
+template <typename D>
+void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, int64_t n, uint8_t * out) {
+    pack_weights<D>(w, w_stride, rows, rows_avail, n, 0, n / D::kChunk, out);
 }
 
 // An empty asm that "changes" v: the compiler must keep sums in the order written. Without it

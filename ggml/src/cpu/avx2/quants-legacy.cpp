@@ -19,6 +19,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
@@ -280,13 +281,9 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
     if (nc >= kiln_panel::kMinCols) {
         using A = kiln_panel::act_q8_32<W::kMin>;   // q4_1 / q5_1 take q8_1 (with its sums)
         using D = panel_decoder<W>;
-        if constexpr (kiln_panel::wide_x<D>()) {
-            if (kiln_panel::int16_records_fit(n, nr)) {
-                kiln_panel::gemm<kiln_panel::int16_records<D>, A>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
-                return;
-            }
-        }
-        kiln_panel::gemm<D, A>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        // signed levels: int16 records, whatever K (the panel's K slabs keep them in L2)
+        using R = std::conditional_t<kiln_panel::wide_x<D>(), kiln_panel::int16_records<D>, D>;
+        kiln_panel::gemm<R, A>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
         return;
     }
     if constexpr (!W::kMin) {

@@ -53,6 +53,8 @@ constexpr int kMinCols = 6;
 // Activations packed as plain bytes (broadcast by the product), all of K in one pass.
 constexpr bool kSpread = false;
 constexpr int64_t kKBlock = 0;
+// No K slabs (panel-drive.inc): AVX512 machines here have at least 1 MB of L2.
+constexpr size_t kSlabBytes = 0;
 // vpdpbusd multiplies unsigned weight bytes: signed levels are offset by 128 into the bias.
 constexpr bool kSignedLevels = false;
 
