@@ -237,7 +237,7 @@ TEST(IkKernels, TrellisKernelsMatchScalarOnRandomBlocks) {
             std::memcpy(wq.data() + r * row, &d, 4);
         }
         const std::vector<float> wd = decode_all(t, { n, nr }, wq);
-        for (int nc : { 1, 3, 8, 13, 30 }) {
+        for (int nc : { 1, 2, 3, 5, 8, 13, 30 }) {
             const std::vector<float> xf = random_rows(nc * n, 9 + nc);
             const size_t xrow = ggml_row_size(GGML_TYPE_Q8_K, n);
             std::vector<uint8_t> xq(nc * xrow);

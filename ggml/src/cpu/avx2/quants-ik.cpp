@@ -15,6 +15,7 @@
 // registers; the shifted-grid bit of a sub-block picks one of two table registers, or adds the
 // grid's constant shift), and for the trellis types the seed hash in 8 int32 lanes (vpmulld).
 #include "avx2/register.h"
+#include "avx2/gemv-kt.h"
 #include "quants/quants-ik.h"
 #include "cpu-traits.h"
 #include "panel.h"
@@ -436,16 +437,10 @@ KILN_DECODE_INLINE void decode_iq23_kt_avx2(const void * vb, float row_d, simd_b
 KILN_DECODE_INLINE void decode_iq4_kt_avx2(const void * vb, float row_d, simd_block & sb) {
     static const trellis_avx2 tr;
     const auto & b = *(const block_iq4_kt *) vb;
-    const __m256i g_bits = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
     for (int ib = 0; ib < 8; ++ib) {
         uint32_t shb;
         std::memcpy(&shb, b.shb + 4 * ib, 4);
-        const __m256i ql = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.ql + 8 * ib)));
-        const __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (b.qh + 8 * (ib % 4))));
-        const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) shb), g_bits), _mm256_set1_epi32(7));
-        __m256i seeds = _mm256_or_si256(ql, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 4 * (ib / 4)), _mm256_set1_epi32(0xF)), 8));
-        seeds = _mm256_add_epi32(_mm256_or_si256(seeds, _mm256_slli_epi32(top, 12)),
-                                 _mm256_set1_epi32((int) (shb & 1 ? kKtSeedOffset + 32768 : kKtSeedOffset)));
+        const __m256i seeds = iq4_kt_seeds8(b, ib);
         sb.q[ib] = tr.levels32<4>(seeds);
         sb.sc[ib] = _mm256_set1_epi16((short) ((int) ((shb & 0xFF) >> 1) - 64));
     }
@@ -544,6 +539,19 @@ void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
     });
 }
 
+// Trellis types: the run-order kernel (gemv-kt.h) for one or two columns; from three on, its
+// per-column products (vpmaddubsw, vpmaddwd, adds per 8 values) cost more than decoding the
+// levels once per block (measured, kiln-bench-matmul 512 x 4096, batch 4: 0.61 against 0.49 ms).
+template <typename G, size_t Bytes, void (*decode)(const void *, float, simd_block &)>
+void gemm_kt_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
+                  size_t dst_stride, int nr, int nc) {
+    if (nc > 2) {   // kt_gemv takes one or two
+        gemm_ik_avx2<IK_ROW_F32, Bytes, decode>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
+    kt_gemv<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+}
+
 } // namespace
 
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
@@ -564,8 +572,8 @@ void ggml_cpu_register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq5_ks), decode_iq5_ks_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kss), decode_iq4_kss_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_kl), decode_iq2_kl_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq1_kt), decode_iq1_kt_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq2_kt), decode_iq23_kt_avx2<false>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq1, sizeof(block_iq1_kt), decode_iq1_kt_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq2, sizeof(block_iq2_kt), decode_iq23_kt_avx2<false>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq3_kt), decode_iq23_kt_avx2<true>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq4_kt), decode_iq4_kt_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq4, sizeof(block_iq4_kt), decode_iq4_kt_avx2>);
 }

@@ -18,6 +18,7 @@
 // (panel.h) repacks 16 rows at a time to a row-per-lane layout and runs 16 rows x 8 columns
 // per inner loop; it takes the same decoders (value = d*sc * u - 128 d*sc).
 #include "avx512/register.h"
+#include "avx512/gemv-kt.h"
 #include "cpu-traits.h"
 #include "panel.h"
 #include "quants/quants-ik.h"
@@ -616,6 +617,17 @@ void gemm_ik(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     }
 }
 
+// Trellis types: the run-order kernel (gemv-kt.h) below the panel's width, the panel above.
+template <typename G, typename D>
+void gemm_kt(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
+             int nr, int nc) {
+    if (nc >= kPanelMinCols) {
+        gemm_ik<D, 32>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+        return;
+    }
+    kt_gemv<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4-row interleaved iq4_k_r4 / iq4_ks_r4: each call first unweaves its groups into plain
 // iq4_k / iq4_ks rows (a per-thread buffer that stays in L2), then runs the kernels above.
@@ -847,10 +859,10 @@ void ggml_cpu_register_ik_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik<dec_iq3_ks, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KSS, isa, q8, gemm_ik<dec_iq4_kss, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik<dec_iq2_kl, 32>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_ik<dec_iq1_kt, 32>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_ik<dec_iq23_kt<false>, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_kt<kt_gemv_iq1, dec_iq1_kt>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_kt<kt_gemv_iq2, dec_iq23_kt<false>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik<dec_iq23_kt<true>, 32>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_ik<dec_iq4_kt, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt<kt_gemv_iq4, dec_iq4_kt>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, q8,
                            gemm_r4<iq4_k_r4_block, iq4_k_unwoven, IK_ROW_NONE, unweave_iq4_k, dec_iq4_k_unwoven, 16>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KS_R4, isa, q8,

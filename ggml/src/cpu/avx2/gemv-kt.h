@@ -1,0 +1,182 @@
+// Trellis types (iq1_kt, iq2_kt, iq4_kt) against one or two q8_K columns (token generation),
+// AVX2. Included by quants-ik.cpp only (file-local templates).
+//
+// The AVX512 kernel's scheme (avx512/gemv-kt.h) in 8 lanes: lanes are runs, step m of the
+// generator is one vpmulld by K^(m+1) and one vpand for value m of 8 runs, and the activations
+// are expanded once per call into that order, each byte in all four bytes of its int32 lane. One
+// vpmaddubsw of the masked hash (u8, bytes <= 63) by that vector gives per int16 the sum of two
+// bytes times a (|.| <= 126 * 127, so two steps add in int16 without saturation), and one
+// vpmaddwd by the run's scale (in both int16 halves) sums the pair into int32 with the scale
+// applied. The -126 a term is the q8_K bsums by -126 * the scales (one vpmaddwd per block).
+// Per 8 values and column: vpmaddubsw, half a vpaddw, vpmaddwd and vpaddd; vpmulld and vpand are
+// shared by the columns. Forming int8 levels cost a seed permute, vpmulld, vpand, vpmaddubsw,
+// vpmaddwd and the narrowing packs per 8 values before the product.
+#pragma once
+
+#include "cpu-traits.h"
+#include "quants/quants-ik.h"
+#include "trellis-seeds-x86.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace {
+
+// 32 vectors of 32 bytes per 256 values in the expanded activations.
+constexpr size_t kKtActBlockBytes = 32 * 32;
+
+// 32-block j's scale in int32 lane j from 8 bytes of iq4_k-grid indices (low nibbles).
+inline __m256i kt_grid_scales8(uint64_t nibbles) {
+    const __m128i grid = _mm_loadu_si128((const __m128i *) ik_iq4k_values);
+    return _mm256_cvtepi8_epi32(_mm_shuffle_epi8(grid, _mm_cvtsi64_si128((long long) nibbles)));
+}
+
+// iq2_kt: 32 runs of 8, 16-bit seeds; scales index the iq4_k grid; the reference's 1.05.
+struct kt_gemv_iq2 {
+    static constexpr int kRun = 8;
+    static constexpr size_t kBytes = sizeof(block_iq2_kt);
+    static constexpr float kFactor = kIq2KtGemmFactor;
+    static __m256i seeds(const uint8_t * b, int q) { return kt_word_seeds(b + 4, 8 * q, 8); }   // runs 8q ..
+    static __m256i scales8(const uint8_t * b) {
+        uint32_t v;
+        std::memcpy(&v, b, 4);
+        return kt_grid_scales8((uint64_t) (v & 0x0F0F0F0Fu) | (uint64_t) ((v >> 4) & 0x0F0F0F0Fu) << 32);
+    }
+};
+
+// iq1_kt: 32 runs of 8 (seeds: trellis-seeds-x86.h).
+struct kt_gemv_iq1 {
+    static constexpr int kRun = 8;
+    static constexpr size_t kBytes = sizeof(block_iq1_kt);
+    static constexpr float kFactor = 1.0f;
+    static __m256i seeds(const uint8_t * b, int q) { return iq1_kt_seeds8(*(const block_iq1_kt *) b, q); }
+    static __m256i scales8(const uint8_t * b) {
+        uint64_t sh;
+        std::memcpy(&sh, b, 8);
+        return kt_grid_scales8(sh & 0x0F0F0F0F0F0F0F0Full);
+    }
+};
+
+// iq4_kt: 64 runs of 4, 8 per 32-block; scale + 64 in bits 1-7 of the block's shb word.
+struct kt_gemv_iq4 {
+    static constexpr int kRun = 4;
+    static constexpr size_t kBytes = sizeof(block_iq4_kt);
+    static constexpr float kFactor = 1.0f;
+    static __m256i seeds(const uint8_t * b, int q) { return iq4_kt_seeds8(*(const block_iq4_kt *) b, q); }
+    static __m256i scales8(const uint8_t * b) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *) b);
+        return _mm256_sub_epi32(_mm256_srli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0xFF)), 1), _mm256_set1_epi32(64));
+    }
+};
+
+// One q8_K block's activations in run order for runs of Run (8 or 4) values: vector Run * q + m
+// holds value m of runs 8q .. 8q+7, each byte in all four bytes of its int32 lane.
+template <int Run>
+void kt_expand_block(const block_q8_K & a, uint8_t * out) {
+    if constexpr (Run == 8) {
+        for (int q = 0; q < 4; ++q) {
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *) (a.qs + 64 * q));        // runs 0-3 of the 8
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *) (a.qs + 64 * q + 32));   // runs 4-7
+            // 128-bit lane L of the output is runs 4L .. 4L+3: the first two from lo, the last two from hi
+            const __m256i lo = _mm256_permute2x128_si256(y0, y1, 0x20);
+            const __m256i hi = _mm256_permute2x128_si256(y0, y1, 0x31);
+            for (int m = 0; m < 8; ++m) {
+                // byte p of a lane: dword j = p / 4, byte m of its run at 8 (j % 2) + m
+                const __m256i pat = _mm256_add_epi8(_mm256_setr_epi32(0, 0x08080808, 0, 0x08080808, 0, 0x08080808, 0, 0x08080808),
+                                                    _mm256_set1_epi8((char) m));
+                const __m256i v = _mm256_blend_epi32(_mm256_shuffle_epi8(lo, pat), _mm256_shuffle_epi8(hi, pat), 0xCC);
+                _mm256_storeu_si256((__m256i *) (out + 32 * (8 * q + m)), v);
+            }
+        }
+    } else {
+        for (int q = 0; q < 8; ++q) {
+            const __m256i y = _mm256_loadu_si256((const __m256i *) (a.qs + 32 * q));
+            for (int m = 0; m < 4; ++m) {
+                const __m256i pat = _mm256_add_epi8(_mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C),
+                                                    _mm256_set1_epi8((char) m));
+                _mm256_storeu_si256((__m256i *) (out + 32 * (4 * q + m)), _mm256_shuffle_epi8(y, pat));
+            }
+        }
+    }
+}
+
+// Rows of a trellis type against C expanded columns (act[c]: nb blocks of kKtActBlockBytes).
+template <typename T, int C>
+void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * const * act, const block_q8_K * const * xq,
+                  float * dst, size_t dst_stride, int nr) {
+    constexpr int kVecs = 32 / T::kRun;   // vectors of 8 runs per block
+    alignas(32) uint32_t pw[8];
+    {
+        uint32_t v = 0xCBAC1FEDu;
+        for (int m = 0; m < 8; ++m) {
+            pw[m] = v;
+            v *= 0xCBAC1FEDu;
+        }
+    }
+    const __m256i mask = _mm256_set1_epi32(0x3f3f3f3f);
+    for (int r = 0; r < nr; ++r) {
+        const uint8_t * row = w + r * w_stride;
+        float row_d;
+        std::memcpy(&row_d, row, 4);
+        row_d *= T::kFactor;
+        const uint8_t * blocks = row + 4;
+        __m256 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; ++i) {
+            const uint8_t * b = blocks + i * T::kBytes;
+            // int32 lane j: scale of 32-block j in both int16 halves
+            const __m256i sc = T::scales8(b);
+            const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+            // bsums 2j, 2j+1 belong to 32-block j: one vpmaddwd by -126 * scale
+            const __m256i sc2_bias = _mm256_mullo_epi16(sc2, _mm256_set1_epi16(-126));
+            __m256i t[C];
+            for (int c = 0; c < C; ++c) t[c] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) xq[c][i].bsums), sc2_bias);
+            for (int q = 0; q < kVecs; ++q) {
+                const __m256i seeds = T::seeds(b, q);
+                // lane r: run 8q + r of 32-block (8q + r) Run / 32
+                const __m256i rs = T::kRun == 8 ? _mm256_permutevar8x32_epi32(sc2, _mm256_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1))
+                                                : _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(q));
+#pragma GCC unroll 4
+                for (int m = 0; m < T::kRun; m += 2) {
+                    const __m256i x0 = _mm256_and_si256(_mm256_mullo_epi32(seeds, _mm256_set1_epi32((int) pw[m])), mask);
+                    const __m256i x1 = _mm256_and_si256(_mm256_mullo_epi32(seeds, _mm256_set1_epi32((int) pw[m + 1])), mask);
+                    for (int c = 0; c < C; ++c) {
+                        const uint8_t * a = act[c] + i * kKtActBlockBytes + 32 * (T::kRun * q + m);
+                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(x0, _mm256_loadu_si256((const __m256i *) a)),
+                                                           _mm256_maddubs_epi16(x1, _mm256_loadu_si256((const __m256i *) (a + 32))));
+                        t[c] = _mm256_add_epi32(t[c], _mm256_madd_epi16(p, rs));
+                    }
+                }
+            }
+            for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[c]), _mm256_set1_ps(row_d * xq[c][i].d), acc[c]);
+        }
+        for (int c = 0; c < C; ++c) {
+            __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[c]), _mm256_extractf128_ps(acc[c], 1));
+            s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            dst[c * dst_stride + r] = _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+        }
+    }
+}
+
+// One or two columns (gemm_kt_avx2): each expanded once, then every row against both.
+template <typename T>
+void kt_gemv(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
+             int nr, int nc) {
+    const int64_t nb = n / QK_K;
+    const size_t col_bytes = (size_t) nb * kKtActBlockBytes;
+    auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, 2 * col_bytes);
+    const uint8_t * act[2] = { xs, xs + col_bytes };
+    const block_q8_K * xq[2];
+    for (int c = 0; c < nc; ++c) {
+        xq[c] = (const block_q8_K *) ((const uint8_t *) x + c * x_stride);
+        for (int64_t i = 0; i < nb; ++i) kt_expand_block<T::kRun>(xq[c][i], xs + c * col_bytes + i * kKtActBlockBytes);
+    }
+    if (nc == 1) {
+        kt_gemv_rows<T, 1>(nb, (const uint8_t *) w, w_stride, act, xq, dst, dst_stride, nr);
+    } else {
+        kt_gemv_rows<T, 2>(nb, (const uint8_t *) w, w_stride, act, xq, dst, dst_stride, nr);
+    }
+}
+
+} // namespace

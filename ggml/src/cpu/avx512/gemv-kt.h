@@ -1,0 +1,227 @@
+// Trellis types (iq1_kt, iq2_kt, iq4_kt) against few q8_K columns (token generation, small
+// batches), AVX512 VNNI. Included by quants-ik.cpp only (file-local templates).
+//
+// A value is v = s - 126, s the byte sum of (seed * K^(m+1)) & 0x3f3f3f3f (quants-kt.cpp). Its
+// product with an activation a is a * s - 126 a, and a * s is one vpdpbusd lane of the masked
+// hash against a copied into all four bytes of the lane. So the levels are never formed:
+//   - lanes are runs: a vector holds the seeds of 16 runs, and step m of the generator is one
+//     vpmulld by K^(m+1) and one vpand for the m-th value of all 16 runs;
+//   - the activations are expanded once per call into that order (value m of run r in lane r of
+//     vector m, each byte four times), 1 KB per 256 values and column, with -126 * the 16-value
+//     sums of the q8_K block;
+//   - one vpdpbusd per 16 values and column then does the byte sum and the product; the lane's
+//     run scale multiplies the run sums once per 16 runs, the -126 a term is the scaled bsums.
+// Per 16 values and column 3 instructions (vpmulld, vpand, vpdpbusd; the first two shared by the
+// columns), against 6 for forming levels (seed broadcast, vpmulld, vpand, vpdpbusd by ones, the
+// narrowing packs) and the product. All integer sums are exact, as in the scalar kernel.
+//
+// iq3_kt's values are |v| with a sign bit, not linear in s: it keeps the level decoder.
+#pragma once
+
+#include "cpu-traits.h"
+#include "quants/quants-ik.h"
+#include "trellis-seeds-x86.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace {
+
+// Vectors per 256 values in the expanded activations, and the bsum vector after them.
+constexpr int kKtActVecs = 16;
+constexpr size_t kKtActBlockBytes = (kKtActVecs + 1) * 64;
+
+// iq2_kt: 32 runs of 8, 16-bit seeds; scales index the iq4_k grid; the reference's 1.05.
+struct kt_gemv_iq2 {
+    static constexpr int kRun = 8;
+    static constexpr size_t kBytes = sizeof(block_iq2_kt);
+    static constexpr float kFactor = kIq2KtGemmFactor;
+    static __m512i seeds(const uint8_t * b, int h) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *) (b + 4 + 32 * h));
+        return _mm512_add_epi32(_mm512_cvtepu16_epi32(w), _mm512_set1_epi32(kKtSeedOffset));
+    }
+    // 32-block j's scale in int32 lane j (lanes 0..7)
+    static __m512i scales8(const uint8_t * b, const __m128i & grid) {
+        uint32_t v;
+        std::memcpy(&v, b, 4);
+        const uint64_t nib = (uint64_t) (v & 0x0F0F0F0Fu) | (uint64_t) ((v >> 4) & 0x0F0F0F0Fu) << 32;
+        return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(grid, _mm_cvtsi64_si128((long long) nib)));
+    }
+};
+
+// iq1_kt: 32 runs of 8, 13-bit seeds from ql, a qh nibble and a bit of the 32-block's sh byte.
+struct kt_gemv_iq1 {
+    static constexpr int kRun = 8;
+    static constexpr size_t kBytes = sizeof(block_iq1_kt);
+    static constexpr float kFactor = 1.0f;
+    static __m512i seeds(const uint8_t * p, int h) {
+        const auto & b = *(const block_iq1_kt *) p;
+        const __m512i ql = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b.ql + 16 * h)));
+        const __m512i qh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) b.qh));
+        const __m512i sh = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) b.sh));
+        // lane r: run 16h + r; seed bit 12 is bit 4 + r % 4 of sh[4h + r / 4], shifted left by 8 - r % 4
+        const __m512i pick = _mm512_add_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set1_epi32(4 * h));
+        const __m512i up = _mm512_set_epi32(5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8);
+        // a | (b & c), three inputs in one vpternlogd
+        __m512i s = _mm512_ternarylogic_epi32(ql, _mm512_slli_epi32(qh, 8 - 4 * h), _mm512_set1_epi32(0xF00), 0xF8);
+        s = _mm512_ternarylogic_epi32(s, _mm512_sllv_epi32(_mm512_permutexvar_epi32(pick, sh), up), _mm512_set1_epi32(0x1000), 0xF8);
+        return _mm512_add_epi32(s, _mm512_set1_epi32(kKtSeedOffset));
+    }
+    static __m512i scales8(const uint8_t * p, const __m128i & grid) {
+        const __m128i sh = _mm_loadl_epi64((const __m128i *) p);
+        return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(grid, _mm_and_si128(sh, _mm_set1_epi8(0xF))));
+    }
+};
+
+// iq4_kt: 64 runs of 4, 15-bit seeds from ql, a qh nibble and 3 bits of the 32-block's shb word,
+// whose bit 0 picks the seed offset and bits 1-7 hold the scale + 64.
+struct kt_gemv_iq4 {
+    static constexpr int kRun = 4;
+    static constexpr size_t kBytes = sizeof(block_iq4_kt);
+    static constexpr float kFactor = 1.0f;
+    static __m512i seeds(const uint8_t * p, int h) {   // runs 16h .. 16h+15: 32-blocks 2h, 2h+1
+        const auto & b = *(const block_iq4_kt *) p;
+        const __m512i ql = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b.ql + 16 * h)));
+        const __m512i qh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b.qh + 16 * (h % 2))));
+        const __m512i w = _mm512_permutexvar_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                   _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *) (b.shb + 8 * h))));
+        // seed bits 12-14 of lane g % 8 are bits 8 + 3 (g % 8) of w: rotated right by 3 (g % 8) - 4
+        const __m512i rot = _mm512_set_epi32(17, 14, 11, 8, 5, 2, 31, 28, 17, 14, 11, 8, 5, 2, 31, 28);
+        // a | (b & c), three inputs in one vpternlogd; bit 0 of w (the upper seed half) is seed bit 15
+        __m512i s = _mm512_ternarylogic_epi32(ql, _mm512_slli_epi32(qh, 8 - 4 * (h / 2)), _mm512_set1_epi32(0xF00), 0xF8);
+        s = _mm512_ternarylogic_epi32(s, _mm512_rorv_epi32(w, rot), _mm512_set1_epi32(0x7000), 0xF8);
+        s = _mm512_ternarylogic_epi32(s, _mm512_slli_epi32(w, 15), _mm512_set1_epi32(0x8000), 0xF8);
+        return _mm512_add_epi32(s, _mm512_set1_epi32(kKtSeedOffset));
+    }
+    static __m512i scales8(const uint8_t * p, const __m128i &) {
+        const __m512i w = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *) p));
+        return _mm512_sub_epi32(_mm512_srli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0xFF)), 1), _mm512_set1_epi32(64));
+    }
+};
+
+// One q8_K block's activations in run order for runs of Run (8 or 4) values: vector 16 / Run * h
+// + m holds value m of runs 16h .. 16h+15, each byte in all four bytes of its int32 lane; then
+// -126 * bsum of every 16 values as int32.
+template <int Run>
+void kt_expand_block(const block_q8_K & a, uint8_t * out) {
+    if constexpr (Run == 8) {
+        const __mmask64 upper = 0xFF00FF00FF00FF00ull;   // lane dwords 2, 3: runs 4L+2, 4L+3
+        for (int h = 0; h < 2; ++h) {
+            const __m512i z0 = _mm512_loadu_si512((const void *) (a.qs + 128 * h));
+            const __m512i z1 = _mm512_loadu_si512((const void *) (a.qs + 128 * h + 64));
+            // output lane L is runs 4L .. 4L+3: 128-bit lanes 2L (runs 4L, 4L+1) and 2L+1 of the input
+            const __m512i lo = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(2, 0, 2, 0));
+            const __m512i hi = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(3, 1, 3, 1));
+            for (int m = 0; m < 8; ++m) {
+                // byte p of a lane: dword j = p / 4 is run 4L + j, byte m of its 8 at 8 (j % 2) + m
+                const __m512i pat = _mm512_add_epi8(_mm512_set4_epi32(0x08080808, 0, 0x08080808, 0), _mm512_set1_epi8((char) m));
+                const __m512i v = _mm512_mask_shuffle_epi8(_mm512_shuffle_epi8(lo, pat), upper, hi, pat);
+                _mm512_storeu_si512((void *) (out + 64 * (8 * h + m)), v);
+            }
+        }
+    } else {
+        for (int h = 0; h < 4; ++h) {
+            const __m512i z = _mm512_loadu_si512((const void *) (a.qs + 64 * h));
+            for (int m = 0; m < 4; ++m) {
+                // byte p of a lane: run 4L + p / 4 is lane bytes 4 (p / 4) .. + 3
+                const __m512i pat = _mm512_add_epi8(_mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0), _mm512_set1_epi8((char) m));
+                _mm512_storeu_si512((void *) (out + 64 * (4 * h + m)), _mm512_shuffle_epi8(z, pat));
+            }
+        }
+    }
+    const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *) a.bsums));
+    _mm512_storeu_si512((void *) (out + 64 * kKtActVecs), _mm512_mullo_epi32(bs, _mm512_set1_epi32(-126)));
+}
+
+// Rows of a trellis type against C expanded columns (act[c]: nb blocks of kKtActBlockBytes).
+template <typename T, int C>
+void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * const * act, const block_q8_K * const * xq,
+                  float * dst, size_t dst_stride, int nr) {
+    constexpr int kHalves = 16 / T::kRun;   // vectors of 16 runs per block
+    __m512i pw[T::kRun];
+    {
+        uint32_t v = 0xCBAC1FEDu;
+        for (int m = 0; m < T::kRun; ++m) {
+            pw[m] = _mm512_set1_epi32((int) v);
+            v *= 0xCBAC1FEDu;
+        }
+    }
+    const __m512i mask = _mm512_set1_epi32(0x3f3f3f3f);
+    const __m128i grid = _mm_loadu_si128((const __m128i *) ik_iq4k_values);
+    // lane r of run vector h belongs to 32-block (16h + r) Run / 32; lane g of the bsums to g / 2
+    __m512i run_scale_idx[kHalves];
+    for (int h = 0; h < kHalves; ++h) {
+        alignas(64) int32_t idx[16];
+        for (int r = 0; r < 16; ++r) idx[r] = (16 * h + r) * T::kRun / 32;
+        run_scale_idx[h] = _mm512_load_si512((const void *) idx);
+    }
+    const __m512i bsum_idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    for (int r = 0; r < nr; ++r) {
+        const uint8_t * row = w + r * w_stride;
+        float row_d;
+        std::memcpy(&row_d, row, 4);
+        row_d *= T::kFactor;
+        const uint8_t * blocks = row + 4;
+        __m512 acc[C];
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nb; ++i) {
+            const uint8_t * b = blocks + i * T::kBytes;
+            const __m512i sc8 = T::scales8(b, grid);
+            const __m512i sc16 = _mm512_permutexvar_epi32(bsum_idx, sc8);
+            __m512i t[C];
+            for (int c = 0; c < C; ++c) {
+                t[c] = _mm512_mullo_epi32(_mm512_loadu_si512((const void *) (act[c] + i * kKtActBlockBytes + 64 * kKtActVecs)), sc16);
+            }
+            for (int h = 0; h < kHalves; ++h) {
+                const __m512i seeds = T::seeds(b, h);
+                __m512i s[C];
+                for (int c = 0; c < C; ++c) s[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int m = 0; m < T::kRun; ++m) {
+                    const __m512i x = _mm512_and_si512(_mm512_mullo_epi32(seeds, pw[m]), mask);
+                    for (int c = 0; c < C; ++c) {
+                        const uint8_t * a = act[c] + i * kKtActBlockBytes + 64 * (T::kRun * h + m);
+                        s[c] = _mm512_dpbusd_epi32(s[c], x, _mm512_loadu_si512((const void *) a));
+                    }
+                }
+                const __m512i rs = _mm512_permutexvar_epi32(run_scale_idx[h], sc8);
+                for (int c = 0; c < C; ++c) t[c] = _mm512_add_epi32(t[c], _mm512_mullo_epi32(s[c], rs));
+            }
+            for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c]), _mm512_set1_ps(row_d * xq[c][i].d), acc[c]);
+        }
+        for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = _mm512_reduce_add_ps(acc[c]);
+    }
+}
+
+// The few-column product: expands every column once, then the rows in column tiles of up to 4.
+template <typename T>
+void kt_gemv(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
+             int nr, int nc) {
+    const int64_t nb = n / QK_K;
+    const size_t col_bytes = (size_t) nb * kKtActBlockBytes;
+    auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, (size_t) nc * col_bytes);
+    for (int c = 0; c < nc; ++c) {
+        const auto * xb = (const block_q8_K *) ((const uint8_t *) x + c * x_stride);
+        for (int64_t i = 0; i < nb; ++i) kt_expand_block<T::kRun>(xb[i], xs + c * col_bytes + i * kKtActBlockBytes);
+    }
+    const auto * wb = (const uint8_t *) w;
+    for (int c0 = 0; c0 < nc; c0 += 4) {
+        const uint8_t * act[4];
+        const block_q8_K * xq[4];
+        const int cn = nc - c0 < 4 ? nc - c0 : 4;
+        for (int c = 0; c < cn; ++c) {
+            act[c] = xs + (c0 + c) * col_bytes;
+            xq[c] = (const block_q8_K *) ((const uint8_t *) x + (c0 + c) * x_stride);
+        }
+        float * d = dst + c0 * dst_stride;
+        switch (cn) {
+            case 1: kt_gemv_rows<T, 1>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
+            case 2: kt_gemv_rows<T, 2>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
+            case 3: kt_gemv_rows<T, 3>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
+            default: kt_gemv_rows<T, 4>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
+        }
+    }
+}
+
+} // namespace
