@@ -188,7 +188,7 @@ struct kt_grid_search {
             for (uint32_t i = i0; i < i1; ++i) take(i);
             return;
         }
-        if (errors(g.by_pos.data() + i0, g.stride, N, (int) (i1 - i0), t, w, err) > thr) return;
+        if (!errors(g.by_pos.data() + i0, g.stride, N, (int) (i1 - i0), t, w, thr, err)) return;
         for (uint32_t i = i0; i < i1; ++i) {
             if (err[i - i0] <= thr) take(i);
         }

@@ -38,13 +38,18 @@ float kt_errors_avx2(const int8_t * cb, int count, int n, const float * t, const
 }
 
 // The grid search's ranges: 16 runs per step (two accumulators) from any start, whole steps.
-float kt_range_errors_avx2(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float * err) {
+// N = 4 or 8 (the types' run lengths): the positions unrolled with their target and weight in
+// registers; 0: any n.
+template <int N>
+bool kt_range_errors_n(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float thr, float * err) {
+    const int np = N ? N : n;
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256 inf = _mm256_set1_ps(__builtin_inff());
-    __m256 mn = inf;
+    const __m256 th = _mm256_set1_ps(thr);
+    __m256 near = _mm256_setzero_ps();
     for (int s = 0; s < count; s += 16) {
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        for (int m = 0; m < n; ++m) {
+#pragma GCC unroll 8
+        for (int m = 0; m < np; ++m) {
             const __m128i c8 = _mm_loadu_si128((const __m128i *) (cb + m * stride + s));
             const __m256 tm = _mm256_set1_ps(t[m]), wm = _mm256_set1_ps(w[m]);
             const __m256 c0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8));
@@ -55,14 +60,21 @@ float kt_range_errors_avx2(const int8_t * cb, size_t stride, int n, int count, c
         }
         _mm256_storeu_ps(err + s, acc0);
         _mm256_storeu_ps(err + s + 8, acc1);
-        // lanes past count hold other cells' runs: not part of the minimum
+        // lanes past count hold other cells' runs: not part of the range
         const __m256i left = _mm256_set1_epi32(count - s);
         const __m256 in0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, lane));
         const __m256 in1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, _mm256_add_epi32(lane, _mm256_set1_epi32(8))));
-        mn = _mm256_min_ps(mn, _mm256_blendv_ps(inf, acc0, in0));
-        mn = _mm256_min_ps(mn, _mm256_blendv_ps(inf, acc1, in1));
+        near = _mm256_or_ps(near, _mm256_and_ps(in0, _mm256_cmp_ps(acc0, th, _CMP_LE_OQ)));
+        near = _mm256_or_ps(near, _mm256_and_ps(in1, _mm256_cmp_ps(acc1, th, _CMP_LE_OQ)));
     }
-    return hmin(mn);
+    return _mm256_movemask_ps(near) != 0;
+}
+
+bool kt_range_errors_avx2(const int8_t * cb, size_t stride, int n, int count, const float * t, const float * w, float thr,
+                          float * err) {
+    if (n == 8) return kt_range_errors_n<8>(cb, stride, n, count, t, w, thr, err);
+    if (n == 4) return kt_range_errors_n<4>(cb, stride, n, count, t, w, thr, err);
+    return kt_range_errors_n<0>(cb, stride, n, count, t, w, thr, err);
 }
 
 } // namespace
