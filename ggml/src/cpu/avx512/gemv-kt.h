@@ -1,5 +1,5 @@
-// Trellis types (iq1_kt, iq2_kt, iq4_kt) against few q8_K columns (token generation, small
-// batches), AVX512 VNNI. Included by quants-ik.cpp only (file-local templates).
+// Trellis types (iq1_kt, iq2_kt, iq4_kt) against one or two q8_K columns (token generation),
+// AVX512 VNNI. Included by quants-ik.cpp only (file-local templates).
 //
 // A value is v = s - 126, s the byte sum of (seed * K^(m+1)) & 0x3f3f3f3f (quants-kt.cpp). Its
 // product with an activation a is a * s - 126 a, and a * s is one vpdpbusd lane of the masked
@@ -194,33 +194,23 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
     }
 }
 
-// The few-column product: expands every column once, then the rows in column tiles of up to 4.
+// One or two columns (gemm_kt): each expanded once, then every row against both.
 template <typename T>
 void kt_gemv(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
              int nr, int nc) {
     const int64_t nb = n / QK_K;
     const size_t col_bytes = (size_t) nb * kKtActBlockBytes;
-    auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, (size_t) nc * col_bytes);
+    auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, 2 * col_bytes);
+    const uint8_t * act[2] = { xs, xs + col_bytes };
+    const block_q8_K * xq[2];
     for (int c = 0; c < nc; ++c) {
-        const auto * xb = (const block_q8_K *) ((const uint8_t *) x + c * x_stride);
-        for (int64_t i = 0; i < nb; ++i) kt_expand_block<T::kRun>(xb[i], xs + c * col_bytes + i * kKtActBlockBytes);
+        xq[c] = (const block_q8_K *) ((const uint8_t *) x + c * x_stride);
+        for (int64_t i = 0; i < nb; ++i) kt_expand_block<T::kRun>(xq[c][i], xs + c * col_bytes + i * kKtActBlockBytes);
     }
-    const auto * wb = (const uint8_t *) w;
-    for (int c0 = 0; c0 < nc; c0 += 4) {
-        const uint8_t * act[4];
-        const block_q8_K * xq[4];
-        const int cn = nc - c0 < 4 ? nc - c0 : 4;
-        for (int c = 0; c < cn; ++c) {
-            act[c] = xs + (c0 + c) * col_bytes;
-            xq[c] = (const block_q8_K *) ((const uint8_t *) x + (c0 + c) * x_stride);
-        }
-        float * d = dst + c0 * dst_stride;
-        switch (cn) {
-            case 1: kt_gemv_rows<T, 1>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
-            case 2: kt_gemv_rows<T, 2>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
-            case 3: kt_gemv_rows<T, 3>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
-            default: kt_gemv_rows<T, 4>(nb, wb, w_stride, act, xq, d, dst_stride, nr); break;
-        }
+    if (nc == 1) {
+        kt_gemv_rows<T, 1>(nb, (const uint8_t *) w, w_stride, act, xq, dst, dst_stride, nr);
+    } else {
+        kt_gemv_rows<T, 2>(nb, (const uint8_t *) w, w_stride, act, xq, dst, dst_stride, nr);
     }
 }
 
