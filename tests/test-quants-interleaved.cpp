@@ -263,7 +263,7 @@ TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
 // columns a step has: for the q8_K kernels of q2_k_r4 .. q6_k_r4, iq2_k_r4 .. iq5_ks_r4, iq4_xs_r8
 // and the q8_0 ones of iq4_nl_r4, q5_0_r4, q6_0_r4, q4_0_r8, q8_0_r8, mxfp4_r8 at every level
 // this CPU runs, 3 R rows x 5 columns in one call give bit for bit what row groups [0,R), [R,3R)
-// one column at a time give (their token-generation loop, gemv-r4-k-loop.h, tiles columns
+// one column at a time give (their token-generation loop, gemv-interleaved-loop.h, tiles columns
 // differently per count).
 TEST(InterleavedTokenGeneration, ProductDoesNotDependOnTheCut) {
     const int64_t n = 768;

@@ -164,7 +164,7 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 // mxfp4_r8 0.40 vs mxfp4 0.45 ms at batch 1, equal at 512 (AVX512); q8_KV_r8 0.96 vs 16.4 ms and
 // 26.6 vs 424 ms (both levels run the same float kernel; its twin is a decoded float product).
 // Session 7: q4_k_r4 / q5_k_r4 / q6_k_r4 got token-generation loops of their own
-// (gemv-r4-k-loop.h) and woven per-32 batch kernels. Least / median CPU ms of 4 alternating runs
+// (gemv-interleaved-loop.h) and woven per-32 batch kernels. Least / median CPU ms of 4 alternating runs
 // at load 11 (r4 against plain twin): batch 1 at 4096 x 4096, AVX512 q4 0.42 / 0.44 vs 0.44 /
 // 0.45, q5 0.44 / 0.48 vs 0.53 / 0.54, q6 0.43 / 0.52 vs 0.48 / 0.66; AVX2 q4 0.39 / 0.42 vs
 // 0.40 / 0.40, q5 0.51 / 0.55 vs 0.53 / 0.53 (and 0.47 vs 0.53 in an earlier set), q6 0.56 / 0.64

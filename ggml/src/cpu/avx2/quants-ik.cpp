@@ -557,7 +557,7 @@ void gemm_kt_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
 // Called by ggml_cpu_register_avx2() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_ik_avx2() {
     using namespace kiln_panel;
-    // iq4_k_r4 / iq4_ks_r4: quants-interleaved.cpp (the lane-shaped loop of gemv-r4-k-loop.h)
+    // iq4_k_r4 / iq4_ks_r4: quants-interleaved.cpp (the lane-shaped loop of gemv-interleaved-loop.h)
     const ggml_cpu_isa isa = GGML_CPU_ISA_AVX2;
     const ggml_type q8 = GGML_TYPE_Q8_K;
     // S: values per scale (32 where both 16-value halves of a 32-block share one)

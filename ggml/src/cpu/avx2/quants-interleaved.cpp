@@ -1,18 +1,18 @@
 // AVX2 gemm kernels of the row-interleaved layouts read straight from their woven groups by
 // the panel gemm (avx2/panel-r8*.h; the list is register_r8_gemms in panel-r8-types.h), for
 // batches and token generation alike, but q2_k_r4 .. q6_k_r4 token generation, which
-// takes the lane-shaped loop of gemv-r4-k-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose
+// takes the lane-shaped loop of gemv-interleaved-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose
 // activations are f32, has a float product of its own (gemm-q8-kv-r8.h).
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "panel.h"
 #include "avx2/panel-r8-types.h"
 #include "avx2/gemm-q8-kv-r8.h"
-#include "gemv-r4-k-loop.h"
+#include "gemv-interleaved-loop.h"
 
 namespace {
 
-// gemv-r4-k-loop.h's ISA: 32-byte vectors, two lane groups; no VNNI, so the int16 pair products
+// gemv-interleaved-loop.h's ISA: 32-byte vectors, two lane groups; no VNNI, so the int16 pair products
 // are vpmaddwd + vpaddd.
 struct r4k_isa {
     using vi = __m256i;

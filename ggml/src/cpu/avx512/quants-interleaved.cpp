@@ -2,7 +2,7 @@
 // the panel gemm (avx2/panel-r8*.h; the list is register_r8_gemms in panel-r8-types.h), for
 // batches and token generation alike; the k-quant r4 layouts with 16-lane decoders
 // (avx512/panel-r16-k.h), and q2_k_r4 .. q6_k_r4 token generation by the lane-shaped
-// loop of gemv-r4-k-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose activations are f32,
+// loop of gemv-interleaved-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose activations are f32,
 // has a float product of its own (gemm-q8-kv-r8.h).
 #include "avx512/register.h"
 #include "cpu-traits.h"
@@ -10,11 +10,11 @@
 #include "avx2/panel-r8-types.h"
 #include "avx512/panel-r16-k.h"
 #include "avx2/gemm-q8-kv-r8.h"
-#include "gemv-r4-k-loop.h"
+#include "gemv-interleaved-loop.h"
 
 namespace {
 
-// gemv-r4-k-loop.h's ISA: 64-byte vectors, four lane groups.
+// gemv-interleaved-loop.h's ISA: 64-byte vectors, four lane groups.
 struct r4k_isa {
     using vi = __m512i;
     using vf = __m512;

@@ -1,7 +1,7 @@
 // Token generation (fewer activation columns than a panel takes) of the interleaved k-quants
 // q2_k_r4 .. q6_k_r4 and of iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 against q8_K activations,
 // and of iq4_xs_r8 against q8_K, of iq4_nl_r4 / q5_0_r4 / q6_0_r4 / q4_0_r8 / q8_0_r8 / mxfp4_r8
-// against q8_0,, written once over an ISA description;
+// against q8_0, written once over an ISA description;
 // included only by avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp, each of which
 // compiles its own copy (internal linkage) with its flags.
 //
