@@ -163,11 +163,28 @@ constexpr lattice_type<ggml_iq::block_iq1_m, uint64_t> lattice_row<ggml_iq::bloc
 
 #undef KILN_AT
 
+// Which field of a type's row a template reads. The templates below take (Block, field) rather
+// than the bit_field itself: a class-type template argument becomes a "template parameter
+// object", which clang emits as a weak symbol even inside an anonymous namespace, and the ISA
+// files must define none (isa-symbols).
+enum class lattice_field { index_lo, index_hi, signs, delta, scale };
+
+template <typename Block, lattice_field W>
+constexpr bit_field field_of() {
+    constexpr auto & T = lattice_row<Block>;
+    if constexpr (W == lattice_field::index_lo) return T.index_lo;
+    else if constexpr (W == lattice_field::index_hi) return T.index_hi;
+    else if constexpr (W == lattice_field::signs) return T.signs;
+    else if constexpr (W == lattice_field::delta) return T.delta;
+    else return T.scale;
+}
+
 // The fields F of the kEntries entries of chunk k (values 64 k .. 64 k + 63) lie at the same
 // bits relative to the chunk's anchor byte F.byte + k * kStride for every k; kSpan bytes from
 // the anchor hold them all.
-template <typename Block, bit_field F, int kEntries>
+template <typename Block, lattice_field Which, int kEntries>
 struct chunk_window {
+    static constexpr bit_field F = field_of<Block, Which>();
     static constexpr int kStride = (F.bit(kEntries) - F.bit(0)) / 8;
     static constexpr int rel(int j) { return F.bit(j) - 8 * F.byte; }
     static constexpr int span() {
@@ -194,9 +211,10 @@ struct chunk_window {
 // The fields F of a chunk's kEntries (8 or 16) entries as 32-bit lanes, entries 8 h .. 8 h + 7
 // (h = 0 or 1): the window loaded once into both 128-bit halves, each lane's bytes picked by one
 // shuffle, then shifted and masked where the row needs it.
-template <typename Block, bit_field F, int kEntries>
+template <typename Block, lattice_field Which, int kEntries>
 struct lane_fields {
-    using W = chunk_window<Block, F, kEntries>;
+    static constexpr bit_field F = field_of<Block, Which>();
+    using W = chunk_window<Block, Which, kEntries>;
     static constexpr int kLoad = W::kSpan <= 4 ? 4 : W::kSpan <= 8 ? 8 : 16;
     static_assert(W::kSpan <= 16 && (kEntries == 8 || kEntries == 16), "a chunk's fields must fit one 16-byte window");
     static constexpr int shift(int j) { return W::rel(j) % 8; }
@@ -256,9 +274,10 @@ inline uint64_t signs7x8(uint64_t codes) {
 // words from the anchor; per word its fields are gathered to the bottom (a shift where they are
 // already contiguous, else pext) and laid into their bytes by pdep, which reads only as many low
 // bits as it writes. Plain contiguous sign bytes are one load.
-template <typename Block, bit_field F>
+template <typename Block, lattice_field Which>
 struct group_signs {
-    using W = chunk_window<Block, F, 8>;
+    static constexpr bit_field F = field_of<Block, Which>();
+    using W = chunk_window<Block, Which, 8>;
     // w = 0, 1: the word's field bits (src) and the byte bits they go to (dst)
     static constexpr uint64_t word_mask(int w, bool dst) {
         uint64_t m = 0;
@@ -296,8 +315,9 @@ struct group_signs {
 };
 
 // Field j of F in block p (at most 4 bytes), every position known at compile time.
-template <bit_field F, int j>
+template <typename Block, lattice_field Which, int j>
 inline uint32_t field_at(const uint8_t * p) {
+    constexpr bit_field F = field_of<Block, Which>();
     constexpr int lo = F.bit(j) / 8, hi = (F.bit(j) + F.width - 1) / 8;
     static_assert(hi - lo < 4, "a field must fit 4 bytes");
     uint32_t v = 0;
@@ -318,29 +338,29 @@ struct lattice_index {
     static constexpr int kEntries = 64 / (int) sizeof(Grid);   // grid entries per 64 values
 
     static void chunk(const Block & b, int k, __m256i * idx, uint64_t & bits) {
-        using Lo = lane_fields<Block, T.index_lo, kEntries>;
+        using Lo = lane_fields<Block, lattice_field::index_lo, kEntries>;
         const __m256i wlo = Lo::window(b, k);
         for (int h = 0; h < kEntries / 8; ++h) {
             __m256i i = Lo::get(wlo, h);
             if constexpr (T.index_hi.width != 0) {
-                using Hi = lane_fields<Block, T.index_hi, kEntries>;
+                using Hi = lane_fields<Block, lattice_field::index_hi, kEntries>;
                 i = _mm256_or_si256(i, _mm256_slli_epi32(Hi::get(Hi::window(b, k), h), T.index_lo.width));
             }
             idx[h] = i;
         }
         if constexpr (kDelta) {
             // one bit per group: each lane's bit to its top, then one movemask
-            using D = lane_fields<Block, T.delta, 8>;
+            using D = lane_fields<Block, lattice_field::delta, 8>;
             const __m256i x = _mm256_slli_epi32(D::get(D::window(b, k), 0), 31);
             bits = (uint64_t) _mm256_movemask_ps(_mm256_castsi256_ps(x));
         } else {
-            bits = group_signs<Block, T.signs>::get(b, k);
+            bits = group_signs<Block, lattice_field::signs>::get(b, k);
         }
     }
     static float d(const Block & b) { return T.d(b); }
     static void odd_scales(const Block & b, int * s) {
         const uint8_t * p = (const uint8_t *) &b;
-        [&]<int... j>(std::integer_sequence<int, j...>) { ((s[j] = 2 * (int) field_at<T.scale, j>(p) + 1), ...); }(std::make_integer_sequence<int, QK_K / kSub>{});
+        [&]<int... j>(std::integer_sequence<int, j...>) { ((s[j] = 2 * (int) field_at<Block, lattice_field::scale, j>(p) + 1), ...); }(std::make_integer_sequence<int, QK_K / kSub>{});
     }
 };
 

@@ -86,8 +86,9 @@ struct byte_table {
 // The fields F of entries j0 .. j0 + n - 1 in 16-bit lanes: bytes of lane j are the two bytes from the
 // window's byte rel(j) / 8 (vpermb), shifted right by rel(j) % 8 (vpsrlvw). The window: kSpan
 // bytes from byte F.byte of the block, loaded with a mask so nothing past the block is read.
-template <typename Block, kiln_panel::bit_field F, int n, int j0 = 0>
+template <typename Block, kiln_panel::lattice_field Which, int n, int j0 = 0>
 struct word_fields {
+    static constexpr kiln_panel::bit_field F = kiln_panel::field_of<Block, Which>();
     static constexpr int rel(int j) { return F.bit(j0 + j) - 8 * F.byte; }
     static constexpr int span() {
         int m = 0;
@@ -179,10 +180,10 @@ struct vbmi_layout {
     // 16-bit lanes, each plane looked up in its four 128-byte quarters (index bits 7 and 8 pick)
     template <int h>
     static __m512i codes512(const Block & b, const grid_planes<512> & gp) {
-        const __m512i lo = word_fields<Block, T.index_lo, 32, 32 * h>::get(b);
+        const __m512i lo = word_fields<Block, kiln_panel::lattice_field::index_lo, 32, 32 * h>::get(b);
         __m512i ix = _mm512_and_si512(lo, _mm512_set1_epi16((1 << T.index_lo.width) - 1));
         if constexpr (T.index_hi.width != 0) {
-            const __m512i hi = _mm512_and_si512(word_fields<Block, T.index_hi, 32, 32 * h>::get(b), _mm512_set1_epi16((1 << T.index_hi.width) - 1));
+            const __m512i hi = _mm512_and_si512(word_fields<Block, kiln_panel::lattice_field::index_hi, 32, 32 * h>::get(b), _mm512_set1_epi16((1 << T.index_hi.width) - 1));
             ix = _mm512_or_si512(ix, _mm512_slli_epi16(hi, T.index_lo.width));
         }
         const __mmask64 b7 = _mm512_movepi8_mask(ix);
@@ -261,7 +262,7 @@ struct iq_avx512_vbmi {
         } else {
             L::levels(b, pb.abs_w);
             // the 32 groups' sign bytes (lane g's low byte)
-            __m512i signs = word_fields<Block, L::T.signs, QK_K / 8>::get(b);
+            __m512i signs = word_fields<Block, kiln_panel::lattice_field::signs, QK_K / 8>::get(b);
             if constexpr (L::T.signs.width == 7) {
                 signs = _mm512_permutex2var_epi8(_mm512_load_si512(kSigns7.s), signs, _mm512_load_si512(kSigns7.s + 64));
             }
@@ -271,7 +272,7 @@ struct iq_avx512_vbmi {
             }
         }
         // the sub-blocks' scales 2 s + 1
-        const __m512i s = _mm512_and_si512(word_fields<Block, L::T.scale, QK_K / L::T.sub>::get(b), _mm512_set1_epi16((1 << L::T.scale.width) - 1));
+        const __m512i s = _mm512_and_si512(word_fields<Block, kiln_panel::lattice_field::scale, QK_K / L::T.sub>::get(b), _mm512_set1_epi16((1 << L::T.scale.width) - 1));
         const __m512i scales = _mm512_or_si512(_mm512_add_epi16(s, s), _mm512_set1_epi16(1));
         for (int k = 0; k < QK_K / 64; ++k) pb.scales[k] = _mm512_permutexvar_epi16(_mm512_load_si512(L::kScaleLanes[k].w), scales);
     }
