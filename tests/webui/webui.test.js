@@ -171,9 +171,15 @@ test('chat: streamed reply, stop, settings, regenerate, edit, reload', async () 
     // the stopped reply goes back as history, as it was shown (Markdown rendering drops only
     // punctuation from the demo model's words, and tags such as <think> when the random demo
     // model happens to emit one mid-text: sanitized HTML keeps their text, not the tags)
+    // Whether such a tag's name shows as text depends on where it stands (the random demo model
+    // once emitted <tool_call> and the page showed "tool_call"), so those names are left out on
+    // both sides (names of three letters or more: <b>, <em>, <p> … always render as markup).
     const letters = (t) => t.replace(/[^A-Za-z0-9]/g, '');
     const untagged = (t) => t.replace(/<\/?[A-Za-z][^<>]*>/g, '');
-    assert.equal(letters(untagged(second.messages[1].content)), letters(stoppedText));
+    const sent = second.messages[1].content;
+    const tagNames = [...sent.matchAll(/<\/?([A-Za-z][^<>\s/]*)[^<>]*>/g)].map((m) => letters(m[1])).filter((n) => n.length >= 3);
+    const withoutTagNames = (t) => tagNames.reduce((acc, n) => acc.split(n).join(''), t);
+    assert.equal(withoutTagNames(letters(untagged(sent))), withoutTagNames(letters(stoppedText)));
     assert.equal(await page.locator('.message').count(), 4);
 
     // regenerate replaces the last reply, from the same history
