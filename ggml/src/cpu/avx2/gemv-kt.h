@@ -159,24 +159,6 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
     }
 }
 
-// One or two columns (gemm_kt_avx2): each expanded once, then every row against both.
-template <typename T>
-void kt_gemv(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
-             int nr, int nc) {
-    const int64_t nb = n / QK_K;
-    const size_t col_bytes = (size_t) nb * kKtActBlockBytes;
-    auto * xs = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_X, 2 * col_bytes);
-    const uint8_t * act[2] = { xs, xs + col_bytes };
-    const block_q8_K * xq[2];
-    for (int c = 0; c < nc; ++c) {
-        xq[c] = (const block_q8_K *) ((const uint8_t *) x + c * x_stride);
-        for (int64_t i = 0; i < nb; ++i) kt_expand_block<T::kRun>(xq[c][i], xs + c * col_bytes + i * kKtActBlockBytes);
-    }
-    if (nc == 1) {
-        kt_gemv_rows<T, 1>(nb, (const uint8_t *) w, w_stride, act, xq, dst, dst_stride, nr);
-    } else {
-        kt_gemv_rows<T, 2>(nb, (const uint8_t *) w, w_stride, act, xq, dst, dst_stride, nr);
-    }
-}
+#include "gemv-kt-columns.inc"
 
 } // namespace
