@@ -233,7 +233,8 @@ void load_model(llama_model & model, const std::string & path, const llama_model
     };
     // -rtr: weights whose type has an interleaved twin take it now (allocation follows the new
     // type); their file bytes are read and repacked below instead of being mapped. Only weights in
-    // host memory (the CPU and virtual CPU devices): a GPU decodes the plain layouts, not these.
+    // host memory (the CPU and virtual CPU devices): a GPU decodes the interleaved layouts too, but
+    // its kernels gain nothing from the weave.
     std::map<const ggml_tensor *, ggml_type> repacked_from;
     if (params.repack_tensors) {
         size_t bytes = 0;
@@ -266,7 +267,7 @@ void load_model(llama_model & model, const std::string & path, const llama_model
             LLAMA_LOG_INFO("llama_model_load: -rtr: %d %s tensors -> %s\n", n, ggml_type_name(m.first), ggml_type_name(m.second));
         }
         if (on_device > 0) {
-            LLAMA_LOG_INFO("llama_model_load: -rtr: %d tensors on a GPU kept plain (the interleaved layouts are the CPU's)\n",
+            LLAMA_LOG_INFO("llama_model_load: -rtr: %d tensors on a GPU kept plain (the interleaved layouts speed up only the CPU)\n",
                            on_device);
         }
         for (const auto & [type, n] : kept) {

@@ -395,6 +395,26 @@ TEST_F(CudaOps, GetRowsDecodesEveryWeightType) {
     }
 }
 
+// Every row-interleaved layout the GPU decodes (KILN_INTERLEAVED_TYPES, quants-blocks-interleaved.h):
+// their tensors hold whole groups of rows (R up to 16), so the shapes differ from the plain types'.
+std::vector<ggml_type> gpu_interleaved_types() {
+    std::vector<ggml_type> v;
+#define KILN_GPU_WOVEN(T, B, R, QK, META, FN) v.push_back(T);
+    KILN_INTERLEAVED_TYPES(KILN_GPU_WOVEN)
+#undef KILN_GPU_WOVEN
+    return v;
+}
+
+TEST_F(CudaOps, GetRowsDecodesEveryInterleavedType) {
+    for (ggml_type t : gpu_interleaved_types()) {
+        check({ std::string("get_rows ") + ggml_type_name(t), [t](ggml_context * ctx) {
+                   ggml_tensor * a = ggml_new_tensor_3d(ctx, t, 512, 48, 2);   // three groups of 16
+                   ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 6, 2);
+                   return ggml_get_rows(ctx, a, ids);
+               }, 1e-12, nullptr, row_ids(48) });
+    }
+}
+
 TEST_F(CudaOps, SetRowsWritesTheCache) {
     for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0 }) {
         check({ std::string("set_rows ") + ggml_type_name(t), [t](ggml_context * ctx) {
@@ -441,6 +461,18 @@ TEST_F(CudaOps, MulMatEveryTypeBothPaths) {
         for (int64_t n : { 1, 3, 16, 33 }) {   // 1 and 3: from the blocks; 16 and 33: cuBLAS
             check({ std::string("mul_mat ") + ggml_type_name(t) + " N=" + std::to_string(n), [t, n](ggml_context * ctx) {
                        ggml_tensor * a = ggml_new_tensor_2d(ctx, t, 768, 67);
+                       ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 768, n);
+                       return ggml_mul_mat(ctx, a, b);
+                   }, matmul_tolerance(t) });
+        }
+    }
+}
+
+TEST_F(CudaOps, MulMatEveryInterleavedType) {
+    for (ggml_type t : gpu_interleaved_types()) {
+        for (int64_t n : { 1, 3, 16, 33 }) {
+            check({ std::string("mul_mat ") + ggml_type_name(t) + " N=" + std::to_string(n), [t, n](ggml_context * ctx) {
+                       ggml_tensor * a = ggml_new_tensor_2d(ctx, t, 768, 64);
                        ggml_tensor * b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 768, n);
                        return ggml_mul_mat(ctx, a, b);
                    }, matmul_tolerance(t) });

@@ -15,6 +15,7 @@
 //   - the fp16 / bf16 conversions match the library's on special and random values.
 // This runs without a GPU: it is what keeps the device decoders honest in CI.
 #include "testing.h"
+#include "expect-same-bits.h"
 
 #include "golden-quants-file.h"
 
@@ -85,22 +86,7 @@ std::string case_name(const ::testing::TestParamInfo<block_type_case> & i) { ret
 // (GoogleTest prints a parameter with its test; the type's name says it all)
 void PrintTo(const block_type_case & c, std::ostream * os) { *os << ggml_type_name(c.type); }
 
-// Equal bits, or both NaN (random fp16 scales include NaNs, whose payload may differ); with
-// zero_sign_free, +0 and -0 count as equal.
-void expect_same_values(const std::vector<float> & want, const std::vector<float> & got, const std::string & what,
-                        bool zero_sign_free = false) {
-    ASSERT_EQ(want.size(), got.size());
-    int shown = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        if (std::isnan(want[i]) && std::isnan(got[i])) continue;
-        if (zero_sign_free && want[i] == 0.0f && got[i] == 0.0f) continue;
-        uint32_t a, b;
-        std::memcpy(&a, &want[i], 4);
-        std::memcpy(&b, &got[i], 4);
-        if (a != b && shown++ < 5) ADD_FAILURE() << what << ": value " << i << " is " << got[i] << ", reference " << want[i];
-    }
-    EXPECT_EQ(shown, 0) << what << ": " << shown << " values differ";
-}
+using kiln_test::expect_same_values;
 
 class QuantsBlocks : public ::testing::TestWithParam<block_type_case> {};
 

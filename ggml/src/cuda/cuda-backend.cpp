@@ -82,23 +82,26 @@ ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
 
 // A weight the kernels cannot decode sends every op that reads it to the CPU, which copies it out
 // of device memory for each graph run: said once per type, so that a user who wonders why a
-// model runs slowly with -ngl learns why. Every plain quantized type Kiln reads is decodable
-// (KILN_BLOCK_TYPES); what is left are the row-interleaved layouts (_r4/_r8/_r16), the CPU's
-// repacked forms, which the GPU refuses.
+// model runs slowly with -ngl learns why. Every plain quantized type Kiln reads
+// (KILN_BLOCK_TYPES) and every row-interleaved layout (KILN_INTERLEAVED_TYPES) is decodable; what
+// is left to say is a type neither list holds (q8_1 / q8_K, activation types no model file
+// has), or an interleaved weight cut inside its groups of R rows (a view the kernels cannot
+// place: cuda_weight_rows_decodable).
 void note_undecodable_weight(const ggml_tensor * op) {
     static std::atomic<bool> said[GGML_TYPE_COUNT];
     const ggml_tensor * w = op->src[0];
-    if (!w || !ggml_is_quantized(w->type) || cuda_type_is_decodable(w->type)) return;
+    if (!w || !ggml_is_quantized(w->type)) return;
+    const bool interleaved = ggml_get_type_traits(w->type)->nrows_interleaved > 1;
+    if (cuda_type_is_decodable(w->type) && (!interleaved || cuda_weight_rows_decodable(w))) return;
     switch (op->op) {
         case GGML_OP_MUL_MAT: case GGML_OP_MUL_MAT_ID: case GGML_OP_MOE_FUSED_UP_GATE: case GGML_OP_GET_ROWS: break;
         default: return;
     }
     if (w->type < 0 || w->type >= GGML_TYPE_COUNT || said[w->type].exchange(true)) return;
-    const bool interleaved = ggml_get_type_traits(w->type)->nrows_interleaved > 1;
     ggml_log(GGML_LOG_LEVEL_WARN,
              "CUDA: %s weights (%s, ...) are not decoded on the GPU%s: the ops that read them run on the CPU\n",
              ggml_type_name(w->type), w->name,
-             interleaved ? " (a row-interleaved layout, repacked for the CPU's kernels: leave out -rtr, or use the plain type)" : "");
+             interleaved ? " (a view that cuts the row-interleaved layout's groups of rows)" : "");
 }
 
 bool cuda_backend_supports_op(ggml_backend_t, const ggml_tensor * op) {

@@ -134,5 +134,9 @@ bool cuda_op_attention(cuda_context & ctx, ggml_tensor * dst);
 // Whether this build's kernels have an image (or PTX) the device can run.
 bool cuda_kernels_run_on(int device);
 
-// Shared by the launchers: which weight types the matmul and get_rows kernels decode.
+// Shared by the launchers: which weight types the matmul and get_rows kernels decode (the plain
+// block types and the row-interleaved layouts of quants-blocks.h), and whether a tensor's rows of
+// such a type can be decoded as they lie: whole 32-value chunks, dense blocks, and for an
+// interleaved layout whole groups of R rows that start at row 0 of every matrix.
 bool cuda_type_is_decodable(ggml_type type);
+bool cuda_weight_rows_decodable(const ggml_tensor * t);

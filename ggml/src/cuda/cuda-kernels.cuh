@@ -105,19 +105,18 @@ static __device__ __forceinline__ float block_max(float x, float * shared) {
     return warp_max(x);
 }
 
-// Chunk ch (values 32 ch .. 32 ch + 31) of a row of a type of KILN_BLOCK_TYPES (quants-blocks.h):
-// the row's scale if the type has one, then its blocks, decoded by the functions the host tests
-// compare with the CPU decoders. matmul: the values a matrix product uses, which for iq2_kt and
-// iq3_kt carry the reference's inference-time factor (to_float's values do not). Placement never
-// hands a kernel another type (cuda_type_is_decodable gates every op that decodes).
-static __device__ __forceinline__ void decode_row_chunk(int type, const char * row, int64_t ch, float * y, bool matmul = false) {
-    switch (type) {
-#define KILN_DECODE_CASE(T, B, QK, META, FN) \
-    case T: kiln_block_traits<T>::decode_row(row, ch, y, matmul ? kiln_block_traits<T>::matmul_factor : 1.0f); break;
-        KILN_BLOCK_TYPES(KILN_DECODE_CASE)
-#undef KILN_DECODE_CASE
-        default: break;
-    }
+// Chunk ch (values 32 ch .. 32 ch + 31) of weight row i1 (its index along dimension 1; `row` is
+// where it starts, row_bytes the row stride) of a type of KILN_BLOCK_TYPES or
+// KILN_INTERLEAVED_TYPES (quants-blocks.h): kiln_decode_row_chunk, the functions the host tests
+// compare with the CPU decoders. An interleaved row is read from its group (i1 - i1 % R), so the
+// caller passes the row index along dimension 1 of a tensor whose groups start at row 0.
+// matmul: the values a matrix product uses, which for iq2_kt and iq3_kt carry the reference's
+// inference-time factor (to_float's values do not). Placement never hands a kernel another type
+// or an interleaved tensor cut inside a group (cuda_weight_rows_decodable gates every op that
+// decodes).
+static __device__ __forceinline__ void decode_row_chunk(int type, const char * row, int64_t i1, int64_t row_bytes, int64_t ch,
+                                                        float * y, bool matmul = false) {
+    kiln_decode_row_chunk(type, row, i1, row_bytes, ch, y, matmul);
 }
 
 // The ALiBi slope of head h (1 without max_bias), as ggml_cpu_alibi_slope computes it.

@@ -9,10 +9,13 @@
 
 namespace {
 
-// Chunk ch of a quantized row to 32 floats. Not inlined: two kernels decode, and each inlined
-// copy of the decoder switch (every type of KILN_BLOCK_TYPES) adds seconds of compile time; the
-// values pass through the stack, which costs little next to the stores that follow.
-__device__ __noinline__ void decode_chunk(int type, const char * row, int64_t ch, float * v) { decode_row_chunk(type, row, ch, v); }
+// Chunk ch of quantized row i1 (row stride nb1) to 32 floats. Not inlined: two kernels decode, and
+// each inlined copy of the decoder switch (every type of KILN_BLOCK_TYPES and
+// KILN_INTERLEAVED_TYPES) adds seconds of compile time; the values pass through the stack, which
+// costs little next to the stores that follow.
+__device__ __noinline__ void decode_chunk(int type, const char * row, int64_t i1, int64_t nb1, int64_t ch, float * v) {
+    decode_row_chunk(type, row, i1, nb1, ch, v);
+}
 
 // ---- conversions between float types, any shapes with equal element counts
 
@@ -35,7 +38,7 @@ __global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int
         const coord4 cd = row_coord(r, dst.ne);
         float v[32];
         if (decode) {
-            decode_chunk(src.type, row_at(src, cs.i1, cs.i2, cs.i3), ch, v);
+            decode_chunk(src.type, row_at(src, cs.i1, cs.i2, cs.i3), cs.i1, src.nb[1], ch, v);
             char * y = row_at(dst, cd.i1, cd.i2, cd.i3) + ch * 32 * dst.nb[0];
             for (int j = 0; j < 32; ++j) store_float(y + j * dst.nb[0], dst.type, v[j]);
         } else {
@@ -68,7 +71,7 @@ __global__ void get_rows_kernel(cuda_view a, cuda_view ids, cuda_view dst, bool 
         }
         float v[32];
         if (valid) {
-            decode_chunk(a.type, x, u, v);
+            decode_chunk(a.type, x, row, a.nb[1], u, v);
         } else {
             for (int j = 0; j < 32; ++j) v[j] = 0.0f;
         }
@@ -119,7 +122,7 @@ bool supports_copy_types(const ggml_tensor * src, const ggml_tensor * dst) {
     if (cuda_is_float_type(src->type) && cuda_is_float_type(dst->type)) return true;
     if (src->type == dst->type && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) return true;
     if (src->ne[0] != dst->ne[0] || src->ne[0] % 32 != 0) return false;
-    if (cuda_type_is_decodable(src->type) && cuda_is_float_type(dst->type)) return dense_rows(src);
+    if (cuda_type_is_decodable(src->type) && cuda_is_float_type(dst->type)) return cuda_weight_rows_decodable(src);
     if (cuda_is_float_type(src->type) && dst->type == GGML_TYPE_Q8_0) return dense_rows(dst);
     return false;
 }
@@ -143,14 +146,17 @@ bool launch_copy(cuda_context & ctx, const ggml_tensor * src, ggml_tensor * dst)
 
 } // namespace
 
-bool cuda_type_is_decodable(ggml_type type) {
-    switch (type) {
-#define KILN_DECODABLE(T, B, QK, META, FN) case T:
-        KILN_BLOCK_TYPES(KILN_DECODABLE)
-#undef KILN_DECODABLE
-        return true;
-        default: return false;
-    }
+bool cuda_type_is_decodable(ggml_type type) { return kiln_decoded_rows_per_group(type) > 0; }
+
+bool cuda_weight_rows_decodable(const ggml_tensor * t) {
+    const int R = kiln_decoded_rows_per_group(t->type);
+    if (R == 0 || !dense_rows(t) || t->ne[0] % 32 != 0 || t->ne[0] % ggml_blck_size(t->type) != 0) return false;
+    if (R == 1) return true;
+    // the kernels find row i1's group at row i1 - i1 % R: whole groups of contiguous rows, every
+    // matrix (and a view) starting on a group boundary
+    const size_t group = (size_t) R * ggml_row_size(t->type, t->ne[0]);
+    return t->ne[1] % R == 0 && t->nb[1] == ggml_row_size(t->type, t->ne[0]) && t->nb[2] % group == 0 &&
+           t->nb[3] % group == 0 && (!t->view_src || t->view_offs % group == 0);
 }
 
 bool cuda_supports_copy(const ggml_tensor * op) {
@@ -163,7 +169,7 @@ bool cuda_supports_copy(const ggml_tensor * op) {
             if (ids->type != GGML_TYPE_I32 && ids->type != GGML_TYPE_I64) return false;
             if (!cuda_is_float_type(op->type)) return false;
             if (cuda_is_float_type(a->type)) return true;
-            return cuda_type_is_decodable(a->type) && dense_rows(a) && a->ne[0] % ggml_blck_size(a->type) == 0;
+            return cuda_weight_rows_decodable(a);
         }
         case GGML_OP_SET_ROWS: {
             const ggml_tensor * ids = op->src[1];

@@ -39,21 +39,21 @@ struct mmv_args {
 struct mmv_weights {
     int type;
     bool quant;
-    int64_t K, nb0;
+    int64_t K, nb0, nb1;
 };
 
-// One weight row (quantized blocks or f32/f16/bf16 values) dotted with x (f32, dense); every
-// lane of the warp returns the sum. Not inlined: the kernel calls it at three places, and each
-// inlined copy of the decoder switch (every type of KILN_BLOCK_TYPES) doubled this file's
-// compile time.
-__device__ __noinline__ float warp_row_dot(mmv_weights wt, const char * w, const float * x) {
+// Weight row m (quantized blocks or f32/f16/bf16 values, starting at w) dotted with x (f32,
+// dense); every lane of the warp returns the sum. Not inlined: the kernel calls it at three
+// places, and each inlined copy of the decoder switch (every type of KILN_BLOCK_TYPES and
+// KILN_INTERLEAVED_TYPES) doubled this file's compile time.
+__device__ __noinline__ float warp_row_dot(mmv_weights wt, const char * w, int64_t m, const float * x) {
     const int lane = threadIdx.x % k_warp;
     float acc = 0.0f;
     if (wt.quant) {
         const int64_t chunks = wt.K / 32;
         for (int64_t ch = lane; ch < chunks; ch += k_warp) {
             float v[32];
-            decode_row_chunk(wt.type, w, ch, v, /*matmul=*/true);
+            decode_row_chunk(wt.type, w, m, wt.nb1, ch, v, /*matmul=*/true);
             const float * xx = x + ch * 32;
 #pragma unroll
             for (int j = 0; j < 32; ++j) acc += v[j] * xx[j];
@@ -70,13 +70,13 @@ __global__ void mmv_kernel(mmv_args p) {
     const int64_t m = (int64_t) blockIdx.x * k_rows_per_block + threadIdx.x / k_warp;
     if (m >= p.M) return;
     const int64_t j = blockIdx.y, t = blockIdx.z;
-    const mmv_weights wt = { p.a.type, p.quant, p.K, p.a.nb[0] };
+    const mmv_weights wt = { p.a.type, p.quant, p.K, p.a.nb[0], p.a.nb[1] };
     float r;
     if (p.mode == mmv_mode::mul_mat) {
         const int64_t i2 = t % p.b.ne[2], i3 = t / p.b.ne[2];
         const char * w = p.a.data + (i2 / p.r2) * p.a.nb[2] + (i3 / p.r3) * p.a.nb[3] + m * p.a.nb[1];
         const float * x = (const float *) row_at(p.b, j, i2, i3);
-        r = warp_row_dot(wt, w, x);
+        r = warp_row_dot(wt, w, m, x);
         if (threadIdx.x % k_warp == 0) *(float *) (row_at(p.dst, j, i2, i3) + m * p.dst.nb[0]) = r;
         return;
     }
@@ -86,9 +86,9 @@ __global__ void mmv_kernel(mmv_args p) {
         return;
     }
     const float * x = (const float *) row_at(p.b, j % p.n_b, t, 0);
-    r = warp_row_dot(wt, p.a.data + e * p.a.nb[2] + m * p.a.nb[1], x);
+    r = warp_row_dot(wt, p.a.data + e * p.a.nb[2] + m * p.a.nb[1], m, x);
     if (p.mode == mmv_mode::moe_up_gate) {
-        const float g = warp_row_dot(wt, p.gate.data + e * p.gate.nb[2] + m * p.gate.nb[1], x);
+        const float g = warp_row_dot(wt, p.gate.data + e * p.gate.nb[2] + m * p.gate.nb[1], m, x);
         r *= p.glu == GGML_GLU_OP_GEGLU ? gelu1(g) : silu1(g);
     }
     if (threadIdx.x % k_warp == 0) *(float *) (row_at(p.dst, j, t, 0) + m * p.dst.nb[0]) = r;
@@ -102,7 +102,7 @@ __global__ void dequantize_f16_kernel(const char * a, int64_t a_nb1, int type, i
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n_chunks; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t row = t / chunks_per_row, ch = t % chunks_per_row;
         float v[32];
-        decode_row_chunk(type, a + row * a_nb1, ch, v, /*matmul=*/true);
+        decode_row_chunk(type, a + row * a_nb1, row, a_nb1, ch, v, /*matmul=*/true);
         __half * y = out + row * K + ch * 32;
         for (int j = 0; j < 32; ++j) y[j] = __float2half_rn(v[j]);
     }
@@ -183,7 +183,7 @@ bool block_path_takes(const ggml_tensor * b) { return b->ne[1] <= 65535 && b->ne
 
 bool weights_ok(const ggml_tensor * a) {
     if (cuda_is_float_type(a->type)) return a->nb[0] == ggml_type_size(a->type);
-    return cuda_type_is_decodable(a->type) && a->nb[0] == ggml_type_size(a->type) && a->ne[0] % ggml_blck_size(a->type) == 0;
+    return cuda_weight_rows_decodable(a);
 }
 
 bool f32_rows(const ggml_tensor * t) { return t->type == GGML_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0; }
@@ -206,7 +206,10 @@ bool cuda_supports_matmul(const ggml_tensor * op) {
             const ggml_tensor * a = op->src[0];
             const ggml_tensor * b = op->src[1];
             if (!weights_ok(a) || !f32_rows(b) || !f32_rows(op)) return false;
-            if (a->nb[1] % ggml_type_size(a->type) != 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
+            // whole elements per row for cuBLAS's leading dimension (float weights; quantized ones are
+            // decoded to dense scratch first, and their rows may start with a scale)
+            if (cuda_is_float_type(a->type) && a->nb[1] % ggml_type_size(a->type) != 0) return false;
+            if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
             return cublas_takes(a, b, op) || block_path_takes(b);
         }
         case GGML_OP_MUL_MAT_ID:

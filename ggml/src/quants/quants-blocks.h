@@ -2,7 +2,8 @@
 // block into values, written once as KILN_HD functions (__host__ __device__ under nvcc, plain
 // inline functions elsewhere). Families with large tables or long decoders have their own
 // headers next to this one, included below: quants-blocks-iq.h (the lattice i-quants, with
-// their grids) and quants-blocks-kt.h (the trellis types).
+// their grids), quants-blocks-kt.h (the trellis types) and quants-blocks-interleaved.h (the
+// row-interleaved layouts of ik_llama.cpp, _r4 / _r8 / _r16).
 //
 // Where the CPU decodes a type through its own loops (the legacy, k and ik types: they are the
 // reference and are tuned for the CPU, or share an integer form with the gemm kernels),
@@ -850,9 +851,9 @@ KILN_HD void encode32_q8_0(const float * x, block_q8_0 & b) {
 // ---------------------------------------------------------------------------------------------
 // The list: one entry per type the kernels decode. `decode` turns chunk c (0 .. qk/32 - 1) of a
 // block into 32 floats; `meta` is the bytes of the scale a row starts with (kiln_row_scale).
-// Kernels and tests are written once over this list. What it lacks stays on the CPU: the
-// row-interleaved layouts (_r4/_r8/_r16, repacked for the CPU's SIMD kernels) and the activation
-// types q8_1 / q8_K that never appear in model files.
+// Kernels and tests are written once over this list and its twin for the row-interleaved
+// layouts (_r4/_r8/_r16: KILN_INTERLEAVED_TYPES, quants-blocks-interleaved.h). What neither holds
+// stays on the CPU: the activation types q8_1 / q8_K that never appear in model files.
 
 #define KILN_BLOCK_TYPES(X)                                         \
     X(GGML_TYPE_Q4_0, block_q4_0, QK4_0, 0, decode32_q4_0)           \
@@ -921,3 +922,7 @@ template <ggml_type T> void kiln_row_to_float(const void * x, float * y, int64_t
     for (int64_t ch = 0; ch < n / 32; ++ch) kiln_block_traits<T>::decode_row((const char *) x, ch, y + 32 * ch);
 }
 } // namespace
+
+// The row-interleaved layouts (their blocks, decoders and list) and kiln_decode_row_chunk, the
+// switch over both lists that the kernels call.
+#include "quants-blocks-interleaved.h"

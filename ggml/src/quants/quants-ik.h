@@ -32,24 +32,7 @@ extern const uint16_t ik_iq2kl_values[32];  // pairs of iq3nl levels (low byte f
 // quants-common.h) and the trellis blocks block_iq1_kt .. block_iq4_kt (quants-blocks-kt.h) are
 // declared with the decoders the CUDA kernels share.
 
-// Row-interleaved blocks of 4 rows (quants-interleaved.cpp). Within a 32-value sub-block ib,
-// the 64 bytes qs[64 ib ..] hold 4 bytes per row at offsets 0/16/32/48 + 4 k: low nibbles of the
-// 0/32 groups are positions 0-3/4-7, high nibbles 8-11/12-15; the 16/48 groups likewise 16-31.
-struct iq4_k_r4_block {
-    ggml_fp16_t d[4];
-    uint8_t     extra[8];      // bit ib of extra[k] / extra[k + 4]: shifted grid, first / second 16
-    uint8_t     scales_h[16];
-    uint8_t     scales_l[32];  // 6-bit scales of slot 8 ib + k (+ 4 for the second 16)
-    uint8_t     qs[512];
-};
-static_assert(sizeof(iq4_k_r4_block) == 576, "iq4_k_r4 block size");
-
-// row: 4 x f32 d (one per row of the group)
-struct iq4_ks_r4_block {
-    uint8_t scales[32];        // scales[4 ib + k], coded as in iq4_ks
-    uint8_t qs[512];
-};
-static_assert(sizeof(iq4_ks_r4_block) == 544, "iq4_ks_r4 block size");
+// The row-interleaved iq4_k_r4 / iq4_ks_r4 blocks are in quants-blocks-interleaved.h.
 
 // ---------------------------------------------------------------------------------------------
 // The common decoded form

@@ -128,14 +128,7 @@ void r4_superblocks_to_float(const void * vx, float * y, int64_t n, Block32 bloc
     }
 }
 
-// q4_k_r4 / q5_k_r4: the 6-bit scale and min of slot 4 ib + k, times the super-block's d / dmin.
-template <typename Block>
-inline void k_r4_scale_min(const Block & b, int k, int ib, float & dl, float & ml) {
-    const int is = 4 * ib + k;
-    const int h = b.scales_h[is % 16] >> 4 * (is / 16);
-    dl = GGML_FP16_TO_FP32(b.d[k]) * ((b.scales_l[is] & 0xF) | ((h & 3) << 4));
-    ml = GGML_FP16_TO_FP32(b.d[k + 4]) * ((b.scales_l[is] >> 4) | ((h & 0xC) << 2));
-}
+// q4_k_r4 / q5_k_r4 scale and min: k_r4_scale_min (quants-blocks-interleaved.h).
 
 void iq5_k_r4_to_float(const void * vx, float * y, int64_t n) {
     r4_superblocks_to_float<iq5_k_r4_block>(vx, y, n, [](const iq5_k_r4_block & b, const float *, int k, int ib, float * yr) {
