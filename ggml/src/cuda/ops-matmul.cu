@@ -42,10 +42,17 @@ struct mmv_weights {
     int64_t K, nb0, nb1;
 };
 
+// Chunk ch of weight row m (starting at w, row stride nb1) as a matrix product uses it. The one
+// copy of the decoder switch (every type of KILN_BLOCK_TYPES and KILN_INTERLEAVED_TYPES) in this
+// file: each inlined copy added about 3 CPU-seconds of nvcc time; the values pass through the
+// stack, which costs little next to the weight reads.
+__device__ __noinline__ void decode_weight_chunk(int type, const char * w, int64_t m, int64_t nb1, int64_t ch, float * v) {
+    decode_row_chunk(type, w, m, nb1, ch, v, /*matmul=*/true);
+}
+
 // Weight row m (quantized blocks or f32/f16/bf16 values, starting at w) dotted with x (f32,
 // dense); every lane of the warp returns the sum. Not inlined: the kernel calls it at three
-// places, and each inlined copy of the decoder switch (every type of KILN_BLOCK_TYPES and
-// KILN_INTERLEAVED_TYPES) doubled this file's compile time.
+// places.
 __device__ __noinline__ float warp_row_dot(mmv_weights wt, const char * w, int64_t m, const float * x) {
     const int lane = threadIdx.x % k_warp;
     float acc = 0.0f;
@@ -53,7 +60,7 @@ __device__ __noinline__ float warp_row_dot(mmv_weights wt, const char * w, int64
         const int64_t chunks = wt.K / 32;
         for (int64_t ch = lane; ch < chunks; ch += k_warp) {
             float v[32];
-            decode_row_chunk(wt.type, w, m, wt.nb1, ch, v, /*matmul=*/true);
+            decode_weight_chunk(wt.type, w, m, wt.nb1, ch, v);
             const float * xx = x + ch * 32;
 #pragma unroll
             for (int j = 0; j < 32; ++j) acc += v[j] * xx[j];
@@ -102,7 +109,7 @@ __global__ void dequantize_f16_kernel(const char * a, int64_t a_nb1, int type, i
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n_chunks; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t row = t / chunks_per_row, ch = t % chunks_per_row;
         float v[32];
-        decode_row_chunk(type, a + row * a_nb1, row, a_nb1, ch, v, /*matmul=*/true);
+        decode_weight_chunk(type, a + row * a_nb1, row, a_nb1, ch, v);
         __half * y = out + row * K + ch * 32;
         for (int j = 0; j < 32; ++j) y[j] = __float2half_rn(v[j]);
     }
