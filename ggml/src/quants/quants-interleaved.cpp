@@ -272,7 +272,8 @@ void bf16_r16_to_float(const void * vx, float * y, int64_t n) {
 }
 
 // q5_0_r4 / q6_0_r4: the reference writes d * q + m with m = -16 d (-32 d); both products are
-// exact in float, so this equals the plain types' (q - 16) * d.
+// exact in float, so this equals the plain types' (q - 16) * d but for the sign of a zero (+0
+// here, -0 there for a negative d; test-quants-blocks-interleaved).
 void q5_0_r4_to_float(const void * vx, float * y, int64_t n) {
     const int64_t npr = n / 4;
     const auto * x = (const q5_0_r4_block *) vx;
