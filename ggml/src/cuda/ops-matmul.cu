@@ -179,9 +179,11 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
     return true;
 }
 
-// Wide products go to cuBLAS when it is loaded and the leading dimensions hold whole rows.
+// Wide products go to cuBLAS when it is loaded and the leading dimensions hold whole rows (a
+// row's bytes are ggml_row_size: ne[0] * type_size counts a whole block per value for a quantized
+// type, more than any row holds, which kept every quantized weight off this path).
 bool cublas_takes(const ggml_tensor * a, const ggml_tensor * b, const ggml_tensor * dst) {
-    return b->ne[1] >= k_cublas_min_cols && cublas_get() && a->nb[1] >= (size_t) a->ne[0] * ggml_type_size(a->type) &&
+    return b->ne[1] >= k_cublas_min_cols && cublas_get() && a->nb[1] >= ggml_row_size(a->type, a->ne[0]) &&
            b->nb[1] >= b->ne[0] * sizeof(float) && dst->nb[1] >= dst->ne[0] * sizeof(float);
 }
 
