@@ -114,7 +114,12 @@ void pack_columns(const uint8_t * x, size_t x_stride, int64_t nsb, uint8_t * out
                 std::memcpy(o + c * S, qs, S);
             }
             ((float *) (o + floats_at))[c] = d;
-            ((float *) (o + floats_at))[C + c] = sum;
+            if constexpr (requires { A::kHalfSums; }) {
+                const int32_t pair = A::half_sums(qs);   // stored as it is, in the sum's place
+                std::memcpy(o + floats_at + 4 * (C + c), &pair, 4);
+            } else {
+                ((float *) (o + floats_at))[C + c] = sum;
+            }
         }
     }
 }
@@ -161,6 +166,23 @@ struct act_q8_0_halves {
         const __m128i s = _mm_sad_epu8(_mm_xor_si128(v, _mm_set1_epi8((char) 0x80)), _mm_setzero_si128());
         sum = (float) (_mm_cvtsi128_si32(s) + _mm_extract_epi16(s, 4) - 16 * 128);
         if constexpr (!kShared) sum *= d;
+    }
+};
+
+// q8_0 blocks for decoders whose records carry integer scales per 16 values (kScales16,
+// avx2/panel.h): a block is one sub-block of 32, and its packed sum is not d * sum(q) but the
+// int16 pair (-sum of values 0-15, -sum of values 16-31) (|sum| <= 16 * 127), which vpmaddwd
+// multiplies with the weights' pair (offset * scale of each half) in the product's integers.
+struct act_q8_0_half_sums : act_q8_32<false> {
+    static constexpr bool kHalfSums = true;
+    static int32_t half_sums(const int8_t * qs) {
+        // |q| <= 127: the unsigned sums of (q + 128) less 16 * 128 per 8-byte half of each 16
+        const __m128i bias = _mm_set1_epi8((char) 0x80);
+        const __m128i a = _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *) qs), bias), _mm_setzero_si128());
+        const __m128i b = _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *) (qs + 16)), bias), _mm_setzero_si128());
+        const int32_t s0 = _mm_cvtsi128_si32(a) + _mm_extract_epi16(a, 4) - 16 * 128;
+        const int32_t s1 = _mm_cvtsi128_si32(b) + _mm_extract_epi16(b, 4) - 16 * 128;
+        return (int32_t) ((uint32_t) (uint16_t) (int16_t) -s0 | ((uint32_t) (uint16_t) (int16_t) -s1 << 16));
     }
 };
 

@@ -78,7 +78,28 @@ template <typename D> constexpr bool int16_records_of() {
     else return false;
 }
 template <typename D> constexpr int step_bytes() { return folded<D>() || int16_records_of<D>() ? 64 : 32; }
-template <typename D> constexpr size_t w_record_of = (D::kSub / 4) * step_bytes<D>() + 64;
+
+// kScales16 decoders (q6_K against q8_0 activations): unsigned levels with an int8 scale per 16
+// values and a fixed level offset (kLevelOffset), in sub-blocks of 32 (one q8_0 block, the
+// activations' scale step). Their scales stay integers inside the product: vpmaddwd multiplies
+// the int16 pair sums of vpmaddubsw by the scale of their 16 values instead of by 1, and the
+// offset comes from the activations' sums per 16 (act_q8_0_half_sums), one more vpmaddwd; a
+// sub-block is then one int32 sum per row, converted to float once. Per 16 values a float
+// scale and bias would cost a conversion and two multiply-adds per column, as much again as the
+// 16 values' integer products (K = M = 4096, 512 columns, one thread, Zen 4 at the AVX2 level:
+// q6_K 138 CPU ms with float scales per 16, 104 ms so, q4_K 94 ms).
+// The decoder gives decode_scaled(row, i, v, scales, d): chunk i (256 values) as 8 vectors of
+// levels, its 16 scales as int16 and the float scale d of the chunk.
+// The record's tail: 3 vectors of int16 pairs per row lane (the first 16 values' scale twice,
+// the second's twice, offset * both scales), then the rows' d.
+template <typename D> constexpr bool scales16() {
+    if constexpr (requires { D::kScales16; }) return D::kScales16;
+    else return false;
+}
+template <typename D> constexpr size_t w_tail_bytes = scales16<D>() ? 128 : 64;
+template <typename D> constexpr size_t w_record_of = (D::kSub / 4) * step_bytes<D>() + w_tail_bytes<D>;
+// Where a record's float scales are (its biases follow them).
+template <typename D> constexpr size_t w_floats_at = (D::kSub / 4) * step_bytes<D>() + (scales16<D>() ? 96 : 0);
 
 // 8x8 transpose of 32-bit elements: out[j] = element j of v[0..7].
 inline void transpose8(const __m256i * v, __m256i * out) {
@@ -115,15 +136,21 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
     constexpr size_t rec = w_record_of<D>;
     constexpr int NG = folded<D>() ? D::kChunk / 16 : 1;   // integer scales per row and chunk
     const int64_t nchunks = n / D::kChunk;
+    // kScales16: pairs of steps summed in int16 (sub_dots_scales16) need levels <= 63
+    static_assert(!scales16<D>() || (S == 32 && D::kChunk == 256 && D::kMaxLevel > 0 && D::kMaxLevel <= 63),
+                  "kScales16: 16 scales per chunk, records of 32, levels 0..63");
     for (int64_t i = i0; i < i1; ++i) {
         prefetch_row_slice(w, w_stride, kRows, std::min(2 * kRows, rows_avail), i, nchunks);
         __m256i v[V][kRows];
         float sc[kRows][NS], bi[kRows][NS];
         int16_t isc[kRows][NG];
+        __m256i sc16[kRows];   // scales16: a row's 16 scales, lane j the pair of sub-block j
         for (int r = 0; r < kRows; ++r) {
             __m256i rv[V];
             if (r < rows) {
-                if constexpr (folded<D>()) {
+                if constexpr (scales16<D>()) {
+                    D::decode_scaled(w + r * w_stride, i, rv, sc16[r], sc[r][0]);
+                } else if constexpr (folded<D>()) {
                     D::decode_folded(w + r * w_stride, i, rv, isc[r], sc[r][0]);
                     bi[r][0] = 0.0f;
                 } else {
@@ -134,6 +161,7 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
                 for (int k = 0; k < V; ++k) rv[k] = _mm256_setzero_si256();
                 for (int j = 0; j < NS; ++j) sc[r][j] = bi[r][j] = 0.0f;
                 for (int g = 0; g < NG; ++g) isc[r][g] = 0;
+                sc16[r] = _mm256_setzero_si256();
             }
             for (int k = 0; k < V; ++k) v[k][r] = rv[k];
         }
@@ -173,6 +201,25 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
                     _mm256_store_si256((__m256i *) o, t[j]);
                 }
             }
+        }
+        if constexpr (scales16<D>()) {
+            // the 8 rows' scale pairs of sub-block j in the lanes of t[j]; each half's scale
+            // duplicated to both int16 of its lane (the multiplier of vpmaddubsw's pair sums)
+            __m256i t[8];
+            transpose8(sc16, t);
+            const __m256i first = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                                   0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+            const __m256i second = _mm256_add_epi8(first, _mm256_set1_epi8(2));
+            const __m256i offset = _mm256_set1_epi16((int16_t) D::kLevelOffset);
+            const __m256 d = _mm256_setr_ps(sc[0][0], sc[1][0], sc[2][0], sc[3][0], sc[4][0], sc[5][0], sc[6][0], sc[7][0]);
+            for (int j = 0; j < NS; ++j) {
+                uint8_t * o = out + ((i - i0) * NS + j) * rec + (S / 4) * kStep;
+                _mm256_store_si256((__m256i *) o, _mm256_shuffle_epi8(t[j], first));
+                _mm256_store_si256((__m256i *) (o + 32), _mm256_shuffle_epi8(t[j], second));
+                _mm256_store_si256((__m256i *) (o + 64), _mm256_mullo_epi16(t[j], offset));
+                _mm256_store_ps((float *) (o + 96), d);
+            }
+            continue;
         }
         for (int j = 0; j < NS; ++j) {
             float * f = (float *) (out + ((i - i0) * NS + j) * rec + (S / 4) * kStep);
@@ -244,6 +291,32 @@ inline void sub_dots(const uint8_t * W, const uint8_t * X, __m256i * s) {
     }
 }
 
+// sub_dots of kScales16 decoders (see scales16<D>): a sub-block of 32 values as 4 pairs of steps,
+// each pair's int16 sums (2 * 2 * 63 * 127 at most) multiplied by the scale of its 16 values
+// (from the record's tail), then the level offset's term: offset * scale times the activations'
+// sum, both per 16. The pairs are a loop, not unrolled: unrolled, GCC kept the pair sums of
+// every column in memory (twice the loads and stores of the products).
+template <int C>
+inline void sub_dots_scales16(const uint8_t * W, const uint8_t * X, __m256i * s) {
+    for (int c = 0; c < C; ++c) s[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int g = 0; g < 4; ++g) {
+        const __m256i w0 = _mm256_load_si256((const __m256i *) (W + 64 * g));
+        const __m256i w1 = _mm256_load_si256((const __m256i *) (W + 64 * g + 32));
+        const __m256i m = _mm256_load_si256((const __m256i *) (W + 256 + 32 * (g / 2)));
+        const uint8_t * x = X + 2 * g * C * 32;
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_load_si256((const __m256i *) (x + 32 * c))),
+                                               _mm256_maddubs_epi16(w1, _mm256_load_si256((const __m256i *) (x + 32 * (C + c)))));
+            s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(p, m));
+        }
+    }
+    const __m256i off = _mm256_load_si256((const __m256i *) (W + 256 + 64));
+    const int32_t * sums = (const int32_t *) (X + 8 * C * 32 + 4 * C);
+    for (int c = 0; c < C; ++c) s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(off, _mm256_set1_epi32(sums[c])));
+}
+
 // sub_dots for signed levels, as int16 products: vpmaddubsw needs an unsigned operand, and the
 // sign trick (|w| and x with w's sign) costs a vpsignb per product on the multiply ports, where
 // vpmaddubsw and vpmaddwd already are (Zen 3 and 4: two such per cycle), three of them per 32
@@ -293,9 +366,10 @@ inline void sub_dots_wide(const uint8_t * W, const uint8_t * X, __m256i * s) {
 
 // micro (below) for wide_x decoders. Their sums take 2 C registers (lo and hi), the weights and
 // an activation 3 more, so the float sums of the C columns live in memory (L1), read and written
-// once per sub-block; kept in registers they spilled inside the product loop instead.
+// once per sub-block; kept in registers they spilled inside the product loop instead. So do
+// kScales16 decoders' (their int32 sums, two steps of weights, the scale and the pair sums).
 template <typename D, int C, int kSuper>
-void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
+void micro_mem_acc(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
     constexpr int S = D::kSub, KV = S / 4, kStep = step_bytes<D>();
     constexpr size_t wrec = w_record_of<D>, xrec = x_record<S, C, true>;
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -313,8 +387,9 @@ void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst
         const float * xf = (const float *) (X + KV * C * 32);
         const float * xd = (const float *) (xp + (sb - sb % kSuper) * xrec + KV * C * 32);
         __m256i s[C];
-        sub_dots_wide<S, C, kStep>(W, X, s);
-        const __m256 scale = _mm256_load_ps((const float *) (W + KV * kStep));
+        if constexpr (wide_x<D>()) sub_dots_wide<S, C, kStep>(W, X, s);
+        else sub_dots_scales16<C>(W, X, s);
+        const __m256 scale = _mm256_load_ps((const float *) (W + w_floats_at<D>));
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
             __m256 a = _mm256_load_ps(acc[c]);
@@ -325,7 +400,7 @@ void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst
             }
             _mm256_store_ps(acc[c], a);
         }
-        __asm__ volatile("" ::: "memory");   // keep acc in memory (see above)
+        __asm__ volatile("" : : "r"(acc) : "memory");   // keep acc in memory (see above): it escapes here
     }
     for (int c = 0; c < C; ++c) {
         if (rows >= kRows) _mm256_storeu_ps(dst + c * dst_stride, _mm256_load_ps(acc[c]));
@@ -334,7 +409,7 @@ void micro_wide(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst
 }
 
 // 8 rows x C columns over nsb sub-blocks, added to dst (add) or stored; rows < 8 valid lanes
-// (micro: micro_wide for wide_x decoders, micro_bytes for the others).
+// (micro: micro_mem_acc for wide_x and kScales16 decoders, micro_bytes for the others).
 // kSuper > 1: the activations have one scale per kSuper sub-blocks (q8_K) and their packed sums
 // are plain sums; the x scale is then applied once per super-block instead of per sub-block.
 template <typename D, int C, int kSuper>
@@ -385,7 +460,7 @@ void micro_bytes(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * ds
 
 template <typename D, int C, int kSuper>
 void micro(int64_t nsb, const uint8_t * wg, const uint8_t * xp, float * dst, size_t dst_stride, int rows, bool add) {
-    if constexpr (wide_x<D>()) micro_wide<D, C, kSuper>(nsb, wg, xp, dst, dst_stride, rows, add);
+    if constexpr (wide_x<D>() || scales16<D>()) micro_mem_acc<D, C, kSuper>(nsb, wg, xp, dst, dst_stride, rows, add);
     else micro_bytes<D, C, kSuper>(nsb, wg, xp, dst, dst_stride, rows, add);
 }
 

@@ -219,6 +219,20 @@ struct panel_decoder {
     }
 };
 
+// q6_K batches (q8_0 activations) keep the block's int8 scales as integers (kScales16,
+// avx2/panel.h): records of 32 values, the offset 32 taken from the activations' sums per 16.
+struct panel_q6_K_scaled {
+    static constexpr int kSub = 32, kChunk = QK_K, kMaxLevel = 63, kLevelOffset = 32;
+    static constexpr bool kBias = false, kScales16 = true;
+    static void decode_scaled(const uint8_t * row, int64_t i, __m256i * v, __m256i & scales, float & d) {
+        const auto * x = (const block_q6_K *) (row + i * sizeof(block_q6_K));
+        block_state st;
+        for (int k = 0; k < 8; ++k) v[k] = parts_q6_K::level(x, k, st);
+        scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
+        d = _cvtsh_ss(x->d);
+    }
+};
+
 template <typename Parts, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
 void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
             size_t dst_stride, int nr, int nc) {
@@ -259,9 +273,13 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 template <typename Parts, size_t BlockBytes, int S, int MaxLevel, void (*Coef)(const void *, float *, float *)>
 void gemm_k_q8_0(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                  size_t dst_stride, int nr, int nc) {
-    using act = std::conditional_t<S == 32, kiln_panel::act_q8_32<false>, kiln_panel::act_q8_0_halves<false>>;
-    kiln_panel::gemm<panel_decoder<Parts, BlockBytes, S, MaxLevel, Coef>, act>(n, w, w_stride, x, x_stride, dst,
-                                                                              dst_stride, nr, nc);
+    if constexpr (std::is_same_v<Parts, parts_q6_K>) {
+        kiln_panel::gemm<panel_q6_K_scaled, kiln_panel::act_q8_0_half_sums>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+    } else {
+        using act = std::conditional_t<S == 32, kiln_panel::act_q8_32<false>, kiln_panel::act_q8_0_halves<false>>;
+        kiln_panel::gemm<panel_decoder<Parts, BlockBytes, S, MaxLevel, Coef>, act>(n, w, w_stride, x, x_stride, dst,
+                                                                                  dst_stride, nr, nc);
+    }
 }
 
 // The kernels of a type: q8_K activations (token generation, small batches) and, kBatch, q8_0
