@@ -180,9 +180,11 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             __m256i t[8];
             transpose8(v[k], t);
             // t[j] holds values 32 (i V + k) + 4j .. +3 of the 8 rows
-            const int64_t first = (i - i0) * D::kChunk + 32 * k;
+            // unsigned: the divisions are shifts without sign fix-ups (those were about a sixth of a
+            // q4_K pack, by its perf share in kiln-bench-ops --only moe)
+            const size_t first = (size_t) (i - i0) * D::kChunk + 32 * k;
             for (int j = 0; j < 8; ++j) {
-                const int64_t idx = first + 4 * j;
+                const size_t idx = first + 4 * j;
                 uint8_t * o = out + (idx / S) * rec + ((idx % S) / 4) * kStep;
                 if constexpr (wide_x<D>() && kStep == 32) {
                     _mm256_store_si256((__m256i *) o, _mm256_permutevar8x32_epi32(t[j], order));
@@ -221,11 +223,30 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             }
             continue;
         }
-        for (int j = 0; j < NS; ++j) {
-            float * f = (float *) (out + ((i - i0) * NS + j) * rec + (S / 4) * kStep);
-            for (int r = 0; r < kRows; ++r) {
-                f[r] = sc[r][j];
-                f[kRows + r] = bi[r][j];
+        if constexpr (NS % 8 == 0) {
+            // 8 sub-blocks at a time: the rows' coefficients transposed in registers (scalar
+            // stores of each row's, 128 per chunk of 8 rows, were a fifth of a q4_K pack)
+            for (int j0 = 0; j0 < NS; j0 += 8) {
+                __m256i vs[kRows], vb[kRows], ts[8], tb[8];
+                for (int r = 0; r < kRows; ++r) {
+                    vs[r] = _mm256_castps_si256(_mm256_loadu_ps(sc[r] + j0));
+                    vb[r] = _mm256_castps_si256(_mm256_loadu_ps(bi[r] + j0));
+                }
+                transpose8(vs, ts);
+                transpose8(vb, tb);
+                for (int j = 0; j < 8; ++j) {
+                    uint8_t * f = out + ((i - i0) * NS + j0 + j) * rec + (S / 4) * kStep;
+                    _mm256_store_si256((__m256i *) f, ts[j]);
+                    _mm256_store_si256((__m256i *) (f + 32), tb[j]);
+                }
+            }
+        } else {
+            for (int j = 0; j < NS; ++j) {
+                float * f = (float *) (out + ((i - i0) * NS + j) * rec + (S / 4) * kStep);
+                for (int r = 0; r < kRows; ++r) {
+                    f[r] = sc[r][j];
+                    f[kRows + r] = bi[r][j];
+                }
             }
         }
     }
