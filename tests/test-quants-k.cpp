@@ -467,6 +467,94 @@ TEST(KQuantBatch, Q2KAndQ3KKeepQ8K) {
     for (ggml_type t : k_types) EXPECT_EQ(ggml_cpu_gemm_for(t, false).act_type, GGML_TYPE_Q8_K) << ggml_type_name(t);
 }
 
+// Expert-routed batches of the batch types (q8_0 activations: the panel at every column count)
+// at every SIMD level against the scalar level, within 1e-5 of sum |w x|: mul_mat_id with an
+// input per slot and shared, and the fused up/gate. 5 experts: expert 0 takes every token (75,
+// more than one column block of a call), expert 1 one token, expert 2 none, experts 3 and 4
+// the rest; 141 rows (a whole row block of 128, then 13: a partial row group); K = 256 and 768.
+TEST(KQuantBatch, ExpertProductsMatchScalarLevel) {
+    const int64_t M = 141, n_expert = 5, n_used = 2, ntok = 75, KQ = 768;
+    std::vector<int32_t> route(n_used * ntok);
+    for (int64_t t = 0; t < ntok; ++t) route[t * n_used] = 0, route[t * n_used + 1] = t == 0 ? 1 : 3 + (int32_t) (t % 2);
+    const ggml_cpu_isa cap = ggml_cpu_get_isa();
+    int compared = 0;
+    for (ggml_type type : { GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K }) {
+        const size_t rs = ggml_row_size(type, KQ);
+        ggml_init_params ip = { 2 * n_expert * M * rs + 16 * sizeof(float) * KQ * ntok * n_used + (4 << 20), nullptr, false };
+        ggml_context * ctx = ggml_init(ip);
+        ggml_tensor * up = ggml_new_tensor_3d(ctx, type, KQ, M, n_expert);
+        ggml_tensor * gate = ggml_new_tensor_3d(ctx, type, KQ, M, n_expert);
+        std::vector<float> wdq[2];
+        for (int j = 0; j < 2; ++j) {
+            ggml_tensor * w = j == 0 ? up : gate;
+            const std::vector<float> wf = kiln_test::random_floats(n_expert * M * KQ, 700 + 10 * type + j, -1.0f, 1.0f);
+            ASSERT_EQ(ggml_quantize_chunk(type, wf.data(), w->data, 0, n_expert * M, KQ, nullptr), n_expert * M * rs);
+            wdq[j] = dequantize(type, w->data, n_expert * M, KQ);
+        }
+        const std::vector<float> xf = hidden_states(KQ, ntok * n_used, 71);
+        for (const int64_t K : { 256, 768 }) {
+            ggml_tensor * wu = ggml_view_3d(ctx, up, K, M, n_expert, up->nb[1], up->nb[2], 0);
+            ggml_tensor * wg = ggml_view_3d(ctx, gate, K, M, n_expert, gate->nb[1], gate->nb[2], 0);
+            ggml_tensor * per_slot = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, n_used, ntok);
+            ggml_tensor * shared = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, K, 1, ntok);
+            for (int64_t r = 0; r < ntok * n_used; ++r) std::memcpy((float *) per_slot->data + r * K, xf.data() + r * KQ, K * sizeof(float));
+            for (int64_t t = 0; t < ntok; ++t) std::memcpy((float *) shared->data + t * K, xf.data() + t * KQ, K * sizeof(float));
+            ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, ntok);
+            std::memcpy(ids->data, route.data(), route.size() * sizeof(int32_t));
+            // up per slot, gate and up of the shared input, the fused silu(gate) * up
+            ggml_tensor * outs[4] = { ggml_mul_mat_id(ctx, wu, per_slot, ids), ggml_mul_mat_id(ctx, wg, shared, ids),
+                                      ggml_mul_mat_id(ctx, wu, shared, ids),
+                                      ggml_moe_up_gate(ctx, wu, wg, shared, ids, GGML_GLU_OP_SWIGLU) };
+            ggml_cgraph * g = ggml_new_graph(ctx);
+            for (ggml_tensor * o : outs) ggml_build_forward_expand(g, o);
+            // per product output: 1e-5 of sum |w x| over the decoded weights
+            auto bound = [&](int j, int64_t e, int64_t m, const float * x) {
+                double b = 0;
+                for (int64_t k = 0; k < K; ++k) b += std::fabs((double) wdq[j][(e * M + m) * KQ + k] * x[k]);
+                return 1e-5 * b + 1e-6;
+            };
+            std::vector<float> ref[4];
+            for (int isa = GGML_CPU_ISA_SCALAR; isa < GGML_CPU_ISA_COUNT; ++isa) {
+                if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+                ggml_cpu_set_isa((ggml_cpu_isa) isa);
+                if (ggml_cpu_gemm_for(type, true).act_type != GGML_TYPE_Q8_0) continue;   // no batch kernel at this level
+                ASSERT_EQ(ggml_graph_compute_cpu(g, 2), GGML_STATUS_SUCCESS);
+                if (isa == GGML_CPU_ISA_SCALAR) {
+                    for (int j = 0; j < 4; ++j) ref[j].assign((const float *) outs[j]->data, (const float *) outs[j]->data + M * n_used * ntok);
+                    continue;
+                }
+                for (int64_t t = 0; t < ntok; ++t) {
+                    for (int64_t i = 0; i < n_used; ++i) {
+                        const int64_t e = route[t * n_used + i];
+                        for (int64_t m = 0; m < M; ++m) {
+                            const size_t at = (t * n_used + i) * M + m;
+                            const double bu = bound(0, e, m, xf.data() + (t * n_used + i) * KQ);
+                            const double bg = bound(1, e, m, xf.data() + t * KQ), bs = bound(0, e, m, xf.data() + t * KQ);
+                            const float * got[4];
+                            for (int j = 0; j < 4; ++j) got[j] = (const float *) outs[j]->data;
+                            const std::string where = std::string(ggml_type_name(type)) + " K=" + std::to_string(K) + " " +
+                                                      ggml_cpu_isa_name((ggml_cpu_isa) isa) + " token " + std::to_string(t) +
+                                                      " slot " + std::to_string(i) + " expert " + std::to_string(e) +
+                                                      " row " + std::to_string(m);
+                            ASSERT_NEAR(got[0][at], ref[0][at], bu) << "mul_mat_id per slot, " << where;
+                            ASSERT_NEAR(got[1][at], ref[1][at], bg) << "mul_mat_id shared (gate), " << where;
+                            ASSERT_NEAR(got[2][at], ref[2][at], bs) << "mul_mat_id shared (up), " << where;
+                            // silu(g) u: |silu'| <= 1.1, so the gate's error counts 1.1 |u| times, the up's |silu(g)|
+                            const double gv = ref[1][at], silu = gv / (1 + std::exp(-gv));
+                            ASSERT_NEAR(got[3][at], ref[3][at], 1.1 * std::fabs(ref[2][at]) * bg + std::fabs(silu) * bs + 1e-5)
+                                << "moe_up_gate, " << where;
+                        }
+                    }
+                }
+                ++compared;
+            }
+            ggml_cpu_set_isa(cap);
+        }
+        ggml_free(ctx);
+    }
+    if (ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) { EXPECT_GE(compared, 6); }   // x86: 3 types at K = 256 and 768
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, KQuant, ::testing::ValuesIn(k_types),
                          [](const auto & info) { return std::string(ggml_type_name(info.param)); });
 
