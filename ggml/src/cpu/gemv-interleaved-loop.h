@@ -697,6 +697,16 @@ struct q6_0_r4_dec : b32_dec<I, q6_0_r4_block, 32> {
 
 // ---------------------------------------------------------------------------------------------
 
+// A decoder whose levels are magnitudes with separate sign bits (the lattice grids,
+// gemv-interleaved-lattice.h) says kSignsApart and gives the parts' signs itself (D::signs: a
+// byte negative where the value is, positive else), so the loop skips the vpabsb and takes
+// them as they are; the others' signed levels give their own signs.
+template <typename D>
+constexpr bool signs_apart() {
+    if constexpr (requires { D::kSignsApart; }) return D::kSignsApart;
+    else return false;
+}
+
 // Groups of 4 rows times C columns (spread activations xs, one column every col_bytes).
 template <typename I, typename D, int C>
 void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t row_size, const uint8_t * xs, size_t col_bytes,
@@ -730,7 +740,8 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
             for (int ib = 0; ib < D::kSubs; ++ib) {
                 vi lv[NP], sign[D::kSigned ? NP : 1];
                 D::levels(blk[b], ib, lv);
-                if constexpr (D::kSigned) {
+                if constexpr (signs_apart<D>()) D::signs(blk[b], ib, sign);
+                else if constexpr (D::kSigned) {
                     for (int j = 0; j < NP; ++j) sign[j] = lv[j], lv[j] = I::abs8(lv[j]);
                 }
                 // the activations of part j, with the level's sign where the levels are signed

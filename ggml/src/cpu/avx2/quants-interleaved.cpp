@@ -9,6 +9,7 @@
 #include "avx2/panel-r8-types.h"
 #include "avx2/gemm-q8-kv-r8.h"
 #include "gemv-interleaved-loop.h"
+#include "gemv-interleaved-lattice.h"
 
 namespace {
 
@@ -38,6 +39,8 @@ struct r4k_isa {
     static vi abs8(vi v) { return _mm256_abs_epi8(v); }
     static vi sign8(vi x, vi s) { return _mm256_sign_epi8(x, s); }
     static vi select_bit0(vi a, vi b, vi v) { return _mm256_blendv_epi8(a, b, _mm256_slli_epi16(v, 7)); }
+    // -1 in the bytes where x & m is not 0, else 1 (vpsignb zeroes where its sign byte is 0)
+    static vi negative_where(vi x, vi m) { return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(x, m), m), _mm256_set1_epi8(1)); }
     static vi nibble_or(vi a, vi b) { return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi8(0x0F)), b); }
     static vi srlv32(vi v, vi n) { return _mm256_srlv_epi32(v, n); }
     static vi shuffle(vi v, vi c) { return _mm256_shuffle_epi8(v, c); }
@@ -92,6 +95,11 @@ void ggml_cpu_register_interleaved_avx2() {
     reg(GGML_TYPE_IQ5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_k_r4<true>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ5_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_ks_r4<true>, act_q8_K<32>>>);
     reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_ks_r4<true>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ2_XXS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_xxs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_xxs_r4<true>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ2_XS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_xs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_xs_r4<true>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ2_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_s_r4<true>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ3_XXS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_xxs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_xxs_r4<true>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ3_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_s_r4<true>, act_q8_K<32>>>);
     // q6_K's AVX2 batch kernel reads q8_0 pairs each with its scale (kSuper = 1)
     register_k_r4_batch_gemms<grp_q4_k_r4, grp_q5_k_r4, grp_q6_k_r4, act_q8_0_halves<false>>(GGML_CPU_ISA_AVX2);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, q8_kv_r8::gemm<2>);

@@ -11,6 +11,7 @@
 #include "avx512/panel-r16-k.h"
 #include "avx2/gemm-q8-kv-r8.h"
 #include "gemv-interleaved-loop.h"
+#include "gemv-interleaved-lattice.h"
 
 namespace {
 
@@ -38,6 +39,9 @@ struct r4k_isa {
     static vi abs8(vi v) { return _mm512_abs_epi8(v); }
     static vi sign8(vi x, vi s) { return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(s), _mm512_setzero_si512(), x); }
     static vi select_bit0(vi a, vi b, vi v) { return _mm512_mask_mov_epi8(a, _mm512_test_epi8_mask(v, _mm512_set1_epi8(1)), b); }
+    // -1 in the bytes where x & m is not 0, else 0 (sign8 reads the top bit)
+    static vi negative_where(vi x, vi m) { return _mm512_movm_epi8(_mm512_test_epi8_mask(x, m)); }
+    static vi join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
     // (a & 0x0F) | b in one vpternlogd (0xEA: A & B | C)
     static vi nibble_or(vi a, vi b) { return _mm512_ternarylogic_epi32(a, _mm512_set1_epi8(0x0F), b, 0xEA); }
     static vi srlv32(vi v, vi n) { return _mm512_srlv_epi32(v, n); }
@@ -102,6 +106,11 @@ void ggml_cpu_register_interleaved_avx512() {
     reg(GGML_TYPE_IQ3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_k_r4<kSignedLevels>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_k_r4<kSignedLevels>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ5_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_ks_r4<kSignedLevels>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ2_XXS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_xxs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_xxs_r4<kSignedLevels>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ2_XS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_xs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_xs_r4<kSignedLevels>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ2_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_s_r4<kSignedLevels>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ3_XXS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_xxs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_xxs_r4<kSignedLevels>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ3_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_s_r4<kSignedLevels>, act_q8_K<32>>>);
     using iq4_k_r4_batch = earlier_gemm<GGML_TYPE_IQ4_K_R4>;
     iq4_k_r4_batch::fn = ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_K_R4)->gemm[GGML_CPU_ISA_AVX512];
     GGML_ASSERT(iq4_k_r4_batch::fn && "quants-ik.cpp registers iq4_k_r4 first");
