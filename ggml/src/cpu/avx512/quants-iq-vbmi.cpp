@@ -25,50 +25,11 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "avx512/grid-planes.h"
+
 namespace {
 
 using namespace ggml_iq;
-
-// A grid's code planes: entry i's code (value v in bits c v .. c v + c - 1, c = 16 / values an
-// entry) is plane[0][i] | plane[1][i] << 8; level[j] is the level of code j mod 2^c.
-template <int N>
-struct grid_planes {
-    alignas(64) uint8_t plane[2][N];
-    alignas(64) uint8_t level[64];
-};
-
-// A type's planes, filled by the register function (zero-initialized storage: no static
-// initializer in this folder).
-template <typename Block, int N>
-grid_planes<N> & planes_of() {
-    static grid_planes<N> p;
-    return p;
-}
-
-// The planes of an N-entry grid, false where its bytes take more than 2^c levels.
-template <typename Grid, int N>
-bool make_planes(const Grid * grid, grid_planes<N> & t) {
-    constexpr int V = (int) sizeof(Grid), c = 16 / V;
-    uint8_t levels[1 << c];
-    int n = 0;
-    for (int i = 0; i < N; ++i) {
-        uint32_t code = 0;
-        for (int v = 0; v < V; ++v) {
-            const uint8_t byte = (uint8_t) (grid[i] >> 8 * v);
-            int j = 0;
-            while (j < n && levels[j] != byte) ++j;
-            if (j == n) {
-                if (n == (1 << c)) return false;
-                levels[n++] = byte;
-            }
-            code |= (uint32_t) j << c * v;
-        }
-        t.plane[0][i] = (uint8_t) code;
-        t.plane[1][i] = (uint8_t) (code >> 8);
-    }
-    for (int j = 0; j < 64; ++j) t.level[j] = j % (1 << c) < n ? levels[j % (1 << c)] : 0;
-    return true;
-}
 
 // The sign byte of each 7-bit code (its eighth bit makes the count of set bits even).
 constexpr auto kSigns7 = [] {
@@ -221,13 +182,7 @@ struct vbmi_layout {
         if constexpr (kBytes) {
             // the codes of every entry, plane by plane, in their index bytes' places
             const __m512i q = _mm512_loadu_si512((const uint8_t *) &b + T.index_lo.byte);
-            const __mmask64 upper = _mm512_movepi8_mask(q);
-            auto lookup = [&](const uint8_t * t) {
-                const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(t), q, _mm512_load_si512(t + 64));
-                const __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512(t + 128), q, _mm512_load_si512(t + 192));
-                return _mm512_mask_blend_epi8(upper, lo, hi);
-            };
-            src0 = lookup(gp.plane[0]), src1 = lookup(gp.plane[1]);
+            src0 = plane_bytes(gp.plane[0], q), src1 = plane_bytes(gp.plane[1], q);
         } else {
             src0 = src1 = codes512<0>(b, gp);
             if constexpr (kEntries > 32) src1 = codes512<1>(b, gp);

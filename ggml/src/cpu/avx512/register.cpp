@@ -16,4 +16,5 @@ void ggml_cpu_register_avx512() {
     ggml_cpu_register_q8_avx512();
     ggml_cpu_register_kt_search_avx512();
     ggml_cpu_register_interleaved_avx512();
+    if (ggml_cpu_has_avx512_vbmi()) ggml_cpu_register_interleaved_vbmi_avx512();
 }
