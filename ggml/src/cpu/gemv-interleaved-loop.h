@@ -737,6 +737,9 @@ void rows_times_columns(int64_t nb, const uint8_t * w, size_t w_stride, size_t r
             for (int c = 0; c < C; ++c) {
                 for (int a = 0; a < A; ++a) acc[c][a] = I::zero();
             }
+            // unrolled, so that acc[c][ib % A] is a register: indexed at run time it went through
+            // the stack, a store and a reload on every sub-block's accumulation chain
+#pragma GCC unroll 8
             for (int ib = 0; ib < D::kSubs; ++ib) {
                 vi lv[NP], sign[D::kSigned ? NP : 1];
                 D::levels(blk[b], ib, lv);
