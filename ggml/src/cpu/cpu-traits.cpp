@@ -192,8 +192,18 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
 //     at batch 512; iq2_k_r4 .. iq5_k_r4, iq4_ks_r4, iq5_ks_r4 1.2x to 2.3x faster at batch 1
 //     but 0.84 to 0.92 at batch 512 (the AVX2 r8 panel's group decoders are slower than the
 //     plain types' panel decoders).
-// Also not listed: the lattice r4 types (iq2_xxs_r4 .. iq3_s_r4: about 0.3x at batch 1 on both
-// levels, grid entries scattered row by row); iq1_s_r4 / iq1_m_r4 (quantized on their own, not a
+// Session 9: the lattice r4 types iq2_xxs_r4 .. iq3_s_r4 got token-generation decoders of the
+// same loop (gemv-interleaved-lattice.h; iq2_xxs_r4 / iq3_xxs_r4 with VBMI in
+// avx512/quants-interleaved-vbmi.cpp). --twins, least CPU ms of 5 alternating runs at load 7 to
+// 10, ratios twin / layout, b1 (4096 x 4096) / b512 (the panels, unchanged):
+//   AVX512 (VBMI twins): iq2_xxs_r4 0.91 to 0.95 / 0.93, iq2_xs_r4 1.08 to 1.16 / 0.94, iq2_s_r4
+//     1.19 to 1.31 / 0.94, iq3_xxs_r4 0.88 to 0.91 / 0.95, iq3_s_r4 0.73 to 0.86 / 0.95 (0.3
+//     at b1 before); KILN_CPU_VBMI=0 (plain AVX512 twins): 1.36 to 1.78 at b1;
+//   AVX2: iq2_xxs_r4 2.06 to 2.26 / 0.83, iq2_xs_r4 2.35 / 0.75, iq2_s_r4 1.82 to 1.98 / 0.75,
+//     iq3_xxs_r4 1.86 to 1.94 / 0.83, iq3_s_r4 1.38 to 1.51 / 0.58.
+// So still not listed: at AVX2 the r8 panel's group decoders (panel-r8-iq.h) lose at batch 512,
+// at AVX512 batch 512 is 0.93 to 0.95 and batch 1 below the VBMI twins for three of them.
+// Also not listed: iq1_s_r4 / iq1_m_r4 (quantized on their own, not a
 // repack of iq1_s / iq1_m); q8_k_r8 and q8_k_r16 (no plain q8_K weights exist to repack).
 //
 // Arm64 (arm_repack_pays): speed is unmeasured, the Arm stage runs under emulation. The rows come

@@ -1,6 +1,7 @@
 // AVX2 gemm kernels of the row-interleaved layouts read straight from their woven groups by
 // the panel gemm (avx2/panel-r8*.h; the list is register_r8_gemms in panel-r8-types.h), for
-// batches and token generation alike, but q2_k_r4 .. q6_k_r4 token generation, which
+// batches and token generation alike, but q2_k_r4 .. q6_k_r4 token generation (and the rest
+// listed below, the lattice r4 types with gemv-interleaved-lattice.h's decoders), which
 // takes the lane-shaped loop of gemv-interleaved-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose
 // activations are f32, has a float product of its own (gemm-q8-kv-r8.h).
 #include "avx2/register.h"
