@@ -107,7 +107,7 @@ struct lattice_dec {
 
 // iq2_xxs_r4 / iq3_xxs_r4: the scale of row k's sub-block ib is bit 0 of the 4 bytes of its sas
 // word sas[4 (4 ib + k)] (gathered by one multiply), the signs 7-bit codes above it.
-template <typename I, typename B, int kMax, float kFactor>
+template <typename I, typename B, int kMax, const float & kFactor>
 struct sas_dec : lattice_dec<I, B, kMax, false> {
     using base = lattice_dec<I, B, kMax, false>;
     static void begin(const B & b, typename base::state & st) {
