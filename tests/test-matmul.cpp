@@ -2,6 +2,7 @@
 // for f32/f16/bf16 weights, awkward shapes, broadcasting, non-contiguous activations, 1 and 2
 // threads, and every instruction-set level the CPU has.
 #include "cpu-fusion.h"
+#include "cpu-traits.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -536,4 +537,59 @@ TEST(Scheduler, RunsGraphsAndKeepsItsBuffer) {
     ggml_backend_free(cpu);
 }
 
+// A dense quantized batch product keeps the activations it packed for the panel across its own
+// chunks (cpu-traits.h, ggml_cpu_act_reuse), never beyond. Two products of one type, shape and
+// column count in a graph, the second on the first's result: both convert their activations into
+// the same scratch, so only the product token tells them apart. Each must equal, bit for bit, the
+// type's batch kernel called once on all rows (no reuse there), with 1 and 2 threads: 300 rows
+// are 5-10 chunks of 32-64 rows, and 20 columns two whole tiles of 8 and a tail.
+TEST(MatMulQuant, PackedActivationsStayWithinTheirProduct) {
+    const int64_t K = 512, M = 300, N = 20;
+    for (int isa : isas_of_this_architecture()) {
+        if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;   // MatMul reports the lacking levels
+        ggml_cpu_set_isa((ggml_cpu_isa) isa);
+        for (ggml_type type : { GGML_TYPE_IQ4_XS, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K }) {
+            const ggml_cpu_gemm_choice choice = ggml_cpu_gemm_for(type, true);
+            const ggml_from_float_t enc = ggml_cpu_from_float(choice.act_type);
+            ASSERT_TRUE(choice.gemm && enc) << ggml_type_name(type);
+            for (int n_threads : { 1, 2 }) {
+                ctx_guard c(16 * 1024 * 1024);
+                ggml_tensor * w1 = ggml_new_tensor_2d(c.ctx, type, K, K);
+                ggml_tensor * w2 = ggml_new_tensor_2d(c.ctx, type, K, M);
+                ggml_tensor * x = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, N);
+                for (ggml_tensor * w : { w1, w2 }) {
+                    const std::vector<float> f = kiln_test::random_floats(ggml_nelements(w), 77 + (uint32_t) w->ne[1]);
+                    ggml_quantize_chunk(type, f.data(), w->data, 0, w->ne[1], K, nullptr);
+                }
+                const std::vector<float> xf = kiln_test::random_floats(K * N, 78);
+                std::memcpy(x->data, xf.data(), xf.size() * sizeof(float));
+                ggml_tensor * y1 = ggml_mul_mat(c.ctx, w1, x);
+                ggml_tensor * y2 = ggml_mul_mat(c.ctx, w2, y1);
+                ggml_cgraph * graph = ggml_new_graph(c.ctx);
+                ggml_build_forward_expand(graph, y2);
+                ASSERT_EQ(ggml_graph_compute_cpu(graph, n_threads), GGML_STATUS_SUCCESS);
+                // the kernel on all rows at once, on the activations each product saw
+                const size_t xs = ggml_row_size(choice.act_type, K);
+                std::vector<uint8_t> xq(xs * N);
+                std::vector<float> want;
+                for (const ggml_tensor * y : { y1, y2 }) {
+                    const ggml_tensor * w = y->src[0];
+                    const ggml_tensor * in = y->src[1];
+                    for (int64_t col = 0; col < N; ++col) enc((const float *) in->data + col * K, xq.data() + col * xs, K);
+                    want.assign(w->ne[1] * N, NAN);
+                    choice.gemm(K, w->data, w->nb[1], xq.data(), xs, want.data(), w->ne[1], (int) w->ne[1], (int) N);
+                    for (int64_t col = 0; col < N; ++col)
+                        for (int64_t r = 0; r < w->ne[1]; ++r)
+                            ASSERT_EQ(((const float *) y->data)[col * w->ne[1] + r], want[col * w->ne[1] + r])
+                                << ggml_type_name(type) << " " << (y == y1 ? "first" : "second") << " product, row " << r
+                                << " column " << col << ", threads " << n_threads << ", isa "
+                                << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                }
+            }
+        }
+    }
+    ggml_cpu_set_isa(ggml_cpu_detected_isa());
+}
+
 } // namespace
+

@@ -154,6 +154,32 @@ void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes) {
     return b.p;
 }
 
+namespace {
+thread_local uint64_t t_act_token = 0;   // the current product's token (0: none)
+thread_local uint64_t t_act_count = 0;   // tokens this thread has handed out
+thread_local ggml_cpu_act_panel_key t_act_held = {};   // what GGML_CPU_SCRATCH_PANEL_XALL holds
+} // namespace
+
+ggml_cpu_act_reuse::ggml_cpu_act_reuse() { t_act_token = ++t_act_count; }
+
+ggml_cpu_act_reuse::~ggml_cpu_act_reuse() {
+    t_act_token = 0;
+    t_act_held = {};
+}
+
+uint64_t ggml_cpu_act_reuse_token() { return t_act_token; }
+
+uint8_t * ggml_cpu_act_panel(const ggml_cpu_act_panel_key & key, size_t bytes, bool * filled) {
+    GGML_ASSERT(key.token != 0 && key.token == t_act_token);
+    const ggml_cpu_act_panel_key & h = t_act_held;
+    *filled = h.token == key.token && h.x == key.x && h.x_stride == key.x_stride && h.n == key.n && h.nc == key.nc &&
+              h.layout == key.layout;
+    // (the size follows from the key, so a buffer that holds the key is already large enough)
+    uint8_t * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_PANEL_XALL, bytes);
+    t_act_held = key;
+    return buf;
+}
+
 // The -rtr policy, in one place: per ISA level, the interleaved layouts whose kernels at that
 // level are at least as fast as the plain twin's at batch 1 and at batch 512 (kiln-bench-matmul
 // -t 1, CPU time; batch 1 at K = M = 4096, batch 512 at K = M = 1024; Zen 4, AVX2 by

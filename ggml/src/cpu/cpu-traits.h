@@ -93,9 +93,40 @@ enum ggml_cpu_scratch_slot {
     GGML_CPU_SCRATCH_PANEL_X,   // repacked activation panel
     GGML_CPU_SCRATCH_GATHER,    // interleaved row group copied from strided rows
     GGML_CPU_SCRATCH_PLAIN,     // interleaved rows decoded to the plain layout
+    GGML_CPU_SCRATCH_PANEL_XALL,   // packed activations kept across the calls of a product (below)
     GGML_CPU_SCRATCH_COUNT,
 };
 void * ggml_cpu_kernel_scratch(ggml_cpu_scratch_slot slot, size_t bytes);
+
+// Packed activations reused across the gemm calls of one product. A dense product's chunks are
+// (block of weight rows) x (the same activation columns), one gemm call each, and every call
+// used to repack all its columns for the panel (a tenth of a prompt's matrix time at 128 rows per
+// chunk). While a ggml_cpu_act_reuse lives (ops-matmul.cpp holds one per dense product and
+// thread), a kernel may keep what it packed for the next call of the same product: the
+// activations cannot change within it. Elsewhere (expert-routed products gather different tokens
+// into the same buffer, tests, benchmarks) the token is 0 and nothing is kept.
+struct ggml_cpu_act_reuse {
+    ggml_cpu_act_reuse();
+    ~ggml_cpu_act_reuse();
+    ggml_cpu_act_reuse(const ggml_cpu_act_reuse &) = delete;
+    ggml_cpu_act_reuse & operator=(const ggml_cpu_act_reuse &) = delete;
+};
+// The calling thread's current product (0: no reuse allowed).
+uint64_t ggml_cpu_act_reuse_token();
+
+// What a buffer of packed activations holds: the product (token), the source (x, x_stride, n
+// values, nc columns) and the packed layout (any address unique to the packer, e.g. its function).
+struct ggml_cpu_act_panel_key {
+    uint64_t     token;
+    const void * x;
+    size_t       x_stride;
+    int64_t      n, nc;
+    const void * layout;
+};
+// The thread's buffer of at least bytes (64-byte aligned) for key; *filled: whether it already
+// holds key's packed activations (an earlier call of the product packed them). When not, the
+// caller must fill all of it in this call: the next call with the same key will take it as done.
+uint8_t * ggml_cpu_act_panel(const ggml_cpu_act_panel_key & key, size_t bytes, bool * filled);
 
 // An interleaved group of R rows of row_size bytes, rows w_stride apart: the group itself when
 // its rows are contiguous, else a copy in the gather scratch (a view of a wider tensor).

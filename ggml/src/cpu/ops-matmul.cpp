@@ -261,6 +261,9 @@ void ggml_cpu_op_mul_mat(const ggml_compute_params * p, ggml_tensor * dst) {
     const int64_t total = per_plane * ne12 * ne13;
     const int64_t r2 = ne12 / src0->ne[2], r3 = ne13 / src0->ne[3];
 
+    // the activations are fixed for the product: kernels may keep what they pack of them for the
+    // thread's next chunk (cpu-traits.h)
+    const ggml_cpu_act_reuse reuse;
     for (;;) {
         const int64_t chunk = s.counter->fetch_add(1, std::memory_order_relaxed);
         if (chunk >= total) break;
