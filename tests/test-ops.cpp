@@ -381,6 +381,46 @@ TEST_F(Ops, Rope) {
     }
 }
 
+// Threads keep the cos/sin tables of the positions they met for the next rope nodes
+// (ops-rope.cpp's table_cache). Nodes that share positions but not parameters must not share
+// tables: two nodes in one graph on the same positions, the second with another base, then
+// the graph again after the frequency factors changed in place (same tensor, other values).
+TEST_F(Ops, RopeTablesFollowTheirParameters) {
+    const rope_case a_case = { 64, 2, 9, 64, GGML_ROPE_TYPE_NEOX, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 4096, true, false };
+    rope_case b_case = a_case;
+    b_case.base = 1000000.0f;
+    ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, a_case.head_dim, a_case.n_head, a_case.n_tok);
+    fill_random(x, 810);
+    ggml_tensor * pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, a_case.n_tok);
+    // positions past the cache's 1024 slots that share a slot with earlier ones, and repeats
+    const std::vector<int32_t> pv = { 0, 5, 1029, 5, 3000, 1976, 952, 7, 1029 };
+    std::memcpy(pos->data, pv.data(), pv.size() * sizeof(int32_t));
+    ggml_tensor * ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, a_case.n_dims / 2);
+    std::vector<float> ffv = kiln_test::random_floats(a_case.n_dims / 2, 811, 1.0f, 8.0f);
+    std::memcpy(ff->data, ffv.data(), ffv.size() * sizeof(float));
+    auto rope = [&](const rope_case & rc) {
+        return ggml_rope_ext(ctx, x, pos, ff, rc.n_dims, rc.mode, rc.n_ctx_orig, rc.base, rc.freq_scale, rc.ext_factor,
+                             rc.attn_factor, rc.beta_fast, rc.beta_slow);
+    };
+    ggml_tensor * ya = rope(a_case);
+    ggml_tensor * yb = rope(b_case);
+    ggml_tensor * out = ggml_add(ctx, ya, yb);   // computes both (each is checked on its own)
+    each_config(out, [&](const std::string &) {
+        EXPECT_TRUE(close_to(ya, rope_ref(a_case, x, pv, ffv), 2e-5, 1e-5));
+        EXPECT_TRUE(close_to(yb, rope_ref(b_case, x, pv, ffv), 2e-5, 1e-5));
+    });
+    // one node alone, so that nothing else rebinds the threads' tables between the two rounds
+    for (int round = 0; round < 2; ++round) {
+        if (round == 1) {
+            ffv = kiln_test::random_floats(a_case.n_dims / 2, 812, 1.0f, 8.0f);
+            std::memcpy(ff->data, ffv.data(), ffv.size() * sizeof(float));
+        }
+        SCOPED_TRACE("frequency factors " + std::to_string(round));
+        const ref_t wa = rope_ref(a_case, x, pv, ffv);
+        each_config(ya, [&](const std::string &) { EXPECT_TRUE(close_to(ya, wa, 2e-5, 1e-5)); });
+    }
+}
+
 // ================================================================================ softmax
 
 double alibi_slope_ref(double max_bias, int64_t n_head, int64_t h) {
