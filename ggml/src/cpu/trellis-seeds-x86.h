@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
@@ -43,6 +44,43 @@ inline __m256i iq4_kt_seeds8(const block_iq4_kt & b, int ib) {
 inline __m256i kt_word_seeds(const uint8_t * ql, int first, int n4) {
     const __m128i w = n4 == 8 ? _mm_loadu_si128((const __m128i *) (ql + 2 * first)) : _mm_loadl_epi64((const __m128i *) (ql + 2 * first));
     return _mm256_add_epi32(_mm256_cvtepu16_epi32(w), _mm256_set1_epi32(kKtSeedOffset));
+}
+
+// iq2_kt / iq3_kt: the 8 scale nibbles of a block's 4 scale bytes, 32-block j's in byte j.
+inline uint64_t kt_scale_nibbles(const uint8_t * scales) {
+    uint32_t v;
+    std::memcpy(&v, scales, 4);
+    return (uint64_t) (v & 0x0F0F0F0Fu) | (uint64_t) ((v >> 4) & 0x0F0F0F0Fu) << 32;
+}
+
+// Byte 4d + i of each 128-bit lane <- byte 4i + d.
+inline __m128i kt_transpose4x4_pattern() { return _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+
+// iq3_kt's sign bytes in the packed order of the gemv kernels (gemv-kt.h): byte 4d + i is
+// qh[8i + 4p + d], the byte whose bit c is the sign of value 8i + 4p + d (run i, step 4p + d) of
+// 32-block c.
+inline __m128i iq3_kt_packed_signs(const block_iq3_kt & b, int p) {
+    const __m128 q0 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *) b.qh));
+    const __m128 q1 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *) (b.qh + 16)));
+    // dword i: qh[8i + 4p .. 8i + 4p + 3]
+    const __m128 g = p == 0 ? _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)) : _mm_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm_shuffle_epi8(_mm_castps_si128(g), kt_transpose4x4_pattern());
+}
+
+// T::kSigned where the type has it (iq3_kt), else false.
+template <typename T, typename = void>
+struct kt_signed : std::false_type {};
+template <typename T>
+struct kt_signed<T, std::void_t<decltype(T::kSigned)>> : std::bool_constant<T::kSigned> {};
+
+// pw[m] = K^(m+1), the multiplier of a run's value m, broadcast by set1.
+template <int N, typename V, typename Set1>
+void kt_powers(V * pw, Set1 set1) {
+    uint32_t v = 0xCBAC1FEDu;
+    for (int m = 0; m < N; ++m) {
+        pw[m] = set1((int) v);
+        v *= 0xCBAC1FEDu;
+    }
 }
 
 } // namespace

@@ -19,12 +19,24 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
 // 32 vectors of 32 bytes per 256 values in the expanded activations.
 constexpr size_t kKtActBlockBytes = 32 * 32;
+
+using kt_facc = __m256;
+inline __m256 kt_facc_zero() { return _mm256_setzero_ps(); }
+inline float kt_facc_sum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+#include "gemv-kt-columns.inc"
 
 // 32-block j's scale in int32 lane j from 8 bytes of iq4_k-grid indices (low nibbles).
 inline __m256i kt_grid_scales8(uint64_t nibbles) {
@@ -38,11 +50,7 @@ struct kt_gemv_iq2 {
     static constexpr size_t kBytes = sizeof(block_iq2_kt);
     static constexpr float kFactor = kIq2KtGemmFactor;
     static __m256i seeds(const uint8_t * b, int q) { return kt_word_seeds(b + 4, 8 * q, 8); }   // runs 8q ..
-    static __m256i scales8(const uint8_t * b) {
-        uint32_t v;
-        std::memcpy(&v, b, 4);
-        return kt_grid_scales8((uint64_t) (v & 0x0F0F0F0Fu) | (uint64_t) ((v >> 4) & 0x0F0F0F0Fu) << 32);
-    }
+    static __m256i scales8(const uint8_t * b) { return kt_grid_scales8(kt_scale_nibbles(b)); }
 };
 
 // iq1_kt: 32 runs of 8 (seeds: trellis-seeds-x86.h).
@@ -106,59 +114,138 @@ template <typename T, int C>
 void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * const * act, const block_q8_K * const * xq,
                   float * dst, size_t dst_stride, int nr) {
     constexpr int kVecs = 32 / T::kRun;   // vectors of 8 runs per block
-    alignas(32) uint32_t pw[8];
-    {
-        uint32_t v = 0xCBAC1FEDu;
-        for (int m = 0; m < 8; ++m) {
-            pw[m] = v;
-            v *= 0xCBAC1FEDu;
-        }
-    }
+    uint32_t pw[8];
+    kt_powers<8>(pw, [](int v) { return (uint32_t) v; });
     const __m256i mask = _mm256_set1_epi32(0x3f3f3f3f);
-    for (int r = 0; r < nr; ++r) {
-        const uint8_t * row = w + r * w_stride;
-        float row_d;
-        std::memcpy(&row_d, row, 4);
-        row_d *= T::kFactor;
-        const uint8_t * blocks = row + 4;
-        __m256 acc[C];
-        for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; ++i) {
-            const uint8_t * b = blocks + i * T::kBytes;
-            // int32 lane j: scale of 32-block j in both int16 halves
-            const __m256i sc = T::scales8(b);
-            const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
-            // bsums 2j, 2j+1 belong to 32-block j: one vpmaddwd by -126 * scale
-            const __m256i sc2_bias = _mm256_mullo_epi16(sc2, _mm256_set1_epi16(-126));
-            __m256i t[C];
-            for (int c = 0; c < C; ++c) t[c] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) xq[c][i].bsums), sc2_bias);
-            for (int q = 0; q < kVecs; ++q) {
-                const __m256i seeds = T::seeds(b, q);
-                // lane r: run 8q + r of 32-block (8q + r) Run / 32
-                const __m256i rs = T::kRun == 8 ? _mm256_permutevar8x32_epi32(sc2, _mm256_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1))
-                                                : _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(q));
+    kt_rows<T, C>(nb, w, w_stride, dst, dst_stride, nr, [&](const uint8_t * b, int64_t i, float row_d, __m256 * acc) {
+        // int32 lane j: scale of 32-block j in both int16 halves
+        const __m256i sc = T::scales8(b);
+        const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+        // bsums 2j, 2j+1 belong to 32-block j: one vpmaddwd by -126 * scale
+        const __m256i sc2_bias = _mm256_mullo_epi16(sc2, _mm256_set1_epi16(-126));
+        __m256i t[C];
+        for (int c = 0; c < C; ++c) t[c] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) xq[c][i].bsums), sc2_bias);
+        for (int q = 0; q < kVecs; ++q) {
+            const __m256i seeds = T::seeds(b, q);
+            // lane r: run 8q + r of 32-block (8q + r) Run / 32
+            const __m256i rs = T::kRun == 8 ? _mm256_permutevar8x32_epi32(sc2, _mm256_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1))
+                                            : _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(q));
 #pragma GCC unroll 4
-                for (int m = 0; m < T::kRun; m += 2) {
-                    const __m256i x0 = _mm256_and_si256(_mm256_mullo_epi32(seeds, _mm256_set1_epi32((int) pw[m])), mask);
-                    const __m256i x1 = _mm256_and_si256(_mm256_mullo_epi32(seeds, _mm256_set1_epi32((int) pw[m + 1])), mask);
-                    for (int c = 0; c < C; ++c) {
-                        const uint8_t * a = act[c] + i * kKtActBlockBytes + 32 * (T::kRun * q + m);
-                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(x0, _mm256_loadu_si256((const __m256i *) a)),
-                                                           _mm256_maddubs_epi16(x1, _mm256_loadu_si256((const __m256i *) (a + 32))));
-                        t[c] = _mm256_add_epi32(t[c], _mm256_madd_epi16(p, rs));
-                    }
+            for (int m = 0; m < T::kRun; m += 2) {
+                const __m256i x0 = _mm256_and_si256(_mm256_mullo_epi32(seeds, _mm256_set1_epi32((int) pw[m])), mask);
+                const __m256i x1 = _mm256_and_si256(_mm256_mullo_epi32(seeds, _mm256_set1_epi32((int) pw[m + 1])), mask);
+                for (int c = 0; c < C; ++c) {
+                    const uint8_t * a = act[c] + i * kKtActBlockBytes + 32 * (T::kRun * q + m);
+                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(x0, _mm256_loadu_si256((const __m256i *) a)),
+                                                       _mm256_maddubs_epi16(x1, _mm256_loadu_si256((const __m256i *) (a + 32))));
+                    t[c] = _mm256_add_epi32(t[c], _mm256_madd_epi16(p, rs));
                 }
             }
-            for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[c]), _mm256_set1_ps(row_d * xq[c][i].d), acc[c]);
         }
-        for (int c = 0; c < C; ++c) {
-            __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[c]), _mm256_extractf128_ps(acc[c], 1));
-            s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-            dst[c * dst_stride + r] = _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[c]), _mm256_set1_ps(row_d * xq[c][i].d), acc[c]);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed order (iq3_kt at every batch size; iq1/iq2/iq4_kt from three columns on): the AVX512
+// scheme (avx512/gemv-kt.h) in 8 lanes. Step d of 4 gives value d of 8 runs per int32 lane (byte
+// sum by vpmaddubsw + vpmaddwd by ones); two packs narrow the 4 steps to 32 signed levels in
+// which byte (128-bit lane L, 4d + i) is step d of run 8q + 4L + i, so lane L is one 32-block.
+// The activations are permuted once per call into that order (256 bytes per block, a dword
+// permute and a 4x4 byte transpose per vector), and the product is the AVX2 kernels' |w| x
+// sign(a, w) with vpmaddubsw and vpmaddwd by the lane's scale: per 32 values and column one
+// vpsignb, vpmaddubsw, vpmaddwd and vpaddd. iq3_kt: |v| is the magnitude, and the sign comes from
+// its qh bits, transposed as the activations are.
+
+template <int Run>
+constexpr size_t kt_packed_block_bytes() { return QK_K; }
+
+// iq3_kt: as iq2_kt's seeds; unsigned 4-bit scales; magnitudes with a sign bit per value.
+struct kt_gemv_iq3 {
+    static constexpr int kRun = 8;
+    static constexpr size_t kBytes = sizeof(block_iq3_kt);
+    static constexpr float kFactor = kIq3KtGemmFactor;
+    static constexpr bool kSigned = true;
+    static __m256i seeds(const uint8_t * b, int q) { return kt_gemv_iq2::seeds(b, q); }
+    static __m256i scales8(const uint8_t * b) { return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long) kt_scale_nibbles(b))); }
+};
+
+inline __m256i kt_transpose4x4(__m256i v) { return _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(kt_transpose4x4_pattern())); }
+
+// One q8_K block in packed order: pack p of seed vector q at 32 (Run / 4 * q + p).
+template <int Run>
+void kt_pack_block(const block_q8_K & a, uint8_t * out) {
+    if constexpr (Run == 8) {
+        for (int q = 0; q < 4; ++q) {
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *) (a.qs + 64 * q));        // runs 8q .. 8q+3
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *) (a.qs + 64 * q + 32));   // runs 8q+4 .. 8q+7
+            for (int p = 0; p < 2; ++p) {
+                // dword (L, i): steps 4p .. 4p+3 of run 8q + 4L + i, dword 2i + p of y_L
+                const __m256i idx = _mm256_add_epi32(_mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6), _mm256_set1_epi32(p));
+                const __m256i v = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(y0, idx), _mm256_permutevar8x32_epi32(y1, idx), 0xF0);
+                _mm256_storeu_si256((__m256i *) (out + 32 * (2 * q + p)), kt_transpose4x4(v));
+            }
+        }
+    } else {
+        for (int q = 0; q < 8; ++q) {   // runs of 4: in place
+            _mm256_storeu_si256((__m256i *) (out + 32 * q), kt_transpose4x4(_mm256_loadu_si256((const __m256i *) (a.qs + 32 * q))));
         }
     }
 }
 
-#include "gemv-kt-columns.inc"
+// Rows of a trellis type against C columns in packed order (act: nb blocks per column, columns
+// col_bytes apart).
+template <typename T, int C>
+void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * act, size_t col_bytes,
+                    const block_q8_K * const * xq, float * dst, size_t dst_stride, int nr) {
+    constexpr int kSeedVecs = 32 / T::kRun, kPacks = T::kRun / 4;
+    __m256i pw[T::kRun];
+    kt_powers<T::kRun>(pw, _mm256_set1_epi32);
+    const __m256i mask = _mm256_set1_epi32(0x3f3f3f3f);
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256i off = _mm256_set1_epi16(126);
+    kt_rows<T, C>(nb, w, w_stride, dst, dst_stride, nr, [&](const uint8_t * b, int64_t i, float row_d, __m256 * acc) {
+        const uint8_t * a = act + i * QK_K;
+        // int32 lane j: scale of 32-block j in both int16 halves
+        const __m256i sc = T::scales8(b);
+        const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc, 16));
+        __m256i qh_t[2];
+        if constexpr (kt_signed<T>::value) {
+            for (int p = 0; p < 2; ++p) qh_t[p] = _mm256_broadcastsi128_si256(iq3_kt_packed_signs(*(const block_iq3_kt *) b, p));
+        }
+        __m256i t[C];
+        for (int c = 0; c < C; ++c) t[c] = _mm256_setzero_si256();
+        for (int q = 0; q < kSeedVecs; ++q) {
+            const __m256i seeds = T::seeds(b, q);
+            // lane L: runs 8q + 4L .. of 32-block (8q + 4L) Run / 32
+            const __m256i rs = T::kRun == 8 ? _mm256_permutevar8x32_epi32(sc2, _mm256_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1))
+                                            : _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(q));
+            __m256i bit;
+            if constexpr (kt_signed<T>::value) bit = _mm256_set_m128i(_mm_set1_epi8((char) (2u << 2 * q)), _mm_set1_epi8((char) (1u << 2 * q)));
+            for (int p = 0; p < kPacks; ++p) {
+                __m256i v[4];
+                for (int d = 0; d < 4; ++d) {
+                    const __m256i x = _mm256_and_si256(_mm256_mullo_epi32(seeds, pw[4 * p + d]), mask);
+                    v[d] = _mm256_madd_epi16(_mm256_maddubs_epi16(x, ones8), ones16);
+                }
+                const __m256i lv = _mm256_packs_epi16(_mm256_sub_epi16(_mm256_packs_epi32(v[0], v[1]), off),
+                                                      _mm256_sub_epi16(_mm256_packs_epi32(v[2], v[3]), off));
+                const __m256i u = _mm256_abs_epi8(lv);
+                __m256i sgn;
+                if constexpr (kt_signed<T>::value) {
+                    sgn = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh_t[p], bit), bit), ones8);
+                } else {
+                    sgn = lv;
+                }
+                for (int c = 0; c < C; ++c) {
+                    const __m256i av = _mm256_loadu_si256((const __m256i *) (a + c * col_bytes + 32 * (kPacks * q + p)));
+                    t[c] = _mm256_add_epi32(t[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(av, sgn)), rs));
+                }
+            }
+        }
+        for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[c]), _mm256_set1_ps(row_d * xq[c][i].d), acc[c]);
+    });
+}
 
 } // namespace

@@ -539,17 +539,21 @@ void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
     });
 }
 
-// Trellis types: the run-order kernel (gemv-kt.h) for one or two columns; from three on, its
-// per-column products (vpmaddubsw, vpmaddwd, adds per 8 values) cost more than decoding the
-// levels once per block (measured, kiln-bench-matmul 512 x 4096, batch 4: 0.61 against 0.49 ms).
-template <typename G, size_t Bytes, void (*decode)(const void *, float, simd_block &)>
+// Trellis types (gemv-kt.h): the run-order kernel for one or two columns, the packed-order one
+// up to the panel (iq3_kt, whose values are not linear in the hash bytes, takes it from one
+// column). The run-order kernel's per-column products (vpmaddubsw, vpmaddwd, adds per 8 values)
+// lost to decoding levels per block from three columns on (kiln-bench-matmul 512 x 4096, batch
+// 4: 0.61 against 0.49 ms).
+template <typename G, size_t Bytes, void (*decode)(const void *, float, simd_block &), int kRunOrderCols = 2>
 void gemm_kt_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
-    if (nc > 2) {   // kt_gemv takes one or two
+    if (nc >= kiln_panel::kMinCols) {
         gemm_ik_avx2<IK_ROW_F32, Bytes, decode>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
-        return;
+    } else if (nc <= kRunOrderCols) {
+        kt_gemv<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+    } else {
+        kt_gemm_packed<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     }
-    kt_gemv<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
 }
 
 } // namespace
@@ -574,6 +578,6 @@ void ggml_cpu_register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_kl), decode_iq2_kl_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq1, sizeof(block_iq1_kt), decode_iq1_kt_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq2, sizeof(block_iq2_kt), decode_iq23_kt_avx2<false>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq3_kt), decode_iq23_kt_avx2<true>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq3, sizeof(block_iq3_kt), decode_iq23_kt_avx2<true>, 0>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq4, sizeof(block_iq4_kt), decode_iq4_kt_avx2>);
 }

@@ -24,13 +24,21 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
 // Vectors per 256 values in the expanded activations, and the bsum vector after them.
 constexpr int kKtActVecs = 16;
 constexpr size_t kKtActBlockBytes = (kKtActVecs + 1) * 64;
+
+using kt_facc = __m512;
+inline __m512 kt_facc_zero() { return _mm512_setzero_ps(); }
+inline float kt_facc_sum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+#include "gemv-kt-columns.inc"
 
 // iq2_kt: 32 runs of 8, 16-bit seeds; scales index the iq4_k grid; the reference's 1.05.
 struct kt_gemv_iq2 {
@@ -43,10 +51,7 @@ struct kt_gemv_iq2 {
     }
     // 32-block j's scale in int32 lane j (lanes 0..7)
     static __m512i scales8(const uint8_t * b, const __m128i & grid) {
-        uint32_t v;
-        std::memcpy(&v, b, 4);
-        const uint64_t nib = (uint64_t) (v & 0x0F0F0F0Fu) | (uint64_t) ((v >> 4) & 0x0F0F0F0Fu) << 32;
-        return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(grid, _mm_cvtsi64_si128((long long) nib)));
+        return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(grid, _mm_cvtsi64_si128((long long) kt_scale_nibbles(b))));
     }
 };
 
@@ -140,13 +145,7 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
                   float * dst, size_t dst_stride, int nr) {
     constexpr int kHalves = 16 / T::kRun;   // vectors of 16 runs per block
     __m512i pw[T::kRun];
-    {
-        uint32_t v = 0xCBAC1FEDu;
-        for (int m = 0; m < T::kRun; ++m) {
-            pw[m] = _mm512_set1_epi32((int) v);
-            v *= 0xCBAC1FEDu;
-        }
-    }
+    kt_powers<T::kRun>(pw, _mm512_set1_epi32);
     const __m512i mask = _mm512_set1_epi32(0x3f3f3f3f);
     const __m128i grid = _mm_loadu_si128((const __m128i *) ik_iq4k_values);
     // lane r of run vector h belongs to 32-block (16h + r) Run / 32; lane g of the bsums to g / 2
@@ -157,43 +156,154 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
         run_scale_idx[h] = _mm512_load_si512((const void *) idx);
     }
     const __m512i bsum_idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    for (int r = 0; r < nr; ++r) {
-        const uint8_t * row = w + r * w_stride;
-        float row_d;
-        std::memcpy(&row_d, row, 4);
-        row_d *= T::kFactor;
-        const uint8_t * blocks = row + 4;
-        __m512 acc[C];
-        for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < nb; ++i) {
-            const uint8_t * b = blocks + i * T::kBytes;
-            const __m512i sc8 = T::scales8(b, grid);
-            const __m512i sc16 = _mm512_permutexvar_epi32(bsum_idx, sc8);
-            __m512i t[C];
-            for (int c = 0; c < C; ++c) {
-                t[c] = _mm512_mullo_epi32(_mm512_loadu_si512((const void *) (act[c] + i * kKtActBlockBytes + 64 * kKtActVecs)), sc16);
-            }
-            for (int h = 0; h < kHalves; ++h) {
-                const __m512i seeds = T::seeds(b, h);
-                __m512i s[C];
-                for (int c = 0; c < C; ++c) s[c] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-                for (int m = 0; m < T::kRun; ++m) {
-                    const __m512i x = _mm512_and_si512(_mm512_mullo_epi32(seeds, pw[m]), mask);
-                    for (int c = 0; c < C; ++c) {
-                        const uint8_t * a = act[c] + i * kKtActBlockBytes + 64 * (T::kRun * h + m);
-                        s[c] = _mm512_dpbusd_epi32(s[c], x, _mm512_loadu_si512((const void *) a));
-                    }
-                }
-                const __m512i rs = _mm512_permutexvar_epi32(run_scale_idx[h], sc8);
-                for (int c = 0; c < C; ++c) t[c] = _mm512_add_epi32(t[c], _mm512_mullo_epi32(s[c], rs));
-            }
-            for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c]), _mm512_set1_ps(row_d * xq[c][i].d), acc[c]);
+    kt_rows<T, C>(nb, w, w_stride, dst, dst_stride, nr, [&](const uint8_t * b, int64_t i, float row_d, __m512 * acc) {
+        const __m512i sc8 = T::scales8(b, grid);
+        const __m512i sc16 = _mm512_permutexvar_epi32(bsum_idx, sc8);
+        __m512i t[C];
+        for (int c = 0; c < C; ++c) {
+            t[c] = _mm512_mullo_epi32(_mm512_loadu_si512((const void *) (act[c] + i * kKtActBlockBytes + 64 * kKtActVecs)), sc16);
         }
-        for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = _mm512_reduce_add_ps(acc[c]);
+        for (int h = 0; h < kHalves; ++h) {
+            const __m512i seeds = T::seeds(b, h);
+            __m512i s[C];
+            for (int c = 0; c < C; ++c) s[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int m = 0; m < T::kRun; ++m) {
+                const __m512i x = _mm512_and_si512(_mm512_mullo_epi32(seeds, pw[m]), mask);
+                for (int c = 0; c < C; ++c) {
+                    const uint8_t * a = act[c] + i * kKtActBlockBytes + 64 * (T::kRun * h + m);
+                    s[c] = _mm512_dpbusd_epi32(s[c], x, _mm512_loadu_si512((const void *) a));
+                }
+            }
+            const __m512i rs = _mm512_permutexvar_epi32(run_scale_idx[h], sc8);
+            for (int c = 0; c < C; ++c) t[c] = _mm512_add_epi32(t[c], _mm512_mullo_epi32(s[c], rs));
+        }
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c]), _mm512_set1_ps(row_d * xq[c][i].d), acc[c]);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed order (iq3_kt at every batch size; iq1/iq2/iq4_kt from three columns on). The run-order
+// product above spends one vpdpbusd per 16 values and column (the activation four times in a
+// lane); from three columns that outweighs forming the levels. Here the levels are formed in
+// registers without moving the seeds: for each step m of 4, v = dpbusd(-126, hash & mask, ones)
+// holds value m of 16 runs, and two packs narrow the 4 steps to one vector in which byte
+// (128-bit lane L, 4d + i) is step d of run 16h + 4L + i, so a dword's four bytes are four runs
+// of one 32-block and lane L's dwords share it. The activations are permuted once per call into
+// that order (a dword gather and a 4x4 byte transpose per vector), so each vpdpbusd does 64
+// products, and the block's scale is one vpmulld per 16 runs and column. Weights go in as
+// u = level + 128 (unsigned operand); -128 * the activation's sums per lane start the
+// accumulators, taken when the activations are laid out. iq3_kt's magnitude and sign:
+// vpabsb and a masked subtract, 128 +- |v|, with its sign bits transposed the same way.
+// All block sums are exact int32, as in the scalar kernel.
+
+// Bytes per 256 values of a column in packed order: 4 vectors of values, then one vector of
+// -128 * lane sums per 16 runs.
+template <int Run>
+constexpr size_t kt_packed_block_bytes() { return 64 * (4 + 16 / Run); }
+
+// iq3_kt: as iq2_kt's seeds; unsigned 4-bit scales; magnitudes with a sign bit per value.
+struct kt_gemv_iq3 {
+    static constexpr int kRun = 8;
+    static constexpr size_t kBytes = sizeof(block_iq3_kt);
+    static constexpr float kFactor = kIq3KtGemmFactor;
+    static constexpr bool kSigned = true;
+    static __m512i seeds(const uint8_t * b, int h) { return kt_gemv_iq2::seeds(b, h); }
+    static __m512i scales8(const uint8_t * b, const __m128i &) {
+        return _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long) kt_scale_nibbles(b)));
+    }
+};
+
+inline __m512i kt_transpose4x4(__m512i v) { return _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(kt_transpose4x4_pattern())); }
+
+// One q8_K block in packed order: pack p of seed vector h at 64 (Run / 4 * h + p), as
+// kt_packed_rows reads it, then -128 * the lane sums of each seed vector's packs.
+template <int Run>
+void kt_pack_block(const block_q8_K & a, uint8_t * out) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    constexpr int kSeedVecs = 16 / Run, kPacks = Run / 4;
+    for (int h = 0; h < kSeedVecs; ++h) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int p = 0; p < kPacks; ++p) {
+            __m512i v;
+            if constexpr (Run == 8) {
+                // dword (L, i) is step 4p .. 4p+3 of run 16h + 4L + i: dword 8L + 2i + p of the 128 bytes at 128h
+                const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0),
+                                                     _mm512_set1_epi32(p));
+                const __m512i z0 = _mm512_loadu_si512((const void *) (a.qs + 128 * h));
+                const __m512i z1 = _mm512_loadu_si512((const void *) (a.qs + 128 * h + 64));
+                v = kt_transpose4x4(_mm512_permutex2var_epi32(z0, idx, z1));
+            } else {
+                v = kt_transpose4x4(_mm512_loadu_si512((const void *) (a.qs + 64 * h)));   // runs of 4: in place
+            }
+            _mm512_storeu_si512((void *) (out + 64 * (kPacks * h + p)), v);
+            sum = _mm512_dpbusd_epi32(sum, ones, v);
+        }
+        _mm512_storeu_si512((void *) (out + 64 * (4 + h)), _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
     }
 }
 
-#include "gemv-kt-columns.inc"
+// Rows of a trellis type against C columns in packed order (act: nb blocks per column, columns
+// col_bytes apart).
+template <typename T, int C>
+void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * act, size_t col_bytes,
+                    const block_q8_K * const * xq, float * dst, size_t dst_stride, int nr) {
+    constexpr int kSeedVecs = 16 / T::kRun, kPacks = T::kRun / 4;
+    constexpr size_t kBlock = kt_packed_block_bytes<T::kRun>();
+    __m512i pw[T::kRun];
+    kt_powers<T::kRun>(pw, _mm512_set1_epi32);
+    const __m512i mask = _mm512_set1_epi32(0x3f3f3f3f);
+    const __m512i bias = _mm512_set1_epi32(-126);
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i off = _mm512_set1_epi8((char) 0x80);
+    const __m128i grid = _mm_loadu_si128((const __m128i *) ik_iq4k_values);
+    // lane (L, d) of seed vector h: runs 16h + 4L .. + 3, all of 32-block (16h + 4L) Run / 32
+    __m512i block_idx[kSeedVecs];
+    __m512i sign_bit[kSeedVecs];   // iq3_kt: byte of lane L = bit 4h + L (the 32-block) of the qh bytes
+    for (int h = 0; h < kSeedVecs; ++h) {
+        alignas(64) int32_t idx[16];
+        alignas(64) uint8_t bit[64];
+        for (int j = 0; j < 16; ++j) idx[j] = (16 * h + 4 * (j / 4)) * T::kRun / 32;
+        for (int j = 0; j < 64; ++j) bit[j] = (uint8_t) (1u << ((4 * h + j / 16) & 7));
+        block_idx[h] = _mm512_load_si512((const void *) idx);
+        sign_bit[h] = _mm512_load_si512((const void *) bit);
+    }
+    kt_rows<T, C>(nb, w, w_stride, dst, dst_stride, nr, [&](const uint8_t * b, int64_t i, float row_d, __m512 * acc) {
+        const uint8_t * a = act + i * kBlock;
+        const __m512i sc8 = T::scales8(b, grid);
+        __m512i qh_t[2];
+        if constexpr (kt_signed<T>::value) {
+            for (int p = 0; p < 2; ++p) qh_t[p] = _mm512_broadcast_i32x4(iq3_kt_packed_signs(*(const block_iq3_kt *) b, p));
+        }
+        __m512i t[C];
+        for (int c = 0; c < C; ++c) t[c] = _mm512_setzero_si512();
+        for (int h = 0; h < kSeedVecs; ++h) {
+            const __m512i seeds = T::seeds(b, h);
+            __m512i s[C];
+            for (int c = 0; c < C; ++c) s[c] = _mm512_loadu_si512((const void *) (a + c * col_bytes + 64 * (4 + h)));
+            for (int p = 0; p < kPacks; ++p) {
+                __m512i v[4];
+                for (int d = 0; d < 4; ++d) {
+                    const __m512i x = _mm512_and_si512(_mm512_mullo_epi32(seeds, pw[4 * p + d]), mask);
+                    v[d] = _mm512_dpbusd_epi32(bias, x, ones);
+                }
+                const __m512i lv = _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]), _mm512_packs_epi32(v[2], v[3]));
+                __m512i u;
+                if constexpr (kt_signed<T>::value) {
+                    const __m512i m = _mm512_abs_epi8(lv);
+                    u = _mm512_mask_sub_epi8(_mm512_add_epi8(off, m), _mm512_test_epi8_mask(qh_t[p], sign_bit[h]), off, m);
+                } else {
+                    u = _mm512_xor_si512(lv, off);
+                }
+                for (int c = 0; c < C; ++c) {
+                    s[c] = _mm512_dpbusd_epi32(s[c], u, _mm512_loadu_si512((const void *) (a + c * col_bytes + 64 * (kPacks * h + p))));
+                }
+            }
+            const __m512i rs = _mm512_permutexvar_epi32(block_idx[h], sc8);
+            for (int c = 0; c < C; ++c) t[c] = _mm512_add_epi32(t[c], _mm512_mullo_epi32(s[c], rs));
+        }
+        for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c]), _mm512_set1_ps(row_d * xq[c][i].d), acc[c]);
+    });
+}
 
 } // namespace

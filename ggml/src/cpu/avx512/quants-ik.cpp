@@ -617,17 +617,20 @@ void gemm_ik(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
     }
 }
 
-// Trellis types: the run-order kernel (gemv-kt.h) for one or two columns; from four on it lost
-// to decoding levels once per block (kiln-bench-matmul 512 x 4096 iq2_kt, CPU ms: batch 2 0.139
-// against 0.217, batch 4 0.334 against 0.263, batch 8 0.671 against 0.379).
-template <typename G, typename D>
+// Trellis types (gemv-kt.h): the run-order kernel for one or two columns, the packed-order one
+// up to the panel (iq3_kt, whose values are not linear in the hash bytes, takes it from one
+// column). The run-order kernel lost from four columns on (kiln-bench-matmul 512 x 4096 iq2_kt,
+// CPU ms: batch 4 0.334 against 0.263 for decoding levels per block, batch 8 0.671 against 0.379).
+template <typename G, typename D, int kRunOrderCols = 2>
 void gemm_kt(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
              int nr, int nc) {
-    if (nc > 2) {   // kt_gemv takes one or two
+    if (nc >= kPanelMinCols) {
         gemm_ik<D, 32>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
-        return;
+    } else if (nc <= kRunOrderCols) {
+        kt_gemv<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+    } else {
+        kt_gemm_packed<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     }
-    kt_gemv<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -863,7 +866,7 @@ void ggml_cpu_register_ik_avx512() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KL, isa, q8, gemm_ik<dec_iq2_kl, 32>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ1_KT, isa, q8, gemm_kt<kt_gemv_iq1, dec_iq1_kt>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_kt<kt_gemv_iq2, dec_iq23_kt<false>>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_ik<dec_iq23_kt<true>, 32>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_kt<kt_gemv_iq3, dec_iq23_kt<true>, 0>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt<kt_gemv_iq4, dec_iq4_kt>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K_R4, isa, q8,
                            gemm_r4<iq4_k_r4_block, iq4_k_unwoven, IK_ROW_NONE, unweave_iq4_k, dec_iq4_k_unwoven, 16>);
