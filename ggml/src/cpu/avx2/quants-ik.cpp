@@ -540,14 +540,19 @@ void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
 }
 
 // Trellis types (gemv-kt.h): the run-order kernel for one or two columns, the packed-order one
-// up to the panel (iq3_kt, whose values are not linear in the hash bytes, takes it from one
-// column). The run-order kernel's per-column products (vpmaddubsw, vpmaddwd, adds per 8 values)
-// lost to decoding levels per block from three columns on (kiln-bench-matmul 512 x 4096, batch
-// 4: 0.61 against 0.49 ms).
+// up to 8 (iq3_kt, whose values are not linear in the hash bytes, takes it from one column), the
+// panel above. The run-order kernel's per-column products (vpmaddubsw, vpmaddwd, adds per 8
+// values) lost to decoding levels per block from three columns on (kiln-bench-matmul 512 x 4096,
+// batch 4: 0.61 against 0.49 ms); the packed kernel beats the panel up to one tile of 8 columns
+// (CPU ms, iq2_kt / iq3_kt / iq4_kt: batch 6 0.43 / 0.44 / 0.53 against 0.77 / 0.64 / 0.71, batch
+// 8 0.52 / 0.53 / 0.65 against 0.83 / 0.70 / 0.79; batch 12, two tiles: 0.85 / 0.89 / 1.10
+// against 0.93 / 0.81 / 0.88).
+constexpr int kPackedMaxCols = 8;
+
 template <typename G, size_t Bytes, void (*decode)(const void *, float, simd_block &), int kRunOrderCols = 2>
 void gemm_kt_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
-    if (nc >= kiln_panel::kMinCols) {
+    if (nc > kPackedMaxCols) {
         gemm_ik_avx2<IK_ROW_F32, Bytes, decode>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
     } else if (nc <= kRunOrderCols) {
         kt_gemv<G>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
