@@ -200,7 +200,7 @@ void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_
                     const block_q8_K * const * xq, float * dst, size_t dst_stride, int nr) {
     constexpr int kSeedVecs = 32 / T::kRun, kPacks = T::kRun / 4;
     __m256i pw[T::kRun];
-    kt_powers<T::kRun>(pw, _mm256_set1_epi32);
+    kt_powers<T::kRun>(pw, [](int v) { return _mm256_set1_epi32(v); });
     const __m256i mask = _mm256_set1_epi32(0x3f3f3f3f);
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);

@@ -145,7 +145,7 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
                   float * dst, size_t dst_stride, int nr) {
     constexpr int kHalves = 16 / T::kRun;   // vectors of 16 runs per block
     __m512i pw[T::kRun];
-    kt_powers<T::kRun>(pw, _mm512_set1_epi32);
+    kt_powers<T::kRun>(pw, [](int v) { return _mm512_set1_epi32(v); });
     const __m512i mask = _mm512_set1_epi32(0x3f3f3f3f);
     const __m128i grid = _mm_loadu_si128((const __m128i *) ik_iq4k_values);
     // lane r of run vector h belongs to 32-block (16h + r) Run / 32; lane g of the bsums to g / 2
@@ -251,7 +251,7 @@ void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_
     constexpr int kSeedVecs = 16 / T::kRun, kPacks = T::kRun / 4;
     constexpr size_t kBlock = kt_packed_block_bytes<T::kRun>();
     __m512i pw[T::kRun];
-    kt_powers<T::kRun>(pw, _mm512_set1_epi32);
+    kt_powers<T::kRun>(pw, [](int v) { return _mm512_set1_epi32(v); });
     const __m512i mask = _mm512_set1_epi32(0x3f3f3f3f);
     const __m512i bias = _mm512_set1_epi32(-126);
     const __m512i ones = _mm512_set1_epi8(1);
