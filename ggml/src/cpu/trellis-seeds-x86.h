@@ -1,6 +1,7 @@
-// Seeds of the trellis types' runs assembled in 8 int32 lanes (AVX2 instructions), shared by the
-// avx2/ and avx512/ trellis decoders; each includer compiles its own copy with its flags
-// (internal linkage). The offsets (4096, and iq4_kt's + 32768) are included.
+// Seeds of the trellis types' runs assembled in 8 int32 lanes (AVX2 instructions), and the small
+// helpers of the gemv kernels (scale nibbles, iq3_kt's sign bytes in packed order, the powers of
+// K), shared by the avx2/ and avx512/ trellis decoders; each includer compiles its own copy with
+// its flags (internal linkage). The offsets (4096, and iq4_kt's + 32768) are included.
 #pragma once
 
 #include "quants/quants-ik.h"

@@ -1,5 +1,6 @@
-// Trellis types (iq1_kt, iq2_kt, iq4_kt) against one or two q8_K columns (token generation),
-// AVX2. Included by quants-ik.cpp only (file-local templates).
+// Trellis types against a few q8_K columns (token generation, small batches), AVX2. Two
+// kernels: run order (iq1_kt, iq2_kt, iq4_kt; one or two columns) and packed order (below; iq3_kt
+// at every batch size, the others from three columns). Included by quants-ik.cpp only.
 //
 // The AVX512 kernel's scheme (avx512/gemv-kt.h) in 8 lanes: lanes are runs, step m of the
 // generator is one vpmulld by K^(m+1) and one vpand for value m of 8 runs, and the activations

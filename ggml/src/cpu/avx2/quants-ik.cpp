@@ -546,7 +546,8 @@ void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
 // batch 4: 0.61 against 0.49 ms); the packed kernel beats the panel up to one tile of 8 columns
 // (CPU ms, iq2_kt / iq3_kt / iq4_kt: batch 6 0.43 / 0.44 / 0.53 against 0.77 / 0.64 / 0.71, batch
 // 8 0.52 / 0.53 / 0.65 against 0.83 / 0.70 / 0.79; batch 12, two tiles: 0.85 / 0.89 / 1.10
-// against 0.93 / 0.81 / 0.88).
+// against 0.93 / 0.81 / 0.88). At one and two columns run order stays ahead (iq2_kt 0.131 / 0.205
+// against 0.195 / 0.258 packed).
 constexpr int kPackedMaxCols = 8;
 
 template <typename G, size_t Bytes, void (*decode)(const void *, float, simd_block &), int kRunOrderCols = 2>

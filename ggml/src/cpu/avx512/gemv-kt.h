@@ -1,5 +1,6 @@
-// Trellis types (iq1_kt, iq2_kt, iq4_kt) against one or two q8_K columns (token generation),
-// AVX512 VNNI. Included by quants-ik.cpp only (file-local templates).
+// Trellis types against a few q8_K columns (token generation, small batches), AVX512 VNNI. Two
+// kernels: run order (iq1_kt, iq2_kt, iq4_kt; one or two columns) and packed order (below; iq3_kt
+// at every batch size, the others from three columns). Included by quants-ik.cpp only.
 //
 // A value is v = s - 126, s the byte sum of (seed * K^(m+1)) & 0x3f3f3f3f (quants-kt.cpp). Its
 // product with an activation a is a * s - 126 a, and a * s is one vpdpbusd lane of the masked
@@ -15,7 +16,7 @@
 // columns), against 6 for forming levels (seed broadcast, vpmulld, vpand, vpdpbusd by ones, the
 // narrowing packs) and the product. All integer sums are exact, as in the scalar kernel.
 //
-// iq3_kt's values are |v| with a sign bit, not linear in s: it keeps the level decoder.
+// iq3_kt's values are |v| with a sign bit, not linear in s: it takes the packed-order kernel.
 #pragma once
 
 #include "cpu-traits.h"
