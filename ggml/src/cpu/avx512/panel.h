@@ -108,6 +108,40 @@ inline void transpose16(const __m512i * v, __m512i * out) {
     }
 }
 
+// The coefficients of a chunk's sub-blocks into their records: cf is 16 rows of NS scales then NS
+// biases (biases only stored with kBias), f the first record's scale vector, ns the sub-blocks
+// that lie in the row. A record wants one coefficient of the 16 rows per vector, so each vector
+// of 16 coefficients of the 16 rows is transposed in registers: scalar stores of each row's
+// (16 or 32 per sub-block) were a sixth of a q6_K pack. Bytes are the same either way.
+template <int NS, bool kBias>
+inline void store_coefficients(const float * cf, int64_t ns, uint8_t * f, size_t rec) {
+    constexpr int NC = 2 * NS;   // coefficients per row
+    if constexpr (NC % 16 == 0) {
+        // vectors of coefficients needed: the scales and, with kBias, the biases
+        constexpr int NQ = kBias ? NC / 16 : (NS + 15) / 16;
+        for (int q = 0; q < NQ; ++q) {
+            __m512i v[kRows], t[16];
+            for (int r = 0; r < kRows; ++r) v[r] = _mm512_load_si512((const void *) (cf + r * NC + 16 * q));
+            transpose16(v, t);
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; ++j) {
+                // t[j]: coefficient 16 q + j of the 16 rows, a scale below NS, else a bias
+                const int c = 16 * q + j, sb = c < NS ? c : c - NS;
+                if ((!kBias && c >= NS) || sb >= ns) continue;
+                _mm512_store_si512((void *) (f + sb * rec + (c < NS ? 0 : 64)), t[j]);
+            }
+        }
+    } else {
+        for (int64_t j = 0; j < ns; ++j) {
+            float * o = (float *) (f + j * rec);
+            for (int r = 0; r < kRows; ++r) {
+                o[r] = cf[r * NC + j];
+                if constexpr (kBias) o[kRows + r] = cf[r * NC + NS + j];
+            }
+        }
+    }
+}
+
 // Decoder concept D:
 //   kSub   values per scaled sub-block (16 or 32); kChunk values per decode call (multiple of 64)
 //   decode(row, i, n, v, scale, bias): chunk i of a row of n values -> kChunk / 64 vectors of
@@ -129,15 +163,16 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
     for (int64_t i = 0; i < nchunks; ++i) {
         prefetch_row_slice(w, w_stride, kRows, std::min(2 * kRows, rows_avail), i, nchunks);
         alignas(64) __m512i v[V][kRows];
-        alignas(64) float sc[kRows][NS], bi[kRows][NS];
+        // per row its NS scales, then its NS biases: whole vectors of them transpose at once
+        alignas(64) float cf[kRows][2 * NS];
         for (int r = 0; r < kRows; ++r) {
             __m512i rv[V];
             if (r < rows) {
-                D::decode(w + r * w_stride, i, n, rv, sc[r], bi[r]);
+                D::decode(w + r * w_stride, i, n, rv, cf[r], cf[r] + NS);
             } else {
                 // lanes of rows past `rows` are never stored to dst; they only must not read memory
                 for (int k = 0; k < V; ++k) rv[k] = _mm512_setzero_si512();
-                for (int j = 0; j < NS; ++j) sc[r][j] = bi[r][j] = 0.0f;
+                for (int j = 0; j < 2 * NS; ++j) cf[r][j] = 0.0f;
             }
             for (int k = 0; k < V; ++k) v[k][r] = off ? _mm512_sub_epi8(rv[k], _mm512_set1_epi8((char) off)) : rv[k];
         }
@@ -163,13 +198,7 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
                 }
             }
         }
-        for (int j = 0; j < ns; ++j) {
-            float * f = (float *) (out + (sb0 + j) * rec + KV * 64);
-            for (int r = 0; r < kRows; ++r) {
-                f[r] = sc[r][j];
-                if constexpr (off == 0) f[kRows + r] = bi[r][j];
-            }
-        }
+        store_coefficients<NS, off == 0>(&cf[0][0], ns, out + sb0 * rec + KV * 64, rec);
     }
 }
 
