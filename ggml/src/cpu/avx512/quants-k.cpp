@@ -24,21 +24,29 @@
 
 namespace {
 
+// A block as the small-batch kernel reads it. w[k]: 64 unsigned levels u; which 64 values a
+// vector holds is the type's order (kHalves below), and the activations are laid out to match.
+// The products go 4 values to an int32 lane (vpdpbusd); a lane's sum is at most 4 * 63 * 127 =
+// 32004 in magnitude, so two vectors pack into one of int16 sums (vpackssdw, never saturating)
+// whose every 4-word run holds one 16-value group. s01 / s23: the int16 group scale of each word
+// of pack(w0 . a0, w1 . a1) / pack(w2 . a2, w3 . a3), so that two vpdpwssd finish the block.
 struct decoded {
-    __m512i w[4];   // levels of values 64k .. 64k+63
-    __m512i s[4];   // 16-bit scale of each maddubs pair: group (64k + 2i) / 16
-    __m256i mi;     // per-16-group minimum (or offset * scale) term
-    float   d, dm;
+    __m512i w[4];
+    __m512i s01, s23;
+    __m512  fm;     // per-16-group minimum (or offset * scale) term times dm, as floats
+    float   d;
 };
 
-// S_k from 16 group scales (int16 lanes 0..15 of s16): lane i of S_k is group 4k + i/8.
-inline void spread_scales(__m256i s16, decoded & out) {
+// The pack layout in words: 128-bit lane j of pack(p, q) is p's lane j (words 0-3) then q's
+// (words 4-7), and lane j of a product p of w covers bytes 16j .. 16j+15 of w.
+// Natural order (w[k] = values 64k .. 64k+63, so byte 16j.. of w[k] is group 4k + j): word
+// 8j + i of s01 is group j (i < 4) or 4 + j, of s23 group 8 + j or 12 + j.
+inline void pack_scales_natural(__m256i s16, decoded & out) {
     const __m512i s = _mm512_zextsi256_si512(s16);
-    const __m512i step = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
-                                          1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int k = 0; k < 4; ++k) {
-        out.s[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(step, _mm512_set1_epi16((short) (4 * k))), s);
-    }
+    const __m512i idx = _mm512_set_epi16(7, 7, 7, 7, 3, 3, 3, 3, 6, 6, 6, 6, 2, 2, 2, 2,
+                                         5, 5, 5, 5, 1, 1, 1, 1, 4, 4, 4, 4, 0, 0, 0, 0);
+    out.s01 = _mm512_permutexvar_epi16(idx, s);
+    out.s23 = _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16(8)), s);
 }
 
 // Two copies of 32 bytes, the upper one shifted right by `shift` bits within 16-bit lanes.
@@ -48,14 +56,7 @@ inline __m512i pair(__m256i v, int shift) {
 
 inline __m256i load256(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
-// 8 bytes each duplicated -> 16 int16 lanes (q4_K / q5_K scales per 32 values, per 16-group).
-inline __m256i widen_dup8(const uint8_t * b) {
-    uint64_t v;
-    std::memcpy(&v, b, 8);
-    const __m128i x = _mm_cvtsi64_si128((long long) v);
-    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, x));
-}
-
+// Natural-order levels and the scale / minimum terms of the 16-group types.
 inline void decode_q2_K(const void * vb, decoded & out) {
     const auto * x = (const block_q2_K *) vb;
     const __m512i three = _mm512_set1_epi8(3);
@@ -65,10 +66,10 @@ inline void decode_q2_K(const void * vb, decoded & out) {
         out.w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), three);
     }
     const __m128i sc = _mm_loadu_si128((const __m128i *) x->scales);
-    spread_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0xF))), out);
-    out.mi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0xF)));
+    pack_scales_natural(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0xF))), out);
+    const __m512i mi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0xF)));
+    out.fm = _mm512_mul_ps(_mm512_cvtepi32_ps(mi), _mm512_set1_ps(_cvtsh_ss(x->dmin)));
     out.d  = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
 }
 
 inline void decode_q3_K(const void * vb, decoded & out) {
@@ -85,42 +86,10 @@ inline void decode_q3_K(const void * vb, decoded & out) {
         }
     }
     const __m128i sc = q3_K_scales_epi8(x->scales);
-    const __m256i s16 = _mm256_cvtepi8_epi16(sc);
-    spread_scales(s16, out);
-    out.mi = _mm256_slli_epi16(s16, 2);
+    pack_scales_natural(_mm256_cvtepi8_epi16(sc), out);
     out.d  = _cvtsh_ss(x->d);
-    out.dm = out.d;
-}
-
-inline void decode_k4_scales(const uint8_t * packed, decoded & out) {
-    uint8_t sc[8], mn[8];
-    k4_scales_mins(packed, sc, mn);
-    spread_scales(widen_dup8(sc), out);
-    out.mi = widen_dup8(mn);
-}
-
-inline void decode_q4_K(const void * vb, decoded & out) {
-    const auto * x = (const block_q4_K *) vb;
-    const __m512i f = _mm512_set1_epi8(0xF);
-    for (int k = 0; k < 4; ++k) out.w[k] = _mm512_and_si512(pair(load256(x->qs + 32 * k), 4), f);
-    decode_k4_scales(x->scales, out);
-    out.d  = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
-}
-
-inline void decode_q5_K(const void * vb, decoded & out) {
-    const auto * x = (const block_q5_K *) vb;
-    const __m512i f = _mm512_set1_epi8(0xF);
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    const __m512i qh = pair(load256(x->qh), 1);
-    for (int k = 0; k < 4; ++k) {
-        const __m512i low = _mm512_and_si512(pair(load256(x->qs + 32 * k), 4), f);
-        const __mmask64 high = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char) (1 << (2 * k))));
-        out.w[k] = _mm512_mask_add_epi8(low, high, low, sixteen);
-    }
-    decode_k4_scales(x->scales, out);
-    out.d  = _cvtsh_ss(x->d);
-    out.dm = _cvtsh_ss(x->dmin);
+    // the offset 4 folded into the minimum term: mi = 4 * scale, dm = d
+    out.fm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(4.0f * out.d));
 }
 
 inline void decode_q6_K(const void * vb, decoded & out) {
@@ -138,124 +107,249 @@ inline void decode_q6_K(const void * vb, decoded & out) {
         out.w[2 * h]     = _mm512_ternarylogic_epi32(ql, f, hi0, 0xEA);
         out.w[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), f, hi1, 0xEA);
     }
-    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
-    spread_scales(s16, out);
-    out.mi = _mm256_slli_epi16(s16, 5);
+    const __m128i sc = _mm_loadu_si128((const __m128i *) x->scales);
+    pack_scales_natural(_mm256_cvtepi8_epi16(sc), out);
     out.d  = _cvtsh_ss(x->d);
-    out.dm = out.d;
+    // the offset 32 folded into the minimum term: mi = 32 * scale, dm = d (32 d is exact)
+    out.fm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * out.d));
 }
 
-using decode_fn = void (*)(const void *, decoded &);
+// q4_K / q5_K levels in natural order (the panel's layout): qs byte l of 32-byte run k holds
+// value 64k + l (low nibble) and 64k + 32 + l (high).
+inline void levels_k4_natural(const uint8_t * qs, __m512i * w) {
+    const __m512i f = _mm512_set1_epi8(0xF);
+    for (int k = 0; k < 4; ++k) w[k] = _mm512_and_si512(pair(load256(qs + 32 * k), 4), f);
+}
 
-// Per activation block of a column tile, computed once and shared by all rows: the group sums
-// as floats times the block scale (for the minimum term) and the scale itself.
-struct column_block {
-    __m512 bsums_scaled;
-    float  d;
+inline void levels_q5_K_natural(const block_q5_K * x, __m512i * w) {
+    levels_k4_natural(x->qs, w);
+    const __m512i qh = pair(load256(x->qh), 1);
+    for (int k = 0; k < 4; ++k) {
+        const __mmask64 high = _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char) (1 << (2 * k))));
+        w[k] = _mm512_mask_add_epi8(w[k], high, w[k], _mm512_set1_epi8(16));
+    }
+}
+
+// q4_K / q5_K for the small-batch kernel, in the "halves" order: a 64-byte load of qs gives two
+// level vectors with one shift and two masks (low nibbles: values 0-31 and 64-95 of the 128 the
+// load covers; high nibbles: 32-63 and 96-127), so w[k] holds sub-blocks k' and k' + 2 in its
+// 256-bit halves, k' = 4 (k / 2) + k % 2. The activations are stored in the same order
+// (halves_order below).
+inline void levels_k4_halves(const uint8_t * qs, __m512i * w) {
+    const __m512i f = _mm512_set1_epi8(0xF);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i q = _mm512_loadu_si512(qs + 64 * h);
+        w[2 * h]     = _mm512_and_si512(q, f);
+        w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), f);
+    }
+}
+
+// Sub-block scales sc[0..7] and minimums mn[0..7] of a q4_K / q5_K block (k4_scales_mins'
+// arithmetic) in the halves order: both broadcast as one 16-byte lane (sc then mn) and spread
+// by byte shuffles. Word 8j + i of s01 is sub-block 2 (j / 2) + (i >= 4) (packed products of
+// w0 = sub-blocks 0 | 2 and w1 = 1 | 3), of s23 that plus 4; minimum-term lane 4j + i (group
+// 4j + i) takes mn[(4j + i) / 2].
+inline void scales_k4_halves(const uint8_t * packed, float d, float dmin, decoded & out) {
+    // k4_scales_mins' arithmetic on two 32-bit words at once: low = sc[0..3] | mn[0..3] << 32,
+    // high = sc[4..7] | mn[4..7] << 32 (in general-purpose registers, off the vector pipes)
+    uint64_t u01;
+    uint32_t u2;
+    std::memcpy(&u01, packed, 8);
+    std::memcpy(&u2, packed + 8, 4);
+    const uint64_t low = u01 & 0x3f3f3f3f3f3f3f3full;
+    const uint64_t top = ((u01 >> 6) & 0x0303030303030303ull) << 4;
+    const uint64_t high = top | (u2 & 0x0f0f0f0fu) | (uint64_t) ((u2 >> 4) & 0x0f0f0f0fu) << 32;
+    const __m128i scmn = _mm_unpacklo_epi32(_mm_cvtsi64_si128((long long) low), _mm_cvtsi64_si128((long long) high));
+    const __m512i b = _mm512_broadcast_i32x4(scmn);   // sc[0..7] then mn[0..7]
+    const char z = (char) 0x80;   // vpshufb: a set top bit gives 0
+    const __m512i pick01 = _mm512_set_epi8(z, 3, z, 3, z, 3, z, 3, z, 2, z, 2, z, 2, z, 2,
+                                           z, 3, z, 3, z, 3, z, 3, z, 2, z, 2, z, 2, z, 2,
+                                           z, 1, z, 1, z, 1, z, 1, z, 0, z, 0, z, 0, z, 0,
+                                           z, 1, z, 1, z, 1, z, 1, z, 0, z, 0, z, 0, z, 0);
+    const __m512i pick_mins = _mm512_set_epi8(z, z, z, 15, z, z, z, 15, z, z, z, 14, z, z, z, 14,
+                                              z, z, z, 13, z, z, z, 13, z, z, z, 12, z, z, z, 12,
+                                              z, z, z, 11, z, z, z, 11, z, z, z, 10, z, z, z, 10,
+                                              z, z, z, 9, z, z, z, 9, z, z, z, 8, z, z, z, 8);
+    out.s01 = _mm512_shuffle_epi8(b, pick01);
+    // the same picks 4 sub-blocks on (a zero byte stays zero: 0x80 + 4 keeps the top bit)
+    out.s23 = _mm512_shuffle_epi8(b, _mm512_add_epi8(pick01, _mm512_set1_epi8(4)));
+    out.fm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_shuffle_epi8(b, pick_mins)), _mm512_set1_ps(dmin));
+    out.d = d;
+}
+
+inline void decode_q4_K_halves(const void * vb, decoded & out) {
+    const auto * x = (const block_q4_K *) vb;
+    levels_k4_halves(x->qs, out.w);
+    scales_k4_halves(x->scales, _cvtsh_ss(x->d), _cvtsh_ss(x->dmin), out);
+}
+
+// q5_K: the fifth bit of value 32b + l is bit b of qh[l]; w[k] (sub-blocks k' | k' + 2) reads
+// bit k' in its lower half and bit k' + 2 in its upper half of qh broadcast to both halves.
+inline void decode_q5_K_halves(const void * vb, decoded & out) {
+    const auto * x = (const block_q5_K *) vb;
+    levels_k4_halves(x->qs, out.w);
+    const __m512i qh = _mm512_broadcast_i64x4(load256(x->qh));
+    for (int k = 0; k < 4; ++k) {
+        const int b = 4 * (k / 2) + k % 2;
+        const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char) (1 << b)), _mm256_set1_epi8((char) (1 << (b + 2))), 1);
+        out.w[k] = _mm512_mask_add_epi8(out.w[k], _mm512_test_epi8_mask(qh, bits), out.w[k], _mm512_set1_epi8(16));
+    }
+    scales_k4_halves(x->scales, _cvtsh_ss(x->d), _cvtsh_ss(x->dmin), out);
+}
+
+// The small-batch decoders: Decode, the block size, and whether the levels come in the halves
+// order (else natural).
+template <void (*Decode)(const void *, decoded &), size_t BlockBytes, bool Halves>
+struct tg_decoder {
+    static constexpr size_t kBytes = BlockBytes;
+    static constexpr bool kHalves = Halves;
+    static void decode(const void * b, decoded & out) { Decode(b, out); }
 };
 
+// Per activation block of a column tile, computed once and shared by all rows: the values in
+// the decoder's order, the group sums as floats times the block scale (for the minimum term),
+// and the scale itself.
+struct column_block {
+    __m512i q[4];
+    __m512  bsums_scaled;
+    float   d;
+};
+
+template <bool Halves>
 inline void prepare_columns(int64_t nb, int C, const char * x, size_t x_stride, column_block * out) {
     for (int64_t b = 0; b < nb; ++b) {
         for (int c = 0; c < C; ++c) {
             const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
-            const __m512 bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(load256(a->bsums)));
-            out[b * C + c].bsums_scaled = _mm512_mul_ps(bs, _mm512_set1_ps(a->d));
-            out[b * C + c].d = a->d;
-        }
-    }
-}
-
-// One weight row times C activation columns: per block and column four vpmaddubsw + vpdpwssd,
-// one conversion and two FMAs (block scale, minimum term).
-// The rounding is per lane on purpose (sum * d, then * a.d; each group's mi * dm against its
-// bsum * a.d): scaling whole blocks by the rounded d * a.d with the minimum term as pairs in 8 of
-// the 16 lanes (0d3771b) ran 4% faster in L2 but rounded 4-5x worse on one-signed activations,
-// since the two terms then cancel only in the final horizontal sum
-// (QuantSimd.SmallBatchKQuantsRoundLikeTheScalarOrder).
-template <decode_fn Decode, size_t BlockBytes, int C>
-inline void row_times_columns(int64_t nb, const char * wrow, const char * x, size_t x_stride,
-                              const column_block * cols, float * dst, size_t dst_stride) {
-    __m512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-    decoded blk;
-    for (int64_t b = 0; b < nb; ++b) {
-        Decode(wrow + b * BlockBytes, blk);
-        const __m512 d = _mm512_set1_ps(blk.d);
-        const __m512 fm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(blk.mi)), _mm512_set1_ps(blk.dm));
-        for (int c = 0; c < C; ++c) {
-            const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
-            const column_block & cb = cols[b * C + c];
-            __m512i sum = _mm512_setzero_si512();
-            for (int k = 0; k < 4; ++k) {
-                const __m512i prod = _mm512_maddubs_epi16(blk.w[k], _mm512_loadu_si512(a->qs + 64 * k));
-                sum = _mm512_dpwssd_epi32(sum, prod, blk.s[k]);
+            column_block & o = out[b * C + c];
+            for (int h = 0; h < 2; ++h) {
+                const __m512i p = _mm512_loadu_si512(a->qs + 128 * h);
+                const __m512i q = _mm512_loadu_si512(a->qs + 128 * h + 64);
+                if constexpr (Halves) {
+                    // [0..31 | 64..95] and [32..63 | 96..127] of the 128 values
+                    o.q[2 * h]     = _mm512_shuffle_i64x2(p, q, _MM_SHUFFLE(1, 0, 1, 0));
+                    o.q[2 * h + 1] = _mm512_shuffle_i64x2(p, q, _MM_SHUFFLE(3, 2, 3, 2));
+                } else {
+                    o.q[2 * h] = p;
+                    o.q[2 * h + 1] = q;
+                }
             }
-            const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), d);
-            acc[c] = _mm512_fmadd_ps(t, _mm512_set1_ps(cb.d), acc[c]);
-            acc[c] = _mm512_fnmadd_ps(fm, cb.bsums_scaled, acc[c]);
+            const __m512 bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(load256(a->bsums)));
+            o.bsums_scaled = _mm512_mul_ps(bs, _mm512_set1_ps(a->d));
+            o.d = a->d;
         }
     }
-    for (int c = 0; c < C; ++c) dst[c * dst_stride] = _mm512_reduce_add_ps(acc[c]);
 }
 
-template <decode_fn Decode, size_t BlockBytes, int C>
+// One weight row times C activation columns: per block and column four vpdpbusd, two
+// vpackssdw, two vpdpwssd, one conversion and two FMAs (block scale, minimum term).
+// The rounding is per lane on purpose (each lane's level sum and its group's minimum term meet
+// in the same accumulator lane every block): keeping the minimum term in 8 of the 16 lanes
+// (0d3771b) rounded 4-5x worse on one-signed activations, since the two terms then cancel only
+// in the final horizontal sum (QuantSimd.SmallBatchKQuantsRoundLikeTheScalarOrder).
+template <typename Dec, int C>
+inline void block_times_columns(const char * wb, const column_block * cols, __m512 * acc) {
+    decoded blk;
+    Dec::decode(wb, blk);
+    for (int c = 0; c < C; ++c) {
+        const column_block & a = cols[c];
+        __m512i p[4];
+        for (int k = 0; k < 4; ++k) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), blk.w[k], a.q[k]);
+        __m512i sum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(p[0], p[1]), blk.s01);
+        sum = _mm512_dpwssd_epi32(sum, _mm512_packs_epi32(p[2], p[3]), blk.s23);
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(blk.d * a.d), acc[c]);
+        acc[c] = _mm512_fnmadd_ps(blk.fm, a.bsums_scaled, acc[c]);
+    }
+}
+
+// One weight row times C activation columns: per block and column four vpdpbusd, two
+// vpackssdw, two vpdpwssd, one conversion and two FMAs (block scale, minimum term). Even and
+// odd blocks go to their own accumulators: the two FMAs a block adds are a chain of 8 cycles,
+// longer than a block's work at one column.
+// The rounding is per lane on purpose (each lane's level sum and its group's minimum term meet
+// in the same accumulator lane every block): keeping the minimum term in 8 of the 16 lanes
+// (0d3771b) rounded 4-5x worse on one-signed activations, since the two terms then cancel only
+// in the final horizontal sum (QuantSimd.SmallBatchKQuantsRoundLikeTheScalarOrder).
+template <typename Dec, int C>
+inline void row_times_columns(int64_t nb, const char * wrow, const column_block * cols, float * dst,
+                              size_t dst_stride) {
+    __m512 acc[2][C];
+    for (int c = 0; c < C; ++c) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        block_times_columns<Dec, C>(wrow + b * Dec::kBytes, cols + b * C, acc[0]);
+        block_times_columns<Dec, C>(wrow + (b + 1) * Dec::kBytes, cols + (b + 1) * C, acc[1]);
+    }
+    if (b < nb) block_times_columns<Dec, C>(wrow + b * Dec::kBytes, cols + b * C, acc[0]);
+    for (int c = 0; c < C; ++c) dst[c * dst_stride] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][c], acc[1][c]));
+}
+
+template <typename Dec, int C>
 void tile_rows(int64_t nb, const void * w, size_t w_stride, const char * xc, size_t x_stride, float * dst,
                size_t dst_stride, int nr) {
     thread_local std::vector<column_block> cols;
     if (cols.size() < (size_t) (nb * C)) cols.resize(nb * C);
-    prepare_columns(nb, C, xc, x_stride, cols.data());
+    prepare_columns<Dec::kHalves>(nb, C, xc, x_stride, cols.data());
     for (int r = 0; r < nr; ++r) {
-        row_times_columns<Decode, BlockBytes, C>(nb, (const char *) w + r * w_stride, xc, x_stride, cols.data(),
-                                                 dst + r, dst_stride);
+        row_times_columns<Dec, C>(nb, (const char *) w + r * w_stride, cols.data(), dst + r, dst_stride);
     }
 }
+
+// The levels in natural order of a type that decodes whole blocks in it (q2_K, q3_K, q6_K): the
+// scale and minimum work of the decoder is dead code here and drops out after inlining.
+template <void (*Decode)(const void *, decoded &)>
+inline void levels_of(const void * b, __m512i * w) {
+    decoded blk;
+    Decode(b, blk);
+    for (int k = 0; k < 4; ++k) w[k] = blk.w[k];
+}
+
+inline void levels_q4_K(const void * b, __m512i * w) { levels_k4_natural(((const block_q4_K *) b)->qs, w); }
+inline void levels_q5_K(const void * b, __m512i * w) { levels_q5_K_natural((const block_q5_K *) b, w); }
+
+using levels_fn = void (*)(const void *, __m512i *);
 
 // Batches go through the shared panel gemm (panel.h), with the coefficients of panel-common.h.
 // Off: the level offset of a format whose bias is only that (-Off * scale: q3_K, q6_K), which the
 // panel folds away (as it does for their r4 twins); 0 for the formats with minimums.
-template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), int Off>
+template <levels_fn Levels, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), int Off>
 struct panel_decoder {
     static constexpr int kSub = S, kChunk = QK_K;
     static constexpr int kLevelOffset = Off;
     static void decode(const uint8_t * row, int64_t i, int64_t, __m512i * v, float * scale, float * bias) {
         const uint8_t * b = row + i * BlockBytes;
-        decoded blk;
-        Decode(b, blk);
-        for (int k = 0; k < 4; ++k) v[k] = blk.w[k];
+        Levels(b, v);
         Coef(b, scale, bias);
     }
 };
 
+// A type's kernels: Tg the small-batch decoder, Levels / S / Coef / Off the panel's.
+template <typename Tg, levels_fn Levels, int S, void (*Coef)(const void *, float *, float *), int Off>
+struct k_type {
+    using tg = Tg;
+    using panel = panel_decoder<Levels, Tg::kBytes, S, Coef, Off>;
+    static constexpr int kSub = S;
+};
+
 // Column tiles outside, rows inside: a tile's activations stay in L1 while the rows (a gemm
 // call's share of the weights) stream past them.
-template <decode_fn Decode, size_t BlockBytes, int S = 32, void (*Coef)(const void *, float *, float *) = nullptr, int Off = 0>
+template <typename T>
 void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
             size_t dst_stride, int nr, int nc) {
-    if constexpr (Coef != nullptr) {
-        if (nc >= kiln_panel::kMinCols) {
-            kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, Coef, Off>, kiln_panel::act_q8_K<S>>(
-                n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
-            return;
-        }
+    using Tg = typename T::tg;
+    if (nc >= kiln_panel::kMinCols) {
+        kiln_panel::gemm<typename T::panel, kiln_panel::act_q8_K<T::kSub>>(n, w, w_stride, x, x_stride, dst,
+                                                                         dst_stride, nr, nc);
+        return;
     }
+    static_assert(kiln_panel::kMinCols <= 6, "the small-batch kernel takes at most 5 columns");
     const int64_t nb = n / QK_K;
-    constexpr int tile = 8;
-    int c = 0;
-    for (; c + tile <= nc; c += tile) {
-        tile_rows<Decode, BlockBytes, tile>(nb, w, w_stride, (const char *) x + c * x_stride, x_stride,
-                                            dst + c * dst_stride, dst_stride, nr);
-    }
-    const char * xc = (const char *) x + c * x_stride;
-    float * dc = dst + c * dst_stride;
-    switch (nc - c) {
-        case 0: break;
-        case 1: tile_rows<Decode, BlockBytes, 1>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
-        case 2: tile_rows<Decode, BlockBytes, 2>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
-        case 3: tile_rows<Decode, BlockBytes, 3>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
-        case 4: tile_rows<Decode, BlockBytes, 4>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
-        case 5: tile_rows<Decode, BlockBytes, 5>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
-        case 6: tile_rows<Decode, BlockBytes, 6>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
-        default: tile_rows<Decode, BlockBytes, 7>(nb, w, w_stride, xc, x_stride, dc, dst_stride, nr); break;
+    switch (nc) {
+        case 1: tile_rows<Tg, 1>(nb, w, w_stride, (const char *) x, x_stride, dst, dst_stride, nr); break;
+        case 2: tile_rows<Tg, 2>(nb, w, w_stride, (const char *) x, x_stride, dst, dst_stride, nr); break;
+        case 3: tile_rows<Tg, 3>(nb, w, w_stride, (const char *) x, x_stride, dst, dst_stride, nr); break;
+        case 4: tile_rows<Tg, 4>(nb, w, w_stride, (const char *) x, x_stride, dst, dst_stride, nr); break;
+        case 5: tile_rows<Tg, 5>(nb, w, w_stride, (const char *) x, x_stride, dst, dst_stride, nr); break;
+        default: break;
     }
 }
 
@@ -263,20 +357,19 @@ void gemm_k(int64_t n, const void * w, size_t w_stride, const void * x, size_t x
 // always the panel, whatever the column count (an expert of a batch may get a few columns).
 // 32-value sub-blocks take the per-sub-block scale path (as q4_1); 16-value ones read a q8_0
 // block as two sub-blocks sharing its scale.
-template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), int Off>
+template <typename T>
 void gemm_k_q8_0(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                  size_t dst_stride, int nr, int nc) {
-    using act = std::conditional_t<S == 32, kiln_panel::act_q8_32<false>, kiln_panel::act_q8_0_halves<true>>;
-    kiln_panel::gemm<panel_decoder<Decode, BlockBytes, S, Coef, Off>, act>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
+    using act = std::conditional_t<T::kSub == 32, kiln_panel::act_q8_32<false>, kiln_panel::act_q8_0_halves<true>>;
+    kiln_panel::gemm<typename T::panel, act>(n, w, w_stride, x, x_stride, dst, dst_stride, nr, nc);
 }
 
 // The kernels of a type: q8_K activations (token generation, small batches) and, kBatch, q8_0
-// for batches (quants/quants-k.cpp's scalar reference says which types and why). Off: as
-// panel_decoder's, for both.
-template <decode_fn Decode, size_t BlockBytes, int S, void (*Coef)(const void *, float *, float *), bool kBatch, int Off = 0>
+// for batches (quants/quants-k.cpp's scalar reference says which types and why).
+template <typename T, bool kBatch>
 void register_k_type(ggml_type t) {
-    ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<Decode, BlockBytes, S, Coef, Off>);
-    if constexpr (kBatch) ggml_cpu_register_batch_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_0, gemm_k_q8_0<Decode, BlockBytes, S, Coef, Off>);
+    ggml_cpu_register_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_K, gemm_k<T>);
+    if constexpr (kBatch) ggml_cpu_register_batch_gemm(t, GGML_CPU_ISA_AVX512, GGML_TYPE_Q8_0, gemm_k_q8_0<T>);
 }
 
 } // namespace
@@ -284,9 +377,14 @@ void register_k_type(ggml_type t) {
 // Called by ggml_cpu_register_avx512() (register.cpp) once the CPU is known to have the set.
 void ggml_cpu_register_k_avx512() {
     using namespace kiln_panel;
-    register_k_type<decode_q2_K, sizeof(block_q2_K), 16, coef_q2_K, false>(GGML_TYPE_Q2_K);
-    register_k_type<decode_q3_K, sizeof(block_q3_K), 16, coef_q3_K, false, 4>(GGML_TYPE_Q3_K);
-    register_k_type<decode_q4_K, sizeof(block_q4_K), 32, coef_k4<block_q4_K>, true>(GGML_TYPE_Q4_K);
-    register_k_type<decode_q5_K, sizeof(block_q5_K), 32, coef_k4<block_q5_K>, true>(GGML_TYPE_Q5_K);
-    register_k_type<decode_q6_K, sizeof(block_q6_K), 16, coef_q6_K, true, 32>(GGML_TYPE_Q6_K);
+    using q2 = k_type<tg_decoder<decode_q2_K, sizeof(block_q2_K), false>, levels_of<decode_q2_K>, 16, coef_q2_K, 0>;
+    using q3 = k_type<tg_decoder<decode_q3_K, sizeof(block_q3_K), false>, levels_of<decode_q3_K>, 16, coef_q3_K, 4>;
+    using q4 = k_type<tg_decoder<decode_q4_K_halves, sizeof(block_q4_K), true>, levels_q4_K, 32, coef_k4<block_q4_K>, 0>;
+    using q5 = k_type<tg_decoder<decode_q5_K_halves, sizeof(block_q5_K), true>, levels_q5_K, 32, coef_k4<block_q5_K>, 0>;
+    using q6 = k_type<tg_decoder<decode_q6_K, sizeof(block_q6_K), false>, levels_of<decode_q6_K>, 16, coef_q6_K, 32>;
+    register_k_type<q2, false>(GGML_TYPE_Q2_K);
+    register_k_type<q3, false>(GGML_TYPE_Q3_K);
+    register_k_type<q4, true>(GGML_TYPE_Q4_K);
+    register_k_type<q5, true>(GGML_TYPE_Q5_K);
+    register_k_type<q6, true>(GGML_TYPE_Q6_K);
 }
