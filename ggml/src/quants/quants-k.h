@@ -26,6 +26,23 @@ static inline void k4_scales_mins(const uint8_t * packed, uint8_t * sc, uint8_t 
     std::memcpy(mn + 4, &m1, 4);
 }
 
+// The same as two 64-bit words (byte j of sc / mn is sc[j] / mn[j]), for kernels that move them
+// into vector registers: no bytes stored and read back (an 8-byte load of two 4-byte stores
+// cannot be forwarded and stalls).
+static inline void k4_scales_mins_u64(const uint8_t * packed, uint64_t & sc, uint64_t & mn) {
+    uint64_t u01;
+    uint32_t u2;
+    std::memcpy(&u01, packed, 8);
+    std::memcpy(&u2, packed + 8, 4);
+    // low: sc[0..3] | mn[0..3] << 32; high: sc[4..7] | mn[4..7] << 32 (the shift by 6 moves no
+    // bit across the 32-bit halves' kept fields)
+    const uint64_t low = u01 & 0x3f3f3f3f3f3f3f3full;
+    const uint64_t high = (((u01 >> 6) & 0x0303030303030303ull) << 4) | (u2 & 0x0f0f0f0fu) |
+                          (uint64_t) ((u2 >> 4) & 0x0f0f0f0fu) << 32;
+    sc = (low & 0xffffffffu) | high << 32;
+    mn = low >> 32 | (high & 0xffffffff00000000ull);
+}
+
 // The 16 signed 6-bit scales of a q3_K block (already minus 32).
 static inline void q3_K_scales(const uint8_t * packed, int8_t * out) {
     for (int j = 0; j < 16; ++j) out[j] = (int8_t) q3_K_scale(packed, j);

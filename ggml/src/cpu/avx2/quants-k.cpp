@@ -44,15 +44,15 @@ inline float hsum(__m256 v) {
 inline __m256i load256(const uint8_t * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
 // 8 bytes, each repeated for the two 16-value groups of its 32-value sub-block -> 16 int16.
-inline __m256i sub_block_bytes_to_groups(const uint8_t * b8) {
-    const __m128i v = _mm_loadl_epi64((const __m128i *) b8);
+inline __m256i sub_block_bytes_to_groups(uint64_t b8) {
+    const __m128i v = _mm_cvtsi64_si128((long long) b8);
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
 }
 
 template <typename B>
 inline void k4_begin(const B * x, block_state & st) {
-    alignas(8) uint8_t sc[8], mn[8];
-    k4_scales_mins(x->scales, sc, mn);
+    uint64_t sc, mn;
+    k4_scales_mins_u64(x->scales, sc, mn);
     st.sc = split_scale_halves(sub_block_bytes_to_groups(sc));
     st.mi = sub_block_bytes_to_groups(mn);
     st.d = _cvtsh_ss(x->d);
@@ -159,48 +159,51 @@ struct parts_q3_K {
     }
 };
 
-// One weight row times C activation columns. Per part k: the levels once, then per column
-// vpmaddubsw and vpmaddwd with the part's scales into an int32 sum; per block and column two
-// FMAs (the scaled sum, the minimum term from the activation's bsums).
+// One weight block times C activation columns, added to acc. Per part k: the levels once, then
+// per column vpmaddubsw and vpmaddwd with the part's scales into an int32 sum; per block and
+// column two FMAs (the scaled sum, the minimum term from the activation's bsums).
+template <typename Parts, int C>
+inline void block_times_columns(const char * wb, const char * x, size_t x_stride, int64_t b, __m256 * acc) {
+    typename Parts::state st;
+    Parts::begin(wb, st);
+    __m256i sum[C];
+    for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
+    auto part_times_column = [&](int c, int k, __m256i w, __m256i s) {
+        const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
+        const __m256i prod = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *) (a->qs + 32 * k)));
+        sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(prod, s));
+    };
+    if constexpr (C <= 2) {
+        for (int k = 0; k < 8; ++k) {
+            const __m256i w = Parts::level(wb, k, st), s = scale_pair_of(st.sc, k);
+            for (int c = 0; c < C; ++c) part_times_column(c, k, w, s);
+        }
+    } else {
+        // three or four columns: their sums and accumulators leave too few registers for
+        // the decode, so the parts are decoded first (to the stack) and read per column
+        __m256i w[8], s[8];
+        for (int k = 0; k < 8; ++k) {
+            w[k] = Parts::level(wb, k, st);
+            s[k] = scale_pair_of(st.sc, k);
+        }
+        for (int c = 0; c < C; ++c)
+            for (int k = 0; k < 8; ++k) part_times_column(c, k, w[k], s[k]);
+    }
+    for (int c = 0; c < C; ++c) {
+        const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
+        const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) a->bsums), st.mi);
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_set1_ps(st.d * a->d), acc[c]);
+        acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(st.dm * a->d), acc[c]);
+    }
+}
+
+// One weight row times C activation columns.
 template <typename Parts, size_t BlockBytes, int C>
 inline void row_times_columns(int64_t nb, const char * wrow, const char * x, size_t x_stride, float * dst,
                               size_t dst_stride) {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-    typename Parts::state st;
-    for (int64_t b = 0; b < nb; ++b) {
-        const char * wb = wrow + b * BlockBytes;
-        Parts::begin(wb, st);
-        __m256i sum[C];
-        for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
-        auto part_times_column = [&](int c, int k, __m256i w, __m256i s) {
-            const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
-            const __m256i prod = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *) (a->qs + 32 * k)));
-            sum[c] = _mm256_add_epi32(sum[c], _mm256_madd_epi16(prod, s));
-        };
-        if constexpr (C <= 2) {
-            for (int k = 0; k < 8; ++k) {
-                const __m256i w = Parts::level(wb, k, st), s = scale_pair_of(st.sc, k);
-                for (int c = 0; c < C; ++c) part_times_column(c, k, w, s);
-            }
-        } else {
-            // three or four columns: their sums and accumulators leave too few registers for
-            // the decode, so the parts are decoded first (to the stack) and read per column
-            __m256i w[8], s[8];
-            for (int k = 0; k < 8; ++k) {
-                w[k] = Parts::level(wb, k, st);
-                s[k] = scale_pair_of(st.sc, k);
-            }
-            for (int c = 0; c < C; ++c)
-                for (int k = 0; k < 8; ++k) part_times_column(c, k, w[k], s[k]);
-        }
-        for (int c = 0; c < C; ++c) {
-            const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
-            const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) a->bsums), st.mi);
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_set1_ps(st.d * a->d), acc[c]);
-            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(st.dm * a->d), acc[c]);
-        }
-    }
+    for (int64_t b = 0; b < nb; ++b) block_times_columns<Parts, C>(wrow + b * BlockBytes, x, x_stride, b, acc);
     for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
 }
 

@@ -150,16 +150,9 @@ inline void levels_k4_halves(const uint8_t * qs, __m512i * w) {
 // w0 = sub-blocks 0 | 2 and w1 = 1 | 3), of s23 that plus 4; minimum-term lane 4j + i (group
 // 4j + i) takes mn[(4j + i) / 2].
 inline void scales_k4_halves(const uint8_t * packed, float d, float dmin, decoded & out) {
-    // k4_scales_mins' arithmetic on two 32-bit words at once: low = sc[0..3] | mn[0..3] << 32,
-    // high = sc[4..7] | mn[4..7] << 32 (in general-purpose registers, off the vector pipes)
-    uint64_t u01;
-    uint32_t u2;
-    std::memcpy(&u01, packed, 8);
-    std::memcpy(&u2, packed + 8, 4);
-    const uint64_t low = u01 & 0x3f3f3f3f3f3f3f3full;
-    const uint64_t top = ((u01 >> 6) & 0x0303030303030303ull) << 4;
-    const uint64_t high = top | (u2 & 0x0f0f0f0fu) | (uint64_t) ((u2 >> 4) & 0x0f0f0f0fu) << 32;
-    const __m128i scmn = _mm_unpacklo_epi32(_mm_cvtsi64_si128((long long) low), _mm_cvtsi64_si128((long long) high));
+    uint64_t sc, mn;
+    k4_scales_mins_u64(packed, sc, mn);
+    const __m128i scmn = _mm_set_epi64x((long long) mn, (long long) sc);
     const __m512i b = _mm512_broadcast_i32x4(scmn);   // sc[0..7] then mn[0..7]
     const char z = (char) 0x80;   // vpshufb: a set top bit gives 0
     const __m512i pick01 = _mm512_set_epi8(z, 3, z, 3, z, 3, z, 3, z, 2, z, 2, z, 2, z, 2,
