@@ -34,6 +34,29 @@ template <typename D> constexpr int level_offset() {
     else return 0;
 }
 
+// Decoders whose per-16 scales stay integers inside the AVX2 products (kScales16: q6_K and
+// q6_k_r4 against q8_0 activations; the scheme and the record are avx2/panel.h's). Here because
+// the interleaved group decoders (avx2/panel-r8*.h) are compiled in both ISA folders.
+template <typename D> constexpr bool scales16() {
+    if constexpr (requires { D::kScales16; }) return D::kScales16;
+    else return false;
+}
+
+// The 128-byte record tail of a kScales16 sub-block of 32 values, from the 8 rows' int16 scale
+// pairs (lane r: row r's scale of values 0-15, then of values 16-31) and their float scales d:
+// each half's scale duplicated to both int16 of a lane (the multipliers of vpmaddubsw's pair
+// sums), then offset * both scales (the multiplier of the activations' sums per 16), then d.
+// One writer for the plain and the interleaved packers, so their products are the same bits.
+inline void store_scales16_tail(uint8_t * o, __m256i pairs, __m256 d, int offset) {
+    const __m256i first = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                           0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i second = _mm256_add_epi8(first, _mm256_set1_epi8(2));
+    _mm256_store_si256((__m256i *) o, _mm256_shuffle_epi8(pairs, first));
+    _mm256_store_si256((__m256i *) (o + 32), _mm256_shuffle_epi8(pairs, second));
+    _mm256_store_si256((__m256i *) (o + 64), _mm256_mullo_epi16(pairs, _mm256_set1_epi16((int16_t) offset)));
+    _mm256_store_ps((float *) (o + 96), d);
+}
+
 // 64-byte aligned per-thread scratch (slot 0: weights, slot 1: activations), grown on demand.
 static inline uint8_t * scratch(int slot, size_t bytes) {
     return (uint8_t *) ggml_cpu_kernel_scratch(slot == 0 ? GGML_CPU_SCRATCH_PANEL_W : GGML_CPU_SCRATCH_PANEL_X, bytes);

@@ -58,6 +58,10 @@ struct grp_q6_k_r4 : group_traits<q6_k_r4_block, 4, 16, QK_K, 63, true> {
         std::memcpy(&s1, blk[1]->scales + 8 * ib + 4 * half, 4);
         const __m256i sc = _mm256_cvtepi8_epi32(_mm_unpacklo_epi32(_mm_cvtsi32_si128(s0), _mm_cvtsi32_si128(s1)));
         store_offset_coefs(_mm256_mul_ps(fp16x4x2(blk[0]->d, blk[1]->d), _mm256_cvtepi32_ps(sc)), -32.0f, scale, bias);
+        levels(blk, ib, half, out, vs);
+    }
+    // the 4 level vectors of half `half` of 32-value sub-block ib
+    static inline __attribute__((always_inline)) void levels(const Block * const * blk, int ib, int half, uint8_t * out, size_t vs) {
         __m256i q[4];
         r4_nibble_half(blk[0]->ql + 64 * ib, blk[1]->ql + 64 * ib, half, q);
         const __m256i h = pair16(blk[0]->qh + 32 * ib + 16 * half, blk[1]->qh + 32 * ib + 16 * half);
@@ -65,6 +69,25 @@ struct grp_q6_k_r4 : group_traits<q6_k_r4_block, 4, 16, QK_K, 63, true> {
             const __m256i top = move_bits<2>(h, q6_k_r4_hshift(4 * i), 4);   // the same shifts in both halves
             _mm256_store_si256((__m256i *) (out + i * vs), _mm256_or_si256(q[i], top));
         }
+    }
+};
+
+// q6_k_r4 batches against q8_0 activations at AVX2: the records of q6_K's batch kernel
+// (kScales16, avx2/panel.h: sub-blocks of 32, int16 scale pairs, the offset 32 from the
+// activations' sums per 16), so that the products are q6_K's bit for bit. Sub-block ib: both
+// halves of grp_q6_k_r4's, row k's scales at scales[8 ib + k] and [8 ib + 4 + k].
+struct grp_q6_k_r4_scaled : group_traits<q6_k_r4_block, 4, 32, QK_K, 63, false> {
+    static constexpr int kLevelOffset = 32;
+    static constexpr bool kScales16 = true;
+    KILN_GROUP_DECODE decode(const Block * const * blk, int ib, uint8_t * out, size_t vs, uint8_t * tail) {
+        grp_q6_k_r4::levels(blk, ib, 0, out, vs);
+        grp_q6_k_r4::levels(blk, ib, 1, out + 4 * vs, vs);
+        // 8 scale bytes per group (4 rows of the first half, then of the second) -> per row lane
+        // the int16 pair (first half's, second half's)
+        const __m128i sc = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *) (blk[0]->scales + 8 * ib)),
+                                              _mm_loadl_epi64((const __m128i *) (blk[1]->scales + 8 * ib)));
+        const __m128i pairs = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15));
+        store_scales16_tail(tail, _mm256_cvtepi8_epi16(pairs), fp16x4x2(blk[0]->d, blk[1]->d), kLevelOffset);
     }
 };
 

@@ -47,14 +47,15 @@ inline void register_r8_gemms(ggml_cpu_isa isa) {
 // Batches of the k-quant r4 layouts whose twins round batch activations per 32 (q8_0, the batch
 // pair of cpu-traits.h): the same group decoders over the twins' batch activation readers. The
 // records and the micro kernel are those of the twins' batch kernels (avx2/quants-k.cpp,
-// avx512/quants-k.cpp: gemm_k_q8_0), so the products are the same bits; Halves is the reader
-// of q8_0 blocks as 16-value sub-block pairs that the folder's q6_K batch kernel takes.
-template <typename G4, typename G5, typename G6, typename Halves>
+// avx512/quants-k.cpp: gemm_k_q8_0), so the products are the same bits; X6 is the reader of
+// q8_0 blocks that the folder's q6_K batch kernel takes (16-value halves, or at AVX2 whole
+// blocks with their sums per 16 for the integer scales, kScales16).
+template <typename G4, typename G5, typename G6, typename X6>
 inline void register_k_r4_batch_gemms(ggml_cpu_isa isa) {
     using q8_0 = act_q8_32<false>;
     ggml_cpu_register_batch_gemm(GGML_TYPE_Q4_K_R4, isa, GGML_TYPE_Q8_0, gemm_r8<G4, q8_0>);
     ggml_cpu_register_batch_gemm(GGML_TYPE_Q5_K_R4, isa, GGML_TYPE_Q8_0, gemm_r8<G5, q8_0>);
-    ggml_cpu_register_batch_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_0, gemm_r8<G6, Halves>);
+    ggml_cpu_register_batch_gemm(GGML_TYPE_Q6_K_R4, isa, GGML_TYPE_Q8_0, gemm_r8<G6, X6>);
 }
 
 } // namespace kiln_panel

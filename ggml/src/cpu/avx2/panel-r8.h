@@ -38,6 +38,9 @@ namespace kiln_panel {
 //   levels], natural value order) at out + k * vs, 8 scales and 8 biases (a value is scale *
 //   level + bias). Lanes of rows past the end are never stored to dst, so whatever a zero group
 //   decodes to there is harmless.
+//   kScales16 (optional, AVX2, see scales16<D> in avx2/panel.h): decode(blocks, j, out, vs,
+//   tail) gives the levels of 32-value sub-block j as above and the record's integer-scale
+//   tail (store_scales16_tail) in place of float scales and biases; all 8 lanes at once.
 
 // Decoders are inlined into pack_groups: a call per sub-block costs as much as a small decode.
 #define KILN_GROUP_DECODE static inline __attribute__((always_inline)) void
@@ -182,7 +185,8 @@ void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int
     // into out (wide_order_record); the decoders fill all 8 lanes at once there
     constexpr bool kWide = wide_x<G>();
     static_assert(!kWide || L == kRows, "wide records are widened from whole byte records");
-    constexpr size_t rec = kWide ? 0 : w_record<S>, head = head_bytes<G>();
+    static_assert(!scales16<G>() || (L == kRows && S == 32), "kScales16 tails are written whole, per 32 values");
+    constexpr size_t rec = kWide ? 0 : w_record_of<G>, head = head_bytes<G>();
     alignas(32) uint8_t rec8[kWide ? w_record<S> : 1];
     static_assert(R >= 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8, r16: whole lanes
     const int64_t nblocks = b1 - b0;
@@ -235,7 +239,8 @@ void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int
                 float * f = (float *) (o + KV * VB);
                 uint8_t * ol = o + 4 * L * h;
                 float * sl = f + L * h, * bl = f + kRows + L * h;
-                if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, ol, VB, sl, bl);
+                if constexpr (scales16<G>()) G::decode(blk, j, ol, VB, o + KV * VB);
+                else if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, ol, VB, sl, bl);
                 else if constexpr (R > 8) G::decode(blk, half, j, ol, VB, sl, bl);
                 else G::decode(blk, j, ol, VB, sl, bl);
                 if constexpr (kWide) wide_order_record<S>(rec8, out + (b * G::kSubs + j) * w_record_of<G>);

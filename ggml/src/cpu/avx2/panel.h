@@ -90,12 +90,9 @@ template <typename D> constexpr int step_bytes() { return folded<D>() || int16_r
 // q6_K 138 CPU ms with float scales per 16, 104 ms so, q4_K 94 ms).
 // The decoder gives decode_scaled(row, i, v, scales, d): chunk i (256 values) as 8 vectors of
 // levels, its 16 scales as int16 and the float scale d of the chunk.
-// The record's tail: 3 vectors of int16 pairs per row lane (the first 16 values' scale twice,
-// the second's twice, offset * both scales), then the rows' d.
-template <typename D> constexpr bool scales16() {
-    if constexpr (requires { D::kScales16; }) return D::kScales16;
-    else return false;
-}
+// The record's tail (store_scales16_tail, panel-common.h): 3 vectors of int16 pairs per row
+// lane (the first 16 values' scale twice, the second's twice, offset * both scales), then the
+// rows' d. The interleaved q6_k_r4 packs the same records (panel-r8.h), so its products are q6_K's.
 template <typename D> constexpr size_t w_tail_bytes = scales16<D>() ? 128 : 64;
 template <typename D> constexpr size_t w_record_of = (D::kSub / 4) * step_bytes<D>() + w_tail_bytes<D>;
 // Where a record's float scales are (its biases follow them).
@@ -205,21 +202,12 @@ void pack_weights(const uint8_t * w, size_t w_stride, int rows, int rows_avail, 
             }
         }
         if constexpr (scales16<D>()) {
-            // the 8 rows' scale pairs of sub-block j in the lanes of t[j]; each half's scale
-            // duplicated to both int16 of its lane (the multiplier of vpmaddubsw's pair sums)
+            // the 8 rows' scale pairs of sub-block j in the lanes of t[j]
             __m256i t[8];
             transpose8(sc16, t);
-            const __m256i first = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
-                                                   0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
-            const __m256i second = _mm256_add_epi8(first, _mm256_set1_epi8(2));
-            const __m256i offset = _mm256_set1_epi16((int16_t) D::kLevelOffset);
             const __m256 d = _mm256_setr_ps(sc[0][0], sc[1][0], sc[2][0], sc[3][0], sc[4][0], sc[5][0], sc[6][0], sc[7][0]);
             for (int j = 0; j < NS; ++j) {
-                uint8_t * o = out + ((i - i0) * NS + j) * rec + (S / 4) * kStep;
-                _mm256_store_si256((__m256i *) o, _mm256_shuffle_epi8(t[j], first));
-                _mm256_store_si256((__m256i *) (o + 32), _mm256_shuffle_epi8(t[j], second));
-                _mm256_store_si256((__m256i *) (o + 64), _mm256_mullo_epi16(t[j], offset));
-                _mm256_store_ps((float *) (o + 96), d);
+                store_scales16_tail(out + ((i - i0) * NS + j) * rec + (S / 4) * kStep, t[j], d, D::kLevelOffset);
             }
             continue;
         }

@@ -101,7 +101,7 @@ void ggml_cpu_register_interleaved_avx2() {
     reg(GGML_TYPE_IQ2_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_s_r4<true>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ3_XXS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_xxs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_xxs_r4<true>, act_q8_K<32>>>);
     reg(GGML_TYPE_IQ3_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_s_r4<true>, act_q8_K<32>>>);
-    // q6_K's AVX2 batch kernel reads q8_0 pairs each with its scale (kSuper = 1)
-    register_k_r4_batch_gemms<grp_q4_k_r4, grp_q5_k_r4, grp_q6_k_r4, act_q8_0_halves<false>>(GGML_CPU_ISA_AVX2);
+    // q6_K's AVX2 batch kernel keeps the per-16 scales as integers (kScales16), so q6_k_r4's does
+    register_k_r4_batch_gemms<grp_q4_k_r4, grp_q5_k_r4, grp_q6_k_r4_scaled, act_q8_0_half_sums>(GGML_CPU_ISA_AVX2);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, q8_kv_r8::gemm<2>);
 }
