@@ -202,7 +202,8 @@ TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
 // whose twin has a batch pair (q4_K / q5_K / q6_K: per-32 q8_0 activations, cpu-traits.h) has
 // the same pair at the same levels, and its batch products are the twin's bit for bit at every
 // level this CPU runs: row counts that are not whole panels (4, 20, 36 rows), column counts below
-// and above the panels' tiles, one and three super-blocks, strided rows.
+// and above the panels' tiles, one, three and 25 super-blocks (there the AVX2 panels cut K into
+// slabs of unequal length, kSlabBytes), strided rows.
 TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
     int types = 0, compared = 0;
     for (ggml_type t : interleaved_types(true)) {
@@ -216,7 +217,7 @@ TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
             const ggml_gemm_t ours = ggml_cpu_batch_gemm_at(t, (ggml_cpu_isa) isa), twin = ggml_cpu_batch_gemm_at(base, (ggml_cpu_isa) isa);
             EXPECT_EQ(ours != nullptr, twin != nullptr) << ggml_type_name(t) << " at " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
             if (!ours || !twin || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
-            for (const int64_t n : { 256, 768 }) {
+            for (const int64_t n : { 256, 768, 6400 }) {
                 const int nr = 36;
                 const size_t prow = ggml_row_size(base, n), wrow = ggml_row_size(t, n);
                 const std::vector<uint8_t> plain = quantize(base, weights(nr, n, 55 + t), nr, n, nullptr);
