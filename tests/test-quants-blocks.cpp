@@ -174,9 +174,9 @@ TEST_P(QuantsBlocks, DecodesTheReferenceBlocksExactly) {
     if (forms == 0) GTEST_SKIP() << "golden/quants.gguf holds no q." << name << " or qw." << name;
 }
 
-// Every quantized type the CPU decodes is in the list, save the row-interleaved layouts (the
-// CPU's repacked forms, refused by the GPU's placement) and the activation types q8_1 / q8_K (never
-// in model files): a type added to the CPU without a shared decoder fails here.
+// Every quantized type the CPU decodes is in the list, save the row-interleaved layouts (their own
+// list, KILN_INTERLEAVED_TYPES, checked by test-quants-blocks-interleaved) and the activation types
+// q8_1 / q8_K (never in model files): a type added to the CPU without a shared decoder fails here.
 TEST(QuantsBlocksList, CoversEveryPlainTypeTheCpuDecodes) {
     const auto cases = all_cases();
     int covered = 0;
