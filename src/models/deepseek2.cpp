@@ -287,8 +287,14 @@ ggml_tensor * build_mla(llm_graph_context & g, int il, ggml_tensor * x) {
     ggml_tensor * q_pe_t = ggml_permute(ctx, q_pe, 0, 2, 1, 3);       // [n_rot, n_tokens, n_head]
 
     if (g.cp.mla >= 2 && n_tokens >= k_decompress_min_tokens) {
-        // decompress the cached latents into per-head K (no-RoPE part) and V
-        ggml_tensor * kvd = ggml_mul_mat(ctx, l.wkv_b, ggml_view_2d(ctx, written, kv_lora, n_kv, rb, pe_bytes));
+        // decompress the cached latents into per-head K (no-RoPE part) and V. The latents are the
+        // product's activations, read as f32: a matrix product takes f32 activations on every
+        // backend (the CPU's also f16/bf16, but no quantized cache type such as -ctk q8_0, which
+        // aborted; the GPU's only f32, which sent this product of every layer to the CPU). The
+        // f16/bf16 -> f32 step is exact, and the n_kv x kv_lora copy is small next to the product.
+        ggml_tensor * lat_c = ggml_view_2d(ctx, written, kv_lora, n_kv, rb, pe_bytes);
+        if (lat_c->type != GGML_TYPE_F32) lat_c = ggml_cast(ctx, lat_c, GGML_TYPE_F32);
+        ggml_tensor * kvd = ggml_mul_mat(ctx, l.wkv_b, lat_c);
         const size_t es = kvd->nb[0];
         ggml_tensor * k_nope = ggml_view_3d(ctx, kvd, n_nope, n_kv, n_head, kvd->nb[1], (n_nope + n_v) * es, 0);
         ggml_tensor * v = ggml_view_3d(ctx, kvd, n_v, n_kv, n_head, kvd->nb[1], (n_nope + n_v) * es, n_nope * es);
