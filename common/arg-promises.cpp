@@ -54,6 +54,7 @@ const common_flag_status k_flag_status[] = {
     { "--graph-reduce-form", common_flag_promise::gpu_placement, "there is nothing to split across", nullptr },
     { "--moe-split", common_flag_promise::gpu_placement, "there is nothing to split across", nullptr },
     { "--no-op-offload", common_flag_promise::gpu_placement, "there is nothing to offload", nullptr },
+    { "--op-offload-min-batch", common_flag_promise::gpu_placement, "there is nothing to offload", nullptr },
     { "-ot", common_flag_promise::gpu_placement, "tensors stay on the CPU", overrides_name_a_gpu },
 };
 

@@ -271,6 +271,10 @@ std::vector<common_arg> build_table() {
                    "compute prompt batches' products of weights kept in host memory on the CPU (default: from 32 tokens on, "
                    "on the main device, the weights copied over)",
                    [](common_params & p) { p.no_op_offload = true; }));
+    t.push_back(val({ "--op-offload-min-batch" }, "N", ALL,
+                    "the smallest batch (tokens) whose products of weights kept in host memory run on the main device "
+                    "(default: 32)",
+                    [](common_params & p, const std::string & v) { p.op_offload_min_batch = parse_int(v, 1, 1 << 30); }));
     t.push_back(sw({ "-cmoe", "--cpu-moe" }, ALL, "keep every MoE expert weight in host memory (as -ot exps=CPU)",
                    [](common_params & p) { p.tensor_overrides.push_back({ "\\.ffn_(up|down|gate)_exps", "CPU" }); }));
     t.push_back(val({ "-ncmoe", "--n-cpu-moe" }, "N", ALL, "keep the MoE expert weights of the first N layers in host memory",

@@ -187,6 +187,7 @@ llama_context_params common_context_params_to_llama(const common_params & params
     out.fused_moe       = params.fused_moe;
     out.offload_kqv     = !params.no_kv_offload;
     out.op_offload      = !params.no_op_offload;
+    out.op_offload_min_batch = params.op_offload_min_batch;
     out.graph_reduce_type = params.graph_reduce_type == "f16"  ? GGML_TYPE_F16
                           : params.graph_reduce_type == "bf16" ? GGML_TYPE_BF16
                                                                : GGML_TYPE_F32;

@@ -110,6 +110,7 @@ struct common_params {
     std::string moe_split = "columns";   // --moe-split: -sm graph cuts every expert by columns, or deals out whole experts
     bool no_kv_offload = false;     // -nkvo: the KV cache in host memory
     bool no_op_offload = false;     // --no-op-offload: prompt products of host weights stay on the CPU
+    int  op_offload_min_batch = 32; // --op-offload-min-batch: the smallest batch whose products go to the device
     bool use_mmap      = true;
     bool use_mlock     = false;
     bool check_tensors = false;

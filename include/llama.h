@@ -110,9 +110,11 @@ struct llama_context_params {
     enum ggml_type graph_reduce_type;
     enum llama_graph_reduce_form graph_reduce_form;   // --graph-reduce-form gather|ring
     bool offload_kqv;          // the KV cache of offloaded layers on their device (-nkvo: false, host memory)
-    // matrix products of prompt batches (>= 32 tokens) whose weights stay in host memory (experts
-    // kept in RAM) run on the main device, the weights copied over (--no-op-offload: false)
+    // matrix products of prompt batches (>= op_offload_min_batch tokens) whose weights stay in
+    // host memory (experts kept in RAM) run on the main device, the weights copied over
+    // (--no-op-offload: false)
     bool op_offload;
+    int32_t op_offload_min_batch;   // --op-offload-min-batch (default 32, at least 1)
 };
 
 struct llama_batch {

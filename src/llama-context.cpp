@@ -485,6 +485,7 @@ llama_context_params llama_context_default_params(void) {
     p.graph_reduce_form = LLAMA_GRAPH_REDUCE_GATHER;
     p.offload_kqv = true;
     p.op_offload = true;
+    p.op_offload_min_batch = 32;
     return p;
 }
 
@@ -519,6 +520,13 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         delete ctx;
         llama_set_last_error("graph_reduce_form must be gather or ring");
         LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_form must be gather or ring\n");
+        return nullptr;
+    }
+    if (params.op_offload && params.op_offload_min_batch < 1) {
+        delete ctx;
+        llama_set_last_error("op_offload_min_batch (--op-offload-min-batch) must be at least 1");
+        LLAMA_LOG_ERROR("llama_init_from_model: op_offload_min_batch (--op-offload-min-batch) must be at least 1, not %d\n",
+                        params.op_offload_min_batch);
         return nullptr;
     }
     for (const auto & parts : model->shards) {
@@ -652,11 +660,14 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     ctx->graph_size += (size_t) hp.n_layer * hp.n_expert * (model->shards.empty() ? 1 : model->devices.size());
     ctx->sched = ggml_backend_sched_new(backends.data(), (int) backends.size(), ctx->graph_size);
     if (params.op_offload && !ctx->device_backends.empty()) {
-        // the reference's hybrid rule: from 32 tokens on, copying an expert tensor to the GPU
-        // costs less than the CPU's product; below, the CPU computes where the weights are
-        constexpr int64_t k_offload_min_batch = 32;
+        // the reference's hybrid rule: from 32 tokens on (by default), copying an expert tensor to
+        // the GPU costs less than the CPU's product; below, the CPU computes where the weights are.
+        // Where the break-even lies depends on the bus, the GPU and the CPU, hence the parameter.
         const int main = std::max(model->main_device, 0);
-        ggml_backend_sched_set_offload(ctx->sched, ctx->device_backends[main], k_offload_min_batch);
+        ggml_backend_sched_set_offload(ctx->sched, ctx->device_backends[main], params.op_offload_min_batch);
+        LLAMA_LOG_INFO("llama_init_from_model: products of weights in host memory run on %s for batches of %d tokens or "
+                       "more (--op-offload-min-batch), on the CPU below\n",
+                       ggml_backend_name(ctx->device_backends[main]), params.op_offload_min_batch);
     }
     ctx->graph_mem.resize(ggml_tensor_overhead() * ctx->graph_size + ggml_graph_overhead_custom(ctx->graph_size) + 4096);
 

@@ -214,12 +214,14 @@ TEST(HybridOffload, PromptExpertsOnTheDeviceTokensOnTheCpu) {
     std::vector<llama_token> toks;
     for (int i = 0; i < 65; ++i) toks.push_back((llama_token) (3 + 53 * i % (n_vocab - 3)));
 
-    auto run = [&](bool op_offload, std::vector<std::string> & prompt_sites, std::vector<std::string> & token_sites) {
+    auto run = [&](bool op_offload, std::vector<std::string> & prompt_sites, std::vector<std::string> & token_sites,
+                   int min_batch = 32) {
         expert_sites sites;
         llama_context_params cp = llama_context_default_params();
         cp.n_ctx = 128;
         cp.n_threads = cp.n_threads_batch = 2;
         cp.op_offload = op_offload;
+        cp.op_offload_min_batch = min_batch;
         cp.cb_eval = record_expert_sites;
         cp.cb_eval_user_data = &sites;
         kiln_test::context_ptr ctx(llama_init_from_model(model.get(), cp));
@@ -248,6 +250,28 @@ TEST(HybridOffload, PromptExpertsOnTheDeviceTokensOnTheCpu) {
     ASSERT_EQ(on.size(), 2u * n_vocab);
     EXPECT_LT(kiln_test::logits_rel_diff(on.data(), off.data(), n_vocab), 1e-6) << "after the prompt";
     EXPECT_LT(kiln_test::logits_rel_diff(on.data() + n_vocab, off.data() + n_vocab, n_vocab), 1e-6) << "after one token";
+
+    // the threshold moves (--op-offload-min-batch): at 65 the 64-token batch stays on the CPU, at
+    // 1 the one-token batch goes to the device too; the logits do not change
+    std::vector<std::string> prompt_65, token_65, prompt_1, token_1;
+    const std::vector<float> at65 = run(true, prompt_65, token_65, 65);
+    const std::vector<float> at1 = run(true, prompt_1, token_1, 1);
+    ASSERT_FALSE(prompt_65.empty() || prompt_1.empty() || token_1.empty());
+    for (const std::string & b : prompt_65) EXPECT_EQ(b, "CPU") << "64-token batch, threshold 65";
+    for (const std::string & b : prompt_1) EXPECT_EQ(b, "CPU1") << "64-token batch, threshold 1";
+    for (const std::string & b : token_1) EXPECT_EQ(b, "CPU1") << "1-token batch, threshold 1";
+    ASSERT_EQ(at65.size(), off.size());
+    ASSERT_EQ(at1.size(), off.size());
+    for (const std::vector<float> * v : { &at65, &at1 }) {
+        EXPECT_LT(kiln_test::logits_rel_diff(v->data(), off.data(), n_vocab), 1e-6);
+        EXPECT_LT(kiln_test::logits_rel_diff(v->data() + n_vocab, off.data() + n_vocab, n_vocab), 1e-6);
+    }
+    // a threshold below one token is refused, not taken as "always"
+    llama_context_params bad = llama_context_default_params();
+    bad.n_ctx = 128;
+    bad.op_offload_min_batch = 0;
+    EXPECT_EQ(llama_init_from_model(model.get(), bad), nullptr);
+    EXPECT_NE(std::string(llama_last_error()).find("op_offload_min_batch"), std::string::npos) << llama_last_error();
 }
 
 // -ts 1,2,3,1 over stories260K's 5 layers: cumulative shares 1/7, 3/7, 6/7, 1 against the
