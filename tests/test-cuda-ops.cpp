@@ -527,6 +527,26 @@ TEST_F(CudaOps, MulMatIdAndFusedExperts) {
                    }, 5e-4, nullptr, expert_ids(6) });
         }
     }
+    // smart expert reduction's keep mask (-ser): dropped pairs give zero rows, as on the CPU; the
+    // mask drops about half of the pairs, so a kernel that computed them anyway is far off
+    auto half_dropped = [](const ggml_tensor * t, std::vector<float> & v) {
+        if (t->type != GGML_TYPE_F32 || t->ne[0] != 3 || t->ne[1] != 5) return false;   // only the mask
+        v.resize(15);
+        for (int i = 0; i < 15; ++i) v[i] = (i * 7) % 3 == 0 ? 0.0f : 1.0f;
+        return true;
+    };
+    for (bool fused : { false, true }) {
+        check({ fused ? "moe_up_gate q4_K with a keep mask" : "mul_mat_id q4_K with a keep mask", [fused](ggml_context * ctx) {
+                   ggml_tensor * up = ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_K, 512, 37, 6);
+                   ggml_tensor * gate = fused ? ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_K, 512, 37, 6) : nullptr;
+                   ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 512, 1, 5);
+                   ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 3, 5);
+                   ggml_tensor * keep = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3, 5);
+                   ggml_tensor * out = fused ? ggml_moe_up_gate(ctx, up, gate, b, ids, GGML_GLU_OP_SWIGLU) : ggml_mul_mat_id(ctx, up, b, ids);
+                   ggml_mul_mat_id_set_keep(out, keep);
+                   return out;
+               }, 5e-4, half_dropped, expert_ids(6) });
+    }
 }
 
 // ---- flash attention

@@ -104,10 +104,25 @@ void note_undecodable_weight(const ggml_tensor * op) {
              interleaved ? " (a view that cuts the row-interleaved layout's groups of rows)" : "");
 }
 
+// Likewise for a KV cache type the attention kernel and the cache writes do not take (they read
+// and write f32, f16, bf16 and q8_0; -ctk q4_0, q5_0, iq4_nl, q8_KV ... are quantized on the CPU):
+// the attention of every layer then runs on the CPU, reading the cache out of device memory.
+void note_refused_cache_type(const ggml_tensor * op) {
+    static std::atomic<bool> said[GGML_TYPE_COUNT];
+    const ggml_tensor * cache = op->op == GGML_OP_FLASH_ATTN_EXT ? op->src[1] : op->op == GGML_OP_SET_ROWS ? op : nullptr;
+    if (!cache || !ggml_is_quantized(cache->type) || cache->type == GGML_TYPE_Q8_0) return;
+    if (cache->type < 0 || cache->type >= GGML_TYPE_COUNT || said[cache->type].exchange(true)) return;
+    ggml_log(GGML_LOG_LEVEL_WARN,
+             "CUDA: a %s KV cache is not read or written on the GPU: attention runs on the CPU (-ctk/-ctv q8_0, f16 or "
+             "bf16 keep it on the GPU)\n",
+             ggml_type_name(cache->type));
+}
+
 bool cuda_backend_supports_op(ggml_backend_t, const ggml_tensor * op) {
     if (ggml_is_view_op(op->op) || op->op == GGML_OP_NONE) return true;
     if (family_of(op) != nullptr) return true;
     note_undecodable_weight(op);
+    note_refused_cache_type(op);
     return false;
 }
 

@@ -27,6 +27,7 @@ enum class mmv_mode : int { mul_mat, mul_mat_id, moe_up_gate };
 struct mmv_args {
     mmv_mode mode;
     cuda_view a, gate, b, ids, dst;
+    cuda_view keep;        // expert ops: F32 [n_used, n_tokens], 0 = pair dropped (-ser); data null: none
     int64_t K, M;
     int64_t r2, r3;        // mul_mat: b's dims 2, 3 per weight matrix (broadcast)
     int64_t n_b;           // expert ops: b's columns per token (1 or n_used)
@@ -88,7 +89,10 @@ __global__ void mmv_kernel(mmv_args p) {
         return;
     }
     const int32_t e = *(const int32_t *) (p.ids.data + j * p.ids.nb[0] + t * p.ids.nb[1]);
-    if (e < 0 || e >= p.a.ne[2]) {
+    // a pair the keep mask drops (smart expert reduction) is not computed: its row is zero, as on
+    // the CPU, and its weight bytes are not read
+    const bool dropped = p.keep.data && *(const float *) (p.keep.data + j * p.keep.nb[0] + t * p.keep.nb[1]) == 0.0f;
+    if (dropped || e < 0 || e >= p.a.ne[2]) {
         if (threadIdx.x % k_warp == 0) *(float *) (row_at(p.dst, j, t, 0) + m * p.dst.nb[0]) = 0.0f;
         return;
     }
@@ -233,6 +237,8 @@ bool cuda_supports_matmul(const ggml_tensor * op) {
                 if (!weights_ok(op->src[1]) || op->src[1]->type != a->type) return false;
             }
             if (!weights_ok(a) || !f32_rows(b) || !f32_rows(op) || ids->type != GGML_TYPE_I32) return false;
+            const ggml_tensor * keep = fused ? op->src[4] : op->src[3];
+            if (keep && (keep->type != GGML_TYPE_F32 || keep->ne[0] != ids->ne[0] || keep->ne[1] != ids->ne[1])) return false;
             return ids->ne[0] <= 65535 && ids->ne[1] <= 65535 && a->ne[3] == 1 && b->ne[2] == ids->ne[1];
         }
         default: return false;
@@ -251,6 +257,7 @@ bool cuda_op_matmul(cuda_context & ctx, ggml_tensor * dst) {
         p.mode = mmv_mode::mul_mat;
         p.b = cuda_view_of(b);
         p.gate = p.ids = p.b;
+        p.keep.data = nullptr;
         p.r2 = b->ne[2] / a->ne[2];
         p.r3 = b->ne[3] / a->ne[3];
         const dim3 grid((unsigned) ((p.M + k_rows_per_block - 1) / k_rows_per_block), (unsigned) b->ne[1],
@@ -267,6 +274,12 @@ bool cuda_op_matmul(cuda_context & ctx, ggml_tensor * dst) {
     p.gate = fused ? cuda_view_of(dst->src[1]) : p.a;
     p.b = cuda_view_of(b);
     p.ids = cuda_view_of(ids);
+    const ggml_tensor * keep = fused ? dst->src[4] : dst->src[3];
+    if (keep) {
+        p.keep = cuda_view_of(keep);
+    } else {
+        p.keep.data = nullptr;
+    }
     p.n_b = b->ne[1];
     p.glu = fused ? ggml_get_op_params_i32(dst, 0) : 0;
     const dim3 grid((unsigned) ((p.M + k_rows_per_block - 1) / k_rows_per_block), (unsigned) ids->ne[0], (unsigned) ids->ne[1]);
