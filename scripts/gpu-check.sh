@@ -2,28 +2,56 @@
 # Builds and runs the CUDA suites on a machine with a GPU: the one a session is lent through the
 # device tool (which has nvcc, CMake and ninja but no GoogleTest), or any other.
 #
-#   scripts/gpu-check.sh --prepare     here, before the call: copies Debian's GoogleTest sources
-#                                      into .gpu/ (ignored by git) so that they can travel
+#   scripts/gpu-check.sh --prepare [MODEL...]
+#                                      here, before the call: copies Debian's GoogleTest sources
+#                                      and nlohmann-json (libcommon, for test-decode) into .gpu/
+#                                      (ignored by git) so that they can travel, with the golden
+#                                      models named (../shared/models/MODEL.gguf and
+#                                      golden/ppl/MODEL.kld) in .gpu/shared; without names the
+#                                      first group below and golden/quants.gguf (test-quants-blocks)
 #   scripts/gpu-check.sh               there: configure with KILN_CUDA=ON, build the suites with
 #                                      every core, print the GPU, run them; logs go to $OUT
 #                                      (the device tool's) or build-gpu/out
 #
 # With the device tool: run(command="bash scripts/gpu-check.sh", carry=[".gpu"]). Extra
 # arguments are passed to test-cuda-ops (e.g. --gtest_filter=CudaOps.FlashAttention).
+# A call carries 64 MiB at most: the nine golden models (about 160 MB with their bases) take four
+# calls, each with --prepare run here first: (1) no names: stories260K synth-qwen3-f16
+# synth-gemma3-f16 (test-decode's models among them), (2) synth-qwen35-f16 synth-qwen3moe-f16,
+# (3) synth-deepseek2-f16 synth-glm4moe-f16, (4) synth-gpt-oss-f16 synth-qwen35moe-f16.
+# test-cuda-golden runs the carried models' cases, test-decode runs when its two models travel.
 # KILN_GPU_SANITIZE=1 also runs the op suite under compute-sanitizer (memcheck).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 if [ "${1:-}" = "--prepare" ]; then
+    shift
     [ -f /usr/src/googletest/CMakeLists.txt ] || { echo "gpu-check: /usr/src/googletest missing (libgtest-dev)"; exit 1; }
     mkdir -p "$root/.gpu"
-    rm -rf "$root/.gpu/googletest"
+    rm -rf "$root/.gpu/googletest" "$root/.gpu/nlohmann" "$root/.gpu/shared"
     cp -r /usr/src/googletest "$root/.gpu/googletest"
+    if [ -f /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake ]; then
+        mkdir -p "$root/.gpu/nlohmann/include" "$root/.gpu/nlohmann/share/cmake"
+        cp -r /usr/include/nlohmann "$root/.gpu/nlohmann/include/"
+        cp -r /usr/share/cmake/nlohmann_json "$root/.gpu/nlohmann/share/cmake/"
+    fi
+    shared="$(cd "$root/.." && pwd)/shared"
+    mkdir -p "$root/.gpu/shared/models" "$root/.gpu/shared/golden/ppl"
+    if [ $# -eq 0 ]; then
+        cp "$shared/golden/quants.gguf" "$root/.gpu/shared/golden/"
+        set -- stories260K synth-qwen3-f16 synth-gemma3-f16
+    fi
+    for m in "$@"; do
+        [ -f "$shared/models/$m.gguf" ] && [ -f "$shared/golden/ppl/$m.kld" ] ||
+            { echo "gpu-check: no $shared/models/$m.gguf or golden/ppl/$m.kld"; exit 1; }
+        cp "$shared/models/$m.gguf" "$root/.gpu/shared/models/"
+        cp "$shared/golden/ppl/$m.kld" "$root/.gpu/shared/golden/ppl/"
+    done
     exclude="$(git -C "$root" rev-parse --git-path info/exclude)"
     case "$exclude" in /*) ;; *) exclude="$root/$exclude" ;; esac
     mkdir -p "$(dirname "$exclude")"
     grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
-    echo "gpu-check: GoogleTest sources in .gpu/ ($(du -sh "$root/.gpu" | cut -f1)); carry .gpu"
+    echo "gpu-check: GoogleTest, nlohmann-json and the models $* in .gpu/ ($(du -sh "$root/.gpu" | cut -f1), the limit is 64 MiB with the tree); carry .gpu"
     exit 0
 fi
 
@@ -38,10 +66,23 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee 
 start=$SECONDS
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+json=()
+[ -d "$root/.gpu/nlohmann" ] && json=(-Dnlohmann_json_DIR="$root/.gpu/nlohmann/share/cmake/nlohmann_json")
+# the golden models carried (--prepare): test-cuda-golden's cases for them, and test-decode
+models=()
+if [ -d "$root/.gpu/shared/models" ]; then
+    export KILN_SHARED_DIR="$root/.gpu/shared"
+    for f in "$KILN_SHARED_DIR"/models/*.gguf; do [ -f "$f" ] && models+=("$(basename "$f" .gguf)"); done
+fi
+targets=(test-cuda-devices test-cuda-virtual test-cuda-ops test-quants-blocks test-cuda-golden)
+has_decode_models=0
+[ -f "${KILN_SHARED_DIR:-/nonexistent}/models/stories260K.gguf" ] && [ -f "$KILN_SHARED_DIR/models/synth-qwen3-f16.gguf" ] &&
+    has_decode_models=1
+[ $has_decode_models = 1 ] && [ ${#json[@]} -gt 0 ] && targets+=(test-decode)
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
-    -DKILN_CUDA_ARCHS="${KILN_CUDA_ARCHS:-90}" -DKILN_GTEST_SOURCE_DIR="$gtest_src" >"$out/configure.log" 2>&1 ||
+    -DKILN_CUDA_ARCHS="${KILN_CUDA_ARCHS:-90}" -DKILN_GTEST_SOURCE_DIR="$gtest_src" "${json[@]}" >"$out/configure.log" 2>&1 ||
     { tail -30 "$out/configure.log"; exit 1; }
-cmake --build "$build" -j "$(nproc)" --target test-cuda-devices test-cuda-virtual test-cuda-ops test-quants-blocks >"$out/build.log" 2>&1 ||
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$out/build.log" 2>&1 ||
     { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "gpu-check: built in $((SECONDS - start)) s"
 
@@ -49,16 +90,44 @@ status=0
 run_suite() {   # name, binary arguments...: output to $out/name.log, summary printed
     local name="$1"
     shift
-    if "$@" >"$out/$name.log" 2>&1; then echo "gpu-check: $name passed"; else echo "gpu-check: $name FAILED"; status=1; fi
+    local rc=0
+    "$@" >"$out/$name.log" 2>&1 || rc=$?
+    case $rc in
+        0) echo "gpu-check: $name passed" ;;
+        77) echo "gpu-check: $name skipped (status 77: no usable GPU)" ;;   # counted below
+        *) echo "gpu-check: $name FAILED"; status=1 ;;
+    esac
     grep -E "^\[  (FAILED|SKIPPED) |Failure|squared error|^CUDA" "$out/$name.log" | head -60 || true
 }
-run_suite quants-blocks "$build/bin/test-quants-blocks"
+if [ -f "${KILN_SHARED_DIR:-$root/../shared}/golden/quants.gguf" ]; then
+    run_suite quants-blocks "$build/bin/test-quants-blocks"
+else
+    echo "gpu-check: golden/quants.gguf not carried (--prepare without model names): test-quants-blocks not run"
+fi
 run_suite cuda-devices "$build/bin/test-cuda-devices"
 # KILN_VIRTUAL_CUDA_DEVICES=3 (the suite sets it): a split across three devices over this one GPU
 run_suite cuda-virtual "$build/bin/test-cuda-virtual" --gtest_filter=-VirtualCuda.WithoutGpuNoDeviceIsListed
 run_suite cuda-ops "$build/bin/test-cuda-ops" --gtest_output="xml:$out/cuda-ops.xml" "$@"
+# the golden models: every node on the GPU, KLD against the reference fully offloaded, with the
+# experts in host memory, and split over two (virtual) CUDA devices; then test-decode's
+# consistency checks with every model on the GPU
+golden_logs=()
+if [ ${#models[@]} -gt 0 ]; then
+    filter=""
+    for m in "${models[@]}"; do filter+="${filter:+:}*/${m//[^a-zA-Z0-9]/_}"; done
+    run_suite cuda-golden "$build/bin/test-cuda-golden" --gtest_filter="$filter"
+    golden_logs+=("$out/cuda-golden.log")
+else
+    echo "gpu-check: no golden models carried (scripts/gpu-check.sh --prepare): test-cuda-golden not run"
+fi
+if [ -x "$build/bin/test-decode" ]; then
+    run_suite decode env KILN_TEST_REQUIRE_GPU=1 "$build/bin/test-decode"
+    golden_logs+=("$out/decode.log")
+else
+    echo "gpu-check: test-decode not built (needs stories260K and synth-qwen3-f16 carried, and nlohmann-json)"
+fi
 # here the point is to run them: a skipped GPU test means the GPU was not usable
-if grep -q "^\[  SKIPPED \]" "$out/cuda-ops.log" "$out/cuda-devices.log" "$out/cuda-virtual.log"; then
+if grep -q "^\[  SKIPPED \]\|^skipped:" "$out/cuda-ops.log" "$out/cuda-devices.log" "$out/cuda-virtual.log" "${golden_logs[@]}"; then
     echo "gpu-check: GPU tests were skipped: no usable GPU here"
     status=1
 fi
