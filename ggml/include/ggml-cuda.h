@@ -20,6 +20,10 @@ extern "C" {
 
 // Whether this build contains the CUDA backend (KILN_CUDA=ON).
 bool ggml_cuda_compiled(void);
+// Whether the CUDA backend has a kernel for this node as it is (op, types, shapes, strides): what
+// its supports_op answers, asked without a device, so that a build without a GPU can check which
+// nodes of a model's graph would run on the CPU. Always false in a build without CUDA.
+bool ggml_cuda_supports_node(const struct ggml_tensor * node);
 
 // Usable devices (0 without a driver or a GPU); the reason for 0 is logged at the first call.
 int  ggml_backend_cuda_get_device_count(void);

@@ -6,6 +6,7 @@
 extern "C" {
 
 bool ggml_cuda_compiled(void) { return false; }
+bool ggml_cuda_supports_node(const ggml_tensor *) { return false; }
 int ggml_backend_cuda_get_device_count(void) { return 0; }
 void ggml_backend_cuda_get_device_description(int, char * description, size_t size) {
     if (description && size > 0) description[0] = '\0';

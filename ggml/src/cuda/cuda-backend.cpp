@@ -119,8 +119,7 @@ void note_refused_cache_type(const ggml_tensor * op) {
 }
 
 bool cuda_backend_supports_op(ggml_backend_t, const ggml_tensor * op) {
-    if (ggml_is_view_op(op->op) || op->op == GGML_OP_NONE) return true;
-    if (family_of(op) != nullptr) return true;
+    if (ggml_cuda_supports_node(op)) return true;
     note_undecodable_weight(op);
     note_refused_cache_type(op);
     return false;
@@ -150,6 +149,10 @@ cuda_view cuda_view_of(const ggml_tensor * t) {
 }
 
 extern "C" {
+
+bool ggml_cuda_supports_node(const ggml_tensor * op) {
+    return ggml_is_view_op(op->op) || op->op == GGML_OP_NONE || family_of(op) != nullptr;
+}
 
 ggml_backend_t ggml_backend_cuda_init(int device) {
     if (device < 0 || device >= ggml_backend_cuda_get_device_count()) {
