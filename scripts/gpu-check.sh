@@ -21,6 +21,11 @@
 # (3) synth-deepseek2-f16 synth-glm4moe-f16, (4) synth-gpt-oss-f16 synth-qwen35moe-f16.
 # test-cuda-golden runs the carried models' cases, test-decode runs when its two models travel.
 # KILN_GPU_SANITIZE=1 also runs the op suite under compute-sanitizer (memcheck).
+# KILN_GPU_BENCH=1 then builds llama-gguf, llama-quantize and llama-sweep-bench (nlohmann-json
+# carried), synthesizes Q4_K_M models of the Qwen3-0.6B and Qwen3-30B-A3B (4 layers) shapes there
+# and runs sweep-bench: fully offloaded, experts in host memory (-ot exps=CPU, with and without the
+# prompt offload), the CPU alone, and -sm layer / -sm graph over two virtual CUDA devices (one GPU:
+# the reduce's overhead, not a speed-up); tables in $out/bench-*.txt.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -120,7 +125,7 @@ if [ ${#models[@]} -gt 0 ]; then
 else
     echo "gpu-check: no golden models carried (scripts/gpu-check.sh --prepare): test-cuda-golden not run"
 fi
-if [ -x "$build/bin/test-decode" ]; then
+if [ $has_decode_models = 1 ] && [ -x "$build/bin/test-decode" ]; then
     run_suite decode env KILN_TEST_REQUIRE_GPU=1 "$build/bin/test-decode"
     golden_logs+=("$out/decode.log")
 else
@@ -133,6 +138,47 @@ if grep -q "^\[  SKIPPED \]\|^skipped:" "$out/cuda-ops.log" "$out/cuda-devices.l
 fi
 if [ "${KILN_GPU_SANITIZE:-0}" = "1" ] && command -v compute-sanitizer >/dev/null 2>&1; then
     run_suite memcheck compute-sanitizer --tool memcheck --error-exitcode 3 "$build/bin/test-cuda-ops" "$@"
+fi
+if [ "${KILN_GPU_BENCH:-0}" = "1" ]; then
+    if [ ${#json[@]} -eq 0 ]; then
+        echo "gpu-check: KILN_GPU_BENCH needs nlohmann-json carried (--prepare): no benchmarks"
+    elif cmake --build "$build" -j "$(nproc)" --target llama-gguf llama-quantize llama-sweep-bench >"$out/build-bench.log" 2>&1; then
+        bin="$build/bin" models="$build/bench-models"
+        mkdir -p "$models"
+        synth() {   # name, preset, synth options...: $models/name-Q4_K_M.gguf
+            local name="$1" preset="$2"
+            shift 2
+            [ -f "$models/$name-Q4_K_M.gguf" ] && return 0
+            "$bin/llama-gguf" synth "$preset" -o "$models/$name-f16.gguf" "$@" >/dev/null &&
+                "$bin/llama-quantize" "$models/$name-f16.gguf" "$models/$name-Q4_K_M.gguf" Q4_K_M >/dev/null &&
+                rm -f "$models/$name-f16.gguf"
+        }
+        sweep() {   # table name, model, extra arguments...
+            local name="$1" model="$2"
+            shift 2
+            echo "== $name: llama-sweep-bench -m $(basename "$model") -c 2048 -n 64 $*" | tee "$out/bench-$name.txt"
+            "$bin/llama-sweep-bench" -m "$model" -c 2048 -n 64 "$@" 2>"$out/bench-$name.log" | tee -a "$out/bench-$name.txt" ||
+                echo "gpu-check: sweep $name FAILED (see bench-$name.log)"
+        }
+        if synth q06 "${KILN_GPU_BENCH_DENSE:-qwen3-0.6b}" && synth moe "${KILN_GPU_BENCH_MOE:-qwen3-30b-a3b}" --layers 4; then
+            q06="$models/q06-Q4_K_M.gguf" moe="$models/moe-Q4_K_M.gguf" t="$(nproc)"
+            sweep q06-gpu "$q06" -t "$t" -ngl 99
+            sweep q06-cpu "$q06" -t "$t" -ngl 0
+            sweep moe-gpu "$moe" -t "$t" -ngl 99
+            sweep moe-exps-cpu "$moe" -t "$t" -ngl 99 -ot exps=CPU
+            sweep moe-exps-cpu-no-op-offload "$moe" -t "$t" -ngl 99 -ot exps=CPU --no-op-offload
+            sweep moe-cpu "$moe" -t "$t" -ngl 0
+            export KILN_VIRTUAL_CUDA_DEVICES=2
+            sweep q06-sm-layer "$q06" -t "$t" -ngl 99 -sm layer
+            sweep q06-sm-graph "$q06" -t "$t" -ngl 99 -sm graph
+            sweep moe-sm-graph "$moe" -t "$t" -ngl 99 -sm graph
+            unset KILN_VIRTUAL_CUDA_DEVICES
+        else
+            echo "gpu-check: could not synthesize the benchmark models"
+        fi
+    else
+        echo "gpu-check: building the benchmark tools FAILED (see build-bench.log)"
+    fi
 fi
 echo "gpu-check: $([ $status -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - start)) s; logs in $out"
 exit $status
