@@ -24,7 +24,8 @@
 # KILN_GPU_BENCH=1 then builds llama-gguf, llama-quantize and llama-sweep-bench (nlohmann-json
 # carried), synthesizes Q4_K_M models of the Qwen3-0.6B and Qwen3-30B-A3B (4 layers) shapes there
 # and runs sweep-bench: fully offloaded, experts in host memory (-ot exps=CPU, with and without the
-# prompt offload), the CPU alone, and -sm layer / -sm graph over two virtual CUDA devices (one GPU:
+# prompt offload), fully offloaded with KILN_CUDA_EXPERTS_BATCHED=0 (prompt expert products on the
+# per-pair kernel: the batched path's gain), the CPU alone, and -sm layer / -sm graph over two virtual CUDA devices (one GPU:
 # the reduce's overhead, not a speed-up); tables in $out/bench-*.txt.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -165,6 +166,8 @@ if [ "${KILN_GPU_BENCH:-0}" = "1" ]; then
             sweep q06-gpu "$q06" -t "$t" -ngl 99
             sweep q06-cpu "$q06" -t "$t" -ngl 0
             sweep moe-gpu "$moe" -t "$t" -ngl 99
+            # the expert products of prompt batches without the batched path (per-pair kernel): its gain
+            KILN_CUDA_EXPERTS_BATCHED=0 sweep moe-gpu-per-pair "$moe" -t "$t" -ngl 99
             sweep moe-exps-cpu "$moe" -t "$t" -ngl 99 -ot exps=CPU
             sweep moe-exps-cpu-no-op-offload "$moe" -t "$t" -ngl 99 -ot exps=CPU --no-op-offload
             sweep moe-cpu "$moe" -t "$t" -ngl 0

@@ -11,10 +11,12 @@
 #include "ggml-cpu.h"
 #include "ggml-cuda.h"
 #include "ggml.h"
+#include "cuda/expert-plan.h"
 #include "quants/quants-blocks.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -547,6 +549,128 @@ TEST_F(CudaOps, MulMatIdAndFusedExperts) {
                    return out;
                }, 5e-4, half_dropped, expert_ids(6) });
     }
+}
+
+// Prompt batches take the batched expert path (ggml/src/cuda/ops-experts.cu: grouped by expert,
+// decoded to f16, one GEMM per expert). Routing with 1 to 5 pairs per expert and experts no
+// token chose between them (every fourth), assigned slot by slot so a token's experts are
+// distinct: expert e gets e % 5 + 1 pairs, none when e % 4 == 3; the last few get none either.
+struct batched_routing {
+    int64_t n_tokens, n_used, n_expert;
+    std::vector<int32_t> ids;   // [n_used, n_tokens]
+};
+
+batched_routing route_batch(int64_t n_tokens, int64_t n_used) {
+    batched_routing r{ n_tokens, n_used, 0, std::vector<int32_t>((size_t) (n_tokens * n_used)) };
+    int64_t e = 0, left = 1;   // expert e takes `left` more pairs
+    for (int64_t s = 0; s < n_used; ++s) {
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            while (left == 0) {
+                ++e;
+                left = e % 4 == 3 ? 0 : e % 5 + 1;
+            }
+            r.ids[(size_t) (t * n_used + s)] = (int32_t) e;
+            --left;
+        }
+    }
+    r.n_expert = e + 3;   // two more no token chose
+    return r;
+}
+
+fill_ints_fn routed_ids(const batched_routing & r) {
+    return [r](const ggml_tensor * t, std::vector<int64_t> & v) {
+        if (t->ne[0] != r.n_used || t->ne[1] != r.n_tokens) return false;
+        for (size_t i = 0; i < r.ids.size(); ++i) v[i] = r.ids[i];
+        return true;
+    };
+}
+
+TEST_F(CudaOps, ExpertProductsBatchedByExpert) {
+    for (int64_t n_tokens : { 8, 33, 100, 512 }) {
+        const batched_routing r = route_batch(n_tokens, 2);
+        // the shapes must reach the batched path, or this test checks the per-pair kernel again
+        ASSERT_TRUE(expert_products_batched(r.n_tokens, r.n_used, r.n_expert)) << n_tokens;
+        for (ggml_type t : { GGML_TYPE_F16, GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_IQ4_XS, GGML_TYPE_F32, GGML_TYPE_BF16,
+                             GGML_TYPE_Q6_K }) {
+            const std::string tag = std::string(ggml_type_name(t)) + " tokens=" + std::to_string(n_tokens);
+            for (int64_t n_b : { int64_t(1), r.n_used }) {
+                check({ "batched mul_mat_id " + tag + " n_b=" + std::to_string(n_b), [t, n_b, r](ggml_context * ctx) {
+                           ggml_tensor * as = ggml_new_tensor_3d(ctx, t, 256, 37, r.n_expert);
+                           ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, n_b, r.n_tokens);
+                           ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, r.n_used, r.n_tokens);
+                           return ggml_mul_mat_id(ctx, as, b, ids);
+                       }, matmul_tolerance(t), nullptr, routed_ids(r) });
+            }
+            for (ggml_glu_op op : { GGML_GLU_OP_SWIGLU, GGML_GLU_OP_GEGLU }) {
+                check({ std::string("batched moe_up_gate ") + (op == GGML_GLU_OP_SWIGLU ? "swiglu " : "geglu ") + tag,
+                        [t, op, r](ggml_context * ctx) {
+                            ggml_tensor * up = ggml_new_tensor_3d(ctx, t, 256, 37, r.n_expert);
+                            ggml_tensor * gate = ggml_new_tensor_3d(ctx, t, 256, 37, r.n_expert);
+                            ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, 1, r.n_tokens);
+                            ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, r.n_used, r.n_tokens);
+                            return ggml_moe_up_gate(ctx, up, gate, b, ids, op);
+                        }, matmul_tolerance(t), nullptr, routed_ids(r) });
+            }
+        }
+        // the keep mask (-ser) drops a third of the pairs: zero rows, as on the CPU
+        const auto third_dropped = [r](const ggml_tensor * t, std::vector<float> & v) {
+            if (t->type != GGML_TYPE_F32 || t->ne[0] != r.n_used || t->ne[1] != r.n_tokens) return false;   // only the mask
+            v.resize((size_t) ggml_nelements(t));
+            for (size_t i = 0; i < v.size(); ++i) v[i] = i % 3 == 1 ? 0.0f : 1.0f;
+            return true;
+        };
+        for (bool fused : { false, true }) {
+            check({ std::string(fused ? "batched moe_up_gate" : "batched mul_mat_id") + " q4_K keep mask tokens=" + std::to_string(n_tokens),
+                    [fused, r](ggml_context * ctx) {
+                        ggml_tensor * up = ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_K, 256, 37, r.n_expert);
+                        ggml_tensor * gate = fused ? ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_K, 256, 37, r.n_expert) : nullptr;
+                        ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, 1, r.n_tokens);
+                        ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, r.n_used, r.n_tokens);
+                        ggml_tensor * keep = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, r.n_used, r.n_tokens);
+                        ggml_tensor * out = fused ? ggml_moe_up_gate(ctx, up, gate, b, ids, GGML_GLU_OP_SWIGLU) : ggml_mul_mat_id(ctx, up, b, ids);
+                        ggml_mul_mat_id_set_keep(out, keep);
+                        return out;
+                    }, 5e-4, third_dropped, routed_ids(r) });
+        }
+    }
+    // eight slots of a 100-token batch, one activation column per slot, strided view of b
+    const batched_routing r = route_batch(100, 8);
+    ASSERT_TRUE(expert_products_batched(r.n_tokens, r.n_used, r.n_expert));
+    check({ "batched mul_mat_id q8_0 8 slots, b a view", [r](ggml_context * ctx) {
+               ggml_tensor * as = ggml_new_tensor_3d(ctx, GGML_TYPE_Q8_0, 128, 45, r.n_expert);
+               ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 160, r.n_used, r.n_tokens);
+               ggml_tensor * bv = ggml_view_3d(ctx, b, 128, r.n_used, r.n_tokens, b->nb[1], b->nb[2], 16 * sizeof(float));
+               ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, r.n_used, r.n_tokens);
+               return ggml_mul_mat_id(ctx, as, bv, ids);
+           }, 5e-4, nullptr, routed_ids(r) });
+}
+
+// An expert id out of range in a prompt batch: the batched path reads the ids on the host and
+// fails the graph with a message (the CPU asserts), instead of reading outside the weights.
+TEST_F(CudaOps, ExpertIdOutOfRangeFailsTheBatchedGraph) {
+    batched_routing r = route_batch(40, 2);
+    ASSERT_TRUE(expert_products_batched(r.n_tokens, r.n_used, r.n_expert));
+    r.ids[2 * 17 + 1] = (int32_t) r.n_expert;   // slot 1 of token 17
+    ggml_context * ctx = ggml_init({ size_t(1) << 20, nullptr, true });
+    ggml_tensor * as = ggml_new_tensor_3d(ctx, GGML_TYPE_Q8_0, 64, 16, r.n_expert);
+    ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 64, 1, r.n_tokens);
+    ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, r.n_used, r.n_tokens);
+    ggml_tensor * out = ggml_mul_mat_id(ctx, as, b, ids);
+    ggml_cgraph * g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, out);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_get_default_buffer_type(be));
+    ASSERT_NE(buf, nullptr);
+    std::vector<uint8_t> zeros(std::max(ggml_nbytes(as), ggml_nbytes(b)), 0);
+    ggml_backend_tensor_set(as, zeros.data(), 0, ggml_nbytes(as));
+    ggml_backend_tensor_set(b, zeros.data(), 0, ggml_nbytes(b));
+    ggml_backend_tensor_set(ids, r.ids.data(), 0, ggml_nbytes(ids));
+    EXPECT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_FAILED);
+    // the backend still works afterwards
+    r.ids[2 * 17 + 1] = 0;
+    ggml_backend_tensor_set(ids, r.ids.data(), 0, ggml_nbytes(ids));
+    EXPECT_EQ(ggml_backend_graph_compute(be, g), GGML_STATUS_SUCCESS);
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
 }
 
 // ---- flash attention

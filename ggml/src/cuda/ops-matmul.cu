@@ -5,8 +5,9 @@
 //  - few columns (token generation): one warp per output value reads the weight row straight
 //    from its blocks (decoded 32 values at a time by quants-blocks.h, the functions the host tests
 //    compare with the CPU decoders) and dots it with the f32 activations. Memory-bound: each
-//    weight byte is read once per column. The expert ops always take this path (the expert id is
-//    read on the device, so no copy to the host and no sync).
+//    weight byte is read once per column. The expert ops take this path for small batches (the
+//    expert id is read on the device, so no copy to the host and no sync); larger ones are
+//    grouped by expert and go to cuBLAS (ops-experts.cu).
 //  - more columns (prompt batches): cuBLAS. f32 weights go to SGEMM as they are; f16 and bf16 to
 //    GemmEx with the activations converted to the same type; quantized weights are first decoded
 //    to f16 in scratch memory. Accumulation is f32 throughout.
@@ -14,6 +15,7 @@
 // kernels, so results differ from the CPU by that quantization (tests compare both with a double
 // reference).
 #include "cuda-kernels.cuh"
+#include "ops-matmul.h"
 
 #include <algorithm>
 
@@ -147,11 +149,9 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
             int64_t lda = quant ? K : (int64_t) (a->nb[1] / ggml_type_size(a->type));
             cuda_scratch decoded(*ctx.pool, quant ? (size_t) (M * K * sizeof(__half)) : 0);   // 0: none
             if (quant) {
-                if (!decoded) return false;
-                const int64_t n_chunks = M * (K / 32);
-                dequantize_f16_kernel<<<cuda_blocks_for(n_chunks), k_block_threads, 0, ctx.stream>>>(
-                    a_slice, (int64_t) a->nb[1], a->type, K, n_chunks, decoded.as<__half>());
-                if (!CUDA_LAUNCHED()) return false;
+                if (!decoded || !cuda_decode_weights_f16(ctx, a_slice, (int64_t) a->nb[1], a->type, K, M, decoded.as<void>())) {
+                    return false;
+                }
                 A = decoded.as<void>();
             }
             for (int64_t i3 = ia3 * r3; i3 < (ia3 + 1) * r3; ++i3) {
@@ -213,6 +213,12 @@ void fill_common(mmv_args & p, const ggml_tensor * a) {
 
 } // namespace
 
+bool cuda_decode_weights_f16(cuda_context & ctx, const char * a, int64_t nb1, int type, int64_t K, int64_t M, void * out) {
+    const int64_t n_chunks = M * (K / 32);
+    dequantize_f16_kernel<<<cuda_blocks_for(n_chunks), k_block_threads, 0, ctx.stream>>>(a, nb1, type, K, n_chunks, (__half *) out);
+    return CUDA_LAUNCHED();
+}
+
 bool cuda_supports_matmul(const ggml_tensor * op) {
     switch (op->op) {
         case GGML_OP_MUL_MAT: {
@@ -265,6 +271,7 @@ bool cuda_op_matmul(cuda_context & ctx, ggml_tensor * dst) {
         mmv_kernel<<<grid, k_rows_per_block * k_warp, 0, ctx.stream>>>(p);
         return CUDA_LAUNCHED();
     }
+    if (cuda_experts_batched_takes(ctx, dst)) return cuda_op_experts_batched(ctx, dst);
     const bool fused = dst->op == GGML_OP_MOE_FUSED_UP_GATE;
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = fused ? dst->src[2] : dst->src[1];
