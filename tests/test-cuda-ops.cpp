@@ -633,6 +633,20 @@ TEST_F(CudaOps, ExpertProductsBatchedByExpert) {
                     }, 5e-4, third_dropped, routed_ids(r) });
         }
     }
+    // experts larger than ops-experts.cu's decode scratch (128 MiB of f16) holds four of: the
+    // chosen experts (0, 1, 2, 4; 3 idle) are decoded three, then one, per launch
+    check({ "batched mul_mat_id q4_0, experts decoded over two launches", [](ggml_context * ctx) {
+               ggml_tensor * as = ggml_new_tensor_3d(ctx, GGML_TYPE_Q4_0, 4096, 4160, 5);
+               ggml_tensor * b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 4096, 1, 8);
+               ggml_tensor * ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, 8);
+               return ggml_mul_mat_id(ctx, as, b, ids);
+           }, 5e-4, nullptr, [](const ggml_tensor * t, std::vector<int64_t> & v) {
+               const int64_t chosen[] = { 0, 1, 2, 4 };
+               for (int64_t tok = 0; tok < t->ne[1]; ++tok) {
+                   for (int64_t s = 0; s < 2; ++s) v[(size_t) (tok * 2 + s)] = chosen[(tok + s) % 4];
+               }
+               return true;
+           } });
     // eight slots of a 100-token batch, one activation column per slot, strided view of b
     const batched_routing r = route_batch(100, 8);
     ASSERT_TRUE(expert_products_batched(r.n_tokens, r.n_used, r.n_expert));

@@ -6,9 +6,9 @@
 //     the kept pairs sorted by expert; an id out of range is an error, as on the CPU);
 //  2. one kernel gathers every kept pair's activation column into a dense matrix, expert by
 //     expert, converted to the type the GEMM reads (f16 for quantized and f16 weights, bf16, f32);
-//  3. per expert with rows: its weights decoded to f16 (quantized types; the scratch is reused
-//     from expert to expert, the stream orders it) and one cuBLAS GEMM into a dense f32 result,
-//     two for the fused op (up and gate);
+//  3. the chosen experts' weights decoded to f16 (quantized types), many experts per launch
+//     within a scratch budget, then one cuBLAS GEMM per expert into a dense f32 result (two for
+//     the fused op: up and gate);
 //  4. one kernel scatters the results into dst's layout [M, n_used, n_tokens], applying the fused
 //     op's activation (up * act(gate), as the per-pair kernel), zero rows for dropped pairs.
 // Accumulation is f32 throughout, as in the dense cuBLAS path. Temporaries come from the pool.
@@ -26,6 +26,10 @@
 namespace {
 
 enum class gemm_input : int { f32, f16, bf16 };
+
+// Scratch for the decoded f16 weights of several experts, so that one launch decodes many (one
+// expert of Qwen3-30B-A3B is 3 MiB of f16: too little work for a launch of its own).
+constexpr size_t k_decoded_bytes = size_t(128) << 20;
 
 // Gathered row r holds the activations of pair pair_of_row[r] = slot + n_used * token: column
 // slot % n_b of that token (n_b is 1 when every slot of a token shares its activations).
@@ -74,9 +78,9 @@ expert_operands operands_of(const ggml_tensor * dst) {
              fused ? dst->src[4] : dst->src[3] };
 }
 
-// C (M x n, f32, ldc M) = expert e's weights (M rows of K) times the n gathered columns at B. For a
-// quantized type, `decoded` (M * K halves) receives the expert's rows first.
-bool expert_gemm(cuda_context & ctx, const ggml_tensor * w, int64_t e, const void * B, int64_t n, void * decoded, float * C) {
+// C (M x n, f32, ldc M) = expert e's weights (M rows of K) times the n gathered columns at B.
+// For a quantized type, `decoded` holds the expert's rows decoded to f16 (M * K halves).
+bool expert_gemm(cuda_context & ctx, const ggml_tensor * w, int64_t e, const __half * decoded, const void * B, int64_t n, float * C) {
     const int64_t K = w->ne[0], M = w->ne[1];
     const char * slice = (const char *) w->data + e * w->nb[2];
     const float alpha = 1.0f, beta = 0.0f;
@@ -85,15 +89,10 @@ bool expert_gemm(cuda_context & ctx, const ggml_tensor * w, int64_t e, const voi
                                              (const float *) slice, (int) (w->nb[1] / sizeof(float)), (const float *) B, (int) K,
                                              &beta, C, (int) M));
     }
-    const void * A = slice;
-    int64_t lda = (int64_t) (w->nb[1] / ggml_type_size(w->type));
-    cudaDataType_t type = w->type == GGML_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-    if (!cuda_is_float_type(w->type)) {
-        if (!cuda_decode_weights_f16(ctx, slice, (int64_t) w->nb[1], w->type, K, M, decoded)) return false;
-        A = decoded;
-        lda = K;
-        type = CUDA_R_16F;
-    }
+    const bool quant = !cuda_is_float_type(w->type);
+    const void * A = quant ? (const void *) decoded : (const void *) slice;
+    const int64_t lda = quant ? K : (int64_t) (w->nb[1] / ggml_type_size(w->type));
+    const cudaDataType_t type = w->type == GGML_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     return CUBLAS_OK(cublas_get()->gemm_ex(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) M, (int) n, (int) K, &alpha, A, type, (int) lda,
                                            B, type, (int) K, &beta, C, CUDA_R_32F, (int) M, CUBLAS_COMPUTE_32F,
                                            CUBLAS_GEMM_DEFAULT));
@@ -161,9 +160,15 @@ bool cuda_op_experts_batched(cuda_context & ctx, ggml_tensor * dst) {
     }
     const int64_t n_rows = (int64_t) plan.pair_of_row.size();
 
-    // the plan's two index arrays in one block: pair_of_row, then row_of_pair
+    // the active experts in expert order, and the plan's index arrays, in one block:
+    // pair_of_row, row_of_pair, active
+    std::vector<int32_t> active;
+    for (int64_t e = 0; e < n_expert; ++e) {
+        if (plan.offsets[(size_t) e + 1] > plan.offsets[(size_t) e]) active.push_back((int32_t) e);
+    }
     std::vector<int32_t> index(plan.pair_of_row);
     index.insert(index.end(), plan.row_of_pair.begin(), plan.row_of_pair.end());
+    index.insert(index.end(), active.begin(), active.end());
     cuda_scratch index_d(*ctx.pool, index.size() * sizeof(int32_t));
     if (!index_d) return false;
     if (!CUDA_OK(cudaMemcpyAsync(index_d.as<void>(), index.data(), index.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx.stream))) {
@@ -174,28 +179,45 @@ bool cuda_op_experts_batched(cuda_context & ctx, ggml_tensor * dst) {
     if (!CUDA_OK(cudaStreamSynchronize(ctx.stream))) return false;
     const int32_t * pair_of_row = index_d.as<int32_t>();
     const int32_t * row_of_pair = pair_of_row + n_rows;
+    const int32_t * active_d = row_of_pair + n_pairs;
 
     const gemm_input in_type = o.up->type == GGML_TYPE_F32 ? gemm_input::f32 : o.up->type == GGML_TYPE_BF16 ? gemm_input::bf16 : gemm_input::f16;
     const size_t in_size = in_type == gemm_input::f32 ? sizeof(float) : 2;
     const bool quant = !cuda_is_float_type(o.up->type);
+    // quantized weights: the chosen experts are decoded k_decoded_bytes at a time (at least one
+    // expert), up and gate in turn into the same scratch (the stream orders the reuse)
+    const size_t expert_f16_bytes = (size_t) (M * K) * sizeof(__half);
+    const int64_t per_decode = std::max<int64_t>(1, std::min<int64_t>((int64_t) active.size(), (int64_t) (k_decoded_bytes / expert_f16_bytes)));
     // every temporary sized at least 1 byte: a batch whose pairs are all dropped still scatters zeros
     cuda_scratch gathered(*ctx.pool, (size_t) std::max<int64_t>(n_rows * K, 1) * in_size);
     cuda_scratch up_out(*ctx.pool, (size_t) std::max<int64_t>(n_rows * M, 1) * sizeof(float));
     cuda_scratch gate_out(*ctx.pool, o.gate ? (size_t) std::max<int64_t>(n_rows * M, 1) * sizeof(float) : 0);
-    cuda_scratch decoded(*ctx.pool, quant ? (size_t) (M * K) * sizeof(__half) : 0);
-    if (!gathered || !up_out || (o.gate && !gate_out) || (quant && !decoded)) return false;
+    cuda_scratch decoded(*ctx.pool, quant && !active.empty() ? (size_t) per_decode * expert_f16_bytes : 0);
+    if (!gathered || !up_out || (o.gate && !gate_out) || (quant && !active.empty() && !decoded)) return false;
 
     if (n_rows > 0) {
         gather_activations_kernel<<<cuda_blocks_for(n_rows * K), k_block_threads, 0, ctx.stream>>>(
             cuda_view_of(o.b), o.b->ne[1], n_used, pair_of_row, n_rows, K, in_type, gathered.as<void>());
         if (!CUDA_LAUNCHED()) return false;
     }
-    for (int64_t e = 0; e < n_expert; ++e) {
-        const int64_t first = plan.offsets[(size_t) e], n = plan.offsets[(size_t) e + 1] - first;
-        if (n == 0) continue;   // no pair chose it: its weights are not read
-        const void * B = gathered.as<char>() + (size_t) (first * K) * in_size;
-        if (!expert_gemm(ctx, o.up, e, B, n, decoded.as<void>(), up_out.as<float>() + first * M)) return false;
-        if (o.gate && !expert_gemm(ctx, o.gate, e, B, n, decoded.as<void>(), gate_out.as<float>() + first * M)) return false;
+    // experts no pair chose are not in `active`: their weights are not read
+    for (int64_t c0 = 0; c0 < (int64_t) active.size(); c0 += per_decode) {
+        const int64_t n_c = std::min<int64_t>(per_decode, (int64_t) active.size() - c0);
+        for (const ggml_tensor * w : { o.up, o.gate }) {
+            if (!w) continue;
+            float * out = (w == o.up ? up_out : gate_out).as<float>();
+            if (quant && !cuda_decode_weights_f16(ctx, (const char *) w->data, (int64_t) w->nb[1], (int64_t) w->nb[2], active_d + c0, n_c,
+                                                  w->type, K, M, decoded.as<void>())) {
+                return false;
+            }
+            for (int64_t i = 0; i < n_c; ++i) {
+                const int64_t e = active[(size_t) (c0 + i)];
+                const int64_t first = plan.offsets[(size_t) e], n = plan.offsets[(size_t) e + 1] - first;
+                const void * B = gathered.as<char>() + (size_t) (first * K) * in_size;
+                const __half * A = quant ? decoded.as<__half>() + i * M * K : nullptr;
+                if (!expert_gemm(ctx, w, e, A, B, n, out + first * M)) return false;
+            }
+        }
     }
     const int glu = o.gate ? ggml_get_op_params_i32(dst, 0) : 0;
     scatter_results_kernel<<<cuda_blocks_for(n_pairs * M), k_block_threads, 0, ctx.stream>>>(

@@ -109,14 +109,18 @@ __global__ void mmv_kernel(mmv_args p) {
 
 // ---- the cuBLAS path
 
-// Weight slice (M rows of K) decoded to f16, dense.
-__global__ void dequantize_f16_kernel(const char * a, int64_t a_nb1, int type, int64_t K, int64_t n_chunks, __half * out) {
-    const int64_t chunks_per_row = K / 32;
+// Weight matrices of M rows of K decoded to f16, dense, one after the other: the i-th is matrix
+// mats[i] of a (nb2 bytes apart), or matrix 0 when mats is null. Several per launch: the batched
+// expert products decode their chosen experts together (one small launch each kept the GPU idle).
+__global__ void dequantize_f16_kernel(const char * a, int64_t a_nb1, int64_t a_nb2, const int32_t * mats, int type, int64_t K,
+                                      int64_t M, int64_t n_chunks, __half * out) {
+    const int64_t chunks_per_row = K / 32, chunks_per_mat = M * chunks_per_row;
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n_chunks; t += (int64_t) gridDim.x * blockDim.x) {
-        const int64_t row = t / chunks_per_row, ch = t % chunks_per_row;
+        const int64_t i = t / chunks_per_mat, row = (t % chunks_per_mat) / chunks_per_row, ch = t % chunks_per_row;
+        const char * w = a + (mats ? (int64_t) mats[i] : 0) * a_nb2;
         float v[32];
-        decode_weight_chunk(type, a + row * a_nb1, row, a_nb1, ch, v);
-        __half * y = out + row * K + ch * 32;
+        decode_weight_chunk(type, w + row * a_nb1, row, a_nb1, ch, v);
+        __half * y = out + (i * M + row) * K + ch * 32;
         for (int j = 0; j < 32; ++j) y[j] = __float2half_rn(v[j]);
     }
 }
@@ -149,7 +153,7 @@ bool mul_mat_cublas(cuda_context & ctx, const ggml_tensor * a, const ggml_tensor
             int64_t lda = quant ? K : (int64_t) (a->nb[1] / ggml_type_size(a->type));
             cuda_scratch decoded(*ctx.pool, quant ? (size_t) (M * K * sizeof(__half)) : 0);   // 0: none
             if (quant) {
-                if (!decoded || !cuda_decode_weights_f16(ctx, a_slice, (int64_t) a->nb[1], a->type, K, M, decoded.as<void>())) {
+                if (!decoded || !cuda_decode_weights_f16(ctx, a_slice, (int64_t) a->nb[1], 0, nullptr, 1, a->type, K, M, decoded.as<void>())) {
                     return false;
                 }
                 A = decoded.as<void>();
@@ -213,9 +217,11 @@ void fill_common(mmv_args & p, const ggml_tensor * a) {
 
 } // namespace
 
-bool cuda_decode_weights_f16(cuda_context & ctx, const char * a, int64_t nb1, int type, int64_t K, int64_t M, void * out) {
-    const int64_t n_chunks = M * (K / 32);
-    dequantize_f16_kernel<<<cuda_blocks_for(n_chunks), k_block_threads, 0, ctx.stream>>>(a, nb1, type, K, n_chunks, (__half *) out);
+bool cuda_decode_weights_f16(cuda_context & ctx, const char * a, int64_t nb1, int64_t nb2, const int32_t * mats, int64_t n_mats,
+                             int type, int64_t K, int64_t M, void * out) {
+    const int64_t n_chunks = n_mats * M * (K / 32);
+    dequantize_f16_kernel<<<cuda_blocks_for(n_chunks), k_block_threads, 0, ctx.stream>>>(a, nb1, nb2, mats, type, K, M, n_chunks,
+                                                                                       (__half *) out);
     return CUDA_LAUNCHED();
 }
 

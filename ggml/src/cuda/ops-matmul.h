@@ -5,9 +5,12 @@
 
 #include "cuda-common.h"
 
-// Queues the decoding of M weight rows of K values (a quantized type the kernels decode; rows
-// start at a, nb1 bytes apart) to dense f16 (row-major, K per row) at out. ops-matmul.cu.
-bool cuda_decode_weights_f16(cuda_context & ctx, const char * a, int64_t nb1, int type, int64_t K, int64_t M, void * out);
+// Queues the decoding of n_mats weight matrices of M rows of K values (a quantized type the
+// kernels decode; rows nb1 bytes apart) to dense f16 at out, one after the other (row-major, K
+// per row): the i-th is the matrix at a + mats[i] * nb2 (mats: device memory), or at a when mats
+// is null (then n_mats is 1). ops-matmul.cu.
+bool cuda_decode_weights_f16(cuda_context & ctx, const char * a, int64_t nb1, int64_t nb2, const int32_t * mats, int64_t n_mats,
+                             int type, int64_t K, int64_t M, void * out);
 
 // Whether the batched path takes this mul_mat_id / moe_up_gate node (cuBLAS loaded, the batch
 // large enough for its shape, strides it reads); else the per-pair kernel does. ops-experts.cu.
