@@ -237,9 +237,17 @@ void run_twins(ggml_backend_t cpu, const std::vector<std::string> & only, int64_
             }
             pl.cpu_ms(cpu), pp.cpu_ms(cpu);   // warm up (scratch buffers, pages)
             double tl = 1e30, tp = 1e30;
-            for (int r = 0; r < reps; ++r) {   // alternating, so drifting load hits both alike
-                tl = std::min(tl, pl.cpu_ms(cpu));
-                tp = std::min(tp, pp.cpu_ms(cpu));
+            // alternating, so drifting load hits both alike, and each first in every other pair: the
+            // second product of a pair ran up to 1.5x slower than the first (Xeon, session 10: q6_k_r4
+            // read 1.3-1.7x its twin's speed first and 0.88-0.95x second), so a fixed order biased the ratio
+            for (int r = 0; r < reps; ++r) {
+                if (r % 2 == 0) {
+                    tl = std::min(tl, pl.cpu_ms(cpu));
+                    tp = std::min(tp, pp.cpu_ms(cpu));
+                } else {
+                    tp = std::min(tp, pp.cpu_ms(cpu));
+                    tl = std::min(tl, pl.cpu_ms(cpu));
+                }
             }
             // batch 1: weight bytes read per CPU second; batches: GFLOP per CPU second
             const double fl = N == 1 ? wl.bytes / (tl * 1e6) : 2.0 * K * M * N / (tl * 1e6);
