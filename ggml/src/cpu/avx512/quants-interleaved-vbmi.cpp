@@ -1,4 +1,4 @@
-// Token generation of iq2_xxs_r4 and iq3_xxs_r4 on AVX512 with VBMI: the decoders of
+// Token generation of iq2_xxs_r4, iq3_xxs_r4 and iq3_s_r4 on AVX512 with VBMI: the decoders of
 // gemv-interleaved-lattice.h with the grid entries looked up in code planes (avx512/grid-planes.h,
 // as the plain types' VBMI kernels do) instead of one scalar load each. This file alone among the
 // interleaved ones is compiled with -mavx512vbmi and registers only where cpuid reports VBMI (and
@@ -6,7 +6,8 @@
 // take the batches here too.
 //
 // Per sub-block the 16 (iq2) or 32 (iq3) index bytes of its 4 rows are looked up in both planes
-// (two vpermi2b and a blend each); then per part one vpermi2b brings the code bytes of each
+// (two vpermi2b and a blend each; iq3_s_r4's 512-entry grid: both 256-entry halves, blended on
+// each index's ninth bit); then per part one vpermi2b brings the code bytes of each
 // int32 lane's entry into its qword (lane 2 d + e of a qword: its code at bits 16 d ..),
 // vpmultishiftqb moves each value's code to its byte and vpermb maps code to level. Levels,
 // signs and scales are those of the plain-load decoders, so the products are the same bits
@@ -20,6 +21,8 @@
 #include "avx512/gemv-interleaved-isa.h"
 
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "avx512/grid-planes.h"
 
@@ -35,6 +38,9 @@ constexpr int iq2_entry(int k, int q) { return 4 * k + q / 2; }
 constexpr int iq2_code_bit(int q, int v) { return 2 * (4 * (q % 2) + v); }
 constexpr int iq3_entry(int k, int q) { return 8 * k + q; }
 constexpr int iq3_code_bit(int, int v) { return 4 * v; }
+//   iq3_s_r4: row k's quarter q at k + 8 (q % 4) + 4 (q / 4) (gemv-interleaved-lattice.h), its
+//   ninth index bit bit q of qh[4 ib + k]
+constexpr int iq3_s_entry(int k, int q) { return k + 8 * (q % 4) + 4 * (q / 4); }
 
 template <int (*Entry)(int, int), int (*CodeBit)(int, int)>
 struct plane_tables {
@@ -56,14 +62,44 @@ struct plane_tables {
     }
 };
 
-template <typename Base, typename B, int kIdx, int (*Entry)(int, int), int (*CodeBit)(int, int)>
+// iq3_s_r4: per index byte p of a sub-block (row p % 4), the byte of qh[4 ib ..] holding its ninth
+// bit (vpshufb control) and that bit
+struct ninth_bit_table {
+    alignas(64) uint8_t row[64] = {}, bit[64] = {};
+    constexpr ninth_bit_table() {
+        for (int k = 0; k < 4; ++k) {
+            for (int q = 0; q < 8; ++q) {
+                row[iq3_s_entry(k, q)] = (uint8_t) k;
+                bit[iq3_s_entry(k, q)] = (uint8_t) (1 << q);
+            }
+        }
+    }
+};
+constexpr ninth_bit_table kNinthBits{};
+inline __mmask64 iq3_s_ninth_bits(const iq3_s_r4_block & b, int ib) {
+    uint32_t h;
+    std::memcpy(&h, b.qh + 4 * ib, 4);
+    const __m512i rows = _mm512_shuffle_epi8(_mm512_set1_epi32((int) h), _mm512_load_si512(kNinthBits.row));
+    return _mm512_test_epi8_mask(rows, _mm512_load_si512(kNinthBits.bit));
+}
+
+// kIdx index bytes per sub-block into a grid of N entries (512: Ninth gives each index's ninth
+// bit, which picks the upper 256-entry half of both planes)
+template <typename Base, typename B, int kIdx, int (*Entry)(int, int), int (*CodeBit)(int, int), int N = 256,
+          __mmask64 (*Ninth)(const B &, int) = nullptr>
 struct vbmi_dec : Base {
     static constexpr plane_tables<Entry, CodeBit> kTables{};
-    static grid_planes<256> & planes() { return planes_of<B, 256>(); }
+    static grid_planes<N> & planes() { return planes_of<B, N>(); }
+    static __m512i plane(const uint8_t * t, __m512i q, [[maybe_unused]] __mmask64 high) {
+        if constexpr (N == 256) return plane_bytes(t, q);
+        else return _mm512_mask_blend_epi8(high, plane_bytes(t, q), plane_bytes(t + 256, q));
+    }
     static void levels(const B & b, int ib, __m512i * lv) {
-        const grid_planes<256> & gp = planes();
+        const grid_planes<N> & gp = planes();
         const __m512i q = _mm512_maskz_loadu_epi8((1ull << kIdx) - 1, b.qs + kIdx * ib);
-        const __m512i c0 = plane_bytes(gp.plane[0], q), c1 = plane_bytes(gp.plane[1], q);
+        __mmask64 high = 0;
+        if constexpr (N == 512) high = Ninth(b, ib);
+        const __m512i c0 = plane(gp.plane[0], q, high), c1 = plane(gp.plane[1], q, high);
         const __m512i level = _mm512_load_si512(gp.level);
         for (int j = 0; j < 2; ++j) {
             const __m512i code = _mm512_permutex2var_epi8(c0, _mm512_load_si512(kTables.codes[j]), c1);
@@ -74,6 +110,7 @@ struct vbmi_dec : Base {
 
 using iq2_xxs_r4_vbmi = vbmi_dec<iq2_xxs_r4_dec<r4k_isa>, iq2_xxs_r4_block, 16, iq2_entry, iq2_code_bit>;
 using iq3_xxs_r4_vbmi = vbmi_dec<iq3_xxs_r4_dec<r4k_isa>, iq3_xxs_r4_block, 32, iq3_entry, iq3_code_bit>;
+using iq3_s_r4_vbmi = vbmi_dec<iq3_s_r4_dec<r4k_isa>, iq3_s_r4_block, 32, iq3_s_entry, iq3_code_bit, 512, iq3_s_ninth_bits>;
 
 template <typename D, ggml_type T, typename Grid>
 void register_vbmi(const Grid * grid) {
@@ -89,4 +126,5 @@ void register_vbmi(const Grid * grid) {
 void ggml_cpu_register_interleaved_vbmi_avx512() {
     register_vbmi<iq2_xxs_r4_vbmi, GGML_TYPE_IQ2_XXS_R4>(ggml_iq::iq2xxs_grid);
     register_vbmi<iq3_xxs_r4_vbmi, GGML_TYPE_IQ3_XXS_R4>(ggml_iq::iq3xxs_grid);
+    register_vbmi<iq3_s_r4_vbmi, GGML_TYPE_IQ3_S_R4>(ggml_iq::iq3s_grid);
 }
