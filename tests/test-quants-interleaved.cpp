@@ -262,7 +262,8 @@ TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
 
 // Token generation cuts a product by rows (threads, -sm graph) and calls a kernel with the few
 // columns a step has: for the q8_K kernels of q2_k_r4 .. q6_k_r4, iq2_k_r4 .. iq5_ks_r4, iq4_xs_r8
-// and iq2_xxs_r4 .. iq3_s_r4, and the q8_0 ones of iq4_nl_r4, q5_0_r4, q6_0_r4, q4_0_r8, q8_0_r8, mxfp4_r8 at every level
+// and iq2_xxs_r4 .. iq3_s_r4, and the q8_0 ones of iq4_nl_r4, q5_0_r4, q6_0_r4, q4_0_r8, q8_0_r8, mxfp4_r8,
+// iq1_s_r4, iq1_m_r4 at every level
 // this CPU runs, 3 R rows x 5 columns in one call give bit for bit what row groups [0,R), [R,3R)
 // one column at a time give (their token-generation loop, gemv-interleaved-loop.h, tiles columns
 // differently per count).
@@ -274,7 +275,8 @@ TEST(InterleavedTokenGeneration, ProductDoesNotDependOnTheCut) {
                          GGML_TYPE_IQ2_K_R4, GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ4_K_R4, GGML_TYPE_IQ5_K_R4, GGML_TYPE_IQ4_KS_R4,
                          GGML_TYPE_IQ5_KS_R4, GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q5_0_R4, GGML_TYPE_Q6_0_R4, GGML_TYPE_Q4_0_R8,
                          GGML_TYPE_Q8_0_R8, GGML_TYPE_MXFP4_R8, GGML_TYPE_IQ4_XS_R8, GGML_TYPE_IQ2_XXS_R4, GGML_TYPE_IQ2_XS_R4,
-                         GGML_TYPE_IQ2_S_R4, GGML_TYPE_IQ3_XXS_R4, GGML_TYPE_IQ3_S_R4 }) {
+                         GGML_TYPE_IQ2_S_R4, GGML_TYPE_IQ3_XXS_R4, GGML_TYPE_IQ3_S_R4, GGML_TYPE_IQ1_S_R4,
+                         GGML_TYPE_IQ1_M_R4 }) {
         const int R = ggml_get_type_traits(t)->nrows_interleaved, nr = 3 * R;   // 12 or 24 rows, cut at R
         const size_t row = ggml_row_size(t, n);
         const std::vector<uint8_t> q = quantize(t, weights(nr, n, 900 + t), nr, n, nullptr);

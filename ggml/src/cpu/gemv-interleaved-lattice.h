@@ -1,6 +1,7 @@
 // Token-generation decoders (gemv-interleaved-loop.h) of the interleaved lattice i-quants
-// iq2_xxs_r4, iq2_xs_r4, iq2_s_r4, iq3_xxs_r4, iq3_s_r4 against q8_K; included after the loop by
-// avx2/quants-interleaved.cpp and avx512/quants-interleaved.cpp (their own copies).
+// iq2_xxs_r4, iq2_xs_r4, iq2_s_r4, iq3_xxs_r4, iq3_s_r4 against q8_K, and iq1_s_r4, iq1_m_r4
+// against q8_0 (at the end); included after the loop by avx2/quants-interleaved.cpp and
+// avx512/quants-interleaved.cpp (their own copies).
 //
 // Why not the panel's group decoders (panel-r8-iq.h) at batch 1: they store every row's grid
 // entries into a record in memory 4 bytes at a time and read it back, and left these layouts at
@@ -226,6 +227,100 @@ struct iq3_s_r4_dec : lattice_dec<I, iq3_s_r4_block, 15, false> {
     }
     static void signs(const iq3_s_r4_block & b, int ib, typename I::vi * sign) {
         base::signs_from(_mm_loadu_si128((const __m128i *) (b.signs + 16 * ib)), kValueSigns<I::kBytes>, sign);
+    }
+};
+
+// iq1_s_r4 / iq1_m_r4 (quants-blocks-interleaved.h): 32-value blocks of 4 rows, 4 fp16 row scales
+// d leading the group, q8_0 activations (b32_dec's shape). A value is d dl (g + delta) with g the
+// grid byte (-1, 0, 1) and delta +-1/8, so the exact integer level is 8 g +- 1 (odd, |level| <= 9:
+// the loop's vpabsb / sign path never meets a 0), the row factor d / 8 and the int16 scale dl
+// (iq1_s: 2 ls + 1 per block and row; iq1_m: a 4-bit scale per 16 values, the second 16's in the
+// odd lane groups as the per-16 lattice types'). The delta signs come like the lattice signs:
+// one bit of the 8 qh bytes per lane and group (sign_table), here turned into +-1.
+static_assert(ggml_iq::IQ1_DELTA == 0.125f, "iq1 levels are 8 g +- 1");
+// iq1_s_r4: row k's delta sign is bit 15 of qh[k]
+constexpr int iq1_s_delta_byte(int k, int, int) { return 2 * k + 1; }
+constexpr int iq1_s_delta_bit(int, int, int) { return 7; }
+// iq1_m_r4: group i = q / 2 of row k is group i % 2 of half h = i / 2: its delta sign is bit
+// 3 + 4 (i % 2) of qh[4 h + k]
+constexpr int iq1_m_delta_byte(int k, int q, int) { return 4 * (q / 4) + k; }
+constexpr int iq1_m_delta_bit(int, int q, int) { return 3 + 4 * (q / 2 % 2); }
+template <int V> constexpr sign_table<V, iq1_s_delta_byte, iq1_s_delta_bit> kIq1sDeltas{};
+template <int V> constexpr sign_table<V, iq1_m_delta_byte, iq1_m_delta_bit> kIq1mDeltas{};
+
+template <typename I, typename B, bool kPer16>
+struct iq1_dec {
+    using vi = typename I::vi;
+    using Block = B;
+    static constexpr int kPairs = 0, kMaxLevel = 9, NM = 0, kSubs = 1, kRows = 4;
+    static constexpr bool kSigned = true;
+    static constexpr lane_shape kLanes = kNibbleLanes;
+    static constexpr size_t kHeader = 4 * sizeof(ggml_fp16_t);
+    struct state {
+        alignas(32) int32_t s[8];   // int16 pairs, row k's in slot k (iq1_m: 4 half + k)
+        typename I::vf d, dm;
+    };
+    static void group(const uint8_t * g, state & st) {
+        st.d = I::rows4(_mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) g)), _mm_set1_ps(ggml_iq::IQ1_DELTA)));
+    }
+    static vi scale(const state & st, int) {
+        if constexpr (kPer16) return I::bcast32(st.s);
+        else return I::bcast16(st.s);
+    }
+    // the levels 8 g + delta from e[k][i] (row k's grid entry of group i) and the delta table
+    template <typename T>
+    static void levels_from(const uint64_t (&e)[4][4], const uint8_t * qh, const T & table, vi * lv) {
+        lattice_parts<I>(e, lv);
+        vi delta[128 / I::kBytes];
+        lattice_dec<I, B, 9, kPer16>::signs_from(_mm_loadl_epi64((const __m128i *) qh), table, delta);
+        for (int j = 0; j < 128 / I::kBytes; ++j) {
+            const vi g2 = I::add8(lv[j], lv[j]), g4 = I::add8(g2, g2);
+            lv[j] = I::add8(I::add8(g4, g4), I::or_(delta[j], I::set8(1)));   // negative_where gives -1 / 0 or -1 / 1
+        }
+    }
+};
+
+// iq1_s_r4: group i of row k indexes the grid by qs[4 i + k] | (bits 3 i .. 3 i + 2 of qh[k]) << 8;
+// the block scale ls in bits 12..14 of qh[k] (dl = 2 ls + 1)
+template <typename I>
+struct iq1_s_r4_dec : iq1_dec<I, iq1_s_r4_block, false> {
+    using base = iq1_dec<I, iq1_s_r4_block, false>;
+    static void begin(const iq1_s_r4_block & b, typename base::state & st) {
+        const __m128i h = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *) b.qh));
+        const __m128i ls = _mm_and_si128(_mm_srli_epi32(h, 12), _mm_set1_epi32(7));
+        const __m128i odd = _mm_add_epi32(_mm_add_epi32(ls, ls), _mm_set1_epi32(1));
+        _mm_store_si128((__m128i *) st.s, _mm_or_si128(odd, _mm_slli_epi32(odd, 16)));
+    }
+    static void levels(const iq1_s_r4_block & b, int, typename I::vi * lv) {
+        uint64_t e[4][4];
+        for (int k = 0; k < 4; ++k) {
+            const uint32_t h = b.qh[k];
+            for (int i = 0; i < 4; ++i) e[k][i] = ggml_iq::iq1s_grid[b.qs[4 * i + k] | ((h >> 3 * i) & 7) << 8];
+        }
+        base::levels_from(e, (const uint8_t *) b.qh, kIq1sDeltas<I::kBytes>, lv);
+    }
+};
+
+// iq1_m_r4: group 2 h + j of row k indexes the grid by qs[8 h + 4 j + k] | (bits 4 j .. 4 j + 2 of
+// qh[4 h + k]) << 8; nibble h of scales[k] scales half h
+template <typename I>
+struct iq1_m_r4_dec : iq1_dec<I, iq1_m_r4_block, true> {
+    using base = iq1_dec<I, iq1_m_r4_block, true>;
+    static void begin(const iq1_m_r4_block & b, typename base::state & st) {
+        const __m128i x = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(*(const int32_t *) b.scales)), m4 = _mm_set1_epi32(15);
+        const __m128i lo = _mm_and_si128(x, m4), hi = _mm_srli_epi32(x, 4);
+        _mm_store_si128((__m128i *) st.s, _mm_or_si128(lo, _mm_slli_epi32(lo, 16)));
+        _mm_store_si128((__m128i *) (st.s + 4), _mm_or_si128(hi, _mm_slli_epi32(hi, 16)));
+    }
+    static void levels(const iq1_m_r4_block & b, int, typename I::vi * lv) {
+        uint64_t e[4][4];
+        for (int k = 0; k < 4; ++k) {
+            for (int i = 0; i < 4; ++i) {
+                const int h = i / 2, j = i % 2;
+                e[k][i] = ggml_iq::iq1s_grid[b.qs[8 * h + 4 * j + k] | ((b.qh[4 * h + k] >> 4 * j) & 7) << 8];
+            }
+        }
+        base::levels_from(e, b.qh, kIq1mDeltas<I::kBytes>, lv);
     }
 };
 

@@ -37,7 +37,7 @@
 // srli16_4 / slli16_4 / slli16_2 (int16 shifts by 4 or 2), nibble_or(a, b) ((a & 0x0F) | b), and
 // for 32-byte vectors slli16<N> / srli16<N>, for 64-byte ones rolv32 (per-lane rotate left),
 // abs8 and sign8(x, s) (x negated where s < 0, as vpsignb; x where s is 0 is never used),
-// select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's), sub8, set16;
+// select_bit0(a, b, v) (the bytes of b where bit 0 of v's byte is set, else a's), add8, sub8, set16;
 // for the 8-row layouts rows8 / bcast256 (8 floats / int32 into every 256-bit half) and sum_rows8
 // (halves added).
 #pragma once

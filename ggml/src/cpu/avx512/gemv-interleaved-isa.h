@@ -23,6 +23,7 @@ struct r4k_isa {
     static vi and_(vi a, vi b) { return _mm512_and_si512(a, b); }
     static vi or_(vi a, vi b) { return _mm512_or_si512(a, b); }
     static vi add16(vi a, vi b) { return _mm512_add_epi16(a, b); }
+    static vi add8(vi a, vi b) { return _mm512_add_epi8(a, b); }
     static vi sub8(vi a, vi b) { return _mm512_sub_epi8(a, b); }
     static vi set16(short v) { return _mm512_set1_epi16(v); }
     static vi add32(vi a, vi b) { return _mm512_add_epi32(a, b); }

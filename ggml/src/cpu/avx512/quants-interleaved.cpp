@@ -30,6 +30,8 @@ void ggml_cpu_register_interleaved_avx512() {
     reg0(GGML_TYPE_IQ4_NL_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_nl_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_nl_r4<kSignedLevels>, q8_0>>);
     reg0(GGML_TYPE_Q5_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_0_r4, q8_0>>);
     reg0(GGML_TYPE_Q6_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_0_r4, q8_0>>);
+    reg0(GGML_TYPE_IQ1_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq1_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq1_s_r4<kSignedLevels>, q8_0>>);
+    reg0(GGML_TYPE_IQ1_M_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq1_m_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq1_m_r4<kSignedLevels>, act_q8_0_halves<false>>>);
     reg(GGML_TYPE_IQ4_XS_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_xs_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_xs_r8<kSignedLevels>, act_q8_K<32>>>);
     reg(GGML_TYPE_Q2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp16_q2_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q3_k_r4, act_q8_K<16>>>);
