@@ -34,6 +34,7 @@ struct decoded {
     __m512i w[4];
     __m512i s01, s23;
     __m512  fm;     // per-16-group minimum (or offset * scale) term times dm, as floats
+    __m512i soff;   // types whose bias is only a level offset: offset * scale per group, int16 words 0-15
     float   d;
 };
 
@@ -86,7 +87,9 @@ inline void decode_q3_K(const void * vb, decoded & out) {
         }
     }
     const __m128i sc = q3_K_scales_epi8(x->scales);
-    pack_scales_natural(_mm256_cvtepi8_epi16(sc), out);
+    const __m256i s16 = _mm256_cvtepi8_epi16(sc);
+    pack_scales_natural(s16, out);
+    out.soff = _mm512_zextsi256_si512(_mm256_slli_epi16(s16, 2));
     out.d  = _cvtsh_ss(x->d);
     // the offset 4 folded into the minimum term: mi = 4 * scale, dm = d
     out.fm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(4.0f * out.d));
@@ -108,7 +111,9 @@ inline void decode_q6_K(const void * vb, decoded & out) {
         out.w[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), f, hi1, 0xEA);
     }
     const __m128i sc = _mm_loadu_si128((const __m128i *) x->scales);
-    pack_scales_natural(_mm256_cvtepi8_epi16(sc), out);
+    const __m256i s16 = _mm256_cvtepi8_epi16(sc);
+    pack_scales_natural(s16, out);
+    out.soff = _mm512_zextsi256_si512(_mm256_slli_epi16(s16, 5));   // |32 * scale| <= 4096
     out.d  = _cvtsh_ss(x->d);
     // the offset 32 folded into the minimum term: mi = 32 * scale, dm = d (32 d is exact)
     out.fm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(32.0f * out.d));
@@ -190,12 +195,16 @@ inline void decode_q5_K_halves(const void * vb, decoded & out) {
     scales_k4_halves(x->scales, _cvtsh_ss(x->d), _cvtsh_ss(x->dmin), out);
 }
 
-// The small-batch decoders: Decode, the block size, and whether the levels come in the halves
-// order (else natural).
-template <void (*Decode)(const void *, decoded &), size_t BlockBytes, bool Halves>
+// The small-batch decoders: Decode, the block size, whether the levels come in the halves
+// order (else natural), and whether the bias is only a level offset (q3_K, q6_K), which then
+// joins the block's integer sum (decoded::soff times the activation's negated group sums, one
+// more vpdpwssd) instead of a float minimum term: exact, and per block and column one
+// instruction in place of an FMA, with no conversion of the scales to floats per block.
+template <void (*Decode)(const void *, decoded &), size_t BlockBytes, bool Halves, bool IntOffset = false>
 struct tg_decoder {
     static constexpr size_t kBytes = BlockBytes;
     static constexpr bool kHalves = Halves;
+    static constexpr bool kIntOffset = IntOffset;
     static void decode(const void * b, decoded & out) { Decode(b, out); }
 };
 
@@ -205,6 +214,7 @@ struct tg_decoder {
 struct column_block {
     __m512i q[4];
     __m512  bsums_scaled;
+    __m512i nbsums;   // the group sums negated, int16 words 0-15 (|sum| <= 16 * 128)
     float   d;
 };
 
@@ -226,15 +236,18 @@ inline void prepare_columns(int64_t nb, int C, const char * x, size_t x_stride, 
                     o.q[2 * h + 1] = q;
                 }
             }
-            const __m512 bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(load256(a->bsums)));
+            const __m256i bs16 = load256(a->bsums);
+            const __m512 bs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(bs16));
             o.bsums_scaled = _mm512_mul_ps(bs, _mm512_set1_ps(a->d));
+            o.nbsums = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(), bs16));
             o.d = a->d;
         }
     }
 }
 
 // One weight row times C activation columns: per block and column four vpdpbusd, two
-// vpackssdw, two vpdpwssd, one conversion and two FMAs (block scale, minimum term).
+// vpackssdw, two vpdpwssd, one conversion and two FMAs (block scale, minimum term); with an
+// integer offset term (kIntOffset) a third vpdpwssd and one FMA.
 // The rounding is per lane on purpose (each lane's level sum and its group's minimum term meet
 // in the same accumulator lane every block): keeping the minimum term in 8 of the 16 lanes
 // (0d3771b) rounded 4-5x worse on one-signed activations, since the two terms then cancel only
@@ -249,13 +262,20 @@ inline void block_times_columns(const char * wb, const column_block * cols, __m5
         for (int k = 0; k < 4; ++k) p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), blk.w[k], a.q[k]);
         __m512i sum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(p[0], p[1]), blk.s01);
         sum = _mm512_dpwssd_epi32(sum, _mm512_packs_epi32(p[2], p[3]), blk.s23);
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(blk.d * a.d), acc[c]);
-        acc[c] = _mm512_fnmadd_ps(blk.fm, a.bsums_scaled, acc[c]);
+        if constexpr (Dec::kIntOffset) {
+            // |sum| per lane stays below 2^25: 8 pairs of (4 * 63 * 127) * 32 and the offsets'
+            sum = _mm512_dpwssd_epi32(sum, a.nbsums, blk.soff);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(blk.d * a.d), acc[c]);
+        } else {
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(blk.d * a.d), acc[c]);
+            acc[c] = _mm512_fnmadd_ps(blk.fm, a.bsums_scaled, acc[c]);
+        }
     }
 }
 
 // One weight row times C activation columns: per block and column four vpdpbusd, two
-// vpackssdw, two vpdpwssd, one conversion and two FMAs (block scale, minimum term). Even and
+// vpackssdw, two vpdpwssd, one conversion and two FMAs (block scale, minimum term; see
+// block_times_columns for the offset-only types). Even and
 // odd blocks go to their own accumulators: the two FMAs a block adds are a chain of 8 cycles,
 // longer than a block's work at one column.
 // The rounding is per lane on purpose (each lane's level sum and its group's minimum term meet
@@ -371,10 +391,10 @@ void register_k_type(ggml_type t) {
 void ggml_cpu_register_k_avx512() {
     using namespace kiln_panel;
     using q2 = k_type<tg_decoder<decode_q2_K, sizeof(block_q2_K), false>, levels_of<decode_q2_K>, 16, coef_q2_K, 0>;
-    using q3 = k_type<tg_decoder<decode_q3_K, sizeof(block_q3_K), false>, levels_of<decode_q3_K>, 16, coef_q3_K, 4>;
+    using q3 = k_type<tg_decoder<decode_q3_K, sizeof(block_q3_K), false, true>, levels_of<decode_q3_K>, 16, coef_q3_K, 4>;
     using q4 = k_type<tg_decoder<decode_q4_K_halves, sizeof(block_q4_K), true>, levels_q4_K, 32, coef_k4<block_q4_K>, 0>;
     using q5 = k_type<tg_decoder<decode_q5_K_halves, sizeof(block_q5_K), true>, levels_q5_K, 32, coef_k4<block_q5_K>, 0>;
-    using q6 = k_type<tg_decoder<decode_q6_K, sizeof(block_q6_K), false>, levels_of<decode_q6_K>, 16, coef_q6_K, 32>;
+    using q6 = k_type<tg_decoder<decode_q6_K, sizeof(block_q6_K), false, true>, levels_of<decode_q6_K>, 16, coef_q6_K, 32>;
     register_k_type<q2, false>(GGML_TYPE_Q2_K);
     register_k_type<q3, false>(GGML_TYPE_Q3_K);
     register_k_type<q4, true>(GGML_TYPE_Q4_K);
