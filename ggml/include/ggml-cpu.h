@@ -27,6 +27,7 @@ bool ggml_cpu_has_avx512(void);       // F, BW, VL, DQ
 bool ggml_cpu_has_avx512_vnni(void);
 bool ggml_cpu_has_avx512_bf16(void);
 bool ggml_cpu_has_avx512_vbmi(void);  // byte permutes (vpermb, vpermi2b, vpmultishiftqb)
+bool ggml_cpu_has_avx512_gfni(void);  // GF(2) bit-matrix byte transforms, with the VBMI set (KILN_CPU_VBMI=0 turns both off)
 bool ggml_cpu_has_neon(void);
 bool ggml_cpu_has_dotprod(void);      // arm64 HWCAP_ASIMDDP
 bool ggml_cpu_has_i8mm(void);         // arm64 HWCAP2_I8MM

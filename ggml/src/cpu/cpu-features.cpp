@@ -20,7 +20,7 @@
 namespace {
 
 struct cpu_features {
-    bool avx2 = false, avx512 = false, avx512_vnni = false, avx512_bf16 = false, avx512_vbmi = false;
+    bool avx2 = false, avx512 = false, avx512_vnni = false, avx512_bf16 = false, avx512_vbmi = false, avx512_gfni = false;
     bool neon = false, dotprod = false, i8mm = false, arm_fp16 = false, arm_bf16 = false, sve = false;
 };
 
@@ -47,6 +47,9 @@ const cpu_features & features() {
         // KILN_CPU_VBMI=0 keeps the plain AVX512 kernels where VBMI ones exist (tests run both)
         const char * vbmi_env = std::getenv("KILN_CPU_VBMI");
         r.avx512_vbmi = r.avx512 && __builtin_cpu_supports("avx512vbmi") && !(vbmi_env && !std::strcmp(vbmi_env, "0"));
+        // GFNI kernels sit beside the VBMI ones (every AVX512 CPU with VBMI but Cannon Lake has it), and
+        // the same switch keeps the plain kernels
+        r.avx512_gfni = r.avx512_vbmi && __builtin_cpu_supports("gfni");
 #elif defined(__aarch64__)
         r.neon = true;   // Advanced SIMD is mandatory in arm64
 #if defined(__linux__)
@@ -121,6 +124,7 @@ bool ggml_cpu_has_avx512(void)      { return features().avx512; }
 bool ggml_cpu_has_avx512_vnni(void) { return features().avx512_vnni; }
 bool ggml_cpu_has_avx512_bf16(void) { return features().avx512_bf16; }
 bool ggml_cpu_has_avx512_vbmi(void) { return features().avx512_vbmi; }
+bool ggml_cpu_has_avx512_gfni(void) { return features().avx512_gfni; }
 bool ggml_cpu_has_neon(void)        { return features().neon; }
 bool ggml_cpu_has_dotprod(void)     { return features().dotprod; }
 bool ggml_cpu_has_i8mm(void)        { return features().i8mm; }

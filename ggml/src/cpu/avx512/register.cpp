@@ -12,6 +12,7 @@ void ggml_cpu_register_avx512() {
     ggml_cpu_register_iq_avx512();
     if (ggml_cpu_has_avx512_vbmi()) ggml_cpu_register_iq_vbmi_avx512();
     ggml_cpu_register_k_avx512();
+    if (ggml_cpu_has_avx512_gfni()) ggml_cpu_register_k_gfni_avx512();
     ggml_cpu_register_legacy_avx512();
     ggml_cpu_register_q8_avx512();
     ggml_cpu_register_kt_search_avx512();

@@ -21,6 +21,7 @@ void ggml_cpu_register_iq_avx512();
 void ggml_cpu_register_iq_vbmi_avx512();   // only where cpuid reports VBMI
 void ggml_cpu_register_interleaved_vbmi_avx512();   // likewise
 void ggml_cpu_register_k_avx512();
+void ggml_cpu_register_k_gfni_avx512();   // only where cpuid reports GFNI (with VBMI), after the line above
 void ggml_cpu_register_legacy_avx512();
 void ggml_cpu_register_q8_avx512();
 void ggml_cpu_register_kt_search_avx512();
