@@ -4,12 +4,14 @@
 //
 // A value is dl (g + delta), g in {-1, 0, 1} from the 11-bit iq1s grid index of its 8-value group
 // and delta = +-1/8. Eight times that, 8 g + 8 delta in {-9, -7, -1, 1, 7, 9}, is a signed byte,
-// so the decoders store those levels with scale dl / 8 and no bias: the panel product is exact
-// in integers, as for the other grids. Per sub-block the 8 rows' grid entries come from one
+// so the decoders store those levels with scale dl / 8, offset (grid_traits) by 9 into 0 .. 18
+// at AVX2 (vpmaddubsw then sums four steps in int16, as for the plain iq1_s / iq1_m) or by 128
+// at AVX512, the bias -offset * scale: the panel product is exact in integers, as for the other grids. Per sub-block the 8 rows' grid entries come from one
 // gather per 4 rows; lanes are rows, so a 64-bit entry (two quarters of a row) is split into the
 // two quarter vectors by a dword permute.
 #pragma once
 
+#include "avx2/panel-iq-index.h"
 #include "avx2/panel-r8.h"
 #include "quants/quants-iq.h"
 
@@ -43,7 +45,7 @@ inline __m256 iq1_row_scales(const ggml_fp16_t * const * rs) { return _mm256_mul
 // iq1_s_r4: one 32-value sub-block per block; row k's qh[k] holds the high index bits 3 i .. 3 i + 2
 // of group i, the 3-bit scale ls in bits 12..14 (dl = d (2 ls + 1)) and the delta sign in bit 15.
 template <bool kSigned>
-struct grp_iq1_s_r4 : grid_traits<iq1_s_r4_block, 4, 32, 32, kSigned> {
+struct grp_iq1_s_r4 : grid_traits<iq1_s_r4_block, 4, 32, 32, kSigned, lattice_row<ggml_iq::block_iq1_s>.max_magnitude> {
     static constexpr bool kRowScales = true;
     using RowScale = ggml_fp16_t;
     KILN_GROUP_DECODE decode(const iq1_s_r4_block * const * blk, const ggml_fp16_t * const * rs, int, uint8_t * out,
@@ -55,15 +57,15 @@ struct grp_iq1_s_r4 : grid_traits<iq1_s_r4_block, 4, 32, 32, kSigned> {
         const __m256i qh = _mm256_cvtepu16_epi32(_mm_unpacklo_epi64(_mm_cvtsi64_si128(ha), _mm_cvtsi64_si128(hb)));
         const __m256i ls = _mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7));
         const __m256i odd = _mm256_add_epi32(_mm256_add_epi32(ls, ls), _mm256_set1_epi32(1));
-        store_signed_coefs<kSigned>(_mm256_mul_ps(iq1_row_scales(rs), _mm256_cvtepi32_ps(odd)), scale, bias);
+        store_grid_coefs<grp_iq1_s_r4::kOffset>(_mm256_mul_ps(iq1_row_scales(rs), _mm256_cvtepi32_ps(odd)), scale, bias);
         const __m256i delta8 = iq1_delta8(qh, 15);
         for (int i = 0; i < 4; ++i) {
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(qh, 3 * i), _mm256_set1_epi32(7));
             const __m256i idx = _mm256_or_si256(pair4_epu8(a->qs + 4 * i, b->qs + 4 * i), _mm256_slli_epi32(hi, 8));
             __m256i lo_q, hi_q;
             iq1_quarters(idx, delta8, lo_q, hi_q);
-            store_levels<kSigned>(out + 2 * i * vs, lo_q);
-            store_levels<kSigned>(out + (2 * i + 1) * vs, hi_q);
+            store_offset_levels<grp_iq1_s_r4::kOffset>(out + 2 * i * vs, lo_q);
+            store_offset_levels<grp_iq1_s_r4::kOffset>(out + (2 * i + 1) * vs, hi_q);
         }
     }
 };
@@ -72,22 +74,22 @@ struct grp_iq1_s_r4 : grid_traits<iq1_s_r4_block, 4, 32, 32, kSigned> {
 // row k's two groups, qh[4 j + k] holds their high bits (bits 0..2, 4..6) and delta signs (bits
 // 3, 7), and the 4-bit nibble j of scales[k] is the scale (dl = d s).
 template <bool kSigned>
-struct grp_iq1_m_r4 : grid_traits<iq1_m_r4_block, 4, 16, 32, kSigned> {
+struct grp_iq1_m_r4 : grid_traits<iq1_m_r4_block, 4, 16, 32, kSigned, lattice_row<ggml_iq::block_iq1_m>.max_magnitude> {
     static constexpr bool kRowScales = true;
     using RowScale = ggml_fp16_t;
     KILN_GROUP_DECODE decode(const iq1_m_r4_block * const * blk, const ggml_fp16_t * const * rs, int j, uint8_t * out,
                              size_t vs, float * scale, float * bias) {
         const iq1_m_r4_block * a = blk[0], * b = blk[1];
         const __m256i s = _mm256_and_si256(_mm256_srli_epi32(pair4_epu8(a->scales, b->scales), 4 * j), _mm256_set1_epi32(15));
-        store_signed_coefs<kSigned>(_mm256_mul_ps(iq1_row_scales(rs), _mm256_cvtepi32_ps(s)), scale, bias);
+        store_grid_coefs<grp_iq1_m_r4::kOffset>(_mm256_mul_ps(iq1_row_scales(rs), _mm256_cvtepi32_ps(s)), scale, bias);
         const __m256i qh = pair4_epu8(a->qh + 4 * j, b->qh + 4 * j);
         for (int g = 0; g < 2; ++g) {
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(qh, 4 * g), _mm256_set1_epi32(7));
             const __m256i idx = _mm256_or_si256(pair4_epu8(a->qs + 8 * j + 4 * g, b->qs + 8 * j + 4 * g), _mm256_slli_epi32(hi, 8));
             __m256i lo_q, hi_q;
             iq1_quarters(idx, iq1_delta8(qh, 4 * g + 3), lo_q, hi_q);
-            store_levels<kSigned>(out + 2 * g * vs, lo_q);
-            store_levels<kSigned>(out + (2 * g + 1) * vs, hi_q);
+            store_offset_levels<grp_iq1_m_r4::kOffset>(out + 2 * g * vs, lo_q);
+            store_offset_levels<grp_iq1_m_r4::kOffset>(out + (2 * g + 1) * vs, hi_q);
         }
     }
 };

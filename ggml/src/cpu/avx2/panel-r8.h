@@ -137,12 +137,19 @@ struct group_traits {
     static constexpr int kR = R, kSub = Sub, kSubs = BlockValues / Sub, kBlockValues = BlockValues, kMaxLevel = MaxLevel;
     static constexpr bool kBias = Bias;
 };
-// Grid values (signed levels): kept signed where the panel takes signed bytes (AVX2), offset by
-// 128 into the bias where it multiplies unsigned ones (AVX512, see store_levels), an offset the
-// AVX512 panel then folds away as it does the plain formats' (pack_groups).
-template <typename B, int R, int Sub, int BlockValues, bool kSigned>
-struct grid_traits : group_traits<B, R, Sub, BlockValues, kSigned ? 0 : 255, !kSigned> {
+// Grid values (signed levels): offset by 128 into the bias where the panel multiplies unsigned
+// bytes (AVX512, see store_levels), an offset the AVX512 panel then folds away as it does the
+// plain formats' (pack_groups). Where it takes signed bytes (AVX2, kSigned) they stay signed,
+// unless the grid's largest magnitude M is small (kMagnitude > 0: the lattice grids): then they
+// are offset by M into 0 .. 2 M with the bias -M scale, as the plain twins' panel-iq.h levels,
+// so that vpmaddubsw multiplies them as they are and sums as many steps in int16 as 2 M allows
+// (iq3_s: 4), where signed levels cost a vpsignb or a second vpmaddwd per product.
+// kOffset: what a decoder adds to every level it stores (store_offset_levels).
+template <typename B, int R, int Sub, int BlockValues, bool kSigned, int kMagnitude = 0>
+struct grid_traits : group_traits<B, R, Sub, BlockValues, kSigned ? 2 * kMagnitude : 255, (!kSigned || kMagnitude > 0)> {
+    static_assert(kMagnitude >= 0 && 2 * kMagnitude < 128, "offset levels must stay below 128");
     static constexpr int kLevelOffset = kSigned ? 0 : 128;
+    static constexpr int kOffset = kSigned ? kMagnitude : 128;
 };
 
 // Sub-block scales s and biases s * offset (levels stored with an offset added: value = s (u + offset)).
@@ -164,6 +171,13 @@ template <bool kSigned>
 inline void store_levels(uint8_t * out, __m256i v) {
     _mm256_store_si256((__m256i *) out, kSigned ? v : _mm256_xor_si256(v, _mm256_set1_epi8((char) 0x80)));
 }
+// Levels v + kOffset (a grid_traits offset: 0, the magnitude M or 128), their scales and biases.
+template <int kOffset>
+inline void store_offset_levels(uint8_t * out, __m256i v) {
+    _mm256_store_si256((__m256i *) out, kOffset == 0 ? v : _mm256_add_epi8(v, _mm256_set1_epi8((char) kOffset)));
+}
+template <int kOffset>
+inline void store_grid_coefs(__m256 s, float * scale, float * bias) { store_offset_coefs(s, -(float) kOffset, scale, bias); }
 template <bool kSigned>
 inline void store_signed_coefs(__m256 s, float * scale, float * bias) {
     _mm256_storeu_ps(scale, s);
