@@ -204,6 +204,53 @@ TEST_P(Interleaved, ScalarGemmMatchesDecodedProduct) {
 // level this CPU runs: row counts that are not whole panels (4, 20, 36 rows), column counts below
 // and above the panels' tiles, one, three and 25 super-blocks (there the AVX2 panels cut K into
 // slabs of unequal length, kSlabBytes), strided rows.
+// The products of layout t and of its twin by the kernels ours and twin, bit for bit: woven from
+// the twin's rows (40 bytes of gap between rows), n in {256, 768, 6400}, R, 5 R and 9 R of 9 R
+// rows (R: the layout's rows per group), each column count of ncs; activations of type vdt.
+// Returns the products compared.
+int expect_twin_bits(ggml_type t, ggml_gemm_t ours, ggml_gemm_t twin, ggml_type vdt, const std::vector<int> & ncs,
+                     const char * isa) {
+    const ggml_type base = ggml_get_type_traits(t)->interleaved_base;
+    const int R = ggml_get_type_traits(t)->nrows_interleaved, nr = 9 * R;
+    int compared = 0;
+    for (const int64_t n : { 256, 768, 6400 }) {
+        const size_t prow = ggml_row_size(base, n), wrow = ggml_row_size(t, n);
+        const std::vector<uint8_t> plain = quantize(base, weights(nr, n, 55 + t), nr, n, nullptr);
+        std::vector<uint8_t> woven(nr * wrow);
+        EXPECT_EQ(ggml_repack_rows(t, plain.data(), woven.data(), nr, n), woven.size()) << ggml_type_name(t);
+        if (::testing::Test::HasFailure()) return compared;
+        // rows 40 bytes further apart than their size
+        std::vector<uint8_t> ps(nr * (prow + 40), 0xCD), ws(nr * (wrow + 40), 0xCD);
+        for (int r = 0; r < nr; ++r) {
+            std::memcpy(ps.data() + r * (prow + 40), plain.data() + r * prow, prow);
+            std::memcpy(ws.data() + r * (wrow + 40), woven.data() + r * wrow, wrow);
+        }
+        const int ncmax = *std::max_element(ncs.begin(), ncs.end());
+        const size_t xrow = ggml_row_size(vdt, n);
+        const std::vector<float> act = kiln_test::random_floats(ncmax * n, 31 + (uint32_t) n, -2.0f, 2.0f);
+        std::vector<uint8_t> xq(ncmax * xrow);
+        for (int c = 0; c < ncmax; ++c) ggml_get_type_traits(vdt)->from_float_ref(act.data() + c * n, xq.data() + c * xrow, n);
+        for (const int rows : { R, 5 * R, 9 * R }) {
+            for (const int nc : ncs) {
+                std::vector<float> a(nc * nr, -7.0f), b(nc * nr, -9.0f);
+                twin(n, ps.data(), prow + 40, xq.data(), xrow, a.data(), nr, rows, nc);
+                ours(n, ws.data(), wrow + 40, xq.data(), xrow, b.data(), nr, rows, nc);
+                for (int c = 0; c < nc; ++c) {
+                    for (int r = 0; r < nr; ++r) {
+                        const float want = r < rows ? a[c * nr + r] : -9.0f;
+                        EXPECT_EQ(std::memcmp(&want, &b[c * nr + r], 4), 0)
+                            << ggml_type_name(t) << " " << isa << " n=" << n << " rows=" << rows << " nc=" << nc << ": row " << r
+                            << " col " << c << ": " << b[c * nr + r] << ", twin " << want;
+                        if (::testing::Test::HasFailure()) return compared;
+                    }
+                }
+                ++compared;
+            }
+        }
+    }
+    return compared;
+}
+
 TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
     int types = 0, compared = 0;
     for (ggml_type t : interleaved_types(true)) {
@@ -217,47 +264,31 @@ TEST(InterleavedBatch, ProductsAreTheTwinsBitForBit) {
             const ggml_gemm_t ours = ggml_cpu_batch_gemm_at(t, (ggml_cpu_isa) isa), twin = ggml_cpu_batch_gemm_at(base, (ggml_cpu_isa) isa);
             EXPECT_EQ(ours != nullptr, twin != nullptr) << ggml_type_name(t) << " at " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
             if (!ours || !twin || !ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
-            for (const int64_t n : { 256, 768, 6400 }) {
-                const int nr = 36;
-                const size_t prow = ggml_row_size(base, n), wrow = ggml_row_size(t, n);
-                const std::vector<uint8_t> plain = quantize(base, weights(nr, n, 55 + t), nr, n, nullptr);
-                std::vector<uint8_t> woven(nr * wrow);
-                ASSERT_EQ(ggml_repack_rows(t, plain.data(), woven.data(), nr, n), woven.size());
-                // rows 40 bytes further apart than their size
-                std::vector<uint8_t> ps(nr * (prow + 40), 0xCD), ws(nr * (wrow + 40), 0xCD);
-                for (int r = 0; r < nr; ++r) {
-                    std::memcpy(ps.data() + r * (prow + 40), plain.data() + r * prow, prow);
-                    std::memcpy(ws.data() + r * (wrow + 40), woven.data() + r * wrow, wrow);
-                }
-                const int ncmax = 17;
-                const ggml_type vdt = bt->batch_vec_dot_type;
-                const size_t xrow = ggml_row_size(vdt, n);
-                const std::vector<float> act = kiln_test::random_floats(ncmax * n, 31 + (uint32_t) n, -2.0f, 2.0f);
-                std::vector<uint8_t> xq(ncmax * xrow);
-                for (int c = 0; c < ncmax; ++c) ggml_get_type_traits(vdt)->from_float_ref(act.data() + c * n, xq.data() + c * xrow, n);
-                for (const int rows : { 4, 20, 36 }) {
-                    for (const int nc : { 1, 2, 5, 6, 7, 9, ncmax }) {
-                        std::vector<float> a(nc * nr, -7.0f), b(nc * nr, -9.0f);
-                        twin(n, ps.data(), prow + 40, xq.data(), xrow, a.data(), nr, rows, nc);
-                        ours(n, ws.data(), wrow + 40, xq.data(), xrow, b.data(), nr, rows, nc);
-                        for (int c = 0; c < nc; ++c) {
-                            for (int r = 0; r < nr; ++r) {
-                                const float want = r < rows ? a[c * nr + r] : -9.0f;
-                                ASSERT_EQ(std::memcmp(&want, &b[c * nr + r], 4), 0)
-                                    << ggml_type_name(t) << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " n=" << n << " rows="
-                                    << rows << " nc=" << nc << ": row " << r << " col " << c << ": " << b[c * nr + r] << ", twin "
-                                    << want;
-                            }
-                        }
-                        ++compared;
-                    }
-                }
-            }
+            compared += expect_twin_bits(t, ours, twin, bt->batch_vec_dot_type, { 1, 2, 5, 6, 7, 9, 17 },
+                                         ggml_cpu_isa_name((ggml_cpu_isa) isa));
+            if (HasFailure()) return;
         }
     }
     EXPECT_GE(types, 3) << "q4_k_r4, q5_k_r4 and q6_k_r4 take their twins' batch pair";
     EXPECT_GT(compared, 0);
     std::printf("[ compared ] %d interleaved types with batch pairs, %d products\n", types, compared);
+}
+
+// At AVX2 the batches (6 columns and more, kiln_panel::kMinCols) of the non-linear ik r4 layouts
+// and iq4_xs_r8 pack their twins' folded super-block records (avx2/panel-r8-fold.h): their
+// products are the twins' bit for bit.
+TEST(InterleavedBatch, Avx2FoldedBatchesAreTheTwinsBitForBit) {
+    if (!ggml_cpu_isa_runs_here(GGML_CPU_ISA_AVX2)) GTEST_SKIP() << "no AVX2 here";
+    int compared = 0;
+    for (ggml_type t : { GGML_TYPE_IQ2_K_R4, GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ4_K_R4, GGML_TYPE_IQ5_K_R4, GGML_TYPE_IQ4_KS_R4,
+                         GGML_TYPE_IQ5_KS_R4, GGML_TYPE_IQ4_XS_R8 }) {
+        const ggml_type base = ggml_get_type_traits(t)->interleaved_base;
+        const ggml_gemm_t ours = ggml_cpu_gemm_at(t, GGML_CPU_ISA_AVX2), twin = ggml_cpu_gemm_at(base, GGML_CPU_ISA_AVX2);
+        ASSERT_TRUE(ours && twin) << ggml_type_name(t);
+        compared += expect_twin_bits(t, ours, twin, GGML_TYPE_Q8_K, { 6, 7, 9, 17 }, "avx2");
+        if (HasFailure()) return;
+    }
+    EXPECT_EQ(compared, 7 * 3 * 3 * 4);
 }
 
 // Token generation cuts a product by rows (threads, -sm graph) and calls a kernel with the few

@@ -273,6 +273,15 @@ inline void with_cols(int c, F && f) {
     }
 }
 
+// The records of blocks b0 .. b1 - 1 of a row group: pack_groups, or the decoder's own pack
+// where it has one (folded_groups, avx2/panel-r8-fold.h).
+template <typename G>
+inline void pack_group_records(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int64_t n, int64_t b0, int64_t b1,
+                               uint8_t * out) {
+    if constexpr (requires { G::pack(w, w_stride, row0, rows, n, b0, b1, out); }) G::pack(w, w_stride, row0, rows, n, b0, b1, out);
+    else pack_groups<G>(w, w_stride, row0, rows, n, b0, b1, out);
+}
+
 // nr a multiple of G::kR (whole groups), n a multiple of G::kBlockValues.
 template <typename G, typename A>
 void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride,
@@ -294,7 +303,7 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
         for (int64_t k0 = 0; k0 < n; k0 += slab) {
             const int64_t k1 = std::min(n, k0 + slab);
             for (int g = 0; g < ngroups; ++g) {
-                pack_groups<G>(wb, w_stride, (int64_t) g * kRows, std::min(kRows, nr - g * kRows), n, k0 / G::kBlockValues,
+                pack_group_records<G>(wb, w_stride, (int64_t) g * kRows, std::min(kRows, nr - g * kRows), n, k0 / G::kBlockValues,
                                k1 / G::kBlockValues, wbuf + g * group_bytes);
             }
             gemm_tiles<G, A>(k1 - k0, ngroups, wbuf, group_bytes, (const uint8_t *) x + k0 / A::kBlockValues * A::kBlock,
@@ -323,7 +332,7 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
         const int rows = std::min(kRows, nr - g * kRows);
         for (int64_t b0 = 0; b0 < nblocks; b0 += kSliceBlocks) {
             const int64_t b1 = std::min(nblocks, b0 + kSliceBlocks);
-            pack_groups<G>(wb, w_stride, (int64_t) g * kRows, rows, n, b0, b1, wbuf);
+            pack_group_records<G>(wb, w_stride, (int64_t) g * kRows, rows, n, b0, b1, wbuf);
             const int64_t sb0 = b0 * G::kSubs;
             for (int t = 0; t < ntiles; ++t) {
                 with_cols<kCols>(std::min(kCols, nc - t * kCols), [&](auto cc) {

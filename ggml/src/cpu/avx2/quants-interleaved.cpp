@@ -1,5 +1,6 @@
 // AVX2 gemm kernels of the row-interleaved layouts read straight from their woven groups by
-// the panel gemm (avx2/panel-r8*.h; the list is register_r8_gemms in panel-r8-types.h), for
+// the panel gemm (avx2/panel-r8*.h; the list is register_r8_gemms in panel-r8-types.h; the
+// batches of iq2_k_r4 .. iq5_ks_r4 and iq4_xs_r8 in their twins' folded records, panel-r8-fold.h), for
 // batches and token generation alike, but q2_k_r4 .. q6_k_r4 token generation (and the rest
 // listed below, the lattice r4 types with gemv-interleaved-lattice.h's decoders), which
 // takes the lane-shaped loop of gemv-interleaved-loop.h. bf16_r16 is in gemm-float.cpp; q8_KV_r8, whose
@@ -8,6 +9,7 @@
 #include "cpu-traits.h"
 #include "panel.h"
 #include "avx2/panel-r8-types.h"
+#include "avx2/panel-r8-fold.h"
 #include "avx2/gemm-q8-kv-r8.h"
 #include "gemv-interleaved-loop.h"
 #include "gemv-interleaved-lattice.h"
@@ -87,18 +89,18 @@ void ggml_cpu_register_interleaved_avx2() {
     reg0(GGML_TYPE_Q6_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_0_r4, q8_0>>);
     reg0(GGML_TYPE_IQ1_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq1_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq1_s_r4<true>, q8_0>>);
     reg0(GGML_TYPE_IQ1_M_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq1_m_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq1_m_r4<true>, act_q8_0_halves<false>>>);
-    reg(GGML_TYPE_IQ4_XS_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_xs_r8_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_xs_r8<true>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ4_XS_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_xs_r8_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq4_xs_r8<true>>, act_q8_K<QK_K>>>);
     reg(GGML_TYPE_Q2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q2_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q3_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q4_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_k_r4, act_q8_K<32>>>);
     reg(GGML_TYPE_Q6_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_k_r4, act_q8_K<16>>>);
-    reg(GGML_TYPE_IQ2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_k_r4<true>, act_q8_K<16>>>);
-    reg(GGML_TYPE_IQ3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_k_r4<true>, act_q8_K<16>>>);
-    reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_k_r4<true>, act_q8_K<16>>>);
-    reg(GGML_TYPE_IQ5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_k_r4<true>, act_q8_K<16>>>);
-    reg(GGML_TYPE_IQ5_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq5_ks_r4<true>, act_q8_K<32>>>);
-    reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_ks_r4<true>, act_q8_K<32>>>);
+    reg(GGML_TYPE_IQ2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq2_k_r4<true>>, act_q8_K<QK_K>>>);
+    reg(GGML_TYPE_IQ3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq3_k_r4<true>>, act_q8_K<QK_K>>>);
+    reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq4_k_r4<true>>, act_q8_K<QK_K>>>);
+    reg(GGML_TYPE_IQ5_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq5_k_r4<true>>, act_q8_K<QK_K>>>);
+    reg(GGML_TYPE_IQ5_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq5_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq5_ks_r4<true>>, act_q8_K<QK_K>>>);
+    reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq4_ks_r4<true>>, act_q8_K<QK_K>>>);
     reg(GGML_TYPE_IQ2_XXS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_xxs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_xxs_r4<true>, act_q8_K<32>>>);
     reg(GGML_TYPE_IQ2_XS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_xs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_xs_r4<true>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ2_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_s_r4<true>, act_q8_K<16>>>);
