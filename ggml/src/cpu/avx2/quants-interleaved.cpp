@@ -88,7 +88,10 @@ void ggml_cpu_register_interleaved_avx2() {
     reg0(GGML_TYPE_Q5_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q5_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q5_0_r4, q8_0>>);
     reg0(GGML_TYPE_Q6_0_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q6_0_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q6_0_r4, q8_0>>);
     reg0(GGML_TYPE_IQ1_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq1_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq1_s_r4<true>, q8_0>>);
-    reg0(GGML_TYPE_IQ1_M_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq1_m_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq1_m_r4<true>, act_q8_0_halves<false>>>);
+    // iq1_m_r4 batches: the two 16-value halves of a q8_0 block share its scale (kSuper 2), so
+    // that the float step per half saves a multiply per column (K = M = 4096, 512 columns, one
+    // thread: 140 -> 133 CPU ms, iq1_m 131); its unsigned levels leave the registers for it
+    reg0(GGML_TYPE_IQ1_M_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq1_m_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq1_m_r4<true>, act_q8_0_halves<true>>>);
     reg(GGML_TYPE_IQ4_XS_R8, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_xs_r8_dec<r4k_isa>, kMinCols, gemm_r8<folded_groups<grp_iq4_xs_r8<true>>, act_q8_K<QK_K>>>);
     reg(GGML_TYPE_Q2_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q2_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q2_k_r4, act_q8_K<16>>>);
     reg(GGML_TYPE_Q3_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::q3_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_q3_k_r4, act_q8_K<16>>>);
