@@ -244,7 +244,7 @@ TEST(QuantSimd, GemmMatchesScalarOnOddShapes) {
                                     const size_t i = c * dst_stride + r;
                                     ASSERT_NEAR(got[i], ref[i], 1e-5 * bound[i] + 1e-6)
                                         << what << " " << ggml_cpu_isa_name((ggml_cpu_isa) isa) << " nr=" << nr
-                                        << " nc=" << nc << " row " << r << " col " << c;
+                                        << " nc=" << nc << " row " << r << " col " << c << " (exact product of the decoded operands " << exact[i] << ")";
                                 }
                                 for (size_t r = nr; r < dst_stride; ++r) ASSERT_EQ(got[c * dst_stride + r], -7.0f) << "wrote past nr";
                             }

@@ -1,5 +1,6 @@
 // AVX2 gemm kernels of the ik_llama.cpp non-linear types (iq2_k .. iq6_k, iq2_ks .. iq5_ks,
-// iq4_kss, iq2_kl) against q8_K activations.
+// iq4_kss, iq2_kl, the trellis types) against q8_K activations; llama.cpp's ternary tq1_0 / tq2_0
+// run on the same driver.
 //
 // Each weight block is brought into registers once per column tile as eight vectors of 32
 // signed levels plus eight vectors of 16-bit sub-block scales, then reused for every column:
@@ -20,6 +21,7 @@
 #include "cpu-traits.h"
 #include "panel.h"
 #include "scales.h"
+#include "ternary-levels-x86.h"
 #include "trellis-seeds-x86.h"
 
 #include <immintrin.h>
@@ -447,6 +449,16 @@ KILN_DECODE_INLINE void decode_iq4_kt_avx2(const void * vb, float row_d, simd_bl
     sb.d = row_d;
 }
 
+// llama.cpp's ternary types take the same driver: levels -1..1 (ternary-levels-x86.h), every
+// sub-block scale 1, the block's fp16 scale.
+template <typename Block>
+KILN_DECODE_INLINE void decode_ternary_avx2(const void * vb, float, simd_block & sb) {
+    const auto & b = *(const Block *) vb;
+    ternary_levels(b, sb.q);
+    for (int k = 0; k < 8; ++k) sb.sc[k] = _mm256_set1_epi16(1);
+    sb.d = _cvtsh_ss(b.d);
+}
+
 // The scaled integer dot of a block with 256 activations, in 8 int32 lanes.
 inline __m256i block_dot_lanes(const simd_block & sb, const int8_t * a) {
     __m256i acc = _mm256_setzero_si256();
@@ -586,4 +598,8 @@ void ggml_cpu_register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq2, sizeof(block_iq2_kt), decode_iq23_kt_avx2<false>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq3, sizeof(block_iq3_kt), decode_iq23_kt_avx2<true>, 0>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_KT, isa, q8, gemm_kt_avx2<kt_gemv_iq4, sizeof(block_iq4_kt), decode_iq4_kt_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_TQ1_0, isa, q8,
+                           gemm_ik_avx2<IK_ROW_NONE, sizeof(block_tq1_0), decode_ternary_avx2<block_tq1_0>>);
+    ggml_cpu_register_gemm(GGML_TYPE_TQ2_0, isa, q8,
+                           gemm_ik_avx2<IK_ROW_NONE, sizeof(block_tq2_0), decode_ternary_avx2<block_tq2_0>>);
 }

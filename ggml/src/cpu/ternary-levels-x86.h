@@ -1,0 +1,63 @@
+// Levels of llama.cpp's ternary types (tq1_0, tq2_0) decoded in vectors (AVX2 instructions): the
+// eight 32-value groups of a block as 32 signed bytes -1 / 0 / +1 each, in value order.
+// avx2/quants-ik.cpp runs them through its ik block driver (one fp16 scale per block, so every
+// sub-block scale is 1), and the AVX512 level takes that kernel too: the AVX512 ik driver stores
+// levels + 128 and converts per-lane partial sums that carry the offset to float, which for
+// levels of magnitude 1 left 5e-6 of the product (7.7e-5 of a 256-value row against the exact
+// 1e-7 of the AVX2 kernel). Internal linkage, so any includer compiles its own copy with its
+// flags. The layouts and the scalar decoders are in quants/quants-blocks.h.
+#pragma once
+
+#include "quants/quants-blocks.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace {
+
+// tq2_0: group g is bits 2 (g % 4) of bytes 32 (g / 4) .. 32 (g / 4) + 31, stored as level + 1.
+inline void ternary_levels(const block_tq2_0 & b, __m256i * q) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int h = 0; h < 2; ++h) {
+        const __m256i bytes = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * h));
+        for (int l = 0; l < 4; ++l) q[4 * h + l] = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(bytes, 2 * l), m3), one);
+    }
+}
+
+// Trits of 16 packed bytes held as 16-bit lanes, each lane taking trit n by its multiplier 3^n:
+// the top of (byte * 3^n mod 256) * 3 over 256 (quants-blocks.h), 0..2.
+inline __m256i tq1_0_trits16(__m256i bytes16, __m256i pow3) {
+    const __m256i low = _mm256_and_si256(_mm256_mullo_epi16(bytes16, pow3), _mm256_set1_epi16(0xFF));
+    return _mm256_srli_epi16(_mm256_mullo_epi16(low, _mm256_set1_epi16(3)), 8);
+}
+
+// Two runs of 16 trits (0..2) in 16-bit lanes -> 32 levels (-1..1), first then second.
+inline __m256i tq1_0_pack(__m256i first, __m256i second) {
+    const __m256i packed = _mm256_packus_epi16(first, second);   // per 128-bit lane: first 8, second 8
+    return _mm256_sub_epi8(_mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0)), _mm256_set1_epi8(1));
+}
+
+// tq1_0: groups 0..4 are trits 0..4 of qs[0..31]; the 16-byte run qs[32..47] gives values
+// 160 + 16 n + m (trit n of qs[32 + m]); qh gives the last 16, value 240 + 4 n + m = trit n of qh[m].
+inline void ternary_levels(const block_tq1_0 & b, __m256i * q) {
+    const __m256i lo = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *) b.qs));
+    const __m256i hi = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *) (b.qs + 16)));
+    const __m256i run16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *) (b.qs + 32)));
+    int pow3 = 1;
+    __m256i p[5];
+    for (int n = 0; n < 5; ++n, pow3 *= 3) {
+        p[n] = _mm256_set1_epi16((short) pow3);
+        q[n] = tq1_0_pack(tq1_0_trits16(lo, p[n]), tq1_0_trits16(hi, p[n]));
+    }
+    q[5] = tq1_0_pack(tq1_0_trits16(run16, p[0]), tq1_0_trits16(run16, p[1]));
+    q[6] = tq1_0_pack(tq1_0_trits16(run16, p[2]), tq1_0_trits16(run16, p[3]));
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    // lane 4 n + m: qh[m] with multiplier 3^n
+    const __m256i qh16 = _mm256_cvtepu8_epi16(_mm_set1_epi32((int) qh));
+    const __m256i pow_qh = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
+    q[7] = tq1_0_pack(tq1_0_trits16(run16, p[4]), tq1_0_trits16(qh16, pow_qh));
+}
+
+} // namespace
