@@ -152,9 +152,15 @@ INSTANTIATE_TEST_SUITE_P(SharedModels, RunTimeRepack,
                              return n;
                          });
 
-TEST(QuantizeRepack, RepacksEveryWeightWithATwinAndKeepsTheLogits) {
-    const std::string in = kiln_test::shared_path("models/synth-qwen3moe-Q4_K_M.gguf");
-    const std::string out = ::testing::TempDir() + "kiln-test-repack-qwen3moe.gguf";
+// --repack on the reference's quantized files: k-quants and q6_K/q8_0 of a MoE model, iq4_xs and
+// iq4_ks experts, q8_0 everywhere, and MLA's iq3_k / iq4_k / iq4_nl mix, so that every twin these
+// files hold goes through the file path too (not only -rtr's, which repacks only the layouts
+// that pay on this CPU).
+class QuantizeRepackFile : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(QuantizeRepackFile, RepacksEveryWeightWithATwinAndKeepsTheLogits) {
+    const std::string in = kiln_test::shared_path(std::string("models/") + GetParam());
+    const std::string out = ::testing::TempDir() + "kiln-test-repack-" + GetParam();
     llama_quant_params params;
     params.repack = true;
     llama_quant_model(in, out, params);
@@ -172,9 +178,25 @@ TEST(QuantizeRepack, RepacksEveryWeightWithATwinAndKeepsTheLogits) {
     const std::vector<float> ref = run_logits(in, false, nv0);
     const std::vector<float> got = run_logits(out, false, nv1);
     ASSERT_EQ(ref.size(), got.size());
-    EXPECT_LE(mean_kld(ref, got, nv0), 1e-4);
+    const double kld = mean_kld(ref, got, nv0);
+    EXPECT_LE(kld, 1e-4);
+    std::map<std::string, int> twins;
+    for (const auto & [name, type] : after) twins[ggml_type_name(type)] += type != before.at(name);
+    std::string list;
+    for (const auto & [name, count] : twins) if (count) list += " " + name + " x" + std::to_string(count);
+    std::printf("%s: %d tensors repacked (%s), mean KLD %.3g\n", GetParam(), n_repacked, list.c_str(), kld);
     std::remove(out.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, QuantizeRepackFile,
+                         ::testing::Values("synth-qwen3moe-Q4_K_M.gguf", "synth-qwen3moe-IQ4_XS.gguf", "synth-qwen3moe-IQ4_KS.gguf",
+                                           "synth-qwen3-Q8_0.gguf", "synth-deepseek2-IQ3_K.gguf"),
+                         [](const ::testing::TestParamInfo<const char *> & info) {
+                             std::string n = info.param;
+                             n = n.substr(0, n.find('.'));
+                             for (char & ch : n) if (!std::isalnum((unsigned char) ch)) ch = '_';
+                             return n;
+                         });
 
 // MXFP4 (gpt-oss's experts) -> mxfp4_r8: quantized here first, then repacked; decoded by the
 // scalar path of the woven layout (no SIMD kernel yet), the logits must not move.
@@ -220,6 +242,11 @@ TEST(QuantizeRepack, PatternsSelectTheTensors) {
         EXPECT_NE(name.find("ffn_down"), std::string::npos) << name << " repacked without matching the pattern";
     }
     EXPECT_GT(n_repacked, 0);
+    int nv0 = 0, nv1 = 0;
+    const std::vector<float> ref = run_logits(in, false, nv0);
+    const std::vector<float> got = run_logits(out, false, nv1);
+    ASSERT_EQ(ref.size(), got.size());
+    EXPECT_LE(mean_kld(ref, got, nv0), 1e-4);
     std::remove(out.c_str());
 }
 
