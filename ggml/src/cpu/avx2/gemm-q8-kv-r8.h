@@ -8,7 +8,7 @@
 // give the 8 rows in order) and scaled by the f32 row scales. Columns go C at a time, so each run
 // is converted once per C columns.
 //
-// AVX2 + FMA only; included by the AVX2 and AVX512 folders, each with its own C (the AVX512 file
+// The plain q8_KV rows' product is at the end. AVX2 + FMA only; included by the AVX2 and AVX512 folders, each with its own C (the AVX512 file
 // has 32 vector registers for the 4 C accumulators).
 #pragma once
 
@@ -66,4 +66,55 @@ void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_s
 }
 
 } // namespace q8_kv_r8
+
+// Plain q8_KV rows (an f32 scale, the i32 sum of the quants, then one int8 per value) against the
+// same f32 activations: the decoded float product, without decoding a row to memory first. Per
+// row, C columns at a time; 16 values per step into two accumulators per column (one FMA chain
+// each), added and summed across once per row and column, then scaled.
+namespace q8_kv {
+
+constexpr size_t kRowHeader = 2 * sizeof(float);
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+inline __m256 load8(const int8_t * q) {
+    int64_t b;
+    std::memcpy(&b, q, 8);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(b)));
+}
+
+template <int C>
+inline void row_tile(int64_t n, const int8_t * q, float d, const float * x, size_t xs, float * dst, size_t dst_stride) {
+    __m256 acc[C][2];
+    for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {   // n: whole blocks of 32
+        const __m256 w0 = load8(q + i), w1 = load8(q + i + 8);
+        for (int c = 0; c < C; ++c) {
+            acc[c][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + c * xs + i), acc[c][0]);
+            acc[c][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + c * xs + i + 8), acc[c][1]);
+        }
+    }
+    for (int c = 0; c < C; ++c) dst[c * dst_stride] = d * hsum(_mm256_add_ps(acc[c][0], acc[c][1]));
+}
+
+template <int C>
+void gemm(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst, size_t dst_stride, int nr,
+          int nc) {
+    const size_t xs = x_stride / sizeof(float);
+    for (int r = 0; r < nr; ++r) {
+        const char * row = (const char *) w + r * w_stride;
+        float d;
+        std::memcpy(&d, row, sizeof(float));
+        const int8_t * q = (const int8_t *) (row + kRowHeader);
+        int c = 0;
+        for (; c + C <= nc; c += C) row_tile<C>(n, q, d, (const float *) x + c * xs, xs, dst + c * dst_stride + r, dst_stride);
+        for (; c < nc; ++c) row_tile<1>(n, q, d, (const float *) x + c * xs, xs, dst + c * dst_stride + r, dst_stride);
+    }
+}
+
+} // namespace q8_kv
 } // namespace

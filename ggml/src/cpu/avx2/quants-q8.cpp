@@ -1,7 +1,9 @@
-// AVX2 encoders of the activation types q8_0, q8_1 and q8_K. Each reproduces the reference
+// AVX2 encoders of the activation types q8_0, q8_1 and q8_K (and the registration of q8_KV's
+// float product, gemm-q8-kv-r8.h). Each reproduces the reference
 // encoder in quants/quants-q8.cpp bit for bit (same scale arithmetic, same rounding rule), so
 // that the choice of ISA never changes a result beyond the gemm's float summation order.
 #include "avx2/register.h"
+#include "avx2/gemm-q8-kv-r8.h"
 #include "cpu-traits.h"
 #include "quants/quants-common.h"
 
@@ -124,4 +126,6 @@ void ggml_cpu_register_q8_avx2() {
     ggml_cpu_register_from_float(GGML_TYPE_Q8_0, GGML_CPU_ISA_AVX2, q8_0_from_float_avx2);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_1, GGML_CPU_ISA_AVX2, q8_1_from_float_avx2);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_K, GGML_CPU_ISA_AVX2, q8_K_from_float_avx2);
+    // q8_KV weights (f32 activations): the plain rows' float product (gemm-q8-kv-r8.h)
+    ggml_cpu_register_gemm(GGML_TYPE_Q8_KV, GGML_CPU_ISA_AVX2, GGML_TYPE_F32, q8_kv::gemm<2>);
 }

@@ -1,6 +1,8 @@
-// AVX512 encoders of the activation types q8_0, q8_1 and q8_K; bit-exact with the reference
+// AVX512 encoders of the activation types q8_0, q8_1 and q8_K (and the registration of q8_KV's
+// float product, avx2/gemm-q8-kv-r8.h); bit-exact with the reference
 // encoders in quants/quants-q8.cpp (see the AVX2 versions for the rounding argument).
 #include "avx512/register.h"
+#include "avx2/gemm-q8-kv-r8.h"
 #include "cpu-traits.h"
 #include "quants/quants-common.h"
 
@@ -89,4 +91,6 @@ void ggml_cpu_register_q8_avx512() {
     ggml_cpu_register_from_float(GGML_TYPE_Q8_0, GGML_CPU_ISA_AVX512, q8_0_from_float_avx512);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_1, GGML_CPU_ISA_AVX512, q8_1_from_float_avx512);
     ggml_cpu_register_from_float(GGML_TYPE_Q8_K, GGML_CPU_ISA_AVX512, q8_K_from_float_avx512);
+    // q8_KV weights (f32 activations): the plain rows' float product (gemm-q8-kv-r8.h)
+    ggml_cpu_register_gemm(GGML_TYPE_Q8_KV, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, q8_kv::gemm<4>);
 }
