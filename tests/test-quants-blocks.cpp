@@ -12,6 +12,8 @@
 //     CPU gemm's;
 //   - encode32_q8_0 writes the blocks quantize_row_q8_0_ref writes, with quants made with the
 //     stored scale;
+//   - the other KV-cache encoders (q4_0, q4_1, q5_0, q5_1, q6_0, iq4_nl blocks, q8_KV rows: the
+//     GPU's cache writes) write the bytes the CPU's from_float writes;
 //   - the fp16 / bf16 conversions match the library's on special and random values.
 // This runs without a GPU: it is what keeps the device decoders honest in CI.
 #include "testing.h"
@@ -358,6 +360,128 @@ TEST(QuantsBlocksQ8, QuantsUseTheStoredScale) {
                 ASSERT_LE(std::fabs(y - x[32 * ib + j]), 0.5f * d * (1 + 1e-5f)) << "amax " << amax << " block " << ib << " elem " << j;
                 ASSERT_GE(q[ib].qs[j], -127);
             }
+        }
+    }
+}
+
+// Rows that make the encoders' branches and roundings happen: blocks of every magnitude (a
+// random one per block, 1e-7 .. 1e4), an all-zero block, a constant block (q4_1/q5_1: d = 0), a
+// subnormal block (no inverse scale), a block below iq4_nl's 1e-15 cut, one of equal magnitudes
+// (the first one's sign wins), and values on the grid's half steps (the + 0.5 truncation).
+std::vector<float> kv_encoder_rows(int64_t n, uint32_t seed) {
+    std::vector<float> x = kiln_test::random_floats(n, seed, -1.0f, 1.0f);
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> lg(-7.0f, 4.0f);
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const float s = std::pow(10.0f, lg(rng));
+        for (int j = 0; j < 32; ++j) x[32 * ib + j] *= s;
+    }
+    auto block = [&](int64_t ib) { return x.data() + 32 * (ib % (n / 32)); };
+    for (int j = 0; j < 32; ++j) block(1)[j] = 0.0f;
+    for (int j = 0; j < 32; ++j) block(2)[j] = 0.75f;
+    for (int j = 0; j < 32; ++j) block(3)[j] = (j % 3 ? 1e-40f : -2e-40f);
+    for (int j = 0; j < 32; ++j) block(4)[j] = (j % 2 ? 1e-16f : -3e-16f);
+    for (int j = 0; j < 32; ++j) block(5)[j] = (j % 2 ? 2.0f : -2.0f);
+    for (int j = 0; j < 32; ++j) block(6)[j] = -8.0f + 0.5f * (float) (j % 33);
+    for (int j = 0; j < 32; ++j) block(7)[j] = 16.0f - 1.0f * (float) j;
+    return x;
+}
+
+// A block whose values sit where level = (x - sub) * id + c truncates differently when the
+// product is rounded first (what the CPU computes) and when it is fused into one FMA (what nvcc
+// makes of a plain a * b + c): the shared encoders must round the product first (kiln_mul_rn).
+// `first` and `second` are the block's extremes (they fix d); the others are searched near each
+// level boundary. Counts the values found in `sensitive`.
+std::vector<float> fma_boundary_block(float first, float second, float id, float c, float sub, int top, int & sensitive) {
+    std::vector<float> b(32);
+    b[0] = first;
+    b[1] = second;
+    for (int j = 2; j < 32; ++j) {
+        const int k = 1 + j % (top - 1);
+        const float x0 = ((float) k - c) / id + sub;
+        b[j] = x0;
+        float x = x0;
+        for (int step = 0; step < 400; ++step) {
+            x = std::nextafter(x, step % 2 ? 1e30f : -1e30f);
+            const float y = step % 2 ? x : std::nextafter(x0, -1e30f);
+            const volatile float prod = (y - sub) * id;   // rounded, never fused
+            if ((int) (prod + c) != (int) std::fma(y - sub, id, c)) {
+                b[j] = y;
+                ++sensitive;
+                break;
+            }
+        }
+    }
+    return b;
+}
+
+TEST(QuantsBlocksKvEncoders, BlocksAreTheCpuQuantizers) {
+    // many blocks: a scale that differs in its last float bit shows only where the fp16 rounding of
+    // d or a level's rounding sits near a boundary
+    std::vector<float> x = kv_encoder_rows(32 * 40000, 21);
+    int sensitive = 0;
+    for (int rep = 0; rep < 8; ++rep) {
+        const float e = -3.3f - 0.37f * (float) rep;
+        for (int half : { 8, 16, 32 }) {   // q4_0, q5_0, q6_0: d = extreme / -half
+            const std::vector<float> b = fma_boundary_block(e, 0.1f, 1.0f / (e / (float) -half), (float) half + 0.5f, 0.0f,
+                                                            2 * half, sensitive);
+            x.insert(x.end(), b.begin(), b.end());
+        }
+        const float mn = -1.7f - 0.13f * (float) rep, mx = 2.9f + 0.21f * (float) rep;
+        for (int top : { 15, 31 }) {   // q4_1, q5_1: d = (max - min) / top
+            const std::vector<float> b = fma_boundary_block(mn, mx, 1.0f / ((mx - mn) / (float) top), 0.5f, mn, top, sensitive);
+            x.insert(x.end(), b.begin(), b.end());
+        }
+    }
+    EXPECT_GT(sensitive, 100) << "too few values on which fusing the multiply-add changes a level";
+    const int64_t n = (int64_t) x.size();
+    int checked = 0;
+#define KILN_KV_CASE(t, block, fn)                                                                              \
+    {                                                                                                           \
+        SCOPED_TRACE(ggml_type_name(t));                                                                        \
+        const ggml_from_float_t cpu = ggml_get_type_traits(t)->from_float_ref;                                  \
+        ASSERT_NE(cpu, nullptr);                                                                                \
+        std::vector<block> want(n / 32), got(n / 32);                                                           \
+        std::memset(want.data(), 0x5a, want.size() * sizeof(block));                                          \
+        std::memset(got.data(), 0xa5, got.size() * sizeof(block));                                             \
+        cpu(x.data(), want.data(), n);                                                                          \
+        for (int64_t ib = 0; ib < n / 32; ++ib) {                                                               \
+            ASSERT_TRUE(kiln_encode_kv_block(t, x.data() + 32 * ib, (char *) got.data(), ib));                  \
+        }                                                                                                       \
+        int bad = 0;                                                                                            \
+        for (int64_t ib = 0; ib < n / 32; ++ib) {                                                               \
+            if (std::memcmp(&want[ib], &got[ib], sizeof(block)) != 0 && bad++ < 5) ADD_FAILURE() << "block " << ib; \
+        }                                                                                                       \
+        EXPECT_EQ(bad, 0);                                                                                      \
+        ++checked;                                                                                              \
+    }
+    KILN_KV_BLOCK_TYPES(KILN_KV_CASE)
+#undef KILN_KV_CASE
+    EXPECT_EQ(checked, 7);
+    EXPECT_FALSE(kiln_encode_kv_block(GGML_TYPE_Q4_K, x.data(), nullptr, 0));
+    EXPECT_TRUE(kiln_kv_quant_type(GGML_TYPE_Q8_KV));
+    EXPECT_FALSE(kiln_kv_quant_type(GGML_TYPE_F16));
+}
+
+TEST(QuantsBlocksKvEncoders, Q8KvRowsAreTheCpuQuantizer) {
+    const ggml_from_float_t cpu = ggml_get_type_traits(GGML_TYPE_Q8_KV)->from_float_ref;
+    ASSERT_NE(cpu, nullptr);
+    for (int64_t n : { 32, 64, 128, 576 }) {
+        for (uint32_t seed = 0; seed < 40; ++seed) {
+            std::vector<float> x = kiln_test::random_floats(n, 100 + seed, -1.0f, 1.0f);
+            const float s = std::pow(10.0f, (float) (seed % 11) - 6.0f);
+            for (float & v : x) v *= s;
+            if (seed == 1) std::fill(x.begin(), x.end(), 0.0f);
+            if (seed == 2) {   // d = 1 exactly: every other value a tie (x.5), both signs
+                for (int64_t j = 0; j < n; ++j) x[j] = (float) (j % 40) - 19.5f;
+                x[n / 2] = -127.0f;
+            }
+            const size_t bytes = ggml_row_size(GGML_TYPE_Q8_KV, n);
+            ASSERT_EQ(bytes, 8 + (size_t) n);
+            std::vector<char> want(bytes, 0x5a), got(bytes, (char) 0xa5);
+            cpu(x.data(), want.data(), n);
+            kiln_encode_row_q8_KV([&](int64_t j) { return x[j]; }, n, got.data());
+            EXPECT_EQ(0, std::memcmp(want.data(), got.data(), bytes)) << "n " << n << " seed " << seed;
         }
     }
 }

@@ -844,6 +844,237 @@ KILN_HD void encode32_q8_0(const float * x, block_q8_0 & b) {
     for (int j = 0; j < 32; ++j) b.qs[j] = (int8_t) roundf(x[j] * s.id);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Encoding the other KV-cache types (q4_0, q4_1, q5_0, q5_1, q6_0, iq4_nl: one block of 32 values;
+// q8_KV: a whole row), as the GPU's cache writes do, bit for bit as the CPU's quantizers
+// (quants-legacy.cpp, quants-nl.cpp, quants-q8.cpp: the ggml reference rounding) encode them:
+// tests/test-quants-blocks.cpp compares the two on the host.
+//
+// Same float operations in the same order, with one device-specific care: nvcc fuses a * b + c
+// into one FMA (one rounding) by default, where the CPU code (no -mfma) rounds the product first,
+// which can move a value across a rounding boundary. kiln_mul_rn is a product that is never fused.
+KILN_HD float kiln_mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+// 1/d, or 0 when d is 0 or so small that 1/d overflows (the stored fp16 scale is 0 then too).
+KILN_HD float kiln_safe_inverse(float d) { return fabsf(d) >= 1.17549435e-38f ? 1.0f / d : 0.0f; }
+
+// The value of largest magnitude with its sign (the first one on ties).
+KILN_HD float kiln_signed_absmax32(const float * x) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+        const float ax = fabsf(x[j]);
+        if (amax < ax) {
+            amax = ax;
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+// min and max as std::min / std::max fold them (the comparisons in the same order).
+KILN_HD void kiln_min_max32(const float * x, float & mn, float & mx) {
+    mn = 3.40282347e+38f;
+    mx = -3.40282347e+38f;
+    for (int j = 0; j < 32; ++j) {
+        mn = x[j] < mn ? x[j] : mn;
+        mx = mx < x[j] ? x[j] : mx;
+    }
+}
+
+KILN_HD int kiln_mini(int a, int b) { return a < b ? a : b; }
+
+// 32 levels to q4 nibbles: byte j holds level j (low nibble) and level j + 16 (high).
+KILN_HD void kiln_pack_nibbles32(const uint8_t * L, uint8_t * qs) {
+    for (int j = 0; j < 16; ++j) qs[j] = (uint8_t) ((L[j] & 0xF) | ((L[j + 16] & 0xF) << 4));
+}
+
+// 5-bit levels: nibbles as above, the fifth bit of level j is bit j of qh (little-endian u32).
+KILN_HD void kiln_pack_q5(const uint8_t * L, uint8_t * qs, uint8_t * qh_bytes) {
+    kiln_pack_nibbles32(L, qs);
+    uint32_t qh = 0;
+    for (int j = 0; j < 32; ++j) qh |= (uint32_t) ((L[j] >> 4) & 1) << j;
+    memcpy(qh_bytes, &qh, sizeof(qh));
+}
+
+// 6-bit levels: the top two bits of levels j and j + 16 (j < 16) share a nibble of qh[j % 8].
+KILN_HD void kiln_pack_q6(const uint8_t * L, uint8_t * qs, uint8_t * qh) {
+    kiln_pack_nibbles32(L, qs);
+    for (int j = 0; j < 8; ++j) qh[j] = 0;
+    for (int j = 0; j < 16; ++j) {
+        qh[j % 8] |= (uint8_t) ((((L[j] >> 4) & 3) | (((L[j + 16] >> 4) & 3) << 2)) << (4 * (j / 8)));
+    }
+}
+
+// q4_0 / q5_0 / q6_0: d = (signed absmax) / -2^(bits-1), level = x / d + 2^(bits-1), rounded by
+// adding 0.5 and truncating, capped at the top level.
+KILN_HD void kiln_encode_symmetric32(const float * x, int half, ggml_fp16_t & d16, uint8_t * L) {
+    const float d = kiln_signed_absmax32(x) / (float) -half;
+    const float id = kiln_safe_inverse(d);
+    d16 = kiln_f32_to_fp16(d);
+    for (int j = 0; j < 32; ++j) L[j] = (uint8_t) kiln_mini(2 * half - 1, (int) (kiln_mul_rn(x[j], id) + ((float) half + 0.5f)));
+}
+
+// q4_1 / q5_1: d = (max - min) / top level, m = min, level = (x - min) / d rounded as above.
+KILN_HD void kiln_encode_offset32(const float * x, int top, ggml_fp16_t & d16, ggml_fp16_t & m16, uint8_t * L) {
+    float mn, mx;
+    kiln_min_max32(x, mn, mx);
+    const float d = (mx - mn) / (float) top;
+    const float id = kiln_safe_inverse(d);
+    d16 = kiln_f32_to_fp16(d);
+    m16 = kiln_f32_to_fp16(mn);
+    for (int j = 0; j < 32; ++j) L[j] = (uint8_t) kiln_mini(top, (int) (kiln_mul_rn(x[j] - mn, id) + 0.5f));
+}
+
+KILN_HD void encode32_q4_0(const float * x, block_q4_0 & b) {
+    uint8_t L[32];
+    kiln_encode_symmetric32(x, 8, b.d, L);
+    kiln_pack_nibbles32(L, b.qs);
+}
+
+KILN_HD void encode32_q5_0(const float * x, block_q5_0 & b) {
+    uint8_t L[32];
+    kiln_encode_symmetric32(x, 16, b.d, L);
+    kiln_pack_q5(L, b.qs, b.qh);
+}
+
+KILN_HD void encode32_q6_0(const float * x, block_q6_0 & b) {
+    uint8_t L[32];
+    kiln_encode_symmetric32(x, 32, b.d, L);
+    kiln_pack_q6(L, b.qs, b.qh);
+}
+
+KILN_HD void encode32_q4_1(const float * x, block_q4_1 & b) {
+    uint8_t L[32];
+    kiln_encode_offset32(x, 15, b.d, b.m, L);
+    kiln_pack_nibbles32(L, b.qs);
+}
+
+KILN_HD void encode32_q5_1(const float * x, block_q5_1 & b) {
+    uint8_t L[32];
+    kiln_encode_offset32(x, 31, b.d, b.m, L);
+    kiln_pack_q5(L, b.qs, b.qh);
+}
+
+// Index of the iq4_nl level nearest to x (levels ascending; ties go up), as best_index_int8.
+KILN_HD int kiln_iq4nl_nearest(float x) {
+    if (x <= (float) iq4nl_value(0)) return 0;
+    if (x >= (float) iq4nl_value(15)) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < (float) iq4nl_value(mid)) hi = mid; else lo = mid;
+    }
+    return x - (float) iq4nl_value(hi - 1) < (float) iq4nl_value(hi) - x ? hi - 1 : hi;
+}
+
+// iq4_nl as the CPU writes a cache (no importance weights, no scale trials): levels from
+// d0 = max / -127, then the stored scale is the weighted least-squares fit with weights x^2.
+KILN_HD void encode32_iq4_nl(const float * x, block_iq4_nl & b) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+        const float ax = fabsf(x[j]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[j];
+        }
+    }
+    uint8_t L[32];
+    if (amax < 1e-15f) {
+        for (int j = 0; j < 32; ++j) L[j] = 0;
+        b.d = kiln_f32_to_fp16(0.0f);
+    } else {
+        const float id = 1.0f / (max / (float) iq4nl_value(0));
+        float sumqx = 0.0f, sumq2 = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+            const int l = kiln_iq4nl_nearest(kiln_mul_rn(id, x[j]));
+            L[j] = (uint8_t) l;
+            const float q = (float) iq4nl_value(l);
+            const float wq = kiln_mul_rn(kiln_mul_rn(x[j], x[j]), q);
+            sumqx = sumqx + kiln_mul_rn(wq, x[j]);
+            sumq2 = sumq2 + kiln_mul_rn(wq, q);
+        }
+        b.d = kiln_f32_to_fp16(sumqx / sumq2);
+    }
+    kiln_pack_nibbles32(L, b.qs);
+}
+
+// x + 1.5 * 2^23 rounds to an integer, ties to even, in the low mantissa bits (|x| < 2^22): the
+// CPU's round_half_even.
+KILN_HD int kiln_round_half_even(float v) {
+    const float t = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &t, sizeof(i));
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+// One q8_KV row of n values (x(j) gives value j): f32 d = max|x| / 127, the i32 sum of the
+// quants, then q = round(x / d) ties to even, as quantize_row_q8_KV_ref.
+template <typename Get>
+KILN_HD void kiln_encode_row_q8_KV(Get x, int64_t n, char * row) {
+    float amax = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+        const float ax = fabsf(x(j));
+        amax = amax < ax ? ax : amax;
+    }
+    int8_t * q = (int8_t *) (row + 8);
+    int32_t sum = 0;
+    float d = 0.0f;
+    if (amax == 0.0f) {
+        for (int64_t j = 0; j < n; ++j) q[j] = 0;
+    } else {
+        d = amax / 127.0f;
+        const float id = 1.0f / d;
+        for (int64_t j = 0; j < n; ++j) {
+            int v = kiln_round_half_even(kiln_mul_rn(x(j), id));
+            v = v < -127 ? -127 : v > 127 ? 127 : v;
+            q[j] = (int8_t) v;
+            sum += v;
+        }
+    }
+    memcpy(row, &d, 4);
+    memcpy(row + 4, &sum, 4);
+}
+
+// The 32-value block types a KV cache may have, with their encoders (q8_KV, whose scale is per
+// row, is apart: kiln_encode_row_q8_KV). The GPU's cache writes and attention take these, and
+// f32/f16/bf16.
+#define KILN_KV_BLOCK_TYPES(X)                             \
+    X(GGML_TYPE_Q4_0, block_q4_0, encode32_q4_0)           \
+    X(GGML_TYPE_Q4_1, block_q4_1, encode32_q4_1)           \
+    X(GGML_TYPE_Q5_0, block_q5_0, encode32_q5_0)           \
+    X(GGML_TYPE_Q5_1, block_q5_1, encode32_q5_1)           \
+    X(GGML_TYPE_Q6_0, block_q6_0, encode32_q6_0)           \
+    X(GGML_TYPE_Q8_0, block_q8_0, encode32_q8_0)           \
+    X(GGML_TYPE_IQ4_NL, block_iq4_nl, encode32_iq4_nl)
+
+// Block b of a row of 32-value blocks of a KV cache type from 32 floats; false for another type.
+KILN_HD bool kiln_encode_kv_block(int type, const float * x, char * row, int64_t b) {
+    switch (type) {
+#define KILN_KV_ENCODE_CASE(t, block, fn)         \
+    case t: fn(x, ((block *) row)[b]); return true;
+        KILN_KV_BLOCK_TYPES(KILN_KV_ENCODE_CASE)
+#undef KILN_KV_ENCODE_CASE
+        default: return false;
+    }
+}
+
+// Whether a KV cache of this type can be written and read on the GPU (quantized types only).
+KILN_HD bool kiln_kv_quant_type(int type) {
+    switch (type) {
+#define KILN_KV_TYPE_CASE(t, block, fn) case t:
+        KILN_KV_BLOCK_TYPES(KILN_KV_TYPE_CASE)
+#undef KILN_KV_TYPE_CASE
+        case GGML_TYPE_Q8_KV: return true;
+        default: return false;
+    }
+}
+
 // The families with their own headers (they use the helpers above).
 #include "quants-blocks-iq.h"
 #include "quants-blocks-kt.h"
