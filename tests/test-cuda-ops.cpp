@@ -352,7 +352,9 @@ TEST_F(CudaOps, CopiesConvertTypes) {
     const std::pair<ggml_type, ggml_type> pairs[] = {
         { GGML_TYPE_F32, GGML_TYPE_F16 }, { GGML_TYPE_F32, GGML_TYPE_BF16 }, { GGML_TYPE_F16, GGML_TYPE_F32 },
         { GGML_TYPE_BF16, GGML_TYPE_F32 }, { GGML_TYPE_F32, GGML_TYPE_Q8_0 }, { GGML_TYPE_Q8_0, GGML_TYPE_F32 },
-        { GGML_TYPE_Q4_K, GGML_TYPE_F32 },
+        { GGML_TYPE_Q4_K, GGML_TYPE_F32 },   { GGML_TYPE_F32, GGML_TYPE_Q4_0 },  { GGML_TYPE_F32, GGML_TYPE_Q4_1 },
+        { GGML_TYPE_F32, GGML_TYPE_Q5_0 },   { GGML_TYPE_F32, GGML_TYPE_Q5_1 },  { GGML_TYPE_F32, GGML_TYPE_Q6_0 },
+        { GGML_TYPE_F32, GGML_TYPE_IQ4_NL }, { GGML_TYPE_F32, GGML_TYPE_Q8_KV }, { GGML_TYPE_F16, GGML_TYPE_Q4_0 },
     };
     for (const auto & [from, to] : pairs) {
         check({ std::string("cpy ") + ggml_type_name(from) + " -> " + ggml_type_name(to), [from, to](ggml_context * ctx) {
@@ -417,14 +419,38 @@ TEST_F(CudaOps, GetRowsDecodesEveryInterleavedType) {
     }
 }
 
+// Every KV cache type the GPU reads and writes: the float types, the 32-value block types of
+// KILN_KV_BLOCK_TYPES (quants-blocks.h) and q8_KV (a scale per row).
+std::vector<ggml_type> gpu_kv_cache_types() {
+    std::vector<ggml_type> v = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+#define KILN_GPU_KV_TYPE(T, B, FN) v.push_back(T);
+    KILN_KV_BLOCK_TYPES(KILN_GPU_KV_TYPE)
+#undef KILN_GPU_KV_TYPE
+    v.push_back(GGML_TYPE_Q8_KV);
+    return v;
+}
+
+// The GPU's encoders round as the CPU's quantizers do (tests/test-quants-blocks.cpp checks the
+// arithmetic on the host): the decoded caches must be equal, not close (error 0).
 TEST_F(CudaOps, SetRowsWritesTheCache) {
-    for (ggml_type t : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0 }) {
+    for (ggml_type t : gpu_kv_cache_types()) {
         check({ std::string("set_rows ") + ggml_type_name(t), [t](ggml_context * ctx) {
                    ggml_tensor * cache = ggml_new_tensor_3d(ctx, t, 96, 23, 2);
                    ggml_tensor * rows = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 96, 5, 2);
                    ggml_tensor * ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 5);
                    return ggml_set_rows(ctx, cache, rows, ids);
                }, 0.0, nullptr, row_ids(23) });
+        // as build_kv_store writes a cache of per-head rows: [head_dim, n_head, cells] seen as
+        // [head_dim, cells, n_head], the token rows permuted to match (strided source and dest)
+        check({ std::string("set_rows per-head rows ") + ggml_type_name(t), [t](ggml_context * ctx) {
+                   const int64_t hd = 128, nh = 3, cells = 19, nt = 4;
+                   ggml_tensor * cache = ggml_new_tensor_3d(ctx, t, hd, nh, cells);
+                   ggml_tensor * rows = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, hd * nh, nt);
+                   ggml_tensor * ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, nt);
+                   ggml_tensor * dst = ggml_view_3d(ctx, cache, hd, cells, nh, cache->nb[2], cache->nb[1], 0);
+                   ggml_tensor * src = ggml_permute(ctx, ggml_reshape_3d(ctx, rows, hd, nh, nt), 0, 2, 1, 3);
+                   return ggml_set_rows(ctx, dst, src, ids);
+               }, 0.0, nullptr, row_ids(19) });
     }
 }
 
@@ -715,6 +741,39 @@ TEST_F(CudaOps, FlashAttention) {
 }
 
 
+
+// Each KV cache type the GPU reads, over the shapes that matter for its decoding: query heads per
+// KV head (GQA) 1, 4 and 8, 33 and 333 cells (a partial tile of keys; many tiles), head sizes 64,
+// 128 and MLA's 576/512 (V then a view of the first 512 values of each K row, as the MLA graphs
+// make it; q8_KV, which a latent cache refuses, gets V rows of its own). Prompt-like (5 queries)
+// and decode (1) batches.
+// The CPU may compute quantized caches through bf16 tiles, hence the looser bound than exact
+// float work; a wrong decode is far above it.
+TEST_F(CudaOps, FlashAttentionEveryCacheType) {
+    struct dims { int64_t D, Dv; };
+    for (ggml_type t : gpu_kv_cache_types()) {
+        for (const dims dd : { dims{ 64, 64 }, dims{ 128, 128 }, dims{ 576, 512 } }) {
+            for (int64_t gqa : { 1, 4, 8 }) {
+                for (int64_t n_kv : { 33, 333 }) {
+                    const bool mla = dd.D == 576;
+                    const int64_t n_head_kv = mla ? 1 : 2, n_head = gqa * n_head_kv;
+                    const int64_t n_q = n_kv == 33 ? 5 : 1;
+                    const std::string name = std::string("flash_attn ") + ggml_type_name(t) + " D " + std::to_string(dd.D) +
+                                             " gqa " + std::to_string(gqa) + " n_kv " + std::to_string(n_kv);
+                    check({ name, [=](ggml_context * ctx) {
+                               ggml_tensor * q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, dd.D, n_q, n_head, 1);
+                               ggml_tensor * k = ggml_new_tensor_4d(ctx, t, dd.D, n_kv, n_head_kv, 1);
+                               ggml_tensor * v = mla && t != GGML_TYPE_Q8_KV ? ggml_view_4d(ctx, k, dd.Dv, n_kv, n_head_kv, 1, k->nb[1], k->nb[2], k->nb[3], 0)
+                                                     : ggml_new_tensor_4d(ctx, t, dd.Dv, n_kv, n_head_kv, 1);
+                               ggml_tensor * m = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, n_kv, GGML_KQ_MASK_PAD);
+                               ggml_set_name(m, "mask");
+                               return ggml_flash_attn_ext(ctx, q, k, v, m, 1.0f / std::sqrt((float) dd.D), 0.0f, 0.0f);
+                           }, ggml_is_quantized(t) ? 1e-4 : 1e-5, causal_mask(n_kv - n_q) });
+                }
+            }
+        }
+    }
+}
 
 // ---- recurrent layers
 

@@ -2,11 +2,11 @@
 // without a GPU (issue 15: kernels for every op the supported architectures use). Every golden
 // model decodes a 40-token batch and then one token on the CPU while each node is asked
 // ggml_cuda_supports_node, the backend's own supports_op: any node it refuses is listed. Run
-// with flash attention on and off, an f16 and a q8_0 KV cache, fused and separate expert
+// with flash attention on and off, each KV cache type the GPU takes, fused and separate expert
 // products, smart expert reduction, and each MLA mode for deepseek2; one node refused means that
 // on a GPU its inputs travel to the host and back for every layer of every batch.
-// KV cache types the GPU does not take (q4_0, q5_0, iq4_nl, q8_KV ...) are known and logged by the
-// backend; they are not among the configurations here. A build without CUDA skips with the reason.
+// Every KV cache type the GPU reads and writes (f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q6_0,
+// iq4_nl, q8_KV) is among the configurations. A build without CUDA skips with the reason.
 #include "ggml-cuda.h"
 #include "golden-runner.h"
 #include "model-handles.h"
@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace kiln_test;
@@ -113,11 +114,25 @@ TEST_P(GpuOpCoverage, EveryNodeHasACudaKernel) {
         { "fa f16, experts unfused", true, GGML_TYPE_F16, false, false, -1 },
         { "fa f16, -ser 1,0.5", true, GGML_TYPE_F16, true, true, -1 },
     };
-    if (q8_cache) configs.push_back({ "fa q8_0", true, GGML_TYPE_Q8_0, true, false, -1 });
+    // the quantized KV cache types the attention kernel and the cache writes take
+    const std::vector<std::pair<const char *, ggml_type>> quant_caches = {
+        { "fa q8_0", GGML_TYPE_Q8_0 }, { "fa q4_0", GGML_TYPE_Q4_0 }, { "fa q4_1", GGML_TYPE_Q4_1 },
+        { "fa q5_0", GGML_TYPE_Q5_0 }, { "fa q5_1", GGML_TYPE_Q5_1 }, { "fa q6_0", GGML_TYPE_Q6_0 },
+        { "fa iq4_nl", GGML_TYPE_IQ4_NL }, { "fa q8_KV", GGML_TYPE_Q8_KV },
+    };
+    // (a latent MLA cache refuses q8_KV: llama_init_from_model says so)
+    auto model_takes = [mla](ggml_type t) { return !(mla && t == GGML_TYPE_Q8_KV); };
+    if (q8_cache) {
+        for (const auto & qc : quant_caches) {
+            if (model_takes(qc.second)) configs.push_back({ qc.first, true, qc.second, true, false, -1 });
+        }
+    }
     if (mla) {
         for (int m : { 0, 1, 2, 3 }) {
             configs.push_back({ "fa f16 mla", true, GGML_TYPE_F16, true, false, m });
-            configs.push_back({ "fa q8_0 mla", true, GGML_TYPE_Q8_0, true, false, m });
+            for (const auto & qc : quant_caches) {
+                if (model_takes(qc.second)) configs.push_back({ qc.first, true, qc.second, true, false, m });
+            }
         }
         configs.push_back({ "no fa f16 mla 1", false, GGML_TYPE_F16, true, false, 1 });
     }

@@ -9,6 +9,7 @@
 // for the CPU should live in ggml_backend_cuda_host_buffer_type so that copies of them to the
 // GPU (experts for prompt batches) run at full bus speed.
 #include "cuda-common.h"
+#include "quants/quants-blocks.h"
 
 #include <atomic>
 #include <cstdio>
@@ -105,16 +106,17 @@ void note_undecodable_weight(const ggml_tensor * op) {
 }
 
 // Likewise for a KV cache type the attention kernel and the cache writes do not take (they read
-// and write f32, f16, bf16 and q8_0; -ctk q4_0, q5_0, iq4_nl, q8_KV ... are quantized on the CPU):
-// the attention of every layer then runs on the CPU, reading the cache out of device memory.
+// and write f32, f16, bf16 and the types of kiln_kv_quant_type: q8_0, q4_0, q4_1, q5_0, q5_1,
+// q6_0, iq4_nl, q8_KV): the attention of every layer then runs on the CPU, reading the cache out
+// of device memory.
 void note_refused_cache_type(const ggml_tensor * op) {
     static std::atomic<bool> said[GGML_TYPE_COUNT];
     const ggml_tensor * cache = op->op == GGML_OP_FLASH_ATTN_EXT ? op->src[1] : op->op == GGML_OP_SET_ROWS ? op : nullptr;
-    if (!cache || !ggml_is_quantized(cache->type) || cache->type == GGML_TYPE_Q8_0) return;
+    if (!cache || !ggml_is_quantized(cache->type) || kiln_kv_quant_type(cache->type)) return;
     if (cache->type < 0 || cache->type >= GGML_TYPE_COUNT || said[cache->type].exchange(true)) return;
     ggml_log(GGML_LOG_LEVEL_WARN,
-             "CUDA: a %s KV cache is not read or written on the GPU: attention runs on the CPU (-ctk/-ctv q8_0, f16 or "
-             "bf16 keep it on the GPU)\n",
+             "CUDA: a %s KV cache is not read or written on the GPU: attention runs on the CPU (-ctk/-ctv f16, bf16, "
+             "q8_0, q4_0, q4_1, q5_0, q5_1, q6_0, iq4_nl or q8_KV keep it on the GPU)\n",
              ggml_type_name(cache->type));
 }
 

@@ -1,12 +1,16 @@
 // Flash attention: softmax(q·kᵀ * scale [softcapped] + slope * mask) · v with an online softmax,
 // as cpu/ops-attention.cpp computes it: grouped-query heads (n_head a multiple of n_head_kv),
-// K/V in f32/f16/bf16/q8_0, f16/f32 masks broadcast over heads and sequences, ALiBi, softcap,
+// K/V in f32/f16/bf16 or any KV-cache block type (q8_0, q4_0, q4_1, q5_0, q5_1, q6_0, iq4_nl, and
+// q8_KV with its per-row scale), f16/f32 masks broadcast over heads and sequences, ALiBi, softcap,
 // attention sinks, and head sizes up to 1024 (MLA's 576/512 included).
 //
 // One block of 128 threads per (query, head, sequence). Keys go by in tiles of 32: each warp
 // scores a quarter of the tile (lanes split the head dimension), the tile's weights go to shared
-// memory, and each thread updates the accumulators of its own output dimensions. Simple and
-// checkable rather than fast: a tiled, tensor-core version for prompt batches is future work.
+// memory, and each thread updates the accumulators of its own output dimensions. K and V rows are
+// first decoded into shared memory as floats (a block type with the shared decoders of
+// quants-blocks.h, a lane per 32-value chunk), so that no thread decodes a whole block for one
+// value. Simple and checkable rather than fast: a tiled, tensor-core version for prompt batches
+// is future work.
 #include "cuda-kernels.cuh"
 
 namespace {
@@ -24,18 +28,36 @@ struct fa_args {
     int64_t D, Dv, n_kv, G;   // G: query heads per kv head
 };
 
-// Element i of a K or V row of type f32/f16/bf16/q8_0.
-__device__ __forceinline__ float kv_value(const char * row, int type, int64_t i) {
-    if (type == GGML_TYPE_Q8_0) {
-        const block_q8_0 & b = ((const block_q8_0 *) row)[i / 32];
-        return b.qs[i % 32] * kiln_fp16_to_f32(b.d);
+constexpr int k_fa_rows = k_fa_threads / k_warp;   // K or V rows decoded at once (one per warp)
+
+// Chunk ch (32 values) of a K or V row of a KV-cache block type, through the shared decoders.
+__device__ void decode_kv_chunk(const char * row, int type, int64_t ch, float * y) {
+    switch (type) {
+#define FA_DECODE_CASE(t, block, fn) \
+    case t: kiln_block_traits<t>::decode_row(row, ch, y); return;
+        KILN_KV_BLOCK_TYPES(FA_DECODE_CASE)
+#undef FA_DECODE_CASE
+        case GGML_TYPE_Q8_KV: kiln_block_traits<GGML_TYPE_Q8_KV>::decode_row(row, ch, y); return;
+        default:
+            for (int j = 0; j < 32; ++j) y[j] = 0.0f;   // not reached: cuda_supports_attention refuses the type
     }
-    return load_float(row + i * (type == GGML_TYPE_F32 ? 4 : 2), type);
+}
+
+// n values of a K or V row into out, by the `count` threads numbered `idx` (float types: a value
+// each in turn; block types: a 32-value chunk each in turn). The caller synchronizes after.
+__device__ void stage_kv_row(const char * row, int type, int64_t n, float * out, int idx, int count) {
+    if (type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
+        const int64_t es = type == GGML_TYPE_F32 ? 4 : 2;
+        for (int64_t d = idx; d < n; d += count) out[d] = load_float(row + d * es, type);
+        return;
+    }
+    for (int64_t ch = idx; ch < n / 32; ch += count) decode_kv_chunk(row, type, ch, out + 32 * ch);
 }
 
 __global__ void flash_attn_kernel(fa_args p) {
     __shared__ float q[k_fa_max_d];
     __shared__ float w[k_fa_tile];
+    __shared__ float rows[k_fa_rows][k_fa_max_d];   // decoded K rows (one per warp), then V rows
     const int64_t iq = blockIdx.x, h = blockIdx.y, sq = blockIdx.z;
     const int64_t hk = h / p.G;
     const int tid = threadIdx.x, lane = tid % k_warp, warp = tid / k_warp, n_warps = blockDim.x / k_warp;
@@ -59,10 +81,13 @@ __global__ void flash_attn_kernel(fa_args p) {
             if (mrow) m = load_float(mrow + j * p.mask.nb[0], p.mask.type);
             float x = -INFINITY;
             if (m != -INFINITY) {
-                const char * krow = row_at(p.k, j, hk, sq);
+                float * kr = rows[warp];
+                stage_kv_row(row_at(p.k, j, hk, sq), p.k.type, p.D, kr, lane, k_warp);
+                __syncwarp();
                 float dot = 0.0f;
-                for (int64_t d = lane; d < p.D; d += k_warp) dot += q[d] * kv_value(krow, p.k.type, d);
+                for (int64_t d = lane; d < p.D; d += k_warp) dot += q[d] * kr[d];
                 dot = warp_sum(dot);
+                __syncwarp();   // every lane has read kr before the warp's next key overwrites it
                 x = dot * p.scale;
                 if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
                 if (mrow) x += slope * m;
@@ -83,15 +108,25 @@ __global__ void flash_attn_kernel(fa_args p) {
             for (int t = 0; t < nt; ++t) tile_sum += w[t];
             S = S * r + tile_sum;
             M = M_new;
-            // 3. accumulate this thread's output dimensions
-            for (int i = 0; i < k_fa_max_dv_per_thread; ++i) {
-                const int64_t d = tid + (int64_t) i * blockDim.x;
-                if (d >= p.Dv) break;
-                float a = acc[i] * r;
-                for (int t = 0; t < nt; ++t) {
-                    if (w[t] != 0.0f) a += w[t] * kv_value(row_at(p.v, j0 + t, hk, sq), p.v.type, d);
+            // 3. accumulate this thread's output dimensions, k_fa_rows V rows decoded at a time
+            // (a key of weight 0, masked, is neither decoded nor added)
+            for (int i = 0; i < k_fa_max_dv_per_thread; ++i) acc[i] *= r;
+            for (int t0 = 0; t0 < nt; t0 += k_fa_rows) {
+                const int nr = min(k_fa_rows, nt - t0);
+                for (int t = 0; t < nr; ++t) {
+                    if (w[t0 + t] != 0.0f) stage_kv_row(row_at(p.v, j0 + t0 + t, hk, sq), p.v.type, p.Dv, rows[t], tid, blockDim.x);
                 }
-                acc[i] = a;
+                __syncthreads();
+                for (int i = 0; i < k_fa_max_dv_per_thread; ++i) {
+                    const int64_t d = tid + (int64_t) i * blockDim.x;
+                    if (d >= p.Dv) break;
+                    float a = acc[i];
+                    for (int t = 0; t < nr; ++t) {
+                        if (w[t0 + t] != 0.0f) a += w[t0 + t] * rows[t][d];
+                    }
+                    acc[i] = a;
+                }
+                __syncthreads();   // the rows are read before the next ones (or the next tile's K) overwrite them
             }
         }
         __syncthreads();   // the tile's weights are read before the next tile's scores overwrite them
@@ -114,8 +149,10 @@ __global__ void flash_attn_kernel(fa_args p) {
     }
 }
 
+// Rows of contiguous values (blocks) of a type the kernel decodes. A q8_KV row starts with its
+// scale: each (cell, head) row of the view is a whole row of the cache (per-head rows).
 bool kv_type_ok(const ggml_tensor * t) {
-    if (t->type == GGML_TYPE_Q8_0) return t->nb[0] == sizeof(block_q8_0) && t->ne[0] % 32 == 0;
+    if (kiln_kv_quant_type(t->type)) return t->nb[0] == ggml_type_size(t->type) && t->ne[0] % 32 == 0;
     return cuda_is_float_type(t->type) && t->nb[0] == ggml_type_size(t->type);
 }
 

@@ -1,7 +1,9 @@
 // Data movement, as cpu/ops-copy.cpp defines it: cpy/dup/cont with type conversion and any
 // strides (element i of the destination takes element i of the source, both counted in flat
 // order), get_rows (any decodable type to f32), set_rows (the KV-cache write: f32 rows into
-// f32/f16/bf16/q8_0) and concat. Quantized data moves in whole blocks: a thread per 32 values.
+// f32/f16/bf16 or a KV-cache block type: q8_0, q4_0, q4_1, q5_0, q5_1, q6_0, iq4_nl, q8_KV) and
+// concat. Quantized data moves in whole blocks: a thread per 32 values (per row for q8_KV, whose
+// scale is the row's), encoded by the shared encoders of quants-blocks.h with the CPU's rounding.
 //
 // An index outside the tensor gives a zero row (get_rows) or no write (set_rows): the CPU aborts
 // there, a kernel cannot; the graph builders never produce such indices.
@@ -17,6 +19,21 @@ __device__ __noinline__ void decode_chunk(int type, const char * row, int64_t i1
     decode_row_chunk(type, row, i1, nb1, ch, v);
 }
 
+// Unit u of a row y of KV-cache block type ytype from the float row x (type xtype, stride nbx0
+// bytes): the u-th block of 32 values, or for q8_KV (u = 0) the whole row of ne0 values.
+__device__ __noinline__ void encode_unit(const char * x, int xtype, int64_t nbx0, char * y, int ytype, int64_t u, int64_t ne0) {
+    if (ytype == GGML_TYPE_Q8_KV) {
+        kiln_encode_row_q8_KV([=](int64_t j) { return load_float(x + j * nbx0, xtype); }, ne0, y);
+        return;
+    }
+    float v[32];
+    for (int j = 0; j < 32; ++j) v[j] = load_float(x + (u * 32 + j) * nbx0, xtype);
+    kiln_encode_kv_block(ytype, v, y, u);
+}
+
+// Encoding units in a row of ne0 values: 32-value blocks, or one for q8_KV.
+int64_t encode_units_per_row(ggml_type type, int64_t ne0) { return type == GGML_TYPE_Q8_KV ? 1 : ne0 / 32; }
+
 // ---- conversions between float types, any shapes with equal element counts
 
 __global__ void convert_kernel(cuda_view src, cuda_view dst, int64_t n) {
@@ -28,9 +45,9 @@ __global__ void convert_kernel(cuda_view src, cuda_view dst, int64_t n) {
 }
 
 // Rows of equal length: dst row r takes src row r. One thread per 32-value chunk.
-// decode: src quantized (dense rows), dst float; encode: src float, dst q8_0 (dense rows).
-__global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int64_t n) {
-    const int64_t chunks_per_row = src.ne[0] / 32;
+// decode: src quantized (dense rows), dst float; encode: src float, dst a KV-cache block type
+// (dense rows; a thread per row for q8_KV: chunks_per_row = 1).
+__global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int64_t chunks_per_row, int64_t n) {
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t ch = t % chunks_per_row;
         const int64_t r = t / chunks_per_row;
@@ -42,9 +59,8 @@ __global__ void quant_rows_kernel(cuda_view src, cuda_view dst, bool decode, int
             char * y = row_at(dst, cd.i1, cd.i2, cd.i3) + ch * 32 * dst.nb[0];
             for (int j = 0; j < 32; ++j) store_float(y + j * dst.nb[0], dst.type, v[j]);
         } else {
-            const char * x = row_at(src, cs.i1, cs.i2, cs.i3) + ch * 32 * src.nb[0];
-            for (int j = 0; j < 32; ++j) v[j] = load_float(x + j * src.nb[0], src.type);
-            encode32_q8_0(v, *(block_q8_0 *) (row_at(dst, cd.i1, cd.i2, cd.i3) + ch * sizeof(block_q8_0)));
+            encode_unit(row_at(src, cs.i1, cs.i2, cs.i3), src.type, src.nb[0], row_at(dst, cd.i1, cd.i2, cd.i3), dst.type, ch,
+                        dst.ne[0]);
         }
     }
 }
@@ -81,7 +97,7 @@ __global__ void get_rows_kernel(cuda_view a, cuda_view ids, cuda_view dst, bool 
 
 // ---- set_rows: row (i1, i2, i3) of b goes to row ids[i1, i2 % ., i3 % .] of dst (dims 2, 3 kept)
 
-__global__ void set_rows_kernel(cuda_view b, cuda_view ids, cuda_view dst, bool q8, int64_t units_per_row, int64_t n) {
+__global__ void set_rows_kernel(cuda_view b, cuda_view ids, cuda_view dst, bool quant, int64_t units_per_row, int64_t n) {
     for (int64_t t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; t < n; t += (int64_t) gridDim.x * blockDim.x) {
         const int64_t u = t % units_per_row;
         const coord4 cb = row_coord(t / units_per_row, b.ne);
@@ -89,13 +105,11 @@ __global__ void set_rows_kernel(cuda_view b, cuda_view ids, cuda_view dst, bool 
         if (row < 0 || row >= dst.ne[1]) continue;
         const char * x = row_at(b, cb.i1, cb.i2, cb.i3);
         char * y = row_at(dst, row, cb.i2, cb.i3);
-        if (!q8) {
+        if (!quant) {
             store_float(y + u * dst.nb[0], dst.type, load_float(x + u * b.nb[0], b.type));
             continue;
         }
-        float v[32];
-        for (int j = 0; j < 32; ++j) v[j] = load_float(x + (u * 32 + j) * b.nb[0], b.type);
-        encode32_q8_0(v, *(block_q8_0 *) (y + u * sizeof(block_q8_0)));
+        encode_unit(x, b.type, b.nb[0], y, dst.type, u, dst.ne[0]);
     }
 }
 
@@ -123,7 +137,7 @@ bool supports_copy_types(const ggml_tensor * src, const ggml_tensor * dst) {
     if (src->type == dst->type && ggml_is_contiguous(src) && ggml_is_contiguous(dst)) return true;
     if (src->ne[0] != dst->ne[0] || src->ne[0] % 32 != 0) return false;
     if (cuda_type_is_decodable(src->type) && cuda_is_float_type(dst->type)) return cuda_weight_rows_decodable(src);
-    if (cuda_is_float_type(src->type) && dst->type == GGML_TYPE_Q8_0) return dense_rows(dst);
+    if (cuda_is_float_type(src->type) && kiln_kv_quant_type(dst->type)) return dense_rows(dst);
     return false;
 }
 
@@ -139,8 +153,9 @@ bool launch_copy(cuda_context & ctx, const ggml_tensor * src, ggml_tensor * dst)
         return CUDA_OK(cudaMemcpyAsync(dst->data, src->data, ggml_nbytes(dst), cudaMemcpyDeviceToDevice, ctx.stream));
     }
     const bool decode = !cuda_is_float_type(src->type);
-    const int64_t n = ggml_nrows(src) * (src->ne[0] / 32);
-    quant_rows_kernel<<<cuda_blocks_for(n), k_block_threads, 0, ctx.stream>>>(s, d, decode, n);
+    const int64_t units = decode ? src->ne[0] / 32 : encode_units_per_row(dst->type, dst->ne[0]);
+    const int64_t n = ggml_nrows(src) * units;
+    quant_rows_kernel<<<cuda_blocks_for(n), k_block_threads, 0, ctx.stream>>>(s, d, decode, units, n);
     return CUDA_LAUNCHED();
 }
 
@@ -176,7 +191,7 @@ bool cuda_supports_copy(const ggml_tensor * op) {
             if (ids->type != GGML_TYPE_I32 && ids->type != GGML_TYPE_I64) return false;
             if (!cuda_is_float_type(a->type)) return false;
             if (cuda_is_float_type(op->type)) return true;
-            return op->type == GGML_TYPE_Q8_0 && dense_rows(op) && op->ne[0] % 32 == 0;
+            return kiln_kv_quant_type(op->type) && dense_rows(op) && op->ne[0] % 32 == 0;
         }
         case GGML_OP_CONCAT: {
             const ggml_tensor * b = op->src[1];
@@ -201,11 +216,11 @@ bool cuda_op_copy(cuda_context & ctx, ggml_tensor * dst) {
             return CUDA_LAUNCHED();
         }
         case GGML_OP_SET_ROWS: {
-            const bool q8 = dst->type == GGML_TYPE_Q8_0;
-            const int64_t units = q8 ? a->ne[0] / 32 : a->ne[0];
+            const bool quant = !cuda_is_float_type(dst->type);
+            const int64_t units = quant ? encode_units_per_row(dst->type, a->ne[0]) : a->ne[0];
             const int64_t n = units * ggml_nrows(a);
             set_rows_kernel<<<cuda_blocks_for(n), k_block_threads, 0, ctx.stream>>>(cuda_view_of(a), cuda_view_of(dst->src[1]),
-                                                                                   cuda_view_of(dst), q8, units, n);
+                                                                                   cuda_view_of(dst), quant, units, n);
             return CUDA_LAUNCHED();
         }
         case GGML_OP_CONCAT: {
