@@ -139,6 +139,9 @@ if grep -q "^\[  SKIPPED \]\|^skipped:" "$out/cuda-ops.log" "$out/cuda-devices.l
 fi
 if [ "${KILN_GPU_SANITIZE:-0}" = "1" ] && command -v compute-sanitizer >/dev/null 2>&1; then
     run_suite memcheck compute-sanitizer --tool memcheck --error-exitcode 3 "$build/bin/test-cuda-ops" "$@"
+    # the attention kernel shares decoded K/V rows between a warp's lanes and the block's threads
+    run_suite racecheck compute-sanitizer --tool racecheck --error-exitcode 3 "$build/bin/test-cuda-ops" \
+        --gtest_filter='CudaOps.FlashAttention*'
 fi
 if [ "${KILN_GPU_BENCH:-0}" = "1" ]; then
     if [ ${#json[@]} -eq 0 ]; then
