@@ -80,7 +80,7 @@ if [ -d "$root/.gpu/shared/models" ]; then
     export KILN_SHARED_DIR="$root/.gpu/shared"
     for f in "$KILN_SHARED_DIR"/models/*.gguf; do [ -f "$f" ] && models+=("$(basename "$f" .gguf)"); done
 fi
-targets=(test-cuda-devices test-cuda-virtual test-cuda-ops test-quants-blocks test-cuda-golden)
+targets=(test-cuda-devices test-cuda-virtual test-cuda-sched test-cuda-ops test-quants-blocks test-cuda-golden)
 has_decode_models=0
 [ -f "${KILN_SHARED_DIR:-/nonexistent}/models/stories260K.gguf" ] && [ -f "$KILN_SHARED_DIR/models/synth-qwen3-f16.gguf" ] &&
     has_decode_models=1
@@ -113,6 +113,8 @@ fi
 run_suite cuda-devices "$build/bin/test-cuda-devices"
 # KILN_VIRTUAL_CUDA_DEVICES=3 (the suite sets it): a split across three devices over this one GPU
 run_suite cuda-virtual "$build/bin/test-cuda-virtual" --gtest_filter=-VirtualCuda.WithoutGpuNoDeviceIsListed
+# the scheduler's asynchronous copies (copy streams, peer and 2D copies) over two virtual devices
+run_suite cuda-sched "$build/bin/test-cuda-sched"
 run_suite cuda-ops "$build/bin/test-cuda-ops" --gtest_output="xml:$out/cuda-ops.xml" "$@"
 # the golden models: every node on the GPU, KLD against the reference fully offloaded, with the
 # experts in host memory, and split over two (virtual) CUDA devices; then test-decode's
@@ -133,7 +135,7 @@ else
     echo "gpu-check: test-decode not built (needs stories260K and synth-qwen3-f16 carried, and nlohmann-json)"
 fi
 # here the point is to run them: a skipped GPU test means the GPU was not usable
-if grep -q "^\[  SKIPPED \]\|^skipped:" "$out/cuda-ops.log" "$out/cuda-devices.log" "$out/cuda-virtual.log" "${golden_logs[@]}"; then
+if grep -q "^\[  SKIPPED \]\|^skipped:" "$out/cuda-ops.log" "$out/cuda-devices.log" "$out/cuda-virtual.log" "$out/cuda-sched.log" "${golden_logs[@]}"; then
     echo "gpu-check: GPU tests were skipped: no usable GPU here"
     status=1
 fi

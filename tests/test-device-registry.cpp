@@ -64,7 +64,7 @@ const char * fake_dev_description(ggml_backend_dev_t) { return "fake accelerator
 void fake_dev_memory(ggml_backend_dev_t, size_t * free, size_t * total) { *free = *total = (size_t) 1 << 30; }
 ggml_backend_buffer_type_t fake_dev_buft(ggml_backend_dev_t) { return &g_fake_buft; }
 ggml_backend_t fake_dev_init(ggml_backend_dev_t) {
-    return new ggml_backend{ { fake_name, fake_free, fake_default_buft, fake_compute, fake_supports_op, fake_supports_buft, nullptr },
+    return new ggml_backend{ { fake_name, fake_free, fake_default_buft, fake_compute, fake_supports_op, fake_supports_buft, nullptr, nullptr, nullptr },
                              nullptr };
 }
 ggml_backend_buffer_type_t fake_dev_host_buft(ggml_backend_dev_t) { return &g_fake_host_buft; }

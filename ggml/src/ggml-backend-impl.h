@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ggml-backend.h"
+#include "ggml-backend-copy-plan.h"
 
 struct ggml_backend_buffer_type_i {
     const char *          (*get_name)(ggml_backend_buffer_type_t buft);
@@ -51,6 +52,23 @@ struct ggml_backend_i {
     bool         (*supports_op)(ggml_backend_t backend, const ggml_tensor * op);
     bool         (*supports_buft)(ggml_backend_t backend, ggml_backend_buffer_type_t buft);
     void         (*synchronize)(ggml_backend_t backend);   // optional
+
+    // Optional, both or neither: work queued without the host waiting (the CPU has neither, and
+    // the scheduler copies for it synchronously, as before). synchronize must then wait for all
+    // of it.
+    // graph_enqueue: graph_compute without the final wait; the graph's first kernel waits for
+    // the copies copy_async queued before it.
+    ggml_status (*graph_enqueue)(ggml_backend_t backend, ggml_cgraph * graph);
+    // copy_async: src's bytes, given as blocks (ggml_copy_plan::strided_blocks), into dst
+    // (contiguous), queued on this backend's copy stream. One of the two is in this backend's
+    // memory; the other in its memory, in another backend's of the same kind (src_backend), or
+    // in host memory (page-locked for the copy to run in the background). The copy first waits
+    // for the work src_backend (NULL: none, host memory) has queued and, when wait_back >= 0,
+    // for this backend's queued graphs but the last wait_back of them (dst's memory may still be
+    // in use there: ggml_copy_plan::hazards); the work src_backend queues next waits for the
+    // copy. false (nothing queued): the caller copies synchronously.
+    bool (*copy_async)(ggml_backend_t backend, ggml_backend_t src_backend, const ggml_tensor * src, ggml_tensor * dst,
+                       const ggml_copy_plan::block * blocks, size_t n_blocks, int wait_back);
 };
 
 struct ggml_backend {

@@ -22,6 +22,17 @@
 //    the rebuilt graph (op NONE, its source as src[0]), so the planner keeps the source alive
 //    until the copy is made and gives the copy memory in the split's buffer.
 // 4. The planner gives every intermediate tensor memory from its backend's buffer type.
+// 5. Running: a backend that queues work (graph_enqueue, copy_async: CUDA) gets its splits queued
+//    and their inputs copied on its copy stream, so the next split's copies (experts from RAM,
+//    the residual stream across a -sm layer boundary, peer copies between GPUs) overlap the
+//    current split's compute; a strided view is copied as a few 2D blocks, not row by row. On such
+//    a backend a node that reads a weight it gets a copy of starts a split, and the copies of the
+//    next split's weights are planned before the current split's nodes, so their memory is not
+//    the current split's. A copy into memory that a queued split of the same backend still uses
+//    waits for that split only (the planner reuses memory by plan order, not run order:
+//    ggml-backend-copy-plan.h). The host waits for
+//    queued work before a backend without queues (the CPU) computes, before a synchronous copy
+//    that touches it, and at the end of the graph; the CPU alone runs as before.
 #include "ggml-alloc.h"
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
@@ -68,8 +79,12 @@ struct ggml_backend_sched {
     std::vector<std::tuple<ggml_tensor *, int, int>> rewires;
     std::vector<std::pair<ggml_tensor *, int>> needed;
     std::vector<ggml_tensor *> copies;
+    std::vector<std::pair<ggml_tensor *, ggml_tensor *>> prefetched;   // while the split graph is built
     ggml_ptr_map copy_index;   // source -> copy, within one run
     std::vector<char> staging;           // strided copies between devices
+    std::vector<ggml_copy_plan::block> blocks;   // the blocks of the copy being made
+    std::vector<char> queued;            // per backend: work queued the host has not waited for
+    ggml_copy_plan::hazards hz;          // memory of queued splits, per backend
     int offload = -1;                    // backend for host-weight products of large batches (-1: none)
     int64_t offload_min_batch = 0;
 
@@ -304,6 +319,28 @@ int sched_single_backend(ggml_backend_sched_t s, ggml_cgraph * graph) {
     return only < 0 ? s->cpu() : only;
 }
 
+bool is_async(ggml_backend_t b) { return b->iface.graph_enqueue && b->iface.copy_async; }
+
+// Whether node n, on backend b that queues work, reads a weight b gets a copy of (experts kept in
+// RAM whose prompt products the offload rule moved to the GPU). Such a node starts a split of its
+// own, so that the copy of its weight runs while the split before it computes, instead of every
+// copy of the graph before the first kernel.
+bool sched_is_weight(const ggml_tensor * t) {
+    const ggml_tensor * r = t->view_src ? t->view_src : t;
+    return r->buffer && ggml_backend_buffer_get_usage(r->buffer) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
+bool sched_copies_weight(const ggml_backend_sched * s, const ggml_tensor * n, int b) {
+    if (is_view(n) || !is_async(s->backends[b])) return false;
+    for (const ggml_tensor * src : n->src) {
+        if (!src) continue;
+        if (!sched_is_weight(src)) continue;
+        const int src_b = s->backend_of_buffer(root_of((ggml_tensor *) src)->buffer);
+        if (src_b >= 0 && !s->reads_directly(b, src_b)) return true;
+    }
+    return false;
+}
+
 // Build splits and copies; returns the graph to allocate and run.
 ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
     sched_assign(s, graph);
@@ -323,7 +360,8 @@ ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         const int b = s->assigned.get(n);
-        if (runs.empty() || (b != runs.back().first && !is_view(n))) runs.push_back({ b, i });
+        const bool cut = !runs.empty() && b == runs.back().first && runs.back().second < i && sched_copies_weight(s, n, b);
+        if (runs.empty() || (b != runs.back().first && !is_view(n)) || cut) runs.push_back({ b, i });
     }
     // the copies each run needs, once per (run, source)
     auto & rewires = s->rewires;   // (node, src slot, copy index)
@@ -367,21 +405,38 @@ ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
     for (int i = 0; i < n_leafs; ++i) ggml_graph_add_leaf(out, ggml_graph_leaf(graph, i));
     std::vector<ggml_tensor *> & copies = s->copies;
     copies.assign(needed.size(), nullptr);
+    auto make_copy = [&](size_t c, int b) {
+        ggml_tensor * src = needed[c].first;
+        ggml_tensor * t = ggml_dup_tensor(s->ctx, src);
+        ggml_format_name(t, "%s#%s", src->name, ggml_backend_name(s->backends[b]));
+        t->src[0] = src;   // op NONE: the planner sees the copy as src's consumer
+        s->assigned.set(t, b);
+        copies[c] = t;
+        ggml_graph_add_node(out, t);
+        return t;
+    };
+    auto & prefetched = s->prefetched;   // copies of the next run planned before this run's nodes
+    prefetched.clear();
     size_t next_rewire = 0;
     for (size_t r = 0; r < runs.size(); ++r) {
         const int b = runs[r].first;
         const int i0 = runs[r].second, i1 = r + 1 < runs.size() ? runs[r + 1].second : n_nodes;
         sched_split sp{ b, 0, 0, {}, nullptr };
+        sp.copies.swap(prefetched);
+        prefetched.clear();
         for (size_t c = 0; c < needed.size(); ++c) {
-            if (needed[c].second != (int) r) continue;
-            ggml_tensor * src = needed[c].first;
-            ggml_tensor * t = ggml_dup_tensor(s->ctx, src);
-            ggml_format_name(t, "%s#%s", src->name, ggml_backend_name(s->backends[b]));
-            t->src[0] = src;   // op NONE: the planner sees the copy as src's consumer
-            s->assigned.set(t, b);
-            sp.copies.push_back({ src, t });
-            copies[c] = t;
-            ggml_graph_add_node(out, t);
+            if (needed[c].second == (int) r && !copies[c]) sp.copies.push_back({ needed[c].first, make_copy(c, b) });
+        }
+        // The weights the next run copies onto a backend that queues work are planned here,
+        // before this run's nodes, though copied only when the next run is queued: their memory
+        // is then none of this run's (alive across it), so the copies run while this run computes;
+        // planned after it, they would often get memory this run frees and wait for it.
+        if (r + 1 < runs.size() && is_async(s->backends[runs[r + 1].first])) {
+            for (size_t c = 0; c < needed.size(); ++c) {
+                if (needed[c].second == (int) r + 1 && sched_is_weight(needed[c].first)) {
+                    prefetched.push_back({ needed[c].first, make_copy(c, runs[r + 1].first) });
+                }
+            }
         }
         for (; next_rewire < rewires.size() && s->order.get(std::get<0>(rewires[next_rewire])) < i1; ++next_rewire) {
             const auto & w = rewires[next_rewire];
@@ -398,32 +453,96 @@ ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
     return out;
 }
 
-// src (any layout, any backend) into dst (contiguous, same shape): whole rows where src's rows
-// are contiguous, element by element otherwise (permuted views; rare between devices).
-void sched_copy(ggml_backend_sched_t s, ggml_tensor * src, ggml_tensor * dst) {
+// The bytes of src as 2D blocks (ggml-backend-copy-plan.h), in s->blocks.
+bool sched_blocks(ggml_backend_sched_t s, const ggml_tensor * src) {
+    const size_t nb[4] = { src->nb[0], src->nb[1], src->nb[2], src->nb[3] };
+    return ggml_copy_plan::strided_blocks(src->ne, nb, ggml_type_size(src->type), ggml_blck_size(src->type), s->blocks);
+}
+
+// src (any layout, any backend) into dst (contiguous, same shape) with the host waiting: one copy
+// when src is contiguous, else its rows gathered block by block (straight from host memory,
+// with one read per row from a device) and written at once.
+void sched_copy_sync(ggml_backend_sched_t s, ggml_tensor * src, ggml_tensor * dst) {
     if (ggml_is_contiguous(src)) {
         ggml_backend_tensor_copy(src, dst);
         return;
     }
-    const size_t ts = ggml_type_size(src->type);
-    const bool rows = src->nb[0] == ts;
-    const size_t row = rows ? ggml_row_size(src->type, src->ne[0]) : ts;
+    GGML_ASSERT(sched_blocks(s, src) && "scheduler: a view whose bytes cannot be copied");
+    const ggml_backend_buffer_t sbuf = root_of(src)->buffer;
+    const bool host = !sbuf || ggml_backend_buffer_is_host(sbuf);
     s->staging.resize(ggml_nbytes(dst));
     char * out = s->staging.data();
-    for (int64_t i3 = 0; i3 < src->ne[3]; ++i3) {
-        for (int64_t i2 = 0; i2 < src->ne[2]; ++i2) {
-            for (int64_t i1 = 0; i1 < src->ne[1]; ++i1) {
-                const size_t offs = i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
-                if (rows) {
-                    ggml_backend_tensor_get(src, out, offs, row);
-                    out += row;
-                    continue;
-                }
-                for (int64_t i0 = 0; i0 < src->ne[0]; ++i0, out += ts) ggml_backend_tensor_get(src, out, offs + i0 * src->nb[0], ts);
+    for (const ggml_copy_plan::block & b : s->blocks) {
+        for (size_t r = 0; r < b.height; ++r, out += b.width) {
+            const size_t offs = b.offset + r * b.pitch;
+            if (host) {
+                std::memcpy(out, (const char *) src->data + offs, b.width);
+            } else {
+                ggml_backend_tensor_get(src, out, offs, b.width);
             }
         }
     }
+    GGML_ASSERT(out == s->staging.data() + s->staging.size());
     ggml_backend_tensor_set(dst, s->staging.data(), 0, s->staging.size());
+}
+
+// The host waits for backend b's queued work.
+void sched_wait(ggml_backend_sched_t s, int b) {
+    if (!s->queued[b]) return;
+    ggml_backend_synchronize(s->backends[b]);
+    s->queued[b] = 0;
+    s->hz.synchronized(b);
+}
+
+void sched_wait_all(ggml_backend_sched_t s) {
+    for (size_t b = 0; b < s->backends.size(); ++b) sched_wait(s, (int) b);
+}
+
+ggml_copy_plan::range range_of(const ggml_tensor * t) {
+    const uintptr_t p = (uintptr_t) t->data;
+    return { p, p + ggml_nbytes(t) };
+}
+
+// The copy src -> dst (dst in backend dst_b's memory) queued without the host waiting: on the
+// destination's copy stream when it is a backend that queues work (from its own kind's memory or
+// host memory), else on the source's (device to host; the host waits before it reads). false:
+// nothing was queued.
+bool sched_copy_async(ggml_backend_sched_t s, ggml_tensor * src, ggml_tensor * dst, int dst_b) {
+    const int src_b = s->place_of(src);
+    if (src_b < 0 || !sched_blocks(s, src)) return false;
+    ggml_backend_t bd = s->backends[dst_b], bs = s->backends[src_b];
+    if (is_async(bd)) {
+        const int wait = s->hz.copy_must_wait(dst_b, range_of(dst));
+        if (!bd->iface.copy_async(bd, is_async(bs) ? bs : nullptr, src, dst, s->blocks.data(), s->blocks.size(), wait)) {
+            return false;
+        }
+        s->queued[dst_b] = 1;
+        if (is_async(bs)) s->queued[src_b] = 1;   // its next work waits for the copy
+        return true;
+    }
+    if (is_async(bs) && ggml_backend_buft_is_host(s->bufts[dst_b])) {
+        if (!bs->iface.copy_async(bs, bs, src, dst, s->blocks.data(), s->blocks.size(), -1)) return false;
+        s->queued[src_b] = 1;
+        return true;
+    }
+    return false;
+}
+
+// A split's memory in its backend, in flight once the split is queued.
+void sched_note_enqueued(ggml_backend_sched_t s, const sched_split & sp) {
+    const int b = sp.backend_id;
+    s->hz.begin_split(b);
+    auto mark = [&](const ggml_tensor * t) {
+        const ggml_tensor * r = root_of((ggml_tensor *) t);
+        if (t->data && r->buffer && ggml_backend_buffer_get_type(r->buffer) == s->bufts[b]) s->hz.enqueued(b, range_of(t));
+    };
+    for (int i = 0; i < ggml_graph_n_nodes(sp.graph); ++i) {
+        const ggml_tensor * n = ggml_graph_node(sp.graph, i);
+        mark(n);
+        for (const ggml_tensor * src : n->src) {
+            if (src) mark(src);
+        }
+    }
 }
 
 bool sched_alloc(ggml_backend_sched_t s, ggml_cgraph * graph, bool reserve_only) {
@@ -443,16 +562,40 @@ ggml_status ggml_backend_sched_graph_compute(ggml_backend_sched_t s, ggml_cgraph
     if (s->splits.empty() || s->graph_copy == nullptr) {
         if (!ggml_backend_sched_alloc_graph(s, graph)) return GGML_STATUS_ALLOC_FAILED;
     }
+    // Backends that queue work (CUDA) get their inputs copied on their copy streams and their
+    // splits queued, so that the copies of the next split's inputs run while this one computes;
+    // the host waits only where it must: before a backend without queues (the CPU) computes or
+    // copies synchronously, and at the end. The CPU alone keeps the synchronous path.
+    s->queued.assign(s->backends.size(), 0);
+    s->hz.reset(s->backends.size());
+    ggml_status st = GGML_STATUS_SUCCESS;
     for (const auto & sp : s->splits) {
-        for (const auto & c : sp.copies) sched_copy(s, c.first, c.second);
-        if (sp.i_end <= sp.i_start) continue;
         ggml_backend_t b = s->backends[sp.backend_id];
-        const ggml_status st = ggml_backend_graph_compute(b, sp.graph);
-        if (st != GGML_STATUS_SUCCESS) return st;
+        for (const auto & c : sp.copies) {
+            if (sched_copy_async(s, c.first, c.second, sp.backend_id)) continue;
+            const int src_b = s->place_of(c.first);
+            if (src_b >= 0) sched_wait(s, src_b);   // the source is produced and read by the host
+            sched_wait(s, sp.backend_id);           // the destination is not in use
+            sched_copy_sync(s, c.first, c.second);
+        }
+        if (sp.i_end <= sp.i_start) continue;
+        if (is_async(b) && s->splits.size() > 1) {
+            st = b->iface.graph_enqueue(b, sp.graph);
+            s->queued[sp.backend_id] = 1;
+            if (st != GGML_STATUS_SUCCESS) break;
+            sched_note_enqueued(s, sp);
+            continue;
+        }
+        // the host computes (or the backend runs the whole graph): what other backends queued
+        // may read or write memory this split uses
+        sched_wait_all(s);
+        st = ggml_backend_graph_compute(b, sp.graph);
+        if (st != GGML_STATUS_SUCCESS) break;
         // the next split may read this one's results from another backend
         if (s->splits.size() > 1) ggml_backend_synchronize(b);
     }
-    return GGML_STATUS_SUCCESS;
+    sched_wait_all(s);
+    return st;
 }
 
 } // extern "C"

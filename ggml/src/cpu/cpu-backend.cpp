@@ -343,7 +343,7 @@ ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size) 
 ggml_backend_t ggml_backend_cpu_init(void) {
     auto * ctx = new cpu_backend_context;
     auto * b = new ggml_backend{
-        { cpu_name, cpu_free, cpu_default_buft, cpu_graph_compute, cpu_supports_op, cpu_supports_buft, nullptr },
+        { cpu_name, cpu_free, cpu_default_buft, cpu_graph_compute, cpu_supports_op, cpu_supports_buft, nullptr, nullptr, nullptr },
         ctx,
     };
     return b;

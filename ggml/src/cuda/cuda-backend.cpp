@@ -1,11 +1,14 @@
 // The CUDA backend: one per device, each with its own stream, cuBLAS handle and scratch pool.
-// graph_compute queues every node's kernels on the stream and waits for it at the end.
+// graph_compute queues every node's kernels on the stream and waits for it at the end;
+// graph_enqueue (the scheduler's) does not wait, and copy_async (cuda-async.cpp) copies a split's
+// inputs on a second stream meanwhile.
 //
 // What the scheduler needs from here (ggml-backend.cpp; the multi-device scheduler is another
 // engineer's work): the backend, in priority order before the CPU; ggml_backend_cuda_buffer_type
 // for the weights and KV cache it places on the device (WEIGHTS usage, so ops follow them);
 // supports_op, which already refuses every node the kernels would not take; and for copies
-// between devices, ggml_backend_tensor_get/set (synchronous today). Weights that stay in RAM
+// between devices, copy_async (peer copies between GPUs, 2D copies of strided views; the
+// synchronous ggml_backend_tensor_get/set where it declines). Weights that stay in RAM
 // for the CPU should live in ggml_backend_cuda_host_buffer_type so that copies of them to the
 // GPU (experts for prompt batches) run at full bus speed.
 #include "cuda-common.h"
@@ -22,6 +25,7 @@ void cuda_backend_free(ggml_backend_t b) {
     auto * ctx = (cuda_context *) b->context;
     cudaSetDevice(ctx->ordinal);
     if (ctx->stream) cudaStreamSynchronize(ctx->stream);
+    cuda_async_free(*ctx);
     delete ctx->pool;
     if (ctx->cublas) cublas_get()->destroy(ctx->cublas);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
@@ -58,9 +62,14 @@ const op_family * family_of(const ggml_tensor * op) {
     return nullptr;
 }
 
-ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
+// Queues the graph's kernels on the compute stream, after the input copies queued before it.
+ggml_status cuda_graph_enqueue(ggml_backend_t b, ggml_cgraph * graph) {
     auto * ctx = (cuda_context *) b->context;
     if (!CUDA_OK(cudaSetDevice(ctx->ordinal))) return GGML_STATUS_FAILED;
+    if (ctx->copies_pending) {
+        if (!CUDA_OK(cudaStreamWaitEvent(ctx->stream, ctx->copy_done, 0))) return GGML_STATUS_FAILED;
+        ctx->copies_pending = false;
+    }
     const int n = ggml_graph_n_nodes(graph);
     for (int i = 0; i < n; ++i) {
         ggml_tensor * node = ggml_graph_node(graph, i);
@@ -77,7 +86,17 @@ ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
             return GGML_STATUS_FAILED;
         }
     }
-    if (!CUDA_OK(cudaStreamSynchronize(ctx->stream))) return GGML_STATUS_FAILED;
+    if (!CUDA_OK(cudaEventRecord(ctx->graph_done[ctx->n_graphs % cuda_context::k_graph_events], ctx->stream))) {
+        return GGML_STATUS_FAILED;
+    }
+    ++ctx->n_graphs;
+    return GGML_STATUS_SUCCESS;
+}
+
+ggml_status cuda_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
+    const ggml_status st = cuda_graph_enqueue(b, graph);
+    if (st != GGML_STATUS_SUCCESS) return st;
+    if (!CUDA_OK(cudaStreamSynchronize(((cuda_context *) b->context)->stream))) return GGML_STATUS_FAILED;
     return GGML_STATUS_SUCCESS;
 }
 
@@ -135,6 +154,7 @@ void cuda_backend_synchronize(ggml_backend_t b) {
     auto * ctx = (cuda_context *) b->context;
     cudaSetDevice(ctx->ordinal);
     CUDA_OK(cudaStreamSynchronize(ctx->stream));
+    if (ctx->copy_stream) CUDA_OK(cudaStreamSynchronize(ctx->copy_stream));
 }
 
 } // namespace
@@ -168,8 +188,10 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     const cublas_api * blas = cublas_get();
     bool ok = CUDA_OK(cudaSetDevice(ctx->ordinal)) && CUDA_OK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     if (ok && blas) ok = CUBLAS_OK(blas->create(&ctx->cublas)) && CUBLAS_OK(blas->set_stream(ctx->cublas, ctx->stream));
+    if (ok) ok = cuda_async_init(*ctx);
     if (!ok) {
         ggml_log(GGML_LOG_LEVEL_ERROR, "%s: cannot start the backend\n", ctx->name);
+        cuda_async_free(*ctx);
         if (ctx->cublas) blas->destroy(ctx->cublas);
         if (ctx->stream) cudaStreamDestroy(ctx->stream);
         delete ctx;
@@ -178,7 +200,7 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     ctx->pool = new cuda_pool(ctx->name, ctx->ordinal);
     return new ggml_backend{
         { cuda_backend_name, cuda_backend_free, cuda_backend_buft, cuda_graph_compute, cuda_backend_supports_op,
-          cuda_backend_supports_buft, cuda_backend_synchronize },
+          cuda_backend_supports_buft, cuda_backend_synchronize, cuda_graph_enqueue, cuda_copy_async },
         ctx,
     };
 }

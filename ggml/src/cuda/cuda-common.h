@@ -4,8 +4,9 @@
 //
 // Ordering: every op of a backend is queued on its one stream, so scratch memory taken from the
 // pool for one op may be handed to the next op as soon as the first has been *queued*: the
-// stream runs them in order. graph_compute waits for the stream before returning, which is what
-// the scheduler's synchronous copies (ggml_backend_tensor_get/set) rely on today.
+// stream runs them in order. graph_compute waits for the stream before returning; the
+// scheduler's graph_enqueue does not, and the scheduler waits (synchronize: both streams) before
+// the host reads or writes memory the GPU may be using.
 #pragma once
 
 #include "ggml-backend-impl.h"
@@ -89,7 +90,30 @@ struct cuda_context {
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;   // nullptr without the library: no cuBLAS path
     cuda_pool * pool = nullptr;
+    // The scheduler's input copies run on copy_stream, beside the compute stream (cuda-async.cpp):
+    // copy_done marks the last copy queued, which the next graph_enqueue waits for;
+    // compute_mark is recorded on the compute stream when a copy must wait for all its work;
+    // graph_done[n % k_graph_events] after the n-th graph queued, for a copy that must wait for
+    // one graph but not those after it (a slot recorded again marks a later graph: waiting on
+    // it is later than needed, never earlier).
+    static constexpr int k_graph_events = 8;
+    cudaStream_t copy_stream = nullptr;
+    cudaEvent_t copy_done = nullptr;
+    cudaEvent_t compute_mark = nullptr;
+    cudaEvent_t graph_done[k_graph_events] = {};
+    int64_t n_graphs = 0;
+    bool copies_pending = false;
 };
+
+// cuda-async.cpp: the copy stream and events of a backend (false, logged: not created), their
+// release, the scheduler's copy_async (ggml-backend-impl.h), and peer access between two devices
+// of the runtime (enabled once per pair where the hardware allows it; false: copies between
+// them are staged by the driver).
+bool cuda_async_init(cuda_context & ctx);
+void cuda_async_free(cuda_context & ctx);
+bool cuda_copy_async(ggml_backend_t backend, ggml_backend_t src_backend, const ggml_tensor * src, ggml_tensor * dst,
+                     const ggml_copy_plan::block * blocks, size_t n_blocks, int wait_back);
+bool cuda_enable_peer_access(int ordinal_a, int ordinal_b);
 
 // What one launcher sees of a tensor: its data pointer, shape and byte strides. Passed to kernels
 // by value (plain data, no ggml_tensor on the device).
