@@ -226,9 +226,13 @@ TEST(DeviceRegistry, RunTimeRepackLeavesDeviceWeightsPlain) {
     EXPECT_EQ(last.wq->type, plain->layers[n_layer - 1].wq->type);
     ASSERT_EQ(plain->layers[0].wq->type, GGML_TYPE_Q4_K);
     EXPECT_NE(buft_of(rtr->layers[0].wq), &g_fake_buft);
-    if (ggml_cpu_repack_pays(GGML_TYPE_Q4_K_R4)) EXPECT_EQ(rtr->layers[0].wq->type, GGML_TYPE_Q4_K_R4);
+    if (ggml_cpu_repack_pays(GGML_TYPE_Q4_K_R4)) {
+        EXPECT_EQ(rtr->layers[0].wq->type, GGML_TYPE_Q4_K_R4);
+    }
     for (ggml_tensor * t = ggml_get_first_tensor(rtr->ctx); t; t = ggml_get_next_tensor(rtr->ctx, t)) {
-        if (buft_of(t) == &g_fake_buft) EXPECT_EQ(t->type, ggml_get_tensor(plain->ctx, t->name)->type) << t->name;
+        if (buft_of(t) == &g_fake_buft) {
+            EXPECT_EQ(t->type, ggml_get_tensor(plain->ctx, t->name)->type) << t->name;
+        }
     }
     ASSERT_FALSE(a.empty());
     ASSERT_EQ(a.size(), b.size());

@@ -211,7 +211,9 @@ ggml_backend_t fake_new(ggml_backend_t inner) {
     b->iface.synchronize = fake_synchronize;
     b->iface.graph_enqueue = fake_enqueue;
     b->iface.copy_async = fake_copy;
-    fakes()[b] = fake_state{ inner, {} };
+    fake_state st;
+    st.inner = inner;
+    fakes()[b] = st;
     return b;
 }
 
