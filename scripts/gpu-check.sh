@@ -21,6 +21,7 @@
 # (3) synth-deepseek2-f16 synth-glm4moe-f16, (4) synth-gpt-oss-f16 synth-qwen35moe-f16.
 # test-cuda-golden runs the carried models' cases, test-decode runs when its two models travel.
 # KILN_GPU_SANITIZE=1 also runs the op suite under compute-sanitizer (memcheck).
+# KILN_NCCL=ON configures with NCCL (test-cuda-nccl then sums across the GPUs, two or more).
 # KILN_GPU_BENCH=1 then builds llama-gguf, llama-quantize and llama-sweep-bench (nlohmann-json
 # carried), synthesizes Q4_K_M models of the Qwen3-0.6B and Qwen3-30B-A3B (4 layers) shapes there
 # and runs sweep-bench: fully offloaded, experts in host memory (-ot exps=CPU, with and without the
@@ -80,13 +81,13 @@ if [ -d "$root/.gpu/shared/models" ]; then
     export KILN_SHARED_DIR="$root/.gpu/shared"
     for f in "$KILN_SHARED_DIR"/models/*.gguf; do [ -f "$f" ] && models+=("$(basename "$f" .gguf)"); done
 fi
-targets=(test-cuda-devices test-cuda-virtual test-cuda-sched test-cuda-ops test-quants-blocks test-cuda-golden)
+targets=(test-cuda-devices test-cuda-virtual test-cuda-sched test-cuda-nccl test-cuda-ops test-quants-blocks test-cuda-golden)
 has_decode_models=0
 [ -f "${KILN_SHARED_DIR:-/nonexistent}/models/stories260K.gguf" ] && [ -f "$KILN_SHARED_DIR/models/synth-qwen3-f16.gguf" ] &&
     has_decode_models=1
 [ $has_decode_models = 1 ] && [ ${#json[@]} -gt 0 ] && targets+=(test-decode)
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
-    -DKILN_CUDA_ARCHS="${KILN_CUDA_ARCHS:-90}" -DKILN_GTEST_SOURCE_DIR="$gtest_src" "${json[@]}" >"$out/configure.log" 2>&1 ||
+    -DKILN_CUDA_ARCHS="${KILN_CUDA_ARCHS:-90}" -DKILN_NCCL="${KILN_NCCL:-OFF}" -DKILN_GTEST_SOURCE_DIR="$gtest_src" "${json[@]}" >"$out/configure.log" 2>&1 ||
     { tail -30 "$out/configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$out/build.log" 2>&1 ||
     { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
@@ -115,6 +116,8 @@ run_suite cuda-devices "$build/bin/test-cuda-devices"
 run_suite cuda-virtual "$build/bin/test-cuda-virtual" --gtest_filter=-VirtualCuda.WithoutGpuNoDeviceIsListed
 # the scheduler's asynchronous copies (copy streams, peer and 2D copies) over two virtual devices
 run_suite cuda-sched "$build/bin/test-cuda-sched"
+# the NCCL all-reduce: its refusals here, its sums with KILN_NCCL=ON and two GPUs or more
+run_suite cuda-nccl "$build/bin/test-cuda-nccl"
 run_suite cuda-ops "$build/bin/test-cuda-ops" --gtest_output="xml:$out/cuda-ops.xml" "$@"
 # the golden models: every node on the GPU, KLD against the reference fully offloaded, with the
 # experts in host memory, and split over two (virtual) CUDA devices; then test-decode's

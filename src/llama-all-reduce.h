@@ -16,8 +16,8 @@
 // What crosses a link travels in the -grt type (f32, f16 or bf16), converted on the device that
 // sends it; sums are formed in f32. Both forms are graph nodes pinned to devices: the copies are
 // the scheduler's (peer copies between GPUs, memcpy between virtual CPU devices). A collective
-// library (NCCL) would replace the two with one call per device on their streams; Kiln does not
-// have one yet.
+// library (NCCL) replaces the two with one call per device on their streams: a KILN_NCCL build
+// has it (ggml_backend_cuda_all_reduce, ggml-cuda.h), not yet called from here.
 #pragma once
 
 #include "ggml.h"

@@ -61,6 +61,16 @@ void ggml_backend_cuda_event_record(ggml_cuda_event_t event, ggml_backend_t back
 void ggml_backend_cuda_event_wait(ggml_backend_t backend, ggml_cuda_event_t event);   // the stream waits, not the host
 void ggml_backend_cuda_event_synchronize(ggml_cuda_event_t event);                   // the host waits
 
+// ---- all-reduce across GPUs (issue 16). Whether this build has NCCL (KILN_NCCL=ON).
+bool ggml_cuda_nccl_compiled(void);
+// tensors[i] (contiguous f32, f16 or bf16, one shape, in backends[i]'s device memory) all become
+// their sum, queued on each backend's stream, through one NCCL communicator per device set (made
+// at the first call, kept). Only when NCCL is built and the backends are distinct GPUs (not
+// virtual devices over one, not CPU devices): otherwise, and on any NCCL error, false (logged)
+// with nothing queued (an error inside NCCL's group may leave it partly queued: synchronize and
+// redo the reduce) and the caller reduces with peer copies.
+bool ggml_backend_cuda_all_reduce(ggml_backend_t * backends, struct ggml_tensor ** tensors, int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,6 +31,8 @@ void ggml_backend_cuda_event_free(ggml_cuda_event_t) {}
 void ggml_backend_cuda_event_record(ggml_cuda_event_t, ggml_backend_t) {}
 void ggml_backend_cuda_event_wait(ggml_backend_t, ggml_cuda_event_t) {}
 void ggml_backend_cuda_event_synchronize(ggml_cuda_event_t) {}
+bool ggml_cuda_nccl_compiled(void) { return false; }
+bool ggml_backend_cuda_all_reduce(ggml_backend_t *, ggml_tensor **, int) { return false; }
 
 } // extern "C"
 
