@@ -113,7 +113,7 @@ TEST(CudaNccl, TwoBackendsOnOneGpuAreRefused) {
 }
 
 TEST(CudaNccl, SumOnEveryGpu) {
-    if (!ggml_cuda_nccl_compiled()) GTEST_SKIP() << "this build has no NCCL (configure with -DKILN_NCCL=ON)";
+    if (!ggml_cuda_nccl_compiled()) GTEST_SKIP() << "this build has no NCCL (KILN_NCCL=ON is refused until -sm graph calls the collective)";
     const int n = ggml_backend_cuda_get_device_count();
     if (n < 2) GTEST_SKIP() << "needs two CUDA devices or more, " << n << " here";
     char desc[256];
