@@ -97,116 +97,19 @@ void q6_0_to_float(const void * vx, float * y, int64_t n) {
 // ---------------------------------------------------------------------------------------------
 // reference encoders (no importance weights): the simple round-to-grid of ggml
 
-// The signed value of largest magnitude (first one on ties).
-inline float signed_absmax(const float * x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; ++j) {
-        if (amax < std::fabs(x[j])) { amax = std::fabs(x[j]); max = x[j]; }
-    }
-    return max;
+// The encoders are quants-blocks.h's, shared with the GPU's cache writes (one definition, so
+// that a block the GPU writes is the block the CPU writes).
+template <typename Block, void (*Encode)(const float *, Block &)>
+void encode_blocks(const float * x, void * vy, int64_t n) {
+    auto * y = (Block *) vy;
+    for (int64_t ib = 0; ib < n / 32; ++ib) Encode(x + 32 * ib, y[ib]);
 }
 
-// 1/d, or 0 when d is 0 or so small that 1/d overflows (the stored fp16 scale is 0 then too).
-inline float safe_inverse(float d) { return std::fabs(d) >= FLT_MIN ? 1.0f / d : 0.0f; }
-
-void q4_0_from_float(const float * x, void * vy, int64_t n) {
-    auto * y = (block_q4_0 *) vy;
-    for (int64_t ib = 0; ib < n / QK4_0; ++ib, x += QK4_0) {
-        const float d  = signed_absmax(x, QK4_0) / -8;
-        const float id = safe_inverse(d);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        for (int j = 0; j < 16; ++j) {
-            const uint8_t q0 = (uint8_t) std::min(15, (int) (int8_t) (x[j] * id + 8.5f));
-            const uint8_t q1 = (uint8_t) std::min(15, (int) (int8_t) (x[j + 16] * id + 8.5f));
-            y[ib].qs[j] = q0 | (q1 << 4);
-        }
-    }
-}
-
-void min_max(const float * x, int n, float & min, float & max) {
-    min = FLT_MAX;
-    max = -FLT_MAX;
-    for (int j = 0; j < n; ++j) {
-        min = std::min(min, x[j]);
-        max = std::max(max, x[j]);
-    }
-}
-
-void q4_1_from_float(const float * x, void * vy, int64_t n) {
-    auto * y = (block_q4_1 *) vy;
-    for (int64_t ib = 0; ib < n / QK4_1; ++ib, x += QK4_1) {
-        float min, max;
-        min_max(x, QK4_1, min, max);
-        const float d  = (max - min) / 15;
-        const float id = safe_inverse(d);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        y[ib].m = GGML_FP32_TO_FP16(min);
-        for (int j = 0; j < 16; ++j) {
-            const uint8_t q0 = (uint8_t) std::min(15, (int) (int8_t) ((x[j] - min) * id + 0.5f));
-            const uint8_t q1 = (uint8_t) std::min(15, (int) (int8_t) ((x[j + 16] - min) * id + 0.5f));
-            y[ib].qs[j] = q0 | (q1 << 4);
-        }
-    }
-}
-
-// Pack 32 5-bit values (element j and j + 16 share a byte, 5th bits into qh).
-void pack_q5(const uint8_t * L, uint8_t * qs, uint8_t * qh_bytes) {
-    uint32_t qh = 0;
-    for (int j = 0; j < 16; ++j) {
-        qs[j] = (L[j] & 0xF) | ((L[j + 16] & 0xF) << 4);
-        qh |= (uint32_t) ((L[j] >> 4) & 1) << j;
-        qh |= (uint32_t) ((L[j + 16] >> 4) & 1) << (j + 16);
-    }
-    std::memcpy(qh_bytes, &qh, sizeof(qh));
-}
-
-void pack_q6(const uint8_t * L, uint8_t * qs, uint8_t * qh) {
-    std::memset(qh, 0, QK6_0 / 4);
-    for (int j = 0; j < 16; ++j) {
-        qs[j] = (L[j] & 0xF) | ((L[j + 16] & 0xF) << 4);
-        const int shift = 4 * (j / 8);
-        qh[j % 8] |= (uint8_t) ((((L[j] >> 4) & 3) | (((L[j + 16] >> 4) & 3) << 2)) << shift);
-    }
-}
-
-void q5_0_from_float(const float * x, void * vy, int64_t n) {
-    auto * y = (block_q5_0 *) vy;
-    for (int64_t ib = 0; ib < n / QK5_0; ++ib, x += QK5_0) {
-        const float d  = signed_absmax(x, QK5_0) / -16;
-        const float id = safe_inverse(d);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        uint8_t L[QK5_0];
-        for (int j = 0; j < QK5_0; ++j) L[j] = (uint8_t) std::min(31, (int) (int8_t) (x[j] * id + 16.5f));
-        pack_q5(L, y[ib].qs, y[ib].qh);
-    }
-}
-
-void q5_1_from_float(const float * x, void * vy, int64_t n) {
-    auto * y = (block_q5_1 *) vy;
-    for (int64_t ib = 0; ib < n / QK5_1; ++ib, x += QK5_1) {
-        float min, max;
-        min_max(x, QK5_1, min, max);
-        const float d  = (max - min) / 31;
-        const float id = safe_inverse(d);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        y[ib].m = GGML_FP32_TO_FP16(min);
-        uint8_t L[QK5_1];
-        for (int j = 0; j < QK5_1; ++j) L[j] = (uint8_t) std::min(31, (int) ((x[j] - min) * id + 0.5f));
-        pack_q5(L, y[ib].qs, y[ib].qh);
-    }
-}
-
-void q6_0_from_float(const float * x, void * vy, int64_t n) {
-    auto * y = (block_q6_0 *) vy;
-    for (int64_t ib = 0; ib < n / QK6_0; ++ib, x += QK6_0) {
-        const float d  = signed_absmax(x, QK6_0) / -32;
-        const float id = safe_inverse(d);
-        y[ib].d = GGML_FP32_TO_FP16(d);
-        uint8_t L[QK6_0];
-        for (int j = 0; j < QK6_0; ++j) L[j] = (uint8_t) std::min(63, (int) (int8_t) (x[j] * id + 32.5f));
-        pack_q6(L, y[ib].qs, y[ib].qh);
-    }
-}
+void q4_0_from_float(const float * x, void * vy, int64_t n) { encode_blocks<block_q4_0, encode32_q4_0>(x, vy, n); }
+void q4_1_from_float(const float * x, void * vy, int64_t n) { encode_blocks<block_q4_1, encode32_q4_1>(x, vy, n); }
+void q5_0_from_float(const float * x, void * vy, int64_t n) { encode_blocks<block_q5_0, encode32_q5_0>(x, vy, n); }
+void q5_1_from_float(const float * x, void * vy, int64_t n) { encode_blocks<block_q5_1, encode32_q5_1>(x, vy, n); }
+void q6_0_from_float(const float * x, void * vy, int64_t n) { encode_blocks<block_q6_0, encode32_q6_0>(x, vy, n); }
 
 // ---------------------------------------------------------------------------------------------
 // full quantizers (importance weights): per block, weight_j = imatrix_j * sqrt(sigma2 + x_j^2)
@@ -284,7 +187,7 @@ size_t quantize_q4_0(const float * src, void * dst, int64_t nrows, int64_t n, co
 size_t quantize_q5_0(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
     return quantize_rows(GGML_TYPE_Q5_0, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
         if (!imatrix) return q5_0_from_float(x, y, n);
-        quantize_row_symmetric<16>(x, imatrix, n, (ggml_fp16_t *) y, sizeof(block_q5_0), pack_q5,
+        quantize_row_symmetric<16>(x, imatrix, n, (ggml_fp16_t *) y, sizeof(block_q5_0), kiln_pack_q5,
                                    offsetof(block_q5_0, qs), offsetof(block_q5_0, qh), false);
     });
 }
@@ -292,7 +195,7 @@ size_t quantize_q5_0(const float * src, void * dst, int64_t nrows, int64_t n, co
 // q6_0 always searches the scale (x^2 weights without an imatrix), as ik_llama.cpp does.
 size_t quantize_q6_0(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
     return quantize_rows(GGML_TYPE_Q6_0, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
-        quantize_row_symmetric<32>(x, imatrix, n, (ggml_fp16_t *) y, sizeof(block_q6_0), pack_q6,
+        quantize_row_symmetric<32>(x, imatrix, n, (ggml_fp16_t *) y, sizeof(block_q6_0), kiln_pack_q6,
                                    offsetof(block_q6_0, qs), offsetof(block_q6_0, qh), true);
     });
 }
@@ -307,7 +210,7 @@ size_t quantize_q4_1(const float * src, void * dst, int64_t nrows, int64_t n, co
 size_t quantize_q5_1(const float * src, void * dst, int64_t nrows, int64_t n, const float * imatrix) {
     return quantize_rows(GGML_TYPE_Q5_1, src, dst, nrows, n, [&](const float * x, uint8_t * y) {
         if (!imatrix) return q5_1_from_float(x, y, n);
-        quantize_row_asymmetric<31>(x, imatrix, n, y, sizeof(block_q5_1), pack_q5, offsetof(block_q5_1, qs),
+        quantize_row_asymmetric<31>(x, imatrix, n, y, sizeof(block_q5_1), kiln_pack_q5, offsetof(block_q5_1, qs),
                                     offsetof(block_q5_1, qh));
     });
 }

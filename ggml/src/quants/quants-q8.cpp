@@ -124,23 +124,7 @@ void quantize_row_q8_K_ref(const float * x, void * vy, int64_t n) {
 // i32 sum of the quants, then the int8 quants q = round(x / d), ties to even as the reference's
 // SIMD rounding does.
 void quantize_row_q8_KV_ref(const float * x, void * vy, int64_t n) {
-    auto * dptr = (float *) vy;
-    auto * q8 = (int8_t *) (dptr + 2);
-    float amax = 0;
-    for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
-    int32_t sum = 0;
-    if (amax == 0) {
-        dptr[0] = 0;
-        std::memset(q8, 0, n);
-    } else {
-        dptr[0] = amax / 127.f;
-        const float id = 1 / dptr[0];
-        for (int64_t j = 0; j < n; ++j) {
-            q8[j] = (int8_t) std::max(-127, std::min(127, round_half_even(x[j] * id)));
-            sum += q8[j];
-        }
-    }
-    std::memcpy(dptr + 1, &sum, 4);
+    kiln_encode_row_q8_KV([x](int64_t j) { return x[j]; }, n, (char *) vy);
 }
 
 void q8_KV_to_float(const void * vx, float * y, int64_t n) {
