@@ -46,6 +46,8 @@ const std::vector<llama_ftype_info> k_ftypes = {
     { "IQ4_XS",     LLAMA_FT_IQ4_XS,     GGML_TYPE_IQ4_XS,   " 4.25 bpw non-linear" },
     { "TQ1_0",      LLAMA_FT_TQ1_0,      GGML_TYPE_TQ1_0,    " 1.69 bpw ternary (BitNet b1.58 / TriLM models)" },
     { "TQ2_0",      LLAMA_FT_TQ2_0,      GGML_TYPE_TQ2_0,    " 2.06 bpw ternary (BitNet b1.58 / TriLM models)" },
+    { "IQ1_BN",     LLAMA_FT_IQ1_BN,     GGML_TYPE_IQ1_BN,   " 1.62 bpw ternary with a row scale (ik, BitNet b1.58)" },
+    { "IQ2_BN",     LLAMA_FT_IQ2_BN,     GGML_TYPE_IQ2_BN,   " 2.00 bpw ternary with a row scale (ik, BitNet b1.58)" },
     { "MXFP4",      LLAMA_FT_MXFP4,      GGML_TYPE_MXFP4,    " 4.25 bpw microscaling FP4" },
     { "IQ2_K",      LLAMA_FT_IQ2_K,      GGML_TYPE_IQ2_K,    " 2.38 bpw non-linear (ik)" },
     { "IQ2_KS",     LLAMA_FT_IQ2_KS,     GGML_TYPE_IQ2_KS,   " 2.19 bpw non-linear (ik)" },
@@ -75,6 +77,7 @@ const std::vector<llama_ftype_info> k_ftypes = {
     { "Q6_K_R4",    LLAMA_FT_Q6_K_R4,    GGML_TYPE_Q6_K_R4,  " Q6_K, 4 rows interleaved" },
     { "Q8_K_R8",    LLAMA_FT_Q8_K_R8,    GGML_TYPE_Q8_K_R8,  " 8-bit super-blocks, 8 rows interleaved" },
     { "Q8_KV_R8",   LLAMA_FT_Q8_KV_R8,   GGML_TYPE_Q8_KV_R8, " Q8_KV, 8 rows interleaved" },
+    { "IQ2_BN_R4",  LLAMA_FT_IQ2_BN_R4,  GGML_TYPE_IQ2_BN_R4, " IQ2_BN, 4 rows interleaved" },
     { "IQ2_XXS_R4", LLAMA_FT_IQ2_XXS_R4, GGML_TYPE_IQ2_XXS_R4, " IQ2_XXS, 4 rows interleaved" },
     { "IQ2_XS_R4",  LLAMA_FT_IQ2_XS_R4,  GGML_TYPE_IQ2_XS_R4, " IQ2_XS, 4 rows interleaved" },
     { "IQ2_M_R4",   LLAMA_FT_IQ2_M_R4,   GGML_TYPE_IQ2_S_R4, " IQ2_M, 4 rows interleaved" },
@@ -134,6 +137,7 @@ ggml_type interleave_base(ggml_type t, int * nrows) {
         { GGML_TYPE_IQ4_KS_R4, GGML_TYPE_IQ4_KS, 4 }, { GGML_TYPE_IQ5_KS_R4, GGML_TYPE_IQ5_KS, 4 },
         { GGML_TYPE_MXFP4_R8, GGML_TYPE_MXFP4, 8 }, { GGML_TYPE_Q8_KV_R8, GGML_TYPE_Q8_KV, 8 },
         { GGML_TYPE_Q8_K_R8, GGML_TYPE_Q8_0, 8 }, { GGML_TYPE_BF16_R16, GGML_TYPE_BF16, 16 },
+        { GGML_TYPE_IQ2_BN_R4, GGML_TYPE_IQ2_BN, 4 },
     };
     for (const entry & e : k) {
         if (e.t == t) {
@@ -207,8 +211,8 @@ ggml_type llama_quant_fallback_type(ggml_type type, int64_t ne0) {
         t = GGML_TYPE_Q8_0;
     } else if (in<T>(type, { GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0 })) {
         t = GGML_TYPE_Q4_0;   // as llama.cpp does: ternary weights have no use for IQ4_NL's non-linear grid
-    } else if (blck == 256) {
-        t = GGML_TYPE_IQ4_NL;
+    } else if (blck == 256 || in<T>(type, { GGML_TYPE_IQ1_BN, GGML_TYPE_IQ2_BN, GGML_TYPE_IQ2_BN_R4 })) {
+        t = GGML_TYPE_IQ4_NL;   // the BitNet types (64-blocks) too, like the other types of 4 bits or fewer
     } else {
         t = GGML_TYPE_F16;   // a blocks-of-32 type on a row of another length
     }
@@ -269,6 +273,8 @@ ggml_type llama_quant_recipe_type(const llama_quant_model_info & info, llama_qua
             new_type = GGML_TYPE_IQ3_K;
         } else if (in<F>(ft, { LLAMA_FT_TQ1_0, LLAMA_FT_TQ2_0 })) {
             new_type = GGML_TYPE_Q4_K;   // llama.cpp's choice: the embeddings are not ternary
+        } else if (in<F>(ft, { LLAMA_FT_IQ1_BN, LLAMA_FT_IQ2_BN, LLAMA_FT_IQ2_BN_R4 })) {
+            new_type = GGML_TYPE_IQ4_NL;   // ik_llama.cpp's choice for its ternary file types
         }
     } else if (in<F>(ft, { LLAMA_FT_IQ1_S_R4, LLAMA_FT_IQ1_M_R4, LLAMA_FT_IQ2_KT })) {
         // The lowest-bit mixes: the same shape of recipe, in row-interleaved types for the _R4 ones.

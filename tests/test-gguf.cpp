@@ -593,6 +593,9 @@ std::vector<malformed_case> malformed_cases() {
     add("byte size overflow", edit([](crafted & c) { c.tensors[0].ne = { 1ll << 31, 1ll << 31 }; }), "tensor 'a.weight': byte size overflows");
     add("unknown ggml type", edit([](crafted & c) { c.tensors[1].type = 5; }), "tensor 'b.weight' has unknown ggml type id 5");
     add("unknown ggml type large", edit([](crafted & c) { c.tensors[1].type = 0xffffffffu; }), "unknown ggml type id 4294967295");
+    add("removed ARM type", edit([](crafted & c) { c.tensors[1].type = 32; }),
+        "tensor 'b.weight' has ggml type id 32: a removed ARM layout of llama.cpp");
+    add("I2_S type", edit([](crafted & c) { c.tensors[1].type = 36; }), "tensor 'b.weight' has ggml type id 36: I2_S");
     add("row not a multiple of the block", edit([](crafted & c) { c.tensors[0].type = 2; c.tensors[0].ne = { 20, 2 }; }),
         "row length 20 is not a multiple of the q4_0 block size 32");
     add("rows not a multiple of the interleave", edit([](crafted & c) { c.tensors[0].type = 208; c.tensors[0].ne = { 32, 3 }; }),

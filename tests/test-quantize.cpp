@@ -480,6 +480,69 @@ TEST(Quantize, TernaryFileTypes) {
     EXPECT_EQ(llama_quant_fallback_type(GGML_TYPE_TQ2_0, 288), GGML_TYPE_Q4_0);
 }
 
+// ik_llama.cpp's BitNet file types (general.file_type 136 / 137 / 337): the layers' weights in
+// IQ1_BN / IQ2_BN / IQ2_BN_R4, the token embeddings in IQ4_NL (the reference's choice), the output
+// in Q6_K. The synth model is not ternary, so its KLD is large: the written model must load and give
+// finite logits, and every BitNet tensor must decode to what the quantizer makes of the source.
+TEST(Quantize, BitnetFileTypes) {
+    for (const char * ftname : { "IQ1_BN", "IQ2_BN", "IQ2_BN_R4" }) {
+        const llama_ftype_info * ft = llama_quant_ftype_find(ftname);
+        ASSERT_NE(ft, nullptr) << ftname;
+        const ggml_type bn = ft->default_type;
+        const std::string in = model_path("synth-qwen3-f16.gguf");
+        const std::string out = tmp_path(std::string("qwen3-") + ftname + ".gguf");
+        llama_quant_params p;
+        p.ftype = ft->id;
+        p.nthread = 2;
+        llama_quant_plan_result plan;
+        try {
+            llama_quant_model(in, out, p, &plan);
+        } catch (const std::exception & e) {
+            FAIL() << ftname << ": " << e.what();
+        }
+        split_ptr fs = open_model(in), fo = open_model(out);
+        ASSERT_TRUE(fs && fo) << gguf_last_error();
+        const gguf_context * gs = gguf_split_part(fs.get(), 0), * go = gguf_split_part(fo.get(), 0);
+        int n_bn = 0;
+        bool has_output = false;
+        for (const auto & t : plan.tensors) has_output |= t.name == "output.weight";
+        for (const auto & t : plan.tensors) {
+            if (!t.quantize) continue;
+            if (t.name == "output.weight") EXPECT_EQ(t.new_type, GGML_TYPE_Q6_K) << ftname;
+            // (a tied embedding is the output head: Q6_K)
+            else if (t.name == "token_embd.weight") EXPECT_EQ(t.new_type, has_output ? GGML_TYPE_IQ4_NL : GGML_TYPE_Q6_K) << ftname;
+            if (t.new_type != bn) continue;
+            ++n_bn;
+            const int64_t is = gguf_find_tensor(gs, t.name.c_str()), io = gguf_find_tensor(go, t.name.c_str());
+            ASSERT_GE(is, 0);
+            ASSERT_GE(io, 0);
+            const int64_t ne0 = gguf_get_tensor_ne(gs, is, 0);
+            const std::vector<float> src = read_f32(in, gs, is), got = read_f32(out, go, io);
+            const int64_t nrows = (int64_t) src.size() / ne0;
+            std::vector<uint8_t> q(nrows * ggml_row_size(bn, ne0));
+            ASSERT_EQ(ggml_quantize_chunk(bn, src.data(), q.data(), 0, nrows, ne0, nullptr), q.size()) << t.name;
+            std::vector<float> want(src.size());
+            const int group = std::max(1, ggml_get_type_traits(bn)->nrows_interleaved);
+            for (int64_t r = 0; r < nrows; r += group) {
+                ggml_get_type_traits(bn)->to_float(q.data() + r * ggml_row_size(bn, ne0), want.data() + r * ne0, group * ne0);
+            }
+            ASSERT_EQ(got, want) << ftname << " " << t.name;
+        }
+        EXPECT_GE(n_bn, 8) << ftname;
+        kiln_test::kld_base base;
+        std::string err;
+        ASSERT_TRUE(base.load(kiln_test::shared_path("golden/ppl/synth-qwen3-f16.kld"), err)) << err;
+        const double kld = run_kld(out, base, nullptr);
+        std::remove(out.c_str());
+        std::printf("synth-qwen3 %s: KLD %.4f\n", ftname, kld);
+        EXPECT_TRUE(std::isfinite(kld) && kld > 0) << ftname << ": " << llama_last_error();
+    }
+    // rows the 64-blocks cannot hold fall back to IQ4_NL
+    EXPECT_EQ(llama_quant_fallback_type(GGML_TYPE_IQ1_BN, 96), GGML_TYPE_IQ4_NL);
+    EXPECT_EQ(llama_quant_fallback_type(GGML_TYPE_IQ2_BN_R4, 96), GGML_TYPE_IQ4_NL);
+    EXPECT_EQ(llama_quant_fallback_type(GGML_TYPE_IQ2_BN, 128), GGML_TYPE_IQ2_BN);
+}
+
 // ik_llama.cpp's MXFP4_R8 file type (general.file_type 351): the tensors MXFP4 would write in
 // MXFP4 come out as its 8-row weave, and since the weave only moves bits, the model gives MXFP4's
 // logits up to float summation order.

@@ -60,11 +60,13 @@ struct block_type_case {
 };
 
 // The types whose CPU to_float is the shared decoder run over a row (kiln_row_to_float): comparing
-// the two would compare a function with itself, so these are checked against independent forms.
+// the two would compare a function with itself, so these are checked against independent forms
+// (iq1_bn / iq2_bn: test-quants-bitnet's decoders written from the reference's layout).
 bool cpu_decodes_with_shared(ggml_type t) {
     switch (t) {
         case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ1_M: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S:
-        case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0: return true;
+        case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: case GGML_TYPE_TQ1_0: case GGML_TYPE_TQ2_0:
+        case GGML_TYPE_IQ1_BN: case GGML_TYPE_IQ2_BN: return true;
         default: return false;
     }
 }

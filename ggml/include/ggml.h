@@ -60,6 +60,8 @@ enum ggml_type {
     GGML_TYPE_MXFP4    = 39,
     // ik_llama.cpp types
     GGML_TYPE_Q6_0     = 133,
+    GGML_TYPE_IQ1_BN   = 134,
+    GGML_TYPE_IQ2_BN   = 135,
     GGML_TYPE_IQ2_K    = 137,
     GGML_TYPE_IQ3_K    = 138,
     GGML_TYPE_IQ4_K    = 139,
@@ -96,6 +98,7 @@ enum ggml_type {
     GGML_TYPE_IQ1_M_R4   = 229,
     GGML_TYPE_BF16_R16   = 230,
     GGML_TYPE_Q6_0_R4    = 233,
+    GGML_TYPE_IQ2_BN_R4  = 335,
     GGML_TYPE_IQ2_K_R4   = 337,
     GGML_TYPE_IQ3_K_R4   = 338,
     GGML_TYPE_IQ4_K_R4   = 339,
@@ -160,6 +163,9 @@ struct ggml_type_traits {
 const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 struct ggml_type_traits *       ggml_type_traits_mut(enum ggml_type type); // for registration
 bool        ggml_type_is_valid(int type);   // a known id
+// Why a type id that files may carry is not one Kiln reads (removed or placeholder ids of the
+// reference projects, with what to do instead); NULL for other ids.
+const char * ggml_type_unsupported_reason(int type);
 const char * ggml_type_name(enum ggml_type type);
 int64_t     ggml_blck_size(enum ggml_type type);
 size_t      ggml_type_size(enum ggml_type type);

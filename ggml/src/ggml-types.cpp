@@ -35,6 +35,8 @@ constexpr type_layout k_layouts[] = {
     { 30, "bf16",     1,   2, 0, 1, -1 }, { 34, "tq1_0",  256,  54, 0, 1, -1 },
     { 35, "tq2_0",  256,  66, 0, 1, -1 }, { 39, "mxfp4",   32,  17, 0, 1, -1 },
     {133, "q6_0",    32,  26, 0, 1, -1 },
+    // BitNet b1.58 types of ik_llama.cpp: 64-value blocks after a row scale (iq1_bn fp16, iq2_bn f32)
+    {134, "iq1_bn",  64,  13, 2, 1, -1 }, {135, "iq2_bn",  64,  16, 4, 1, -1 },
     {137, "iq2_k",  256,  76, 0, 1, -1 }, {138, "iq3_k",  256, 110, 0, 1, -1 },
     {139, "iq4_k",  256, 144, 0, 1, -1 }, {140, "iq5_k",  256, 176, 0, 1, -1 },
     {141, "iq6_k",  256, 212, 0, 1, -1 }, {144, "iq4_ks", 256, 136, 4, 1, -1 },
@@ -53,7 +55,7 @@ constexpr type_layout k_layouts[] = {
     {220, "iq4_nl_r4", 32,  18, 0, 4, 20 }, {221, "iq3_s_r4", 256, 110, 0, 4, 21 },
     {222, "iq2_s_r4", 256,  82, 0, 4, 22 }, {223, "iq4_xs_r8",256, 136, 0, 8, 23 },
     {229, "iq1_m_r4",  32,   7, 2, 4, 29 }, {230, "bf16_r16",   2,   4, 0, 16, 30 },
-    {233, "q6_0_r4",   32,  26, 0, 4, 133 },
+    {233, "q6_0_r4",   32,  26, 0, 4, 133 }, {335, "iq2_bn_r4", 64,  16, 4, 4, 135 },
     {337, "iq2_k_r4", 256,  76, 0, 4, 137 }, {338, "iq3_k_r4", 256, 110, 0, 4, 138 },
     {339, "iq4_k_r4", 256, 144, 0, 4, 139 }, {340, "iq5_k_r4", 256, 176, 0, 4, 140 },
     {344, "iq4_ks_r4",256, 136, 4, 4, 144 }, {352, "iq5_ks_r4",256, 168, 4, 4, 152 },
@@ -99,6 +101,23 @@ ggml_type_traits * ggml_type_traits_mut(ggml_type type) {
 
 bool ggml_type_is_valid(int type) {
     return type >= 0 && type < GGML_TYPE_COUNT && table()[type].known;
+}
+
+// Ids the reference projects define that Kiln does not read, and why (checked against
+// ik_llama.cpp: I2_S has no kernels there either and is only requantized; Q4_0_4_4 .. Q4_0_8_8
+// were llama.cpp's ARM repacks, removed upstream in favour of repacking q4_0 at load).
+const char * ggml_type_unsupported_reason(int type) {
+    switch (type) {
+        case 31: case 32: case 33:
+            return "a removed ARM layout of llama.cpp (Q4_0_4_4 / Q4_0_4_8 / Q4_0_8_8, ids 31-33) that no current "
+                   "program computes with; requantize from the f16/bf16 source (e.g. llama-quantize SRC.gguf OUT.gguf Q4_0)";
+        case 36:
+            return "I2_S (id 36), Microsoft BitNet's packed ternary layout, which ik_llama.cpp itself only accepts "
+                   "as input to llama-quantize; convert it there (llama-quantize --allow-requantize IN.gguf OUT.gguf "
+                   "IQ2_BN) or quantize the f16/bf16 source with Kiln's llama-quantize to IQ1_BN / IQ2_BN";
+        default:
+            return nullptr;
+    }
 }
 
 const char * ggml_type_name(ggml_type type) {

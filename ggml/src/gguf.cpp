@@ -237,6 +237,8 @@ bool read_value(reader & r, gguf_kv & kv) {
 bool tensor_size(const char * fname, const gguf_tensor_info & ti, size_t & out) {
     const std::string name = printable(ti.name);
     if (!ggml_type_is_valid(ti.type)) {
+        const char * why = ggml_type_unsupported_reason(ti.type);
+        if (why) return set_error(fname, "tensor '%s' has ggml type id %d: %s", name.c_str(), (int) ti.type, why);
         return set_error(fname, "tensor '%s' has unknown ggml type id %d", name.c_str(), (int) ti.type);
     }
     const ggml_type_traits * tt = ggml_get_type_traits(ti.type);
@@ -379,6 +381,8 @@ bool parse(gguf_context & ctx, const uint8_t * data, size_t size, const char * f
         w = "type of tensor '" + pname + "'";
         if (!r.read(type, w.c_str())) return false;
         if (!ggml_type_is_valid((int) type)) {
+            const char * why = type < 1000 ? ggml_type_unsupported_reason((int) type) : nullptr;
+            if (why) return set_error(fname, "tensor '%s' has ggml type id %u: %s", pname.c_str(), type, why);
             return set_error(fname, "tensor '%s' has unknown ggml type id %u", pname.c_str(), type);
         }
         ti.type = (ggml_type) type;

@@ -447,6 +447,22 @@ KILN_HD void decode32_iq1_m_r4(const iq1_m_r4_block & b, int k, int, float row_d
     }
 }
 
+// iq2_bn_r4 (ik_llama.cpp's repack_iq2_bn): the four rows' f32 scales, then per 64 values one
+// 64-byte block in which value 16 l + 4 m + i (l, m, i < 4) of row k is bits 2 m of byte
+// 16 l + 4 k + i, as level + 1.
+struct iq2_bn_r4_block { uint8_t qs[64]; };
+static_assert(sizeof(iq2_bn_r4_block) == 64, "r layouts");
+
+KILN_HD constexpr int iq2_bn_r4_byte(int k, int v) { return 16 * (v / 16) + 4 * k + v % 4; }
+KILN_HD constexpr int iq2_bn_r4_shift(int v) { return 2 * ((v % 16) / 4); }
+
+KILN_HD void decode32_iq2_bn_r4(const iq2_bn_r4_block & b, int k, int c, float row_d, float * y) {
+    for (int j = 0; j < 32; ++j) {
+        const int v = 32 * c + j;
+        y[j] = row_d * (float) (((b.qs[iq2_bn_r4_byte(k, v)] >> iq2_bn_r4_shift(v)) & 3) - 1);
+    }
+}
+
 // q8_k_r8 / q8_k_r16: value j of row k at R * 4 (j / 4) + 4 k + j % 4; the r16 form stores
 // value + 128 as unsigned (the reference decodes it as d * u - 128 d).
 KILN_HD void decode32_q8_k_r8(const q8_k_r8_block & b, int k, int c, float, float * y) {
@@ -505,6 +521,7 @@ KILN_HD void decode32_bf16_r16(const bf16_r16_chunk & b, int k, int, float, floa
     X(GGML_TYPE_IQ3_S_R4, iq3_s_r4_block, 4, QK_K, 0, decode32_iq3_s_r4)              \
     X(GGML_TYPE_IQ1_S_R4, iq1_s_r4_block, 4, 32, 2, decode32_iq1_s_r4)                \
     X(GGML_TYPE_IQ1_M_R4, iq1_m_r4_block, 4, 32, 2, decode32_iq1_m_r4)                \
+    X(GGML_TYPE_IQ2_BN_R4, iq2_bn_r4_block, 4, 64, 4, decode32_iq2_bn_r4)             \
     X(GGML_TYPE_Q8_K_R8, q8_k_r8_block, 8, QK_K, 0, decode32_q8_k_r8)                 \
     X(GGML_TYPE_Q8_K_R16, q8_k_r16_block, 16, QK_K, 0, decode32_q8_k_r16)             \
     X(GGML_TYPE_Q8_KV_R8, q8_KV_r8_chunk, 8, 32, 4, decode32_q8_KV_r8)                \

@@ -772,6 +772,45 @@ KILN_HD void decode32_tq2_0(const block_tq2_0 & b, int c, float, float * y) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// BitNet b1.58 types of ik_llama.cpp (ids 134 / 135; its ggml-common.h, iqk/iqk_quantize.cpp):
+// 64-value blocks of levels -1 / 0 / +1 after one row scale, the row's largest magnitude (iq1_bn
+// fp16, iq2_bn f32). The reference's own dequantize_row writes the bare levels; its matrix
+// products multiply by the row scale, which the values here include (what a product computes).
+
+// iq1_bn: 1.625 bpw. Each 16-value group g (0..3) keeps values 16 g .. 16 g + 14 five to a byte in
+// ql[3 g .. 3 g + 2] (value 5 b + j is trit j of ql[3 g + b], j = 0 the least significant), and
+// value 16 g + 15 as trit g of `extra`. A byte holds its trits as a base-3 number scaled to 256
+// (rounded up), so trit j is the top of byte * 3^(4 - j) * 3 over 256, as tq1_0's (kiln_trit).
+struct block_iq1_bn {
+    uint8_t ql[12];
+    uint8_t extra;
+};
+static_assert(sizeof(block_iq1_bn) == 13, "iq1_bn block size");
+
+// iq2_bn: 2 bpw, byte j (0..15) holding values j, j + 16, j + 32, j + 48 at bits 0, 2, 4, 6 as
+// level + 1.
+struct block_iq2_bn {
+    uint8_t qs[16];
+};
+static_assert(sizeof(block_iq2_bn) == 16, "iq2_bn block size");
+
+KILN_HD int kiln_iq1_bn_level(const block_iq1_bn & b, int v) {
+    const int g = v / 16, p = v % 16;
+    return p == 15 ? kiln_trit(b.extra, 4 - g) : kiln_trit(b.ql[3 * g + p / 5], 4 - p % 5);
+}
+
+KILN_HD void decode32_iq1_bn(const block_iq1_bn & b, int c, float row_d, float * y) {
+    for (int j = 0; j < 32; ++j) y[j] = row_d * (float) kiln_iq1_bn_level(b, 32 * c + j);
+}
+
+KILN_HD void decode32_iq2_bn(const block_iq2_bn & b, int c, float row_d, float * y) {
+    for (int j = 0; j < 32; ++j) {
+        const int v = 32 * c + j;
+        y[j] = row_d * (float) (((b.qs[v % 16] >> 2 * (v / 16)) & 3) - 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // q8_KV (ik_llama.cpp's K/V-cache type): each row starts with an f32 scale and the i32 sum of its
 // quants, then one int8 per value.
 struct block_q8_KV {
@@ -1125,6 +1164,8 @@ KILN_HD bool kiln_kv_quant_type(int type) {
     X(GGML_TYPE_IQ4_KT, block_iq4_kt, QK_K, 4, decode32_iq4_kt)      \
     X(GGML_TYPE_TQ1_0, block_tq1_0, QK_K, 0, decode32_tq1_0)         \
     X(GGML_TYPE_TQ2_0, block_tq2_0, QK_K, 0, decode32_tq2_0)         \
+    X(GGML_TYPE_IQ1_BN, block_iq1_bn, 64, 2, decode32_iq1_bn)         \
+    X(GGML_TYPE_IQ2_BN, block_iq2_bn, 64, 4, decode32_iq2_bn)         \
     X(GGML_TYPE_Q8_KV, block_q8_KV, 32, 8, decode32_q8_KV)
 
 // In an unnamed namespace: the members must not get external linkage where per-ISA code includes
