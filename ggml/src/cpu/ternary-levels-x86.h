@@ -1,5 +1,6 @@
 // Levels of llama.cpp's ternary types (tq1_0, tq2_0) decoded in vectors (AVX2 instructions): the
-// eight 32-value groups of a block as 32 signed bytes -1 / 0 / +1 each, in value order.
+// eight 32-value groups of a block as 32 signed bytes -1 / 0 / +1 each, in value order; and those
+// of ik_llama.cpp's BitNet types (iq1_bn, iq2_bn) as codes 0..2, for avx2/quants-bitnet.cpp.
 // avx2/quants-ik.cpp runs them through its ik block driver (one fp16 scale per block, so every
 // sub-block scale is 1), and the AVX512 level takes that kernel too: the AVX512 ik driver stores
 // levels + 128 and converts per-lane partial sums that carry the offset to float, which for
@@ -58,6 +59,53 @@ inline void ternary_levels(const block_tq1_0 & b, __m256i * q) {
     const __m256i qh16 = _mm256_cvtepu8_epi16(_mm_set1_epi32((int) qh));
     const __m256i pow_qh = _mm256_setr_epi16(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27);
     q[7] = tq1_0_pack(tq1_0_trits16(run16, p[4]), tq1_0_trits16(qh16, pow_qh));
+}
+
+// ik_llama.cpp's BitNet types (quants-blocks.h): the 64 levels of a block as two vectors of 32
+// codes 0..2 (level + 1; iq2_bn's unused code 3 stays 3), values 32 c .. 32 c + 31 in q[c].
+
+// iq2_bn: byte j holds values j + 16 s at bits 2 s, so one 16-byte load broadcast to both halves
+// and shifted per 64-bit lane (0 / 2 for values 0-31, 4 / 6 for 32-63) gives every code in place.
+inline void bitnet_codes(const block_iq2_bn & b, __m256i * q) {
+    const __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) b.qs));
+    const __m256i m3 = _mm256_set1_epi8(3);
+    q[0] = _mm256_and_si256(_mm256_srlv_epi64(bytes, _mm256_setr_epi64x(0, 0, 2, 2)), m3);
+    q[1] = _mm256_and_si256(_mm256_srlv_epi64(bytes, _mm256_setr_epi64x(4, 4, 6, 6)), m3);
+}
+
+// iq1_bn: value v of the block is trit j of byte k (0..12) with its multiplier 3^(4 - j)
+// (kiln_iq1_bn_level). Per 32 values the bytes are gathered by one vpshufb of the block (13
+// bytes read into 16, so that the last block of a row is not read past) and each lane takes its
+// trit by tq1_0_trits16 with its own multiplier.
+struct iq1_bn_lanes {
+    // per 32-value chunk c: byte of each value, and its multiplier (16-bit lanes, two halves)
+    alignas(32) int8_t byte[2][32];
+    alignas(32) int16_t mult[2][32];
+    constexpr iq1_bn_lanes() : byte(), mult() {
+        for (int v = 0; v < 64; ++v) {
+            const int g = v / 16, p = v % 16, j = p == 15 ? g : p % 5;
+            int m = 1;
+            for (int i = 0; i < 4 - j; ++i) m *= 3;
+            byte[v / 32][v % 32] = (int8_t) (p == 15 ? 12 : 3 * g + p / 5);
+            mult[v / 32][v % 32] = (int16_t) m;
+        }
+    }
+};
+
+inline void bitnet_codes(const block_iq1_bn & b, __m256i * q) {
+    static constexpr iq1_bn_lanes lanes;
+    alignas(16) uint8_t raw[16] = {};
+    std::memcpy(raw, &b, sizeof(b));
+    const __m256i bytes = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *) raw));
+    for (int c = 0; c < 2; ++c) {
+        const __m256i g = _mm256_shuffle_epi8(bytes, _mm256_load_si256((const __m256i *) lanes.byte[c]));
+        const __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(g));
+        const __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(g, 1));
+        const __m256i t0 = tq1_0_trits16(lo, _mm256_load_si256((const __m256i *) lanes.mult[c]));
+        const __m256i t1 = tq1_0_trits16(hi, _mm256_load_si256((const __m256i *) (lanes.mult[c] + 16)));
+        // tq1_0_pack subtracts 1 (levels); codes keep it
+        q[c] = _mm256_add_epi8(tq1_0_pack(t0, t1), _mm256_set1_epi8(1));
+    }
 }
 
 } // namespace

@@ -7,6 +7,7 @@ void ggml_cpu_register_avx2() {
     ggml_cpu_register_vec_avx2();
     ggml_cpu_register_attn_cache_avx2();
     ggml_cpu_register_ik_avx2();
+    ggml_cpu_register_bitnet_avx2();
     ggml_cpu_register_iq_avx2();
     ggml_cpu_register_k_avx2();
     ggml_cpu_register_legacy_avx2();

@@ -16,6 +16,7 @@ void ggml_cpu_register_float_gemm_avx2();
 void ggml_cpu_register_vec_avx2();
 void ggml_cpu_register_attn_cache_avx2();
 void ggml_cpu_register_ik_avx2();
+void ggml_cpu_register_bitnet_avx2();
 void ggml_cpu_register_iq_avx2();
 void ggml_cpu_register_k_avx2();
 void ggml_cpu_register_legacy_avx2();
