@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -584,6 +585,71 @@ TEST(MatMulQuant, PackedActivationsStayWithinTheirProduct) {
                                 << ggml_type_name(type) << " " << (y == y1 ? "first" : "second") << " product, row " << r
                                 << " column " << col << ", threads " << n_threads << ", isa "
                                 << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                }
+            }
+        }
+    }
+    ggml_cpu_set_isa(ggml_cpu_detected_isa());
+}
+
+// Exact products (ggml_cpu_set_exact_products): every output is the double sum of the decoded
+// weight row times the unrounded f32 activations, rounded once to float, at every ISA level, for
+// token generation (1 column), batches (13 columns: the batch activation path otherwise) and the
+// expert-routed product; interleaved layouts keep their kernels. The plain kernels of the same
+// weights miss that sum by their activation rounding (~1e-3 here), which shows the switch took.
+TEST(MatMulExact, DecodedWeightsTimesUnroundedActivations) {
+    const int64_t K = 512, M = 37, n_expert = 3, n_used = 2;
+    struct exact_guard { ~exact_guard() { ggml_cpu_set_exact_products(false); } } restore;
+    EXPECT_EQ(ggml_cpu_exact_gemm(GGML_TYPE_Q4_K_R4), nullptr);
+    for (int isa : isas_of_this_architecture()) {
+        if (!ggml_cpu_isa_runs_here((ggml_cpu_isa) isa)) continue;
+        ggml_cpu_set_isa((ggml_cpu_isa) isa);
+        for (ggml_type type : { GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_IQ4_XS, GGML_TYPE_F16 }) {
+            for (int64_t N : { 1, 13 }) {
+                ctx_guard c(16 * 1024 * 1024);
+                ggml_tensor * w = ggml_new_tensor_3d(c.ctx, type, K, M, n_expert);
+                const std::vector<float> wf = kiln_test::random_floats(K * M * n_expert, 91);
+                ggml_quantize_chunk(type, wf.data(), w->data, 0, M * n_expert, K, nullptr);
+                ggml_tensor * x = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, K, N);
+                std::vector<float> xf = kiln_test::random_floats(K * N, 92);
+                for (int64_t i = 0; i < K * N; i += 97) xf[(size_t) i] *= 40;   // outliers coarsen a q8 rounding
+                std::memcpy(x->data, xf.data(), xf.size() * sizeof(float));
+                ggml_tensor * ids = ggml_new_tensor_2d(c.ctx, GGML_TYPE_I32, n_used, N);
+                for (int64_t t = 0; t < N; ++t)
+                    for (int64_t i = 0; i < n_used; ++i) ((int32_t *) ids->data)[t * n_used + i] = (int32_t) ((t + 2 * i) % n_expert);
+                ggml_tensor * x3 = ggml_reshape_3d(c.ctx, x, K, 1, N);
+                // decoded rows and the exact sums
+                std::vector<float> dq((size_t) (K * M * n_expert));
+                ggml_get_type_traits(type)->to_float(w->data, dq.data(), K * M * n_expert);
+                auto exact = [&](int64_t e, int64_t m, int64_t col) {
+                    double s = 0;
+                    for (int64_t k = 0; k < K; ++k) s += (double) dq[(size_t) ((e * M + m) * K + k)] * xf[(size_t) (col * K + k)];
+                    return (float) s;
+                };
+                for (bool on : { true, false }) {
+                    ggml_cpu_set_exact_products(on);
+                    ggml_tensor * w0 = ggml_view_2d(c.ctx, w, K, M, w->nb[1], 0);
+                    ggml_tensor * y = ggml_mul_mat(c.ctx, w0, x);
+                    ggml_tensor * yid = ggml_mul_mat_id(c.ctx, w, x3, ids);
+                    ASSERT_EQ(run(c.ctx, y, 2), GGML_STATUS_SUCCESS);
+                    ASSERT_EQ(run(c.ctx, yid, 2), GGML_STATUS_SUCCESS);
+                    double worst = 0;
+                    for (int64_t col = 0; col < N; ++col) {
+                        for (int64_t m = 0; m < M; ++m) {
+                            const float want = exact(0, m, col);
+                            const float got = ((const float *) y->data)[col * M + m];
+                            const float want_id[2] = { exact((col) % n_expert, m, col), exact((col + 2) % n_expert, m, col) };
+                            for (int64_t i = 0; i < n_used; ++i) {
+                                const float g = ((const float *) ((const char *) yid->data + i * yid->nb[1] + col * yid->nb[2]))[m];
+                                if (on) ASSERT_EQ(g, want_id[i]) << ggml_type_name(type) << " expert product, slot " << i;
+                            }
+                            if (on) ASSERT_EQ(got, want) << ggml_type_name(type) << " row " << m << " column " << col << " N " << N
+                                                         << " isa " << ggml_cpu_isa_name((ggml_cpu_isa) isa);
+                            worst = std::max(worst, (double) std::fabs(got - want) / (std::fabs(want) + 1));
+                        }
+                    }
+                    // the kernels round the activations (f16 weights: to f16 at some levels)
+                    if (!on && type != GGML_TYPE_F16) EXPECT_GT(worst, 1e-5) << ggml_type_name(type) << ": kernels equal the exact sums?";
                 }
             }
         }

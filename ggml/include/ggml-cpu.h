@@ -59,6 +59,15 @@ const char * ggml_cpu_features(void);   // "AVX2 = 1 | AVX512 = 1 | ..." for log
 void ggml_cpu_set_batch_act_per32(bool on);
 bool ggml_cpu_get_batch_act_per32(void);
 
+// Exact matrix products, for measurement only: the weight rows decoded to floats times the
+// unrounded f32 activations, summed in double, at every ISA level (interleaved layouts keep their
+// kernels). The KL-divergence of a quantized model then depends on its weights alone, not on the
+// activation rounding of the product path (q8_0 per 32 moves a random-weight model's KLD by ~1%).
+// Many times slower than the kernels. KILN_EXACT_MATMUL=0|1 in the environment sets it at
+// start-up (another value is an error). Set it before graphs are planned (buffer sizes).
+void ggml_cpu_set_exact_products(bool on);
+bool ggml_cpu_get_exact_products(void);
+
 // Whether repacking weights into the row-interleaved layout `interleaved` (-rtr) pays at the
 // current ISA cap: its kernels were measured at least as fast as its plain twin's, at batch 1
 // (token generation) and in batches (kiln-bench-matmul). False for layouts whose products still

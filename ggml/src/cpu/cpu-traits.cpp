@@ -76,7 +76,28 @@ std::atomic<bool> & batch_act_per32() {
 void ggml_cpu_set_batch_act_per32(bool on) { batch_act_per32().store(on); }
 bool ggml_cpu_get_batch_act_per32(void) { return batch_act_per32().load(); }
 
+namespace {
+bool initial_exact_products() {
+    const char * env = std::getenv("KILN_EXACT_MATMUL");
+    if (!env || !std::strcmp(env, "0")) return false;
+    if (!std::strcmp(env, "1")) return true;
+    std::fprintf(stderr, "error: KILN_EXACT_MATMUL=%s: expected 0 or 1\n", env);
+    std::exit(1);
+}
+
+std::atomic<bool> & exact_products() {
+    static std::atomic<bool> on{ initial_exact_products() };
+    return on;
+}
+} // namespace
+
+void ggml_cpu_set_exact_products(bool on) { exact_products().store(on); }
+bool ggml_cpu_get_exact_products(void) { return exact_products().load(); }
+
 ggml_cpu_gemm_choice ggml_cpu_gemm_for(ggml_type type, bool batch) {
+    if (ggml_cpu_get_exact_products()) {
+        if (const ggml_gemm_t exact = ggml_cpu_exact_gemm(type)) return { GGML_TYPE_F32, exact };
+    }
     const ggml_cpu_type_traits * t = ggml_cpu_get_type_traits(type);
     ggml_cpu_isa plain_at, batch_at;
     const ggml_gemm_t plain = pick(t->gemm, ggml_cpu_get_isa(), &plain_at);

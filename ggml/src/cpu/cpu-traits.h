@@ -55,6 +55,11 @@ struct ggml_cpu_gemm_choice {
 };
 ggml_cpu_gemm_choice ggml_cpu_gemm_for(ggml_type type, bool batch);
 
+// The exact product of a weight type (gemm-exact.cpp): decoded rows times f32 activations
+// (vec_dot_type f32), double sums; NULL for interleaved layouts. ggml_cpu_gemm_for returns it
+// while exact products are on (ggml-cpu.h).
+ggml_gemm_t ggml_cpu_exact_gemm(ggml_type type);
+
 // The best kernel at or below the current ISA cap (ggml_cpu_get_isa()); NULL if none at all.
 ggml_gemm_t       ggml_cpu_gemm(ggml_type type);
 ggml_from_float_t ggml_cpu_from_float(ggml_type type);
