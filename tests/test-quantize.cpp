@@ -1,9 +1,11 @@
 // llama-quantize's recipe and writer: the type chosen for every tensor of the synth models
 // equals the reference's (golden/quantize/*.types.json), quantized models run with a KL-divergence
-// against the f16 base no worse than the reference's quantized files (5% slack) and every tensor
+// against the f16 base no worse than the reference's quantized files (2% with exact products on
+// both, 5% slack on the kernels' noisy figure against the reference's printed one) and every tensor
 // (every expert of the 3-D ones) no further from the f16 source than in the reference's file
 // (2% slack), dry-run sizes
 // equal the written file's, and bad recipes fail with messages naming the cause.
+#include "ggml-cpu.h"
 #include "kld-file.h"
 #include "llama-quantize.h"
 #include "llama.h"
@@ -411,7 +413,22 @@ TEST_P(QuantizeRun, KldNoWorseThanReference) {
     double same_top = 0;
     const double kld = run_kld(out, base, &same_top);
     const std::string ref_file = model_path(std::string(qc.model) + "-" + qc.ftype + ".gguf");
-    if (std::ifstream(ref_file).good()) expect_tensors_no_worse_than_reference(in, out, ref_file);
+    // The same comparison without product noise: both files run with exact products (ggml-cpu.h),
+    // so the pair differs by its weights alone. The kernels' activation rounding moves a random
+    // model's KLD by ~1% per product path (synth-deepseek2 Q4_K_M: ours 0.4479 against the
+    // reference's printed 0.4311 with kernels, 1.039x; 0.4389 against 0.4340 exact, 1.011x):
+    // the 1.02 bound holds here, the noisy figure below only within 1.05.
+    double exact_ours = NAN, exact_ref = NAN;
+    if (std::ifstream(ref_file).good()) {
+        expect_tensors_no_worse_than_reference(in, out, ref_file);
+        ggml_cpu_set_exact_products(true);
+        exact_ours = run_kld(out, base, nullptr);
+        exact_ref = run_kld(ref_file, base, nullptr);
+        ggml_cpu_set_exact_products(false);
+        std::printf("%s %s with exact products: KLD %.6f, the reference's file %.6f (%.4fx)\n", qc.model, qc.ftype, exact_ours,
+                    exact_ref, exact_ours / exact_ref);
+        EXPECT_LE(exact_ours, 1.02 * exact_ref) << qc.model << " " << qc.ftype << " with exact products";
+    }
     std::remove(out.c_str());
     ASSERT_FALSE(std::isnan(kld)) << qc.model << " " << qc.ftype << " does not load in Kiln: " << llama_last_error();
     const std::string ref_txt = kiln_test::shared_path(std::string("golden/ppl/") + qc.model + "-" + qc.ftype + ".txt");
