@@ -149,9 +149,11 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
 
 // ---------------------------------------------------------------------------------------------
 // Packed order (iq3_kt at every batch size; iq1/iq2/iq4_kt from three columns on): the AVX512
-// scheme (avx512/gemv-kt.h) in 8 lanes. Step d of 4 gives value d of 8 runs per int32 lane (byte
-// sum by vpmaddubsw + vpmaddwd by ones); two packs narrow the 4 steps to 32 signed levels in
-// which byte (128-bit lane L, 4d + i) is step d of run 8q + 4L + i, so lane L is one 32-block.
+// scheme (avx512/gemv-kt.h) in 8 lanes. Step d of 4 gives the hash of 8 runs per int32 lane, one
+// vpmaddubsw by ones its byte-pair sums; two vphaddw and a vpackuswb narrow the 4 steps' byte sums
+// to 32 bytes (then - 126: the signed levels) in which byte (128-bit lane L, 4d + i) is step d of
+// run 8q + 4L + i, so lane L is one 32-block. (That narrowing is 4 instructions per 4 steps; with
+// vpmaddwd by ones, vpackssdw, vpsubw and vpacksswb it was 9, vphaddw being 3 uops on Intel.)
 // The activations are permuted once per call into that order (256 bytes per block, a dword
 // permute and a 4x4 byte transpose per vector), and the product is the AVX2 kernels' |w| x
 // sign(a, w) with vpmaddubsw and vpmaddwd by the lane's scale: per 32 values and column one
@@ -204,8 +206,7 @@ void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_
     kt_powers<T::kRun>(pw, [](int v) { return _mm256_set1_epi32(v); });
     const __m256i mask = _mm256_set1_epi32(0x3f3f3f3f);
     const __m256i ones8 = _mm256_set1_epi8(1);
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    const __m256i off = _mm256_set1_epi16(126);
+    const __m256i off = _mm256_set1_epi8(126);
     kt_rows<T, C>(nb, w, w_stride, dst, dst_stride, nr, [&](const uint8_t * b, int64_t i, float row_d, __m256 * acc) {
         const uint8_t * a = act + i * QK_K;
         // int32 lane j: scale of 32-block j in both int16 halves
@@ -225,13 +226,16 @@ void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_
             __m256i bit;
             if constexpr (kt_signed<T>::value) bit = _mm256_set_m128i(_mm_set1_epi8((char) (2u << 2 * q)), _mm_set1_epi8((char) (1u << 2 * q)));
             for (int p = 0; p < kPacks; ++p) {
+                // v[d]: the two byte-pair sums of each masked hash (<= 126 per int16)
                 __m256i v[4];
                 for (int d = 0; d < 4; ++d) {
                     const __m256i x = _mm256_and_si256(_mm256_mullo_epi32(seeds, pw[4 * p + d]), mask);
-                    v[d] = _mm256_madd_epi16(_mm256_maddubs_epi16(x, ones8), ones16);
+                    v[d] = _mm256_maddubs_epi16(x, ones8);
                 }
-                const __m256i lv = _mm256_packs_epi16(_mm256_sub_epi16(_mm256_packs_epi32(v[0], v[1]), off),
-                                                      _mm256_sub_epi16(_mm256_packs_epi32(v[2], v[3]), off));
+                // vphaddw completes each hash's byte sum s (<= 252) in the dword order of a
+                // vpackssdw; s fits u8, and s - 126 wraps to the exact int8 level
+                const __m256i s = _mm256_packus_epi16(_mm256_hadd_epi16(v[0], v[1]), _mm256_hadd_epi16(v[2], v[3]));
+                const __m256i lv = _mm256_sub_epi8(s, off);
                 const __m256i u = _mm256_abs_epi8(lv);
                 __m256i sgn;
                 if constexpr (kt_signed<T>::value) {
