@@ -41,6 +41,31 @@ inline __m256i iq4_kt_seeds8(const block_iq4_kt & b, int ib) {
                             _mm256_set1_epi32((int) (shb & 1 ? kKtSeedOffset + 32768 : kKtSeedOffset)));
 }
 
+// iq4_kt runs 16v .. 16v+15 (32-blocks 2v, 2v+1) as two vectors of 8 seeds (out[0]: runs 16v ..
+// 16v+7). The seed's low 16 bits (ql | qh nibble << 8 | 3 bits of the shb word << 12 | its bit 0
+// << 15) are assembled 16 runs per vector in int16 lanes, 128-bit lane L holding 32-block 2v + L,
+// then widened and offset: about half the instructions per run of iq4_kt_seeds8.
+inline void iq4_kt_seeds16(const block_iq4_kt & b, int v, __m256i * out) {
+    const __m256i ql = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *) (b.ql + 16 * v)));
+    const __m256i qh = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *) (b.qh + 16 * (v % 2))));
+    int64_t w2;
+    std::memcpy(&w2, b.shb + 8 * v, 8);
+    const __m256i w = _mm256_set1_epi64x(w2);   // bytes 4L .. 4L+3: the word of 32-block 2v + L
+    // word i of lane L: bytes k, k+1 of its block's word, k = 1 + 3i / 8 (zero past byte 3), in
+    // which the 3 seed bits of run i (bits 8 + 3i of the word) start at bit 3i + 8 - 8k; a
+    // multiply by 2^(12 - that) moves them to bits 12-14
+    const __m256i win = _mm256_setr_epi8(1, 2, 1, 2, 1, 2, 2, 3, 2, 3, 2, 3, 3, -1, 3, -1, 5, 6, 5, 6, 5, 6, 6, 7, 6, 7, 6, 7, 7, -1, 7, -1);
+    const __m256i up = _mm256_setr_epi16(4096, 512, 64, 2048, 256, 32, 1024, 128, 4096, 512, 64, 2048, 256, 32, 1024, 128);
+    const __m256i top = _mm256_and_si256(_mm256_mullo_epi16(_mm256_shuffle_epi8(w, win), up), _mm256_set1_epi16(0x7000));
+    // bit 0 of the word (byte 0 into the high byte of every word of its lane) to bit 15
+    const __m256i b0 = _mm256_setr_epi8(-1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 4, -1, 4, -1, 4, -1, 4, -1, 4, -1, 4, -1, 4, -1, 4);
+    const __m256i top15 = _mm256_or_si256(top, _mm256_slli_epi16(_mm256_shuffle_epi8(w, b0), 7));
+    const __m256i nib = _mm256_and_si256(_mm256_slli_epi16(qh, 8 - 4 * (v / 2)), _mm256_set1_epi16(0x0F00));
+    const __m256i s16 = _mm256_or_si256(_mm256_or_si256(ql, nib), top15);
+    out[0] = _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(s16)), _mm256_set1_epi32(kKtSeedOffset));
+    out[1] = _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(s16, 1)), _mm256_set1_epi32(kKtSeedOffset));
+}
+
 // iq2_kt / iq3_kt: n4 (4 or 8) little-endian 16-bit seeds from ql + 2 * first, in lanes 0 ..
 inline __m256i kt_word_seeds(const uint8_t * ql, int first, int n4) {
     const __m128i w = n4 == 8 ? _mm_loadu_si128((const __m128i *) (ql + 2 * first)) : _mm_loadl_epi64((const __m128i *) (ql + 2 * first));

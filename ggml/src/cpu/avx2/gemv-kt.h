@@ -50,7 +50,11 @@ struct kt_gemv_iq2 {
     static constexpr int kRun = 8;
     static constexpr size_t kBytes = sizeof(block_iq2_kt);
     static constexpr float kFactor = kIq2KtGemmFactor;
-    static __m256i seeds(const uint8_t * b, int q) { return kt_word_seeds(b + 4, 8 * q, 8); }   // runs 8q ..
+    // runs 8q .. 8q+15: seed vectors q, q+1
+    static void seeds2(const uint8_t * b, int q, __m256i * out) {
+        out[0] = kt_word_seeds(b + 4, 8 * q, 8);
+        out[1] = kt_word_seeds(b + 4, 8 * q + 8, 8);
+    }
     static __m256i scales8(const uint8_t * b) { return kt_grid_scales8(kt_scale_nibbles(b)); }
 };
 
@@ -59,7 +63,10 @@ struct kt_gemv_iq1 {
     static constexpr int kRun = 8;
     static constexpr size_t kBytes = sizeof(block_iq1_kt);
     static constexpr float kFactor = 1.0f;
-    static __m256i seeds(const uint8_t * b, int q) { return iq1_kt_seeds8(*(const block_iq1_kt *) b, q); }
+    static void seeds2(const uint8_t * b, int q, __m256i * out) {
+        out[0] = iq1_kt_seeds8(*(const block_iq1_kt *) b, q);
+        out[1] = iq1_kt_seeds8(*(const block_iq1_kt *) b, q + 1);
+    }
     static __m256i scales8(const uint8_t * b) {
         uint64_t sh;
         std::memcpy(&sh, b, 8);
@@ -72,7 +79,7 @@ struct kt_gemv_iq4 {
     static constexpr int kRun = 4;
     static constexpr size_t kBytes = sizeof(block_iq4_kt);
     static constexpr float kFactor = 1.0f;
-    static __m256i seeds(const uint8_t * b, int q) { return iq4_kt_seeds8(*(const block_iq4_kt *) b, q); }
+    static void seeds2(const uint8_t * b, int q, __m256i * out) { iq4_kt_seeds16(*(const block_iq4_kt *) b, q / 2, out); }
     static __m256i scales8(const uint8_t * b) {
         const __m256i w = _mm256_loadu_si256((const __m256i *) b);
         return _mm256_sub_epi32(_mm256_srli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0xFF)), 1), _mm256_set1_epi32(64));
@@ -126,8 +133,11 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
         const __m256i sc2_bias = _mm256_mullo_epi16(sc2, _mm256_set1_epi16(-126));
         __m256i t[C];
         for (int c = 0; c < C; ++c) t[c] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) xq[c][i].bsums), sc2_bias);
+        __m256i sd[2];
+#pragma GCC unroll 8
         for (int q = 0; q < kVecs; ++q) {
-            const __m256i seeds = T::seeds(b, q);
+            if (q % 2 == 0) T::seeds2(b, q, sd);
+            const __m256i seeds = sd[q % 2];
             // lane r: run 8q + r of 32-block (8q + r) Run / 32
             const __m256i rs = T::kRun == 8 ? _mm256_permutevar8x32_epi32(sc2, _mm256_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1))
                                             : _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(q));
@@ -169,7 +179,7 @@ struct kt_gemv_iq3 {
     static constexpr size_t kBytes = sizeof(block_iq3_kt);
     static constexpr float kFactor = kIq3KtGemmFactor;
     static constexpr bool kSigned = true;
-    static __m256i seeds(const uint8_t * b, int q) { return kt_gemv_iq2::seeds(b, q); }
+    static void seeds2(const uint8_t * b, int q, __m256i * out) { kt_gemv_iq2::seeds2(b, q, out); }
     static __m256i scales8(const uint8_t * b) { return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long) kt_scale_nibbles(b))); }
 };
 
@@ -218,8 +228,11 @@ void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_
         }
         __m256i t[C];
         for (int c = 0; c < C; ++c) t[c] = _mm256_setzero_si256();
+        __m256i sd[2];
+#pragma GCC unroll 8
         for (int q = 0; q < kSeedVecs; ++q) {
-            const __m256i seeds = T::seeds(b, q);
+            if (q % 2 == 0) T::seeds2(b, q, sd);
+            const __m256i seeds = sd[q % 2];
             // lane L: runs 8q + 4L .. of 32-block (8q + 4L) Run / 32
             const __m256i rs = T::kRun == 8 ? _mm256_permutevar8x32_epi32(sc2, _mm256_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1))
                                             : _mm256_permutevar8x32_epi32(sc2, _mm256_set1_epi32(q));

@@ -50,6 +50,7 @@ struct kt_gemv_iq2 {
         const __m256i w = _mm256_loadu_si256((const __m256i *) (b + 4 + 32 * h));
         return _mm512_add_epi32(_mm512_cvtepu16_epi32(w), _mm512_set1_epi32(kKtSeedOffset));
     }
+    static void seeds2(const uint8_t * b, int h, __m512i * out) { out[0] = seeds(b, h), out[1] = seeds(b, h + 1); }
     // 32-block j's scale in int32 lane j (lanes 0..7)
     static __m512i scales8(const uint8_t * b, const __m128i & grid) {
         return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(grid, _mm_cvtsi64_si128((long long) kt_scale_nibbles(b))));
@@ -74,6 +75,7 @@ struct kt_gemv_iq1 {
         s = _mm512_ternarylogic_epi32(s, _mm512_sllv_epi32(_mm512_permutexvar_epi32(pick, sh), up), _mm512_set1_epi32(0x1000), 0xF8);
         return _mm512_add_epi32(s, _mm512_set1_epi32(kKtSeedOffset));
     }
+    static void seeds2(const uint8_t * b, int h, __m512i * out) { out[0] = seeds(b, h), out[1] = seeds(b, h + 1); }
     static __m512i scales8(const uint8_t * p, const __m128i & grid) {
         const __m128i sh = _mm_loadl_epi64((const __m128i *) p);
         return _mm512_cvtepi8_epi32(_mm_shuffle_epi8(grid, _mm_and_si128(sh, _mm_set1_epi8(0xF))));
@@ -86,19 +88,34 @@ struct kt_gemv_iq4 {
     static constexpr int kRun = 4;
     static constexpr size_t kBytes = sizeof(block_iq4_kt);
     static constexpr float kFactor = 1.0f;
-    static __m512i seeds(const uint8_t * p, int h) {   // runs 16h .. 16h+15: 32-blocks 2h, 2h+1
+    // runs 16h .. 16h+31 (h even; 32-blocks 2h .. 2h+3) as two vectors of 16 seeds. The seed's
+    // low 16 bits (ql | qh nibble << 8 | 3 bits of the shb word << 12 | its bit 0 << 15) are
+    // assembled 32 runs per vector in int16 lanes, 128-bit lane L holding 32-block 2h + L, then
+    // widened and offset (trellis-seeds-x86.h's iq4_kt_seeds16 in 16 lanes): a third fewer
+    // instructions per run than assembling in int32 lanes.
+    static void seeds2(const uint8_t * p, int h, __m512i * out) {
         const auto & b = *(const block_iq4_kt *) p;
-        const __m512i ql = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b.ql + 16 * h)));
-        const __m512i qh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b.qh + 16 * (h % 2))));
-        const __m512i w = _mm512_permutexvar_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                                                   _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *) (b.shb + 8 * h))));
-        // seed bits 12-14 of lane g % 8 are bits 8 + 3 (g % 8) of w: rotated right by 3 (g % 8) - 4
-        const __m512i rot = _mm512_set_epi32(17, 14, 11, 8, 5, 2, 31, 28, 17, 14, 11, 8, 5, 2, 31, 28);
-        // a | (b & c), three inputs in one vpternlogd; bit 0 of w (the upper seed half) is seed bit 15
-        __m512i s = _mm512_ternarylogic_epi32(ql, _mm512_slli_epi32(qh, 8 - 4 * (h / 2)), _mm512_set1_epi32(0xF00), 0xF8);
-        s = _mm512_ternarylogic_epi32(s, _mm512_rorv_epi32(w, rot), _mm512_set1_epi32(0x7000), 0xF8);
-        s = _mm512_ternarylogic_epi32(s, _mm512_slli_epi32(w, 15), _mm512_set1_epi32(0x8000), 0xF8);
-        return _mm512_add_epi32(s, _mm512_set1_epi32(kKtSeedOffset));
+        // word i of lane L: bytes k, k+1 of its block's word (k = 1 + 3i / 8, zero past byte 3),
+        // in which run i's 3 bits start at bit 3i + 8 - 8k; shifted left by 12 - that
+        alignas(64) static const int8_t kWindow[64] = {
+            1, 2, 1, 2, 1, 2, 2, 3, 2, 3, 2, 3, 3, -128, 3, -128, 5, 6, 5, 6, 5, 6, 6, 7, 6, 7, 6, 7, 7, -128, 7, -128,
+            9, 10, 9, 10, 9, 10, 10, 11, 10, 11, 10, 11, 11, -128, 11, -128, 13, 14, 13, 14, 13, 14, 14, 15, 14, 15, 14, 15, 15, -128, 15, -128 };
+        // byte 0 of lane L's block word into the high byte of each word (its bit 0 -> bit 15 by << 7)
+        alignas(64) static const int8_t kBit0[64] = {
+            -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 4, -128, 4, -128, 4, -128, 4, -128, 4, -128, 4, -128, 4, -128, 4,
+            -128, 8, -128, 8, -128, 8, -128, 8, -128, 8, -128, 8, -128, 8, -128, 8, -128, 12, -128, 12, -128, 12, -128, 12, -128, 12, -128, 12, -128, 12, -128, 12 };
+        const int u = h / 2;
+        const __m512i ql = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *) (b.ql + 32 * u)));
+        const __m512i qh = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *) b.qh));
+        const __m512i w = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) (b.shb + 16 * u)));
+        const __m512i up = _mm512_broadcast_i32x4(_mm_setr_epi16(12, 9, 6, 11, 8, 5, 10, 7));
+        const __m512i top = _mm512_sllv_epi16(_mm512_shuffle_epi8(w, _mm512_load_si512((const void *) kWindow)), up);
+        const __m512i bit15 = _mm512_slli_epi16(_mm512_shuffle_epi8(w, _mm512_load_si512((const void *) kBit0)), 7);
+        // a | (b & c), three inputs in one vpternlogd
+        __m512i s = _mm512_ternarylogic_epi32(ql, _mm512_slli_epi16(qh, 8 - 4 * u), _mm512_set1_epi16(0x0F00), 0xF8);
+        s = _mm512_ternarylogic_epi32(_mm512_or_si512(s, bit15), top, _mm512_set1_epi16(0x7000), 0xF8);
+        out[0] = _mm512_add_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(s)), _mm512_set1_epi32(kKtSeedOffset));
+        out[1] = _mm512_add_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(s, 1)), _mm512_set1_epi32(kKtSeedOffset));
     }
     static __m512i scales8(const uint8_t * p, const __m128i &) {
         const __m512i w = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *) p));
@@ -164,8 +181,11 @@ void kt_gemv_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t 
         for (int c = 0; c < C; ++c) {
             t[c] = _mm512_mullo_epi32(_mm512_loadu_si512((const void *) (act[c] + i * kKtActBlockBytes + 64 * kKtActVecs)), sc16);
         }
+        __m512i sd[2];
+#pragma GCC unroll 4
         for (int h = 0; h < kHalves; ++h) {
-            const __m512i seeds = T::seeds(b, h);
+            if (h % 2 == 0) T::seeds2(b, h, sd);
+            const __m512i seeds = sd[h % 2];
             __m512i s[C];
             for (int c = 0; c < C; ++c) s[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -209,7 +229,7 @@ struct kt_gemv_iq3 {
     static constexpr size_t kBytes = sizeof(block_iq3_kt);
     static constexpr float kFactor = kIq3KtGemmFactor;
     static constexpr bool kSigned = true;
-    static __m512i seeds(const uint8_t * b, int h) { return kt_gemv_iq2::seeds(b, h); }
+    static void seeds2(const uint8_t * b, int h, __m512i * out) { kt_gemv_iq2::seeds2(b, h, out); }
     static __m512i scales8(const uint8_t * b, const __m128i &) {
         return _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long) kt_scale_nibbles(b)));
     }
@@ -278,8 +298,11 @@ void kt_packed_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_
         }
         __m512i t[C];
         for (int c = 0; c < C; ++c) t[c] = _mm512_setzero_si512();
+        __m512i sd[2];
+#pragma GCC unroll 4
         for (int h = 0; h < kSeedVecs; ++h) {
-            const __m512i seeds = T::seeds(b, h);
+            if (h % 2 == 0) T::seeds2(b, h, sd);
+            const __m512i seeds = sd[h % 2];
             __m512i s[C];
             for (int c = 0; c < C; ++c) s[c] = _mm512_loadu_si512((const void *) (a + c * col_bytes + 64 * (4 + h)));
             for (int p = 0; p < kPacks; ++p) {
