@@ -189,11 +189,15 @@ inline void store_signed_coefs(__m256 s, float * scale, float * bias) {
 // lanes past `rows` are zero. row0 is a multiple of 8 (and of G::kR where that is smaller), so a 16-row group may
 // start before it. A woven group whose rows are not contiguous (w_stride != the row size) is
 // gathered first.
+// The blocks go in slices of about 256 values, every lane of a slice before the next, and the
+// AVX512 level-offset fold (fold_level_offsets) runs on each slice's records while they are in L1:
+// folded after the whole call, the records of a 16-row group at K = 4096 (80 KB) were read back
+// from L2, which made the layouts' pack twice the cost of their twins' (q8_0_r8 against q8_0).
 template <typename G>
 void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int64_t n, int64_t b0, int64_t b1, uint8_t * out) {
     using Block = typename G::Block;
     using RowScale = typename row_scale_of<G>::type;
-    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, L = lanes_of<G>(), NG = R >= L ? 1 : L / R;
+    constexpr int S = G::kSub, KV = S / 4, VB = kRows * 4, R = G::kR, L = lanes_of<G>(), NG = R >= L ? 1 : L / R, NH = kRows / L;
     static_assert(kRows % L == 0, "decoder wider than the panel");
     // wide_x (AVX2's signed levels): each sub-block decoded to a record here, then reordered
     // into out (wide_order_record); the decoders fill all 8 lanes at once there
@@ -205,7 +209,12 @@ void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int
     static_assert(R >= 8 || head + sizeof(Block) <= sizeof(kZeroGroup), "zero group too small");   // r8, r16: whole lanes
     const int64_t nblocks = b1 - b0;
     const size_t row_size = (head + (size_t) (n / G::kBlockValues) * sizeof(Block)) / R;
-    for (int h = 0; h < kRows / L; ++h) {
+    // the woven groups of each L lanes (past `rows`: the zero group, block 0 for every b)
+    const uint8_t * grp[NH][NG] = {};
+    bool past[NH][NG] = {};
+    int half[NH] = {};
+    int live = 0;   // lane sets with a row in them: 0 .. live - 1
+    for (int h = 0; h < NH; ++h) {
         if (L * h >= rows) {
             for (int64_t sb = 0; sb < nblocks * G::kSubs; ++sb) {
                 uint8_t * o = out + sb * rec;
@@ -216,52 +225,56 @@ void pack_groups(const uint8_t * w, size_t w_stride, int64_t row0, int rows, int
             }
             continue;
         }
-        // the woven groups of these L lanes (past `rows`: the zero group, block 0 for every b)
-        const uint8_t * grp[NG];
-        bool past[NG];
-        const int half = R > 8 ? (int) ((row0 + 8 * h) % R) / 8 : 0;
+        live = h + 1;
+        half[h] = R > 8 ? (int) ((row0 + 8 * h) % R) / 8 : 0;
         for (int q = 0; q < NG; ++q) {
             const int r0 = L * h + R * q;
-            past[q] = r0 >= rows;
-            const int64_t first = row0 + r0 - 8 * half;   // the group's first row
-            const uint8_t * g = past[q] ? kZeroGroup : w + first * w_stride;
-            if (!past[q] && w_stride != row_size) {
-                auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, std::max(L, R) * row_size) + q * R * row_size;
+            past[h][q] = r0 >= rows;
+            const int64_t first = row0 + r0 - 8 * half[h];   // the group's first row
+            const uint8_t * g = past[h][q] ? kZeroGroup : w + first * w_stride;
+            if (!past[h][q] && w_stride != row_size) {
+                auto * buf = (uint8_t *) ggml_cpu_kernel_scratch(GGML_CPU_SCRATCH_GATHER, NH * NG * R * row_size) + (h * NG + q) * R * row_size;
                 for (int k = 0; k < R; ++k) std::memcpy(buf + k * row_size, g + k * w_stride, row_size);
                 g = buf;
             }
-            grp[q] = g;
+            grp[h][q] = g;
         }
-        const RowScale * rs[NG];
-        for (int q = 0; q < NG; ++q) rs[q] = (const RowScale *) grp[q];
         // token generation walks kRows / R groups side by side, a slice at a time, with the decode
         // and product in between: with 4 such streams (r4 groups on AVX512) the prefetchers alone
         // left the next slice's loads waiting on memory, so ask for it now. With 2 streams they
         // keep up, and the extra requests only slowed q8_0_r8 (1.0 -> 1.6 ms at 4096 x 4096).
         if (kRows / R >= 4 && b1 < n / G::kBlockValues) {
             for (int q = 0; q < NG; ++q) {
-                if (past[q]) continue;
-                const uint8_t * next = grp[q] + head + (b1) * sizeof(Block);
+                if (past[h][q]) continue;
+                const uint8_t * next = grp[h][q] + head + (b1) * sizeof(Block);
                 for (size_t off = 0; off < nblocks * sizeof(Block); off += 64) _mm_prefetch((const char *) next + off, _MM_HINT_T0);
             }
         }
-        for (int64_t b = 0; b < nblocks; ++b) {
-            const Block * blk[NG];
-            for (int q = 0; q < NG; ++q) blk[q] = (const Block *) (grp[q] + head) + (past[q] ? 0 : b0 + b);
-            for (int j = 0; j < G::kSubs; ++j) {
-                uint8_t * o = kWide ? rec8 : out + (b * G::kSubs + j) * rec;
-                float * f = (float *) (o + KV * VB);
-                uint8_t * ol = o + 4 * L * h;
-                float * sl = f + L * h, * bl = f + kRows + L * h;
-                if constexpr (scales16<G>()) G::decode(blk, j, ol, VB, o + KV * VB);
-                else if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, ol, VB, sl, bl);
-                else if constexpr (R > 8) G::decode(blk, half, j, ol, VB, sl, bl);
-                else G::decode(blk, j, ol, VB, sl, bl);
-                if constexpr (kWide) wide_order_record<S>(rec8, out + (b * G::kSubs + j) * w_record_of<G>);
+    }
+    constexpr int64_t kSlice = (256 + G::kBlockValues - 1) / G::kBlockValues;   // blocks per slice
+    for (int64_t s0 = 0; s0 < nblocks; s0 += kSlice) {
+        const int64_t s1 = std::min(nblocks, s0 + kSlice);
+        for (int h = 0; h < live; ++h) {
+            const RowScale * rs[NG];
+            for (int q = 0; q < NG; ++q) rs[q] = (const RowScale *) grp[h][q];
+            for (int64_t b = s0; b < s1; ++b) {
+                const Block * blk[NG];
+                for (int q = 0; q < NG; ++q) blk[q] = (const Block *) (grp[h][q] + head) + (past[h][q] ? 0 : b0 + b);
+                for (int j = 0; j < G::kSubs; ++j) {
+                    uint8_t * o = kWide ? rec8 : out + (b * G::kSubs + j) * rec;
+                    float * f = (float *) (o + KV * VB);
+                    uint8_t * ol = o + 4 * L * h;
+                    float * sl = f + L * h, * bl = f + kRows + L * h;
+                    if constexpr (scales16<G>()) G::decode(blk, j, ol, VB, o + KV * VB);
+                    else if constexpr (has_row_scales<G>()) G::decode(blk, rs, j, ol, VB, sl, bl);
+                    else if constexpr (R > 8) G::decode(blk, half[h], j, ol, VB, sl, bl);
+                    else G::decode(blk, j, ol, VB, sl, bl);
+                    if constexpr (kWide) wide_order_record<S>(rec8, out + (b * G::kSubs + j) * w_record_of<G>);
+                }
             }
         }
+        if constexpr (level_offset<G>() != 0) fold_level_offsets<S>(out + s0 * G::kSubs * rec, (s1 - s0) * G::kSubs, level_offset<G>());
     }
-    if constexpr (level_offset<G>() != 0) fold_level_offsets<S>(out, nblocks * G::kSubs, level_offset<G>());
 }
 
 // f(std::integral_constant<int, C>) for the runtime column count c (1 <= c <= kCols).
@@ -306,8 +319,12 @@ void gemm_r8(int64_t n, const void * w, size_t w_stride, const void * x, size_t 
                 pack_group_records<G>(wb, w_stride, (int64_t) g * kRows, std::min(kRows, nr - g * kRows), n, k0 / G::kBlockValues,
                                k1 / G::kBlockValues, wbuf + g * group_bytes);
             }
+            // one slab (all of K): the packed activation tiles are kept for the product's next
+            // calls, as the plain types' gemm does (x_reuse, panel-drive.inc). Repacked per call
+            // they cost the layouts 6-16% of a batch-512 product against the twin (AVX512, K = M =
+            // 4096, one thread: 128-row chunks, each packing all 512 columns again).
             gemm_tiles<G, A>(k1 - k0, ngroups, wbuf, group_bytes, (const uint8_t *) x + k0 / A::kBlockValues * A::kBlock,
-                             x_stride, dst, dst_stride, nr, nc, k0 > 0);
+                             x_stride, dst, dst_stride, nr, nc, k0 > 0, slab == n);
         }
         return;
     }
