@@ -64,9 +64,8 @@ struct r4k_isa {
     }
 };
 
-// The kernel of a layout registered before (quants-ik.cpp unweaves iq4_k_r4 / iq4_ks_r4 into the
-// plain kernels; quants-interleaved-vbmi.cpp finds the panel), kept as the many-column path
-// under the lane-shaped loop.
+// The kernel of a layout registered before (quants-interleaved-vbmi.cpp finds the panel), kept as
+// the many-column path under the lane-shaped loop.
 template <ggml_type T>
 struct earlier_gemm {
     static inline ggml_gemm_t fn = nullptr;

@@ -47,13 +47,7 @@ void ggml_cpu_register_interleaved_avx512() {
     reg(GGML_TYPE_IQ2_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq2_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq2_s_r4<kSignedLevels>, act_q8_K<16>>>);
     reg(GGML_TYPE_IQ3_XXS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_xxs_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_xxs_r4<kSignedLevels>, act_q8_K<32>>>);
     reg(GGML_TYPE_IQ3_S_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq3_s_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq3_s_r4<kSignedLevels>, act_q8_K<32>>>);
-    using iq4_k_r4_batch = earlier_gemm<GGML_TYPE_IQ4_K_R4>;
-    iq4_k_r4_batch::fn = ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_K_R4)->gemm[GGML_CPU_ISA_AVX512];
-    GGML_ASSERT(iq4_k_r4_batch::fn && "quants-ik.cpp registers iq4_k_r4 first");
-    reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, iq4_k_r4_batch::call>);
-    using iq4_ks_r4_batch = earlier_gemm<GGML_TYPE_IQ4_KS_R4>;
-    iq4_ks_r4_batch::fn = ggml_cpu_type_traits_mut(GGML_TYPE_IQ4_KS_R4)->gemm[GGML_CPU_ISA_AVX512];
-    GGML_ASSERT(iq4_ks_r4_batch::fn && "quants-ik.cpp registers iq4_ks_r4 first");
-    reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, iq4_ks_r4_batch::call>);
+    reg(GGML_TYPE_IQ4_K_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_k_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_k_r4<kSignedLevels>, act_q8_K<16>>>);
+    reg(GGML_TYPE_IQ4_KS_R4, r4k_gemv::gemm<r4k_isa, r4k_gemv::iq4_ks_r4_dec<r4k_isa>, kMinCols, gemm_r8<grp_iq4_ks_r4<kSignedLevels>, act_q8_K<32>>>);
     ggml_cpu_register_gemm(GGML_TYPE_Q8_KV_R8, GGML_CPU_ISA_AVX512, GGML_TYPE_F32, q8_kv_r8::gemm<4>);
 }
