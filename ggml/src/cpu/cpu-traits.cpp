@@ -252,6 +252,26 @@ uint8_t * ggml_cpu_act_panel(const ggml_cpu_act_panel_key & key, size_t bytes, b
 // at AVX512 batch 512 is 0.93 to 0.95 and batch 1 below the VBMI twins for three of them.
 // Also not listed: iq1_s_r4 / iq1_m_r4 (quantized on their own, not a
 // repack of iq1_s / iq1_m); q8_k_r8 and q8_k_r16 (no plain q8_K weights exist to repack).
+// Session 11 (this Intel Xeon, AVX512 with VBMI; the lists re-decided from scratch by the rule
+// batch 512 above 1.0 and batch 1 at least 0.97 of the twin): the AVX512 batches now keep their
+// packed activations across a product's calls as the twins do, and iq4_k_r4 / iq4_ks_r4 read
+// their groups through the panel decoders. kiln-bench-matmul -t 1 --twins, K = M = 4096, least
+// CPU ms of 19 alternating runs (three sets, two of them KILN_CPU_VBMI=0, whose kernels are the
+// same here), load 8 to 12; ratios twin / layout, b512 / b1 (the b512 differences are about the
+// noise of one set: 0.99 to 1.01 went either way between sets):
+//   AVX512 listed: q8_0_r8 1.003 / 1.04, q2_k_r4 1.02 / 1.49, q3_k_r4 1.01 / 1.08, q5_k_r4 1.02
+//     / 1.01, iq4_nl_r4 1.01 / 1.02, q6_0_r4 1.03 / 1.68, iq2_k_r4 1.05 / 1.44, iq3_k_r4 1.07 /
+//     1.22, iq4_k_r4 1.005 / 1.39, iq4_ks_r4 1.04 / 1.42, mxfp4_r8 1.03 / 1.29, q8_KV_r8 4.2 / 1.42;
+//   AVX512 taken off or left off: q4_k_r4 1.03 / 0.82 to 0.89, q6_k_r4 1.03 / 0.92, iq4_xs_r8
+//     1.01 / 0.85 to 0.96, q4_0_r8 1.01 / 0.84 to 1.17, bf16_r16 1.28 / 0.76 (b1 on this CPU),
+//     q5_0_r4 0.987, iq5_k_r4 0.994, iq5_ks_r4 0.997, iq3_s_r4 0.996 at b512, the lattice r4
+//     types 0.89 to 0.95 at b512 (their group decoders store per row, panel-r8-iq.h).
+//   AVX2 (least of 14 runs in two sets): listed q4_0_r8 1.04 / 1.81, q2_k_r4 1.02 / 1.59,
+//     q3_k_r4 1.03 / 1.18, q4_k_r4 1.03 / 1.09, q5_k_r4 1.05 / 1.11, iq4_xs_r8 1.003 / 1.06,
+//     iq2_k_r4 1.01 / 3.3, iq3_k_r4 1.004 / 2.2, iq4_k_r4 1.01 / 1.53, iq5_k_r4 1.005 / 1.38,
+//     iq5_ks_r4 1.004 / 1.45, q8_KV_r8 3.9 / 1.00; off: q5_0_r4 0.98, q6_0_r4 0.997, iq4_nl_r4
+//     0.99, mxfp4_r8 0.97, q6_k_r4 0.96, q8_0_r8 0.96, iq4_ks_r4 0.99, iq3_s_r4 0.97 at b512,
+//     bf16_r16 1.00 / 0.71.
 //
 // Arm64 (arm_repack_pays): speed is unmeasured, the Arm stage runs under emulation. The rows come
 // from instructions executed in the kernels under qemu-aarch64 (-d in_asm,exec,nochain, -dfilter
@@ -292,15 +312,12 @@ bool arm_repack_pays(ggml_type t, ggml_cpu_isa isa) {
 
 bool ggml_cpu_repack_pays(ggml_type interleaved) {
     static constexpr ggml_type k_avx512[] = {
-        GGML_TYPE_Q8_0_R8,  GGML_TYPE_Q5_0_R4,  GGML_TYPE_Q6_0_R4,  GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q2_K_R4, GGML_TYPE_Q3_K_R4,
-        GGML_TYPE_Q4_K_R4,  GGML_TYPE_Q5_K_R4,  GGML_TYPE_IQ2_K_R4, GGML_TYPE_IQ3_K_R4,  GGML_TYPE_IQ4_K_R4,
-        GGML_TYPE_IQ5_K_R4, GGML_TYPE_IQ4_KS_R4, GGML_TYPE_IQ5_KS_R4, GGML_TYPE_BF16_R16, GGML_TYPE_Q8_KV_R8,
-        GGML_TYPE_MXFP4_R8,
+        GGML_TYPE_Q8_0_R8,  GGML_TYPE_Q6_0_R4,  GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q2_K_R4,  GGML_TYPE_Q3_K_R4, GGML_TYPE_Q5_K_R4,
+        GGML_TYPE_IQ2_K_R4, GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ4_K_R4,  GGML_TYPE_IQ4_KS_R4, GGML_TYPE_Q8_KV_R8, GGML_TYPE_MXFP4_R8,
     };
     static constexpr ggml_type k_avx2[] = {
-        GGML_TYPE_Q4_0_R8, GGML_TYPE_Q5_0_R4, GGML_TYPE_Q6_0_R4,  GGML_TYPE_IQ4_NL_R4, GGML_TYPE_Q2_K_R4,
-        GGML_TYPE_Q3_K_R4, GGML_TYPE_Q4_K_R4, GGML_TYPE_Q5_K_R4,  GGML_TYPE_BF16_R16,  GGML_TYPE_Q8_KV_R8,
-        GGML_TYPE_MXFP4_R8,
+        GGML_TYPE_Q4_0_R8,  GGML_TYPE_Q2_K_R4,  GGML_TYPE_Q3_K_R4, GGML_TYPE_Q4_K_R4,  GGML_TYPE_Q5_K_R4,   GGML_TYPE_IQ4_XS_R8,
+        GGML_TYPE_IQ2_K_R4, GGML_TYPE_IQ3_K_R4, GGML_TYPE_IQ4_K_R4, GGML_TYPE_IQ5_K_R4, GGML_TYPE_IQ5_KS_R4, GGML_TYPE_Q8_KV_R8,
     };
     auto listed = [interleaved](const auto & types) {
         for (ggml_type t : types) {
