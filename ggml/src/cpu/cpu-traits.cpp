@@ -272,6 +272,12 @@ uint8_t * ggml_cpu_act_panel(const ggml_cpu_act_panel_key & key, size_t bytes, b
 //     iq5_ks_r4 1.004 / 1.45, q8_KV_r8 3.9 / 1.00; off: q5_0_r4 0.98, q6_0_r4 0.997, iq4_nl_r4
 //     0.99, mxfp4_r8 0.97, q6_k_r4 0.96, q8_0_r8 0.96, iq4_ks_r4 0.99, iq3_s_r4 0.97 at b512,
 //     bf16_r16 1.00 / 0.71.
+//   -rtr on whole models (llama-sweep-bench -c 1024 / -c 512 -t 2 -n 0, perf stat task-clock,
+//   2-3 interleaved rounds at load 6 to 12; per prompt token = the difference / 512): with these
+//   lists AVX512 repacks nothing of q06-Q4_K_M and 3 q5_K tensors of q06-IQ4_XS, AVX2 168 and 196
+//   tensors; per-token CPU time moves within the noise (AVX2 Q4_K_M 8.7 -> 8.65 ms, IQ4_XS 10.3
+//   -> 10.1; the fully woven q06-Q4_K_R4 file at AVX512 4.4-4.8 against 4.4-4.9 plain), while the
+//   load's read and repack cost about 1 s of CPU (AVX2 Q4_K_M at 512 tokens 3.9 -> 4.9 s).
 //
 // Arm64 (arm_repack_pays): speed is unmeasured, the Arm stage runs under emulation. The rows come
 // from instructions executed in the kernels under qemu-aarch64 (-d in_asm,exec,nochain, -dfilter
