@@ -20,18 +20,42 @@
 
 #include <immintrin.h>
 
+#include <cstring>
 #include <type_traits>
 
 namespace {
 
-// A block as the kernels read it: begin() unpacks what is per block (the scales as
-// split_scale_halves, the 16 minimum terms, d and dm); level(k) gives the unsigned levels u of
-// values 32k .. 32k+31. The token-generation loop asks for each part where it multiplies it, so
-// no decoded block is kept (a whole one is 17 ymm, more than AVX2 has: it went through the stack).
-struct block_state {
+// A block as the kernels read it: begin() unpacks what is per block (the scales, the 16 minimum
+// terms, d and dm); level(k) gives the unsigned levels u of values 32k .. 32k+31. The
+// token-generation loop asks for each part where it multiplies it, so no decoded block is kept
+// (a whole one is 17 ymm, more than AVX2 has: it went through the stack).
+//
+// What every column reads per block is stored once (d and dm as floats, and q4_K / q5_K's part
+// scales) and read back with broadcasts from memory, which are plain loads: spreading them in
+// registers took a shuffle each, and the conversions of d and dm one at a time took six more
+// instructions, on the same three vector ports as the products. The stores are read back
+// through pointers the compiler cannot follow (launder() below): otherwise it forwards the
+// stored vectors in registers and spreads each element with a shuffle again.
+template <typename T, size_t N>
+inline const T * launder(const T (&stored)[N]) {
+    const T * p = stored;
+    __asm__("" : "+r"(p) : "m"(stored));
+    return p;
+}
+
+// d and dm (dm = d for the offset types) from the two fp16 at h: one conversion.
+struct block_floats {
+    alignas(16) float ddm[4];
+    const float * dd;   // ddm, laundered: dd[0] = d, dd[1] = dm
+    void set(__m128 v) {
+        _mm_store_ps(ddm, v);
+        dd = launder(ddm);
+    }
+};
+
+struct block_state : block_floats {
     scale_halves sc;   // int16 scale of each maddubs pair, as scale_pair_of(sc, k) spreads them
     __m256i      mi;   // per-16-group minimum (or offset * scale) term
-    float        d, dm;
 };
 
 inline float hsum(__m256 v) {
@@ -43,20 +67,41 @@ inline float hsum(__m256 v) {
 
 inline __m256i load256(const uint8_t * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
+// Two adjacent fp16 (d, dmin of q2_K, q4_K, q5_K) as floats in lanes 0 and 1.
+inline __m128 fp16_pair(const ggml_fp16_t * h) {
+    uint32_t v;
+    std::memcpy(&v, h, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int) v));
+}
+
 // 8 bytes, each repeated for the two 16-value groups of its 32-value sub-block -> 16 int16.
 inline __m256i sub_block_bytes_to_groups(uint64_t b8) {
     const __m128i v = _mm_cvtsi64_si128((long long) b8);
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
 }
 
+// The 16-group types (q2_K, q3_K, q6_K): part k's scales from the two halves, one byte shuffle.
+inline __m256i part_scales(const block_state & st, int k) { return scale_pair_of(st.sc, k); }
+
+// q4_K / q5_K: one scale per 32-value part, so part k's scale vector is a single int16 in every
+// lane: kept as a 32-bit word holding it twice, one vpbroadcastd from memory per part.
+struct k4_state : block_floats {
+    alignas(32) int32_t sc32[8];
+    const int32_t * sc;   // sc32, laundered
+    __m256i mi;           // per-16-group minimum
+};
+
+inline __m256i part_scales(const k4_state & st, int k) { return _mm256_set1_epi32(st.sc[k]); }
+
 template <typename B>
-inline void k4_begin(const B * x, block_state & st) {
+inline void k4_begin(const B * x, k4_state & st) {
     uint64_t sc, mn;
     k4_scales_mins_u64(x->scales, sc, mn);
-    st.sc = split_scale_halves(sub_block_bytes_to_groups(sc));
+    const __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long) sc));
+    _mm256_store_si256((__m256i *) st.sc32, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+    st.sc = launder(st.sc32);
     st.mi = sub_block_bytes_to_groups(mn);
-    st.d = _cvtsh_ss(x->d);
-    st.dm = _cvtsh_ss(x->dmin);
+    st.set(fp16_pair(&x->d));
 }
 
 // q3_K / q6_K: 16 signed int8 group scales and a fixed offset 2^shift subtracted from every
@@ -65,13 +110,12 @@ inline void offset_begin(__m128i scales8, int shift, ggml_fp16_t d, block_state 
     const __m256i s16 = _mm256_cvtepi8_epi16(scales8);
     st.sc = split_scale_halves(s16);
     st.mi = _mm256_sll_epi16(s16, _mm_cvtsi32_si128(shift));
-    st.d = _cvtsh_ss(d);
-    st.dm = st.d;
+    st.set(_mm_cvtph_ps(_mm_set1_epi16((short) d)));
 }
 
 // q4_K: 64 values per 32 bytes of qs, low nibbles first.
 struct parts_q4_K {
-    using state = block_state;
+    using state = k4_state;
     static void begin(const void * vb, state & st) { k4_begin((const block_q4_K *) vb, st); }
     static __m256i level(const void * vb, int k, const state &) {
         const __m256i q = load256(((const block_q4_K *) vb)->qs + 32 * (k / 2));
@@ -88,7 +132,7 @@ inline __m256i bit_to(__m256i v, int j, int t) {
 
 // q5_K: as q4_K plus the fifth bit of value 32k + l in bit k of qh[l].
 struct parts_q5_K {
-    using state = block_state;
+    using state = k4_state;
     static void begin(const void * vb, state & st) { k4_begin((const block_q5_K *) vb, st); }
     static __m256i level(const void * vb, int k, const state &) {
         const auto * x = (const block_q5_K *) vb;
@@ -103,6 +147,7 @@ struct parts_q5_K {
 // value 32j + l. The offset 32 is folded into mi = 32 * scale with dm = d.
 struct parts_q6_K {
     using state = block_state;
+    static constexpr int kOffset = 32;
     static void begin(const void * vb, state & st) {
         const auto * x = (const block_q6_K *) vb;
         offset_begin(_mm_loadu_si128((const __m128i *) x->scales), 5, x->d, st);
@@ -138,8 +183,7 @@ struct parts_q2_K {
         const __m128i f = _mm_set1_epi8(0xF);
         st.sc = split_scale_halves(_mm256_cvtepu8_epi16(_mm_and_si128(sc, f)));
         st.mi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), f));
-        st.d = _cvtsh_ss(x->d);
-        st.dm = _cvtsh_ss(x->dmin);
+        st.set(fp16_pair(&x->d));
     }
     static __m256i level(const void * vb, int k, const state &) { return two_bits(((const block_q2_K *) vb)->qs, k); }
 };
@@ -149,6 +193,7 @@ struct parts_q2_K {
 // mi = 4 * scale with dm = d.
 struct parts_q3_K {
     using state = block_state;
+    static constexpr int kOffset = 4;
     static void begin(const void * vb, state & st) {
         const auto * x = (const block_q3_K *) vb;
         offset_begin(q3_K_scales_epi8(x->scales), 2, x->d, st);
@@ -158,6 +203,10 @@ struct parts_q3_K {
         return _mm256_or_si256(two_bits(x->qs, k), bit_to(load256(x->hmask), k, 2));
     }
 };
+
+// Whether a type's minimum term is only its level offset times the scales (q3_K, q6_K: dm = d).
+template <typename Parts, typename = void> constexpr bool kIntOffset = false;
+template <typename Parts> constexpr bool kIntOffset<Parts, std::void_t<decltype(Parts::kOffset)>> = true;
 
 // One weight block times C activation columns, added to acc. Per part k: the levels once, then
 // per column vpmaddubsw and vpmaddwd with the part's scales into an int32 sum; per block and
@@ -175,7 +224,7 @@ inline void block_times_columns(const char * wb, const char * x, size_t x_stride
     };
     if constexpr (C <= 2) {
         for (int k = 0; k < 8; ++k) {
-            const __m256i w = Parts::level(wb, k, st), s = scale_pair_of(st.sc, k);
+            const __m256i w = Parts::level(wb, k, st), s = part_scales(st, k);
             for (int c = 0; c < C; ++c) part_times_column(c, k, w, s);
         }
     } else {
@@ -184,16 +233,23 @@ inline void block_times_columns(const char * wb, const char * x, size_t x_stride
         __m256i w[8], s[8];
         for (int k = 0; k < 8; ++k) {
             w[k] = Parts::level(wb, k, st);
-            s[k] = scale_pair_of(st.sc, k);
+            s[k] = part_scales(st, k);
         }
         for (int c = 0; c < C; ++c)
             for (int k = 0; k < 8; ++k) part_times_column(c, k, w[k], s[k]);
     }
+    const __m256 d = _mm256_set1_ps(st.dd[0]), dm = _mm256_set1_ps(st.dd[1]);
     for (int c = 0; c < C; ++c) {
         const block_q8_K * a = (const block_q8_K *) (x + c * x_stride) + b;
+        const __m256 ad = _mm256_set1_ps(a->d);
         const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) a->bsums), st.mi);
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_set1_ps(st.d * a->d), acc[c]);
-        acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(st.dm * a->d), acc[c]);
+        if constexpr (kIntOffset<Parts>) {
+            // an offset's term has the block's d: subtracted in int32 (exact, |sums| < 2^26)
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sum[c], mins)), _mm256_mul_ps(d, ad), acc[c]);
+        } else {
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(d, ad), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dm, ad), acc[c]);
+        }
     }
 }
 
