@@ -34,14 +34,7 @@ namespace {
 // scales) and read back with broadcasts from memory, which are plain loads: spreading them in
 // registers took a shuffle each, and the conversions of d and dm one at a time took six more
 // instructions, on the same three vector ports as the products. The stores are read back
-// through pointers the compiler cannot follow (launder() below): otherwise it forwards the
-// stored vectors in registers and spreads each element with a shuffle again.
-template <typename T, size_t N>
-inline const T * launder(const T (&stored)[N]) {
-    const T * p = stored;
-    __asm__("" : "+r"(p) : "m"(stored));
-    return p;
-}
+// through pointers the compiler cannot follow (launder(), scales.h).
 
 // d and dm (dm = d for the offset types) from the two fp16 at h: one conversion.
 struct block_floats {
@@ -98,7 +91,7 @@ inline void k4_begin(const B * x, k4_state & st) {
     uint64_t sc, mn;
     k4_scales_mins_u64(x->scales, sc, mn);
     const __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long) sc));
-    _mm256_store_si256((__m256i *) st.sc32, _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+    _mm256_store_si256((__m256i *) st.sc32, words_of_int16(s32));
     st.sc = launder(st.sc32);
     st.mi = sub_block_bytes_to_groups(mn);
     st.set(fp16_pair(&x->d));

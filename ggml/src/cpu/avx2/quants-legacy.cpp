@@ -15,6 +15,7 @@
 #include "cpu-traits.h"
 #include "quants/quants-legacy.h"
 #include "panel.h"
+#include "scales.h"
 
 #include <immintrin.h>
 
@@ -320,16 +321,21 @@ struct iq4_xs_block {
 // The signed levels of sub-block ib (32 values).
 inline __m256i iq4_xs_levels(const block_iq4_xs & b, int ib) { return table_lookup(kvalues_iq4nl, nibbles(b.qs + 16 * ib)); }
 
-// The eight scales ls - 32 as int16, in both 128-bit halves. Sub-block ib: low 4 bits are nibble
-// ib of scales_l (read as one 32-bit word), high 2 bits are bits 2ib..2ib+1 of scales_h.
-inline __m256i iq4_xs_scales16(const block_iq4_xs & b) {
+// The eight scales ls - 32 as int32 lanes. Sub-block ib: low 4 bits are nibble ib of scales_l
+// (read as one 32-bit word), high 2 bits are bits 2ib..2ib+1 of scales_h.
+inline __m256i iq4_xs_scales32(const block_iq4_xs & b) {
     uint32_t sl;
     std::memcpy(&sl, b.scales_l, 4);
     const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) sl), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
                                          _mm256_set1_epi32(0xF));
     const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
                                           _mm256_set1_epi32(3));
-    const __m256i ls32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    return _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+}
+
+// The eight scales as int16, in both 128-bit halves.
+inline __m256i iq4_xs_scales16(const block_iq4_xs & b) {
+    const __m256i ls32 = iq4_xs_scales32(b);
     return _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(ls32), _mm256_extracti128_si256(ls32, 1)));
 }
 
@@ -352,20 +358,24 @@ inline void decode_iq4_xs(const block_iq4_xs & b, iq4_xs_block & out) {
 // Token generation: each sub-block is decoded where it is used, so nothing of the block is
 // stored (a whole decoded block is 24 ymm, more than AVX2 has: it went through the stack and cost
 // half the time). The int32 lane sums, and so the results, are those of the block-at-once form.
+// The sub-block scales are stored once per block and read with a broadcast from memory each
+// (launder(), scales.h): a shuffle per sub-block competed with the products.
 template <int C>
 void iq4_xs_row_times_columns(int64_t nb, const uint8_t * wrow, const uint8_t * x, size_t x_stride, float * dst,
                               size_t dst_stride) {
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    alignas(32) int32_t sc_words[8];
     for (int64_t i = 0; i < nb; ++i) {
         const block_iq4_xs & b = ((const block_iq4_xs *) wrow)[i];
-        const __m256i ls16 = iq4_xs_scales16(b);
+        _mm256_store_si256((__m256i *) sc_words, words_of_int16(iq4_xs_scales32(b)));
+        const int32_t * scw = launder(sc_words);
         __m256i sum[C];
         for (int c = 0; c < C; ++c) sum[c] = _mm256_setzero_si256();
         for (int ib = 0; ib < 8; ++ib) {
             const __m256i w = iq4_xs_levels(b, ib);
             const __m256i aw = _mm256_sign_epi8(w, w);
-            const __m256i sc = iq4_xs_scale(ls16, ib);
+            const __m256i sc = _mm256_set1_epi32(scw[ib]);
             for (int c = 0; c < C; ++c) {
                 const block_q8_K & a = ((const block_q8_K *) (x + c * x_stride))[i];
                 const __m256i av = _mm256_loadu_si256((const __m256i *) (a.qs + 32 * ib));

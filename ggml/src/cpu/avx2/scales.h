@@ -3,6 +3,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -41,6 +42,25 @@ static inline __m128i q3_K_scales_epi8(const uint8_t * packed) {
     const __m128i top2 = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int) u2), _mm_setr_epi32(0, 2, 4, 6)),
                                        _mm_set1_epi8(0x03));
     return _mm_sub_epi8(_mm_or_si128(low4, _mm_slli_epi32(top2, 4)), _mm_set1_epi8(32));
+}
+
+// Per-block values that every product reads (a sub-block's scale in every lane, a block's d)
+// are best stored once and read back with broadcasts from memory: vpbroadcastd / vbroadcastss
+// from memory are plain loads, where spreading them in registers takes a shuffle each on the
+// vector ports the products need. The pointer returned hides that it points at `stored` (an
+// empty asm that reads the array), so the compiler keeps the store and the loads instead of
+// forwarding the stored vector in registers and shuffling again.
+template <typename T, size_t N>
+static inline const T * launder(const T (&stored)[N]) {
+    const T * p = stored;
+    __asm__("" : "+r"(p) : "m"(stored));
+    return p;
+}
+
+// 8 int32 lanes of int16 values, each repeated in both halves of its word: the form one
+// vpbroadcastd turns into that value in all 16 int16 lanes.
+static inline __m256i words_of_int16(__m256i v32) {
+    return _mm256_or_si256(_mm256_and_si256(v32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v32, 16));
 }
 
 static inline void spread_scale_pairs(__m256i s16, __m256i * out) {
