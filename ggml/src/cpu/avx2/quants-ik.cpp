@@ -39,6 +39,8 @@ namespace {
 struct simd_block {
     __m256i q[8];    // levels of values 32k .. 32k+31
     __m256i sc[8];   // int16: lanes 0-7 scale of the first 16 values, 8-15 of the next 16
+    __m256i off;     // token-generation decoders of iq5_k / iq6_k: int16 per 16-value group g,
+                     // the grid shift left out of q times the group's scale (see rows_small)
     float   d;
 };
 
@@ -83,7 +85,7 @@ inline __m256i half_offsets(int first, int second, int step) {
 // The sixteen 6-bit scales (minus 32) of an iq4_k / iq5_k block as vpmaddwd pairs (sc[ib]: the
 // two 16-value halves of 32-block ib), by vector shifts: group g's low nibble is nibble g of
 // scales_l, its two high bits are bits 2g, 2g+1 of scales_h read as one 32-bit word.
-inline void scales_6bit_all(const uint8_t * scales_l, const uint8_t * scales_h, __m256i * sc) {
+inline __m256i scales_6bit_all(const uint8_t * scales_l, const uint8_t * scales_h, __m256i * sc) {
     const __m128i l8 = _mm_loadl_epi64((const __m128i *) scales_l);
     const __m128i m4 = _mm_set1_epi8(0xF);
     const __m128i low = _mm_unpacklo_epi8(_mm_and_si128(l8, m4), _mm_and_si128(_mm_srli_epi16(l8, 4), m4));
@@ -98,6 +100,17 @@ inline void scales_6bit_all(const uint8_t * scales_l, const uint8_t * scales_h, 
     const __m256i s16 = _mm256_sub_epi16(_mm256_or_si256(_mm256_cvtepu8_epi16(low), _mm256_slli_epi16(high, 4)),
                                          _mm256_set1_epi16(32));
     spread_scale_pairs(s16, sc);
+    return s16;
+}
+
+// The grid shifts of iq5_k / iq6_k (step in every value of group g where bit g of extra is set)
+// times the group scales s16, as int16 per group: the shift's part of the block's dot is then
+// off . bsums, one vpmaddwd with the activation's 16-value sums (exact in int32), in place of
+// four instructions per 32 values building the shift and an add on the levels.
+inline __m256i shift_terms(uint16_t extra, int step, __m256i s16) {
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, (short) 32768);
+    const __m256i set = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short) extra), bit), bit);
+    return _mm256_and_si256(set, _mm256_mullo_epi16(s16, _mm256_set1_epi16((short) step)));
 }
 
 // step in the bytes of each 16-value half of 32-block ib whose bit (2 ib, 2 ib + 1) of extra is set
@@ -157,13 +170,20 @@ KILN_DECODE_INLINE void iq5_levels(const uint8_t * qs128, const uint8_t * qh32, 
     }
 }
 
+// ShiftOut (token generation, rows_small): the plain grid's levels and the shift in sb.off;
+// otherwise (the panel) the shift added to the levels.
+template <bool ShiftOut>
 KILN_DECODE_INLINE void decode_iq5_k_avx2(const void * vb, float, simd_block & sb) {
     const auto & b = *(const block_iq5_k *) vb;
     iq5_levels(b.qs, b.qh, sb.q);
-    __m256i shift[8];
-    half_offsets_all(b.extra, 2, shift);
-    for (int ib = 0; ib < 8; ++ib) sb.q[ib] = _mm256_add_epi8(sb.q[ib], shift[ib]);
-    scales_6bit_all(b.scales_l, b.scales_h, sb.sc);
+    const __m256i s16 = scales_6bit_all(b.scales_l, b.scales_h, sb.sc);
+    if constexpr (ShiftOut) {
+        sb.off = shift_terms(b.extra, 2, s16);
+    } else {
+        __m256i shift[8];
+        half_offsets_all(b.extra, 2, shift);
+        for (int ib = 0; ib < 8; ++ib) sb.q[ib] = _mm256_add_epi8(sb.q[ib], shift[ib]);
+    }
     sb.d = _cvtsh_ss(b.d);
 }
 
@@ -188,12 +208,13 @@ struct iq6_tables {
     }
 };
 
+template <bool ShiftOut>
 KILN_DECODE_INLINE void decode_iq6_k_avx2(const void * vb, float, simd_block & sb) {
     static const iq6_tables tables;
     const auto & b = *(const block_iq6_k *) vb;
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
     __m256i shift[8];
-    half_offsets_all(b.extra, 1, shift);
+    if constexpr (!ShiftOut) half_offsets_all(b.extra, 1, shift);
     for (int ib64 = 0; ib64 < 4; ++ib64) {
         const __m256i qs = _mm256_loadu_si256((const __m256i *) (b.qs + 32 * ib64));
         const __m256i qh = _mm256_loadu_si256((const __m256i *) (b.qh + 32 * (ib64 / 2)));
@@ -206,10 +227,13 @@ KILN_DECODE_INLINE void decode_iq6_k_avx2(const void * vb, float, simd_block & s
             const __m256i b5 = _mm256_cmpeq_epi8(_mm256_and_si256(hb, two), two);
             const __m256i r01 = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.t[0], idx), _mm256_shuffle_epi8(tables.t[1], idx), b4);
             const __m256i r23 = _mm256_blendv_epi8(_mm256_shuffle_epi8(tables.t[2], idx), _mm256_shuffle_epi8(tables.t[3], idx), b4);
-            sb.q[ib] = _mm256_add_epi8(_mm256_blendv_epi8(r01, r23, b5), shift[ib]);
+            sb.q[ib] = _mm256_blendv_epi8(r01, r23, b5);
+            if constexpr (!ShiftOut) sb.q[ib] = _mm256_add_epi8(sb.q[ib], shift[ib]);
         }
     }
-    spread_scale_pairs(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) b.scales)), sb.sc);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) b.scales));
+    spread_scale_pairs(s16, sb.sc);
+    if constexpr (ShiftOut) sb.off = shift_terms(b.extra, 1, s16);
     sb.d = _cvtsh_ss(b.d);
 }
 
@@ -498,8 +522,9 @@ inline float hsum_ps(__m256 v) {
 // Token generation and small batches: one row at a time against C columns, each block decoded
 // once and its int32 dot per column converted and accumulated lane-wise; one horizontal sum per
 // row and column (summing per block went through a scalar and dst every block: 20-25% of an
-// iq5_k row's time, measured). RowBlocks(row, rb): the row's scale and first block.
-template <int C, void (*decode)(const void *, float, simd_block &), typename RowBlocks>
+// iq5_k row's time, measured). RowBlocks(row, rb): the row's scale and first block. ShiftOut:
+// the decoder leaves its grid shift out of the levels and the block's dot adds sb.off . bsums.
+template <int C, void (*decode)(const void *, float, simd_block &), bool ShiftOut, typename RowBlocks>
 void rows_small(int64_t nb, size_t block_bytes, const char * w, size_t w_stride, const char * x, size_t x_stride, float * dst,
                 size_t dst_stride, int nr, RowBlocks row_blocks) {
     simd_block sb;
@@ -512,7 +537,11 @@ void rows_small(int64_t nb, size_t block_bytes, const char * w, size_t w_stride,
             decode(blocks + i * block_bytes, row_d, sb);
             for (int c = 0; c < C; ++c) {
                 const auto & a = ((const block_q8_K *) (x + c * x_stride))[i];
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot_lanes(sb, a.qs)), _mm256_set1_ps(sb.d * a.d), acc[c]);
+                __m256i dot = block_dot_lanes(sb, a.qs);
+                if constexpr (ShiftOut) {
+                    dot = _mm256_add_epi32(dot, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) a.bsums), sb.off));
+                }
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(sb.d * a.d), acc[c]);
             }
         }
         for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = hsum_ps(acc[c]);
@@ -520,7 +549,7 @@ void rows_small(int64_t nb, size_t block_bytes, const char * w, size_t w_stride,
 }
 
 // rows_small over the columns in tiles of up to 4.
-template <void (*decode)(const void *, float, simd_block &), typename RowBlocks>
+template <void (*decode)(const void *, float, simd_block &), bool ShiftOut, typename RowBlocks>
 void gemm_small(int64_t n, size_t block_bytes, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                 size_t dst_stride, int nr, int nc, RowBlocks row_blocks) {
     const int64_t nb = n / QK_K;
@@ -529,15 +558,17 @@ void gemm_small(int64_t n, size_t block_bytes, const void * w, size_t w_stride, 
         const char * xc = (const char *) x + c0 * x_stride;
         float * dc = dst + c0 * dst_stride;
         switch (std::min(4, nc - c0)) {
-            case 1: rows_small<1, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
-            case 2: rows_small<2, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
-            case 3: rows_small<3, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
-            default: rows_small<4, decode>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+            case 1: rows_small<1, decode, ShiftOut>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+            case 2: rows_small<2, decode, ShiftOut>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+            case 3: rows_small<3, decode, ShiftOut>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
+            default: rows_small<4, decode, ShiftOut>(nb, block_bytes, wb, w_stride, xc, x_stride, dc, dst_stride, nr, row_blocks); break;
         }
     }
 }
 
-template <int Row, size_t Bytes, void (*decode)(const void *, float, simd_block &)>
+// decode_tg: the token-generation decoder where it differs from the panel's (ShiftOut above).
+template <int Row, size_t Bytes, void (*decode)(const void *, float, simd_block &),
+          void (*decode_tg)(const void *, float, simd_block &) = nullptr>
 void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, size_t x_stride, float * dst,
                   size_t dst_stride, int nr, int nc) {
     if (nc >= kiln_panel::kMinCols) {
@@ -545,10 +576,15 @@ void gemm_ik_avx2(int64_t n, const void * w, size_t w_stride, const void * x, si
                                                                                        dst_stride, nr, nc);
         return;
     }
-    gemm_small<decode>(n, Bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, [](const char * row, float & row_d) {
+    const auto row_blocks = [](const char * row, float & row_d) {
         row_d = ik_row_scale_of<Row, kiln_panel::fp16_to_f32>(row);
         return row + Row;
-    });
+    };
+    if constexpr (decode_tg != nullptr) {
+        gemm_small<decode_tg, true>(n, Bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, row_blocks);
+    } else {
+        gemm_small<decode, false>(n, Bytes, w, w_stride, x, x_stride, dst, dst_stride, nr, nc, row_blocks);
+    }
 }
 
 // Trellis types (gemv-kt.h): the run-order kernel for one or two columns, the packed-order one
@@ -587,8 +623,8 @@ void ggml_cpu_register_ik_avx2() {
     ggml_cpu_register_gemm(GGML_TYPE_IQ4_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq4_k), decode_iq4_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq2_k), decode_iq2_k_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq3_k), decode_iq3_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq5_k), decode_iq5_k_avx2>);
-    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq6_k), decode_iq6_k_avx2>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ5_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq5_k), decode_iq5_k_avx2<false>, decode_iq5_k_avx2<true>>);
+    ggml_cpu_register_gemm(GGML_TYPE_IQ6_K, isa, q8, gemm_ik_avx2<IK_ROW_NONE, sizeof(block_iq6_k), decode_iq6_k_avx2<false>, decode_iq6_k_avx2<true>>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ2_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq2_ks), decode_iq2_ks_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ3_KS, isa, q8, gemm_ik_avx2<IK_ROW_F16, sizeof(block_iq3_ks), decode_iq3_ks_avx2>);
     ggml_cpu_register_gemm(GGML_TYPE_IQ5_KS, isa, q8, gemm_ik_avx2<IK_ROW_F32, sizeof(block_iq5_ks), decode_iq5_ks_avx2>);
