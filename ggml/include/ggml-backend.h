@@ -73,6 +73,15 @@ bool ggml_backend_supports_op(ggml_backend_t backend, const struct ggml_tensor *
 bool ggml_backend_supports_buft(ggml_backend_t backend, ggml_backend_buffer_type_t buft);
 void ggml_backend_synchronize(ggml_backend_t backend);
 
+// The all-reduce of one tensor per backend (ggml_all_reduce's step): tensors[i], in backends[i]'s
+// memory, all become their sum, in place, queued or done before the call returns (as the backends'
+// graphs are). Only when every backend offers the same collective (ggml_backend_i::all_reduce): the
+// CPU's over CPU devices (virtual ones included), CUDA's over distinct GPUs in a KILN_NCCL build.
+// _supported asks without tensors (decide when the graph is built); false: the caller reduces with
+// graph nodes (copies and adds). A refusal or failure is logged.
+bool ggml_backend_all_reduce_supported(ggml_backend_t * backends, int n);
+bool ggml_backend_all_reduce(ggml_backend_t * backends, struct ggml_tensor ** tensors, int n);
+
 // Allocate all tensors of a context in one buffer of the given type (NULL if nothing to allocate).
 ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);
 ggml_backend_buffer_t ggml_backend_alloc_ctx_tensors(struct ggml_context * ctx, ggml_backend_t backend);

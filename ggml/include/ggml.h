@@ -226,6 +226,7 @@ enum ggml_op {
     GGML_OP_L2_NORM,
     GGML_OP_SSM_CONV,
     GGML_OP_GATED_DELTA_NET,
+    GGML_OP_ALL_REDUCE,
     GGML_OP_COUNT,
 };
 
@@ -511,6 +512,13 @@ struct ggml_tensor * ggml_ssm_conv(struct ggml_context * ctx, struct ggml_tensor
 struct ggml_tensor * ggml_gated_delta_net(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
                                           struct ggml_tensor * v, struct ggml_tensor * g, struct ggml_tensor * beta,
                                           struct ggml_tensor * state, struct ggml_tensor * slots, float scale, int chunk);
+
+// All-reduce (tensor parallelism, -sm graph): parts[0..n) (2 <= n <= GGML_MAX_SRC; contiguous f32,
+// f16 or bf16 of one shape, each computed on its own device) all become their sum, in place, and the
+// result is parts[rank] after it (a view of it). No backend computes this node: the scheduler runs
+// it as one collective step over the parts' devices once all of them are computed
+// (ggml_backend_all_reduce), and copies none of the parts between devices for it.
+struct ggml_tensor * ggml_all_reduce(struct ggml_context * ctx, struct ggml_tensor ** parts, int n, int rank);
 
 // ---------------------------------------------------------------------------------------------
 // Graphs

@@ -69,6 +69,14 @@ struct ggml_backend_i {
     // copy. false (nothing queued): the caller copies synchronously.
     bool (*copy_async)(ggml_backend_t backend, ggml_backend_t src_backend, const ggml_tensor * src, ggml_tensor * dst,
                        const ggml_copy_plan::block * blocks, size_t n_blocks, int wait_back);
+
+    // Optional: the all-reduce over backends[0..n) (this one among them, all with this same
+    // function): tensors[i] in backends[i]'s memory all become their sum, in place, done or queued
+    // on each backend's stream (after the work queued there before). tensors NULL: whether it
+    // would run over these backends, nothing done. false: refused or failed (logged). On backends
+    // that queue work it counts as one more queued graph on each (the scheduler's hazards count
+    // it as a split: copy_async's wait_back must see it as one).
+    bool (*all_reduce)(ggml_backend_t * backends, ggml_tensor ** tensors, int n);
 };
 
 struct ggml_backend {

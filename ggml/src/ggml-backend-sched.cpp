@@ -15,8 +15,11 @@
 //    - any other node runs where its most recently produced input is (the residual add of a
 //      layer stays with the layer that produced the branch it adds);
 //    - a view runs where the memory it views is; an op the backend cannot run goes to the last
-//      backend (the CPU).
-// 2. Runs of consecutive nodes on one backend form splits (views join the run they are in).
+//      backend (the CPU);
+//    - an all-reduce (GGML_OP_ALL_REDUCE) runs where its result is (its rank's part); its parts
+//      stay where they were computed and follow no consumer.
+// 2. Runs of consecutive nodes on one backend form splits (views join the run they are in); an
+//    all-reduce is a split of its own.
 // 3. A split that reads a tensor another backend produced, or memory its backend cannot use,
 //    gets a copy of it in its own memory, made just before the split runs. The copy is a node of
 //    the rebuilt graph (op NONE, its source as src[0]), so the planner keeps the source alive
@@ -28,7 +31,10 @@
 //    current split's compute; a strided view is copied as a few 2D blocks, not row by row. On such
 //    a backend a node that reads a weight it gets a copy of starts a split, and the copies of the
 //    next split's weights are planned before the current split's nodes, so their memory is not
-//    the current split's. A copy into memory that a queued split of the same backend still uses
+//    the current split's. An all-reduce split makes no copies: it calls the collective its parts'
+//    backends share (ggml_backend_all_reduce) once they are computed -- queued on their streams
+//    when all of them queue work, else after the host waited for them -- and every part then
+//    holds the sum. A copy into memory that a queued split of the same backend still uses
 //    waits for that split only (the planner reuses memory by plan order, not run order:
 //    ggml-backend-copy-plan.h). The host waits for
 //    queued work before a backend without queues (the CPU) computes, before a synchronous copy
@@ -55,6 +61,8 @@ struct sched_split {
 ggml_tensor * root_of(ggml_tensor * t) { return t->view_src ? t->view_src : t; }
 
 bool is_view(const ggml_tensor * t) { return ggml_is_view_op(t->op); }
+
+bool is_all_reduce(const ggml_tensor * t) { return t->op == GGML_OP_ALL_REDUCE; }
 
 } // namespace
 
@@ -257,7 +265,7 @@ void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
     for (int i = n_nodes - 1; i >= 0; --i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         const int b = s->assigned.get(n);
-        if (b < 0) continue;
+        if (b < 0 || is_all_reduce(n)) continue;   // its parts stay on their devices
         for (ggml_tensor * src : n->src) {
             if (!src || src->op == GGML_OP_NONE) continue;
             const int j = s->order.get(src);
@@ -286,7 +294,10 @@ void sched_assign(ggml_backend_sched_t s, ggml_cgraph * graph) {
         if (b < 0) b = cpu;
         // an op the backend cannot run goes to the CPU -- except one that updates memory of its
         // backend in place: on a copy the update would be lost, so it stays and fails loudly
-        if (!is_view(n) && !ggml_backend_supports_op(s->backends[b], n) && !(pinned[i] && inplace_src(n) >= 0)) b = cpu;
+        if (!is_view(n) && !is_all_reduce(n) && !ggml_backend_supports_op(s->backends[b], n) &&
+            !(pinned[i] && inplace_src(n) >= 0)) {
+            b = cpu;
+        }
         s->assigned.set(n, b);
     }
     // graph inputs without memory live with their first consumer
@@ -306,6 +317,7 @@ int sched_single_backend(ggml_backend_sched_t s, ggml_cgraph * graph) {
     int only = -1;
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor * n = ggml_graph_node(graph, i);
+        if (is_all_reduce(n)) return -1;   // the scheduler runs it
         if (is_view(n)) continue;
         const int b = s->assigned.get(n);
         if (only >= 0 && b != only) return -1;
@@ -361,7 +373,9 @@ ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
         ggml_tensor * n = ggml_graph_node(graph, i);
         const int b = s->assigned.get(n);
         const bool cut = !runs.empty() && b == runs.back().first && runs.back().second < i && sched_copies_weight(s, n, b);
-        if (runs.empty() || (b != runs.back().first && !is_view(n)) || cut) runs.push_back({ b, i });
+        // an all-reduce alone in its split
+        const bool collective = is_all_reduce(n) || (i > 0 && is_all_reduce(ggml_graph_node(graph, i - 1)));
+        if (runs.empty() || (b != runs.back().first && !is_view(n)) || cut || collective) runs.push_back({ b, i });
     }
     // the copies each run needs, once per (run, source)
     auto & rewires = s->rewires;   // (node, src slot, copy index)
@@ -374,7 +388,9 @@ ggml_cgraph * sched_split_graph(ggml_backend_sched_t s, ggml_cgraph * graph) {
         s->copy_index.reset(64);
         for (int i = runs[r].second; i < i1; ++i) {
             ggml_tensor * n = ggml_graph_node(graph, i);
-            if (is_view(n)) continue;   // computes nothing: its consumers get what they need
+            // a view computes nothing: its consumers get what they need; an all-reduce's parts
+            // are summed where they are
+            if (is_view(n) || is_all_reduce(n)) continue;
             for (int k = 0; k < GGML_MAX_SRC; ++k) {
                 ggml_tensor * src = n->src[k];
                 if (!src) continue;
@@ -503,6 +519,38 @@ ggml_copy_plan::range range_of(const ggml_tensor * t) {
     return { p, p + ggml_nbytes(t) };
 }
 
+// An all-reduce split (its one node n): the collective over the parts' backends. When they all
+// queue work it is queued after what they computed (their streams order it) and their memory is
+// in flight; otherwise the host first waits for every backend, as before a CPU split.
+ggml_status sched_all_reduce(ggml_backend_sched_t s, const ggml_tensor * n) {
+    ggml_backend_t backends[GGML_MAX_SRC];
+    ggml_tensor * parts[GGML_MAX_SRC];
+    int ids[GGML_MAX_SRC];
+    int np = 0;
+    bool all_async = true;
+    for (; np < GGML_MAX_SRC && n->src[np]; ++np) {
+        ids[np] = s->place_of(n->src[np]);
+        if (ids[np] < 0) {
+            ggml_log(GGML_LOG_LEVEL_ERROR, "scheduler: all-reduce %s: part %s has no device\n", n->name, n->src[np]->name);
+            return GGML_STATUS_FAILED;
+        }
+        backends[np] = s->backends[ids[np]];
+        parts[np] = n->src[np];
+        all_async = all_async && is_async(backends[np]);
+    }
+    if (!all_async) sched_wait_all(s);
+    if (!ggml_backend_all_reduce(backends, parts, np)) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "scheduler: all-reduce %s over %d devices failed\n", n->name, np);
+        return GGML_STATUS_FAILED;
+    }
+    for (int i = 0; i < np && all_async; ++i) {
+        s->queued[ids[i]] = 1;
+        s->hz.begin_split(ids[i]);
+        s->hz.enqueued(ids[i], range_of(parts[i]));
+    }
+    return GGML_STATUS_SUCCESS;
+}
+
 // The copy src -> dst (dst in backend dst_b's memory) queued without the host waiting: on the
 // destination's copy stream when it is a backend that queues work (from its own kind's memory or
 // host memory), else on the source's (device to host; the host waits before it reads). false:
@@ -579,6 +627,11 @@ ggml_status ggml_backend_sched_graph_compute(ggml_backend_sched_t s, ggml_cgraph
             sched_copy_sync(s, c.first, c.second);
         }
         if (sp.i_end <= sp.i_start) continue;
+        if (is_all_reduce(ggml_graph_node(sp.graph, 0))) {
+            st = sched_all_reduce(s, ggml_graph_node(sp.graph, 0));
+            if (st != GGML_STATUS_SUCCESS) break;
+            continue;
+        }
         if (is_async(b) && s->splits.size() > 1) {
             st = b->iface.graph_enqueue(b, sp.graph);
             s->queued[sp.backend_id] = 1;

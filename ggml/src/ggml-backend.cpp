@@ -159,6 +159,27 @@ void ggml_backend_synchronize(ggml_backend_t backend) {
     if (backend->iface.synchronize) backend->iface.synchronize(backend);
 }
 
+// one collective for all: every backend must offer the same one (a mixed CPU + CUDA list has none)
+static bool all_reduce_common(ggml_backend_t * backends, int n) {
+    if (!backends || n < 2 || !backends[0] || !backends[0]->iface.all_reduce) return false;
+    for (int i = 1; i < n; ++i) {
+        if (!backends[i] || backends[i]->iface.all_reduce != backends[0]->iface.all_reduce) return false;
+    }
+    return true;
+}
+
+bool ggml_backend_all_reduce_supported(ggml_backend_t * backends, int n) {
+    return all_reduce_common(backends, n) && backends[0]->iface.all_reduce(backends, nullptr, n);
+}
+
+bool ggml_backend_all_reduce(ggml_backend_t * backends, ggml_tensor ** tensors, int n) {
+    if (!tensors || !all_reduce_common(backends, n)) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "all-reduce: %d backends without one collective they all offer\n", n);
+        return false;
+    }
+    return backends[0]->iface.all_reduce(backends, tensors, n);
+}
+
 ggml_backend_buffer_t ggml_backend_alloc_tensors_from_buft(ggml_backend_buffer_type_t buft, ggml_tensor * const * tensors,
                                                            size_t n) {
     const size_t align = ggml_backend_buft_get_alignment(buft);

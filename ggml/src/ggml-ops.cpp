@@ -402,6 +402,26 @@ ggml_tensor * ggml_gated_delta_net(ggml_context * ctx, ggml_tensor * q, ggml_ten
     return r;
 }
 
+ggml_tensor * ggml_all_reduce(ggml_context * ctx, ggml_tensor ** parts, int n, int rank) {
+    GGML_ASSERT(parts && n >= 2 && n <= GGML_MAX_SRC && "all_reduce: 2 to GGML_MAX_SRC parts");
+    GGML_ASSERT(rank >= 0 && rank < n);
+    const ggml_tensor * a = parts[0];
+    GGML_ASSERT(a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_BF16);
+    for (int i = 0; i < n; ++i) {
+        GGML_ASSERT(parts[i]->type == a->type && ggml_are_same_shape(parts[i], a) && ggml_is_contiguous(parts[i]) &&
+                    "all_reduce: the parts must be contiguous tensors of one type and shape");
+        for (int j = 0; j < i; ++j) GGML_ASSERT(parts[j] != parts[i] && "all_reduce: a part given twice");
+    }
+    // written in place: the result is a view of its own device's part, every part a source (so
+    // each is computed before, and kept until, the reduce)
+    ggml_tensor * r = ggml_view_tensor(ctx, parts[rank]);
+    r->op = GGML_OP_ALL_REDUCE;
+    for (int i = 0; i < n; ++i) r->src[i] = parts[i];
+    ggml_set_op_params_i32(r, 0, rank);
+    ggml_set_op_params_i32(r, 1, n);
+    return r;
+}
+
 // ---- names
 
 const char * ggml_op_name(ggml_op op) {
@@ -410,8 +430,9 @@ const char * ggml_op_name(ggml_op op) {
         "CONCAT", "NORM", "RMS_NORM", "MUL_MAT", "MUL_MAT_ID", "CPY", "CONT", "RESHAPE", "VIEW", "PERMUTE",
         "TRANSPOSE", "GET_ROWS", "SET_ROWS", "DIAG_MASK_INF", "SOFT_MAX", "ROPE", "CLAMP", "ARGSORT", "TOP_K",
         "FLASH_ATTN_EXT", "UNARY", "GLU", "MOE_FUSED_UP_GATE", "L2_NORM", "SSM_CONV", "GATED_DELTA_NET",
+        "ALL_REDUCE",
     };
-    static_assert(GGML_OP_COUNT == 38, "update op names");
+    static_assert(GGML_OP_COUNT == 39, "update op names");
     return (op >= 0 && op < GGML_OP_COUNT) ? names[op] : "?";
 }
 

@@ -13,6 +13,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml-cpu.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -321,6 +322,43 @@ ggml_status cpu_graph_compute(ggml_backend_t b, ggml_cgraph * graph) {
 bool cpu_supports_op(ggml_backend_t, const ggml_tensor * op) { return ggml_cpu_supports_op(op); }
 bool cpu_supports_buft(ggml_backend_t, ggml_backend_buffer_type_t buft) { return ggml_backend_buft_is_host(buft); }
 
+// The all-reduce over CPU devices (virtual ones: KILN_VIRTUAL_CPU_DEVICES): the sum formed in f32,
+// parts added in rank order (the order the gather form's nodes add them in), then written to every
+// part in its type: an f16 or bf16 part carries the sum rounded as it would arrive over a link.
+// The host does it between the devices' graphs (they compute synchronously), a block of rows at a
+// time so that the f32 sum stays in cache.
+bool cpu_all_reduce(ggml_backend_t * backends, ggml_tensor ** tensors, int n) {
+    for (int i = 0; i < n; ++i) {
+        if (!ggml_backend_is_cpu(backends[i])) return false;
+    }
+    if (!tensors) return true;
+    const ggml_tensor * t0 = tensors[0];
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor * t = tensors[i];
+        const ggml_tensor * r = t && t->view_src ? t->view_src : t;
+        if (!t || !t->data || t->type != t0->type || !ggml_are_same_shape(t, t0) || !ggml_is_contiguous(t) ||
+            !r->buffer || !ggml_backend_buffer_is_host(r->buffer) ||
+            (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)) {
+            ggml_log(GGML_LOG_LEVEL_ERROR, "all-reduce: part %d on %s is not a contiguous f32/f16/bf16 tensor of part 0's shape "
+                     "in host memory\n", i, ggml_backend_name(backends[i]));
+            return false;
+        }
+    }
+    const int64_t n_el = ggml_nelements(t0), block = 4096;
+    const size_t ts = ggml_type_size(t0->type);
+    std::vector<float> sum((size_t) std::min(n_el, block)), row(sum.size());
+    for (int64_t i0 = 0; i0 < n_el; i0 += block) {
+        const int64_t m = std::min(block, n_el - i0);
+        ggml_cpu_row_to_f32(t0->type, (const char *) t0->data + i0 * ts, sum.data(), m);
+        for (int p = 1; p < n; ++p) {
+            ggml_cpu_row_to_f32(t0->type, (const char *) tensors[p]->data + i0 * ts, row.data(), m);
+            for (int64_t j = 0; j < m; ++j) sum[(size_t) j] += row[(size_t) j];
+        }
+        for (int p = 0; p < n; ++p) ggml_cpu_row_from_f32(t0->type, sum.data(), (char *) tensors[p]->data + i0 * ts, m);
+    }
+    return true;
+}
+
 } // namespace
 
 ggml_backend_buffer_t ggml_backend_host_buffer_init(ggml_backend_buffer_type_t buft, void * ptr, size_t size,
@@ -343,7 +381,8 @@ ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size) 
 ggml_backend_t ggml_backend_cpu_init(void) {
     auto * ctx = new cpu_backend_context;
     auto * b = new ggml_backend{
-        { cpu_name, cpu_free, cpu_default_buft, cpu_graph_compute, cpu_supports_op, cpu_supports_buft, nullptr, nullptr, nullptr },
+        { cpu_name, cpu_free, cpu_default_buft, cpu_graph_compute, cpu_supports_op, cpu_supports_buft, nullptr, nullptr, nullptr,
+          cpu_all_reduce },
         ctx,
     };
     return b;

@@ -200,7 +200,7 @@ ggml_backend_t ggml_backend_cuda_init(int device) {
     ctx->pool = new cuda_pool(ctx->name, ctx->ordinal);
     return new ggml_backend{
         { cuda_backend_name, cuda_backend_free, cuda_backend_buft, cuda_graph_compute, cuda_backend_supports_op,
-          cuda_backend_supports_buft, cuda_backend_synchronize, cuda_graph_enqueue, cuda_copy_async },
+          cuda_backend_supports_buft, cuda_backend_synchronize, cuda_graph_enqueue, cuda_copy_async, cuda_all_reduce },
         ctx,
     };
 }

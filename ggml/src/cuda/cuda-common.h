@@ -105,6 +105,10 @@ struct cuda_context {
     bool copies_pending = false;
 };
 
+// The backend's all_reduce entry (cuda-nccl.cpp): NCCL over distinct GPUs, in place on each
+// backend's stream; tensors NULL: whether it would run over these backends.
+bool cuda_all_reduce(ggml_backend_t * backends, ggml_tensor ** tensors, int n);
+
 // cuda-async.cpp: the copy stream and events of a backend (false, logged: not created), their
 // release, the scheduler's copy_async (ggml-backend-impl.h), and peer access between two devices
 // of the runtime (enabled once per pair where the hardware allows it; false: copies between

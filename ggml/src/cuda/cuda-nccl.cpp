@@ -79,13 +79,25 @@ bool ggml_cuda_nccl_compiled(void) {
 }
 
 bool ggml_backend_cuda_all_reduce(ggml_backend_t * backends, ggml_tensor ** tensors, int n) {
-    if (!backends || !tensors || n < 2 || n > GGML_CUDA_MAX_DEVICES) {
+    if (!tensors) {
+        ggml_log(GGML_LOG_LEVEL_ERROR, "all-reduce: no tensors\n");
+        return false;
+    }
+    return cuda_all_reduce(backends, tensors, n);
+}
+
+} // extern "C"
+
+// The backend's all_reduce entry (ggml-backend-impl.h): tensors NULL asks whether NCCL would run
+// over these backends (what -sm graph decides its reduce by when it builds the graph).
+bool cuda_all_reduce(ggml_backend_t * backends, ggml_tensor ** tensors, int n) {
+    if (!backends || n < 2 || n > GGML_CUDA_MAX_DEVICES) {
         ggml_log(GGML_LOG_LEVEL_ERROR, "all-reduce: %d participants (2 to %d expected)\n", n, GGML_CUDA_MAX_DEVICES);
         return false;
     }
     std::vector<all_reduce_participant> parts((size_t) n);
     for (int i = 0; i < n; ++i) {
-        if (!backends[i] || !tensors[i]) {
+        if (!backends[i] || (tensors && !tensors[i])) {
             ggml_log(GGML_LOG_LEVEL_ERROR, "all-reduce: participant %d has no backend or tensor\n", i);
             return false;
         }
@@ -97,6 +109,7 @@ bool ggml_backend_cuda_all_reduce(ggml_backend_t * backends, ggml_tensor ** tens
         ggml_log(GGML_LOG_LEVEL_DEBUG, "all-reduce: peer copies (%s)\n", choice.reason.c_str());
         return false;
     }
+    if (!tensors) return true;
 #ifdef KILN_NCCL
     const ggml_tensor * t0 = tensors[0];
     ncclDataType_t dtype;
@@ -146,10 +159,20 @@ bool ggml_backend_cuda_all_reduce(ggml_backend_t * backends, ggml_tensor ** tens
         ggml_log(GGML_LOG_LEVEL_ERROR, "NCCL: ncclGroupEnd failed (%s)\n", ncclGetErrorString(res));
         return false;
     }
-    return queued;
+    if (!queued) return false;
+    // Each stream's reduce counts as one more queued graph there (graph_done, as cuda_graph_enqueue
+    // records): the scheduler counts it as a split of each backend, and a later copy into a
+    // part's memory waits for it by that count (copy_async's wait_back).
+    for (int i = 0; i < n; ++i) {
+        cuda_context * ctx = (cuda_context *) backends[i]->context;
+        if (!CUDA_OK(cudaSetDevice(ctx->ordinal)) ||
+            !CUDA_OK(cudaEventRecord(ctx->graph_done[ctx->n_graphs % cuda_context::k_graph_events], ctx->stream))) {
+            return false;
+        }
+        ++ctx->n_graphs;
+    }
+    return true;
 #else
     return false;
 #endif
 }
-
-} // extern "C"
