@@ -289,10 +289,14 @@ std::vector<common_arg> build_table() {
                     "-sm graph: every device holds the same columns of every routed expert (columns), or whole experts "
                     "by -ts shares (experts) (default: columns)",
                     [](common_params & p, const std::string & v) { p.moe_split = parse_choice(v, { "columns", "experts" }); }));
-    t.push_back(val({ "--graph-reduce-form" }, "{gather,ring}", ALL,
-                    "-sm graph: add the partial results up on -mg (gather) or around the devices, then gather the summed pieces "
-                    "(ring: less traffic on -mg's link, more copies) (default: gather)",
-                    [](common_params & p, const std::string & v) { p.graph_reduce_form = parse_choice(v, { "gather", "ring" }); }));
+    t.push_back(val({ "--graph-reduce-form" }, "{auto,collective,gather,ring}", ALL,
+                    "-sm graph: add the partial results up with the devices' all-reduce (collective: NCCL over distinct GPUs, "
+                    "the CPU's over CPU devices), on -mg (gather) or around the devices, then gather the summed pieces "
+                    "(ring: less traffic on -mg's link, more copies) (default: auto, the collective where the devices offer one, "
+                    "else gather)",
+                    [](common_params & p, const std::string & v) {
+                        p.graph_reduce_form = parse_choice(v, { "auto", "collective", "gather", "ring" });
+                    }));
     t.push_back(val({ "-mg", "--main-gpu" }, "N", ALL, "the GPU for intermediate results (default: 0)",
                     [](common_params & p, const std::string & v) { p.main_gpu = parse_int(v, 0); }));
     t.push_back(val({ "-ot", "--override-tensor" }, "PATTERN=TYPE,...", ALL,

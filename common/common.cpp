@@ -191,7 +191,10 @@ llama_context_params common_context_params_to_llama(const common_params & params
     out.graph_reduce_type = params.graph_reduce_type == "f16"  ? GGML_TYPE_F16
                           : params.graph_reduce_type == "bf16" ? GGML_TYPE_BF16
                                                                : GGML_TYPE_F32;
-    out.graph_reduce_form = params.graph_reduce_form == "ring" ? LLAMA_GRAPH_REDUCE_RING : LLAMA_GRAPH_REDUCE_GATHER;
+    out.graph_reduce_form = params.graph_reduce_form == "ring"         ? LLAMA_GRAPH_REDUCE_RING
+                            : params.graph_reduce_form == "collective" ? LLAMA_GRAPH_REDUCE_COLLECTIVE
+                            : params.graph_reduce_form == "gather"     ? LLAMA_GRAPH_REDUCE_GATHER
+                                                                       : LLAMA_GRAPH_REDUCE_AUTO;
     out.ser_n_min       = params.ser_n_min;
     out.ser_threshold   = params.ser_threshold;
     out.n_ctx_checkpoints = (uint32_t) std::max(params.n_ctx_checkpoints, 0);

@@ -106,7 +106,7 @@ struct common_params {
     int32_t main_gpu = 0;
     std::vector<std::string> devices;   // -dev: device names ("none": no device; empty: all)
     std::string graph_reduce_type = "f32";   // -grt: -sm graph's partial sums cross devices as f32, f16 or bf16
-    std::string graph_reduce_form = "gather";   // --graph-reduce-form: gather on -mg, or ring
+    std::string graph_reduce_form = "auto";   // --graph-reduce-form: auto, collective, gather on -mg, or ring
     std::string moe_split = "columns";   // --moe-split: -sm graph cuts every expert by columns, or deals out whole experts
     bool no_kv_offload = false;     // -nkvo: the KV cache in host memory
     bool no_op_offload = false;     // --no-op-offload: prompt products of host weights stay on the CPU

@@ -50,6 +50,10 @@ enum llama_split_mode {
 enum llama_graph_reduce_form {
     LLAMA_GRAPH_REDUCE_GATHER = 0,   // every partial to the main device, summed there
     LLAMA_GRAPH_REDUCE_RING   = 1,   // reduce-scatter around the devices, the summed chunks gathered
+    // one collective step the devices' backends run (NCCL over distinct GPUs, the CPU's sum over CPU
+    // devices), after which every device holds the sum; refused where the backends offer none
+    LLAMA_GRAPH_REDUCE_COLLECTIVE = 2,
+    LLAMA_GRAPH_REDUCE_AUTO       = 3,   // the collective where the backends offer one, else gather
 };
 
 struct llama_model_params {
@@ -108,7 +112,7 @@ struct llama_context_params {
     uint32_t n_ctx_checkpoints;
     // -sm graph: the type partial sums cross devices in (-grt: f32, f16 or bf16)
     enum ggml_type graph_reduce_type;
-    enum llama_graph_reduce_form graph_reduce_form;   // --graph-reduce-form gather|ring
+    enum llama_graph_reduce_form graph_reduce_form;   // --graph-reduce-form auto|collective|gather|ring
     bool offload_kqv;          // the KV cache of offloaded layers on their device (-nkvo: false, host memory)
     // matrix products of prompt batches (>= op_offload_min_batch tokens) whose weights stay in
     // host memory (experts kept in RAM) run on the main device, the weights copied over

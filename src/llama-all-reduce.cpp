@@ -59,6 +59,26 @@ struct reducer {
         }
         return out;
     }
+
+    // One collective node (ggml_all_reduce) over the parts in the wire type, each computed on its
+    // device: the scheduler runs it as one step of the devices' backends and copies none of them;
+    // afterwards every part holds the sum, and the node is -mg's (or the first device's, when -mg
+    // holds no part), back in f32 there. The parts are written in place, so each is a fresh node
+    // of its own: a cast to the wire type, or the partial itself when it is already a contiguous
+    // f32 result (not a view of memory something else reads).
+    ggml_tensor * collective(const std::vector<std::pair<ggml_tensor *, int>> & partials) {
+        std::vector<ggml_tensor *> parts;
+        int rank = 0;
+        for (size_t i = 0; i < partials.size(); ++i) {
+            const auto & [x, device] = partials[i];
+            const bool fresh = !converts() && ggml_is_contiguous(x) && !x->view_src && x->op != GGML_OP_NONE;
+            parts.push_back(fresh ? on(x, device) : send(x, device));
+            if (device == opt.main_device) rank = (int) i;
+        }
+        const int device = partials[(size_t) rank].second;
+        ggml_tensor * sum = on(ggml_all_reduce(ctx, parts.data(), (int) parts.size(), rank), device);
+        return receive(sum, device);
+    }
 };
 
 } // namespace
@@ -67,11 +87,18 @@ ggml_tensor * llama_build_all_reduce(ggml_context * ctx, const std::vector<std::
                                      const llama_all_reduce_options & opt, std::vector<std::pair<ggml_tensor *, int>> & pinned) {
     reducer r{ ctx, opt, pinned };
     if (partials.size() == 1) return partials[0].first;
+    // more parts than a node has sources (GGML_MAX_SRC): gathered
+    if (opt.form == LLAMA_GRAPH_REDUCE_COLLECTIVE && partials.size() <= GGML_MAX_SRC) return r.collective(partials);
     // a ring needs a few rows per chunk; narrower results are gathered
     const bool ring = opt.form == LLAMA_GRAPH_REDUCE_RING && partials[0].first->ne[0] >= 4 * (int64_t) partials.size();
     return ring ? r.ring(partials) : r.gather(partials);
 }
 
 const char * llama_graph_reduce_form_name(llama_graph_reduce_form form) {
-    return form == LLAMA_GRAPH_REDUCE_RING ? "ring" : "gather";
+    switch (form) {
+        case LLAMA_GRAPH_REDUCE_RING:       return "ring";
+        case LLAMA_GRAPH_REDUCE_COLLECTIVE: return "collective";
+        case LLAMA_GRAPH_REDUCE_AUTO:       return "auto";
+        default:                            return "gather";
+    }
 }

@@ -1,6 +1,7 @@
 // The inference context: KV cache, scheduler, and llama_decode, which cuts a batch into
 // micro-batches, finds KV cells for them, builds and runs each graph and keeps the logits asked for.
 #include "llama-context.h"
+#include "llama-all-reduce.h"
 #include "llama-memory-report.h"
 
 #include "ggml-cpu.h"
@@ -482,7 +483,7 @@ llama_context_params llama_context_default_params(void) {
     p.mla = -1;
     p.fused_moe = true;
     p.graph_reduce_type = GGML_TYPE_F32;
-    p.graph_reduce_form = LLAMA_GRAPH_REDUCE_GATHER;
+    p.graph_reduce_form = LLAMA_GRAPH_REDUCE_AUTO;
     p.offload_kqv = true;
     p.op_offload = true;
     p.op_offload_min_batch = 32;
@@ -516,10 +517,11 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
         return nullptr;
     }
     cp.reduce_form = params.graph_reduce_form;
-    if (cp.reduce_form != LLAMA_GRAPH_REDUCE_GATHER && cp.reduce_form != LLAMA_GRAPH_REDUCE_RING) {
+    if (cp.reduce_form != LLAMA_GRAPH_REDUCE_GATHER && cp.reduce_form != LLAMA_GRAPH_REDUCE_RING &&
+        cp.reduce_form != LLAMA_GRAPH_REDUCE_COLLECTIVE && cp.reduce_form != LLAMA_GRAPH_REDUCE_AUTO) {
         delete ctx;
-        llama_set_last_error("graph_reduce_form must be gather or ring");
-        LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_form must be gather or ring\n");
+        llama_set_last_error("graph_reduce_form must be auto, collective, gather or ring");
+        LLAMA_LOG_ERROR("llama_init_from_model: graph_reduce_form must be auto, collective, gather or ring\n");
         return nullptr;
     }
     if (params.op_offload && params.op_offload_min_batch < 1) {
@@ -649,6 +651,17 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     }
     backends.push_back(ctx->cpu);
     ctx->set_threads(cp.n_threads);
+    // -sm graph's all-reduce: the devices' collective when their backends offer one (auto), else
+    // the gather form; the collective asked for where there is none is refused
+    if (cp.reduce_form == LLAMA_GRAPH_REDUCE_AUTO || cp.reduce_form == LLAMA_GRAPH_REDUCE_COLLECTIVE) {
+        const bool offered = ctx->device_backends.size() >= 2 &&
+                             ggml_backend_all_reduce_supported(ctx->device_backends.data(), (int) ctx->device_backends.size());
+        if (cp.reduce_form == LLAMA_GRAPH_REDUCE_COLLECTIVE && !offered && !model->shards.empty()) {
+            return fail("graph_reduce_form collective: the devices' backends offer no all-reduce (CPU devices, or distinct "
+                        "GPUs in a KILN_NCCL build, have one); use gather or ring");
+        }
+        cp.reduce_form = offered ? LLAMA_GRAPH_REDUCE_COLLECTIVE : LLAMA_GRAPH_REDUCE_GATHER;
+    }
     ctx->graph_size = std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 96 * hp.n_layer + 256);
     if (!model->shards.empty()) {
         // two all-reduces per cut layer; the ring form takes about 8 nodes per device and chunk
@@ -674,9 +687,18 @@ llama_context * llama_init_from_model(llama_model * model, llama_context_params 
     LLAMA_LOG_INFO("llama_init_from_model: n_ctx = %u, n_batch = %u, n_ubatch = %u, flash_attn = %d, n_seq_max = %u\n",
                    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.flash_attn ? 1 : 0, cp.n_seq_max);
     if (!model->shards.empty() && model->main_device >= 0) {
-        LLAMA_LOG_INFO("llama_init_from_model: -sm graph: partial sums %s on %s, %s between devices\n",
-                       cp.reduce_form == LLAMA_GRAPH_REDUCE_RING ? "reduced around the ring and gathered" : "gathered and added",
-                       ggml_backend_dev_name(model->devices[model->main_device]), ggml_type_name(cp.reduce_type));
+        const char * mg = ggml_backend_dev_name(model->devices[model->main_device]);
+        std::string how;
+        if (cp.reduce_form == LLAMA_GRAPH_REDUCE_COLLECTIVE) {
+            how = llama_format("collective, %s: every device holds the sum, read on %s",
+                               ggml_backend_is_cpu(ctx->device_backends[0]) ? "the CPU's sum over CPU devices" : "NCCL over distinct GPUs", mg);
+        } else if (cp.reduce_form == LLAMA_GRAPH_REDUCE_RING) {
+            how = llama_format("ring: reduced around the devices, the pieces gathered on %s", mg);
+        } else {
+            how = llama_format("gather: the partial sums copied to %s and added there%s", mg,
+                               params.graph_reduce_form == LLAMA_GRAPH_REDUCE_AUTO ? " (the devices offer no collective)" : "");
+        }
+        LLAMA_LOG_INFO("llama_init_from_model: -sm graph all-reduce: %s; %s on the wire\n", how.c_str(), ggml_type_name(cp.reduce_type));
     }
     if (hp.n_expert > 0) {
         if (cp.ser_n_min > 0) {

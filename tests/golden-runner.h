@@ -46,7 +46,7 @@ struct golden_config {
     const float * tensor_split = nullptr;
     int main_gpu = 0;
     ggml_type reduce_type = GGML_TYPE_F32;   // -grt
-    llama_graph_reduce_form reduce_form = LLAMA_GRAPH_REDUCE_GATHER;   // --graph-reduce-form
+    llama_graph_reduce_form reduce_form = LLAMA_GRAPH_REDUCE_AUTO;   // --graph-reduce-form (the context's default)
     bool split_experts = false;   // --moe-split experts
 };
 
