@@ -21,8 +21,8 @@
 # (3) synth-deepseek2-f16 synth-glm4moe-f16, (4) synth-gpt-oss-f16 synth-qwen35moe-f16.
 # test-cuda-golden runs the carried models' cases, test-decode runs when its two models travel.
 # KILN_GPU_SANITIZE=1 also runs the op suite under compute-sanitizer (memcheck).
-# KILN_NCCL=ON configures with NCCL (test-cuda-nccl then sums across the GPUs, two or more); the
-# configuration refuses it until -sm graph calls the collective (CMakeLists.txt).
+# KILN_NCCL=ON configures with NCCL: test-cuda-nccl then sums across the GPUs (two or more), also
+# as -sm graph's collective step through the scheduler; with one GPU it checks the refusals only.
 # KILN_GPU_BENCH=1 then builds llama-gguf, llama-quantize and llama-sweep-bench (nlohmann-json
 # carried), synthesizes Q4_K_M models of the Qwen3-0.6B and Qwen3-30B-A3B (4 layers) shapes there
 # and runs sweep-bench: fully offloaded, experts in host memory (-ot exps=CPU, with and without the
