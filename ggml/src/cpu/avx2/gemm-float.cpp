@@ -3,6 +3,7 @@
 #include "avx2/register.h"
 #include "cpu-traits.h"
 #include "ggml-impl.h"
+#include "simd.h"
 
 #include <immintrin.h>
 
@@ -28,13 +29,6 @@ struct load_bf16 {
     static float one(const void * p, int64_t i) { return ggml_compute_bf16_to_fp32(((const uint16_t *) p)[i]); }
 };
 
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 template <typename L, typename LX, int RR, int CC>
 inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs, float * dst, size_t ds) {
     __m256 acc[RR][CC];
@@ -51,7 +45,7 @@ inline void tile(int64_t n, const char * w, size_t ws, const char * x, size_t xs
     }
     for (int r = 0; r < RR; ++r) {
         for (int c = 0; c < CC; ++c) {
-            float s = hsum(acc[r][c]);
+            float s = hsum8_ps(acc[r][c]);
             for (int64_t k = i; k < n; ++k) s += L::one(w + r * ws, k) * LX::one(x + c * xs, k);
             dst[c * ds + r] = s;
         }

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include "cpu-traits.h"
+#include "simd.h"
 
 #include <cstring>
 
@@ -75,12 +76,6 @@ namespace q8_kv {
 
 constexpr size_t kRowHeader = 2 * sizeof(float);
 
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 inline __m256 load8(const int8_t * q) {
     int64_t b;
     std::memcpy(&b, q, 8);
@@ -98,7 +93,7 @@ inline void row_tile(int64_t n, const int8_t * q, float d, const float * x, size
             acc[c][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + c * xs + i + 8), acc[c][1]);
         }
     }
-    for (int c = 0; c < C; ++c) dst[c * dst_stride] = d * hsum(_mm256_add_ps(acc[c][0], acc[c][1]));
+    for (int c = 0; c < C; ++c) dst[c * dst_stride] = d * hsum8_ps(_mm256_add_ps(acc[c][0], acc[c][1]));
 }
 
 template <int C>

@@ -14,6 +14,7 @@
 #include "cpu-traits.h"
 #include "panel.h"
 #include "ternary-levels-x86.h"
+#include "simd.h"
 
 #include <immintrin.h>
 
@@ -42,16 +43,7 @@ template <> struct bitnet_row<block_iq2_bn> {
 
 // levels (codes - 1) . activation bytes over 32 values -> 8 int32 lanes
 inline __m256i dot_levels(__m256i code, __m256i x) {
-    const __m256i w = _mm256_sub_epi8(code, _mm256_set1_epi8(1));
-    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    return dot_i8_signed(_mm256_sub_epi8(code, _mm256_set1_epi8(1)), x);
 }
 
 // Where the rows loop reads row r of w: its scale and the codes of its block ib.
@@ -109,7 +101,7 @@ void rows_bitnet(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t *
             }
         }
         const float d = Src::scale(w, w_stride, r);
-        for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = d * hsum8(acc[c]);
+        for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = d * hsum8_ps(acc[c]);
     }
 }
 

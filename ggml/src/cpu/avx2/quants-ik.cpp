@@ -23,6 +23,7 @@
 #include "scales.h"
 #include "ternary-levels-x86.h"
 #include "trellis-seeds-x86.h"
+#include "simd.h"
 
 #include <immintrin.h>
 
@@ -513,12 +514,6 @@ struct panel_decoder {
     }
 };
 
-inline float hsum_ps(__m256 v) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
-
 // Token generation and small batches: one row at a time against C columns, each block decoded
 // once and its int32 dot per column converted and accumulated lane-wise; one horizontal sum per
 // row and column (summing per block went through a scalar and dst every block: 20-25% of an
@@ -544,7 +539,7 @@ void rows_small(int64_t nb, size_t block_bytes, const char * w, size_t w_stride,
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(sb.d * a.d), acc[c]);
             }
         }
-        for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = hsum_ps(acc[c]);
+        for (int c = 0; c < C; ++c) dst[c * dst_stride + r] = hsum8_ps(acc[c]);
     }
 }
 

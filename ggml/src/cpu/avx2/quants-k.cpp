@@ -17,6 +17,7 @@
 #include "quants/quants-k.h"
 #include "panel.h"
 #include "scales.h"
+#include "simd.h"
 
 #include <immintrin.h>
 
@@ -50,13 +51,6 @@ struct block_state : block_floats {
     scale_halves sc;   // int16 scale of each maddubs pair, as scale_pair_of(sc, k) spreads them
     __m256i      mi;   // per-16-group minimum (or offset * scale) term
 };
-
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 inline __m256i load256(const uint8_t * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
@@ -253,7 +247,7 @@ inline void row_times_columns(int64_t nb, const char * wrow, const char * x, siz
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) block_times_columns<Parts, C>(wrow + b * BlockBytes, x, x_stride, b, acc);
-    for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
+    for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum8_ps(acc[c]);
 }
 
 // Batches go through the panel gemm (panel.h): the levels of the register decoders above, the

@@ -16,6 +16,7 @@
 #include "quants/quants-legacy.h"
 #include "panel.h"
 #include "scales.h"
+#include "simd.h"
 
 #include <immintrin.h>
 
@@ -137,19 +138,6 @@ struct w_mxfp4 {
     static float scale(const block & b) { return e8m0_to_fp32_half(b.e); }
 };
 
-// signed w . signed x over 32 bytes -> 8 int32 lanes
-inline __m256i dot_i8(__m256i w, __m256i x) {
-    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 template <typename W>
 inline void load_x(const uint8_t * row, int64_t ib, __m256i & v, float & d) {
     const auto & b = ((const typename W::xblock *) row)[ib];
@@ -181,7 +169,7 @@ void tile(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, siz
             float wd;
             load_w<W>(w + r * w_stride, ib, wv, wd);
             for (int c = 0; c < C; ++c) {
-                const __m256 s = _mm256_cvtepi32_ps(dot_i8(wv, xv[c]));
+                const __m256 s = _mm256_cvtepi32_ps(dot_i8_signed(wv, xv[c]));
                 acc[r][c] = _mm256_fmadd_ps(s, _mm256_set1_ps(wd * xd[c]), acc[r][c]);
             }
             if constexpr (W::kMin) {
@@ -191,7 +179,7 @@ void tile(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t * x, siz
         }
     }
     for (int c = 0; c < C; ++c)
-        for (int r = 0; r < R; ++r) dst[c * dst_stride + r] = hsum(acc[r][c]) + mins[r][c];
+        for (int r = 0; r < R; ++r) dst[c * dst_stride + r] = hsum8_ps(acc[r][c]) + mins[r][c];
 }
 
 // Token generation (a few columns) of the formats without a minimum: one weight row at a time
@@ -232,7 +220,7 @@ void stream_rows(int64_t nb, const uint8_t * w, size_t w_stride, const uint8_t *
             const __m256i wv = W::decode(wr[ib]);
             for (int c = 0; c < C; ++c) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *) ((const XB *) (x + c * x_stride))[ib].qs);
-                tail[c] += hsum(_mm256_cvtepi32_ps(dot_i8(wv, xv))) * W::scale(wr[ib]) * xd[c * nb + ib];
+                tail[c] += hsum8_ps(_mm256_cvtepi32_ps(dot_i8_signed(wv, xv))) * W::scale(wr[ib]) * xd[c * nb + ib];
             }
         }
         for (int c = 0; c < C; ++c) {
@@ -389,7 +377,7 @@ void iq4_xs_row_times_columns(int64_t nb, const uint8_t * wrow, const uint8_t * 
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_set1_ps(d * ad), acc[c]);
         }
     }
-    for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum(acc[c]);
+    for (int c = 0; c < C; ++c) dst[c * dst_stride] = hsum8_ps(acc[c]);
 }
 
 // Batches: the panel gemm (panel.h), a super-block per decode; signed levels with the

@@ -11,6 +11,21 @@ static inline void reduce4_ps(const __m256 (&a)[4], float * out) {
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
 }
 
+// The sum of v's eight lanes.
+static inline float hsum8_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// signed w . signed x over 32 bytes -> 8 int32 lanes (vpmaddubsw takes an unsigned left side:
+// |w|, and x carrying w's sign; x = -128 is not allowed where w < 0: q8 activations stay in
+// [-127, 127])
+static inline __m256i dot_i8_signed(__m256i w, __m256i x) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
 // e^x: x = n*ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r (relative error ~1e-7),
 // 2^n through the exponent bits. Below -87.3 the result is 0 (so -inf gives 0), above 88.37 inf.
 static inline __m256 exp8(__m256 x) {
