@@ -621,6 +621,49 @@ TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
 }
 
 
+// P virtual CPU devices (and the CPU after them, as a context lists it), one [n, T] f32 leaf on
+// each holding random values (seed + d), and the double-precision sum of the partials the tests
+// build from them: (0.5 + d) x_d, made by partials().
+struct device_leaves {
+    std::vector<ggml_backend_t> backends;
+    std::vector<ggml_context *> leaf_ctx;
+    std::vector<ggml_backend_buffer_t> bufs;
+    std::vector<ggml_tensor *> x;
+    std::vector<double> want;
+    bool ok = true;
+
+    device_leaves(int P, int64_t n, int64_t T, uint32_t seed) : want((size_t) (n * T), 0.0) {
+        for (int d = 0; d < P; ++d) backends.push_back(ggml_backend_dev_init(ggml_backend_dev_get((size_t) d)));
+        backends.push_back(ggml_backend_cpu_init());
+        for (int d = 0; d < P; ++d) {
+            leaf_ctx.push_back(ggml_init({ ggml_tensor_overhead() * 2, nullptr, true }));
+            x.push_back(ggml_new_tensor_2d(leaf_ctx.back(), GGML_TYPE_F32, n, T));
+            bufs.push_back(ggml_backend_alloc_tensors_from_buft(ggml_backend_dev_buffer_type(ggml_backend_dev_get((size_t) d)), &x.back(), 1));
+            if (!bufs.back()) {
+                ok = false;
+                return;
+            }
+            const std::vector<float> v = kiln_test::random_floats((size_t) (n * T), seed + d, -2.0f, 2.0f);
+            ggml_backend_tensor_set(x.back(), v.data(), 0, ggml_nbytes(x.back()));
+            for (size_t i = 0; i < want.size(); ++i) want[i] += (0.5 + d) * v[i];
+        }
+    }
+    ~device_leaves() {
+        for (auto * b : bufs) if (b) ggml_backend_buffer_free(b);
+        for (auto * c : leaf_ctx) ggml_free(c);
+        for (auto * b : backends) ggml_backend_free(b);
+    }
+    // the partials (0.5 + d) x_d in ctx, each also pinned to its device
+    std::vector<std::pair<ggml_tensor *, int>> partials(ggml_context * ctx, std::vector<std::pair<ggml_tensor *, int>> & pinned) const {
+        std::vector<std::pair<ggml_tensor *, int>> out;
+        for (int d = 0; d < (int) x.size(); ++d) {
+            out.emplace_back(ggml_scale(ctx, x[(size_t) d], 0.5f + d), d);
+            pinned.emplace_back(out.back());
+        }
+        return out;
+    }
+};
+
 // The all-reduce on its own: partials [37, 5] computed on CPU0..CPU2, summed onto CPU1 (-mg) in
 // both forms and every wire type, against a double-precision sum. Gather copies the two other
 // partials to -mg; the ring copies each of the 3 chunks twice around the ring and the 2 chunks
@@ -628,34 +671,16 @@ TEST(GraphSplit, HalfPrecisionReduceStaysClose) {
 TEST(AllReduce, BothFormsSumThePartialsOnTheMainDevice) {
     const int P = 3, main = 1;
     const int64_t n = 37, T = 5;
-    std::vector<ggml_backend_t> backends;
-    for (int d = 0; d < P; ++d) backends.push_back(ggml_backend_dev_init(ggml_backend_dev_get((size_t) d)));
-    backends.push_back(ggml_backend_cpu_init());
-    std::vector<ggml_context *> leaf_ctx;
-    std::vector<ggml_backend_buffer_t> bufs;
-    std::vector<ggml_tensor *> x;
-    std::vector<std::vector<float>> values;
-    for (int d = 0; d < P; ++d) {
-        leaf_ctx.push_back(ggml_init({ ggml_tensor_overhead() * 2, nullptr, true }));
-        x.push_back(ggml_new_tensor_2d(leaf_ctx.back(), GGML_TYPE_F32, n, T));
-        bufs.push_back(ggml_backend_alloc_tensors_from_buft(ggml_backend_dev_buffer_type(ggml_backend_dev_get((size_t) d)), &x.back(), 1));
-        ASSERT_NE(bufs.back(), nullptr);
-        values.push_back(kiln_test::random_floats((size_t) (n * T), 7 + d, -2.0f, 2.0f));
-        ggml_backend_tensor_set(x.back(), values.back().data(), 0, ggml_nbytes(x.back()));
-    }
-    std::vector<double> want((size_t) (n * T), 0.0);
-    for (int d = 0; d < P; ++d) {
-        for (size_t i = 0; i < want.size(); ++i) want[i] += (0.5 + d) * values[d][i];
-    }
+    device_leaves dl(P, n, T, 7);
+    ASSERT_TRUE(dl.ok);
+    auto & backends = dl.backends;
+    const auto & want = dl.want;
     for (const llama_graph_reduce_form form : { LLAMA_GRAPH_REDUCE_GATHER, LLAMA_GRAPH_REDUCE_RING }) {
         for (const ggml_type wire : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 }) {
             std::vector<char> mem(ggml_tensor_overhead() * 256 + ggml_graph_overhead());
             ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
-            std::vector<std::pair<ggml_tensor *, int>> partials, pinned;
-            for (int d = 0; d < P; ++d) {
-                partials.emplace_back(ggml_scale(ctx, x[d], 0.5f + d), d);
-                pinned.emplace_back(partials.back());
-            }
+            std::vector<std::pair<ggml_tensor *, int>> pinned;
+            const auto partials = dl.partials(ctx, pinned);
             llama_all_reduce_options opt;
             opt.main_device = main;
             opt.wire_type = wire;
@@ -683,9 +708,6 @@ TEST(AllReduce, BothFormsSumThePartialsOnTheMainDevice) {
             ggml_free(ctx);
         }
     }
-    for (auto * b : bufs) ggml_backend_buffer_free(b);
-    for (auto * c : leaf_ctx) ggml_free(c);
-    for (auto * b : backends) ggml_backend_free(b);
 }
 
 // The collective form on its own: partials [37, 5] on 2, 3 and 4 devices, each wire type, become
@@ -696,34 +718,16 @@ TEST(AllReduce, CollectiveSumsOnEveryDeviceWithoutCopies) {
     const int64_t n = 37, T = 5;
     for (const int P : { 2, 3, 4 }) {
         const int main = P == 3 ? 1 : P - 1;
-        std::vector<ggml_backend_t> backends;
-        for (int d = 0; d < P; ++d) backends.push_back(ggml_backend_dev_init(ggml_backend_dev_get((size_t) d)));
+        device_leaves dl(P, n, T, 11);
+        ASSERT_TRUE(dl.ok);
+        auto & backends = dl.backends;
+        const auto & want = dl.want;
         ASSERT_TRUE(ggml_backend_all_reduce_supported(backends.data(), P));
-        backends.push_back(ggml_backend_cpu_init());
-        std::vector<ggml_context *> leaf_ctx;
-        std::vector<ggml_backend_buffer_t> bufs;
-        std::vector<ggml_tensor *> x;
-        std::vector<std::vector<float>> values;
-        for (int d = 0; d < P; ++d) {
-            leaf_ctx.push_back(ggml_init({ ggml_tensor_overhead() * 2, nullptr, true }));
-            x.push_back(ggml_new_tensor_2d(leaf_ctx.back(), GGML_TYPE_F32, n, T));
-            bufs.push_back(ggml_backend_alloc_tensors_from_buft(ggml_backend_dev_buffer_type(ggml_backend_dev_get((size_t) d)), &x.back(), 1));
-            ASSERT_NE(bufs.back(), nullptr);
-            values.push_back(kiln_test::random_floats((size_t) (n * T), 11 + d, -2.0f, 2.0f));
-            ggml_backend_tensor_set(x.back(), values.back().data(), 0, ggml_nbytes(x.back()));
-        }
-        std::vector<double> want((size_t) (n * T), 0.0);
-        for (int d = 0; d < P; ++d) {
-            for (size_t i = 0; i < want.size(); ++i) want[i] += (0.5 + d) * values[d][i];
-        }
         for (const ggml_type wire : { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 }) {
             std::vector<char> mem(ggml_tensor_overhead() * 256 + ggml_graph_overhead());
             ggml_context * ctx = ggml_init({ mem.size(), mem.data(), true });
-            std::vector<std::pair<ggml_tensor *, int>> partials, pinned;
-            for (int d = 0; d < P; ++d) {
-                partials.emplace_back(ggml_scale(ctx, x[d], 0.5f + d), d);
-                pinned.emplace_back(partials.back());
-            }
+            std::vector<std::pair<ggml_tensor *, int>> pinned;
+            const auto partials = dl.partials(ctx, pinned);
             llama_all_reduce_options opt;
             opt.main_device = main;
             opt.wire_type = wire;
@@ -769,9 +773,6 @@ TEST(AllReduce, CollectiveSumsOnEveryDeviceWithoutCopies) {
             ggml_backend_sched_free(s);
             ggml_free(ctx);
         }
-        for (auto * b : bufs) ggml_backend_buffer_free(b);
-        for (auto * c : leaf_ctx) ggml_free(c);
-        for (auto * b : backends) ggml_backend_free(b);
     }
 }
 

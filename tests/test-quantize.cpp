@@ -455,6 +455,22 @@ INSTANTIATE_TEST_SUITE_P(Synth, QuantizeRun,
                              return s;
                          });
 
+// in quantized to out as file type ft on two threads, the plan kept; false (with the error
+// reported) when the quantizer refuses
+static bool quantize_as(const std::string & in, const std::string & out, const llama_ftype_info & ft,
+                        llama_quant_plan_result & plan) {
+    llama_quant_params p;
+    p.ftype = ft.id;
+    p.nthread = 2;
+    try {
+        llama_quant_model(in, out, p, &plan);
+    } catch (const std::exception & e) {
+        ADD_FAILURE() << ft.name << ": " << e.what();
+        return false;
+    }
+    return true;
+}
+
 // llama.cpp's ternary file types: the layers' weights in TQ1_0 / TQ2_0, the embeddings in Q4_K and
 // the output in Q6_K (as llama.cpp chooses), and the written model runs.
 TEST(Quantize, TernaryFileTypes) {
@@ -464,15 +480,8 @@ TEST(Quantize, TernaryFileTypes) {
         const ggml_type tq = ft->default_type;
         const std::string in = model_path("synth-qwen3moe-f16.gguf");
         const std::string out = tmp_path(std::string("qwen3moe-") + ftname + ".gguf");
-        llama_quant_params p;
-        p.ftype = ft->id;
-        p.nthread = 2;
         llama_quant_plan_result plan;
-        try {
-            llama_quant_model(in, out, p, &plan);
-        } catch (const std::exception & e) {
-            FAIL() << ftname << ": " << e.what();
-        }
+        ASSERT_TRUE(quantize_as(in, out, *ft, plan));
         int n_tq = 0;
         for (const auto & t : plan.tensors) {
             if (!t.quantize) continue;
@@ -508,15 +517,8 @@ TEST(Quantize, BitnetFileTypes) {
         const ggml_type bn = ft->default_type;
         const std::string in = model_path("synth-qwen3-f16.gguf");
         const std::string out = tmp_path(std::string("qwen3-") + ftname + ".gguf");
-        llama_quant_params p;
-        p.ftype = ft->id;
-        p.nthread = 2;
         llama_quant_plan_result plan;
-        try {
-            llama_quant_model(in, out, p, &plan);
-        } catch (const std::exception & e) {
-            FAIL() << ftname << ": " << e.what();
-        }
+        ASSERT_TRUE(quantize_as(in, out, *ft, plan));
         split_ptr fs = open_model(in), fo = open_model(out);
         ASSERT_TRUE(fs && fo) << gguf_last_error();
         const gguf_context * gs = gguf_split_part(fs.get(), 0), * go = gguf_split_part(fo.get(), 0);
@@ -525,9 +527,12 @@ TEST(Quantize, BitnetFileTypes) {
         for (const auto & t : plan.tensors) has_output |= t.name == "output.weight";
         for (const auto & t : plan.tensors) {
             if (!t.quantize) continue;
-            if (t.name == "output.weight") EXPECT_EQ(t.new_type, GGML_TYPE_Q6_K) << ftname;
-            // (a tied embedding is the output head: Q6_K)
-            else if (t.name == "token_embd.weight") EXPECT_EQ(t.new_type, has_output ? GGML_TYPE_IQ4_NL : GGML_TYPE_Q6_K) << ftname;
+            if (t.name == "output.weight") {
+                EXPECT_EQ(t.new_type, GGML_TYPE_Q6_K) << ftname;
+            } else if (t.name == "token_embd.weight") {
+                // (a tied embedding is the output head: Q6_K)
+                EXPECT_EQ(t.new_type, has_output ? GGML_TYPE_IQ4_NL : GGML_TYPE_Q6_K) << ftname;
+            }
             if (t.new_type != bn) continue;
             ++n_bn;
             const int64_t is = gguf_find_tensor(gs, t.name.c_str()), io = gguf_find_tensor(go, t.name.c_str());
